@@ -1,0 +1,1 @@
+"""The ``ledgermq`` command line: thin wrappers that parse, call, print and exit."""

@@ -1,0 +1,64 @@
+"""Entry point of the ``ledgermq`` command.
+
+Every sub-command is a function that takes the parsed arguments and returns an exit code. A
+``LedgerMQError`` becomes one line on stderr and exit code 1; bad usage is exit code 2 (argparse).
+Users never see a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from ledgermq import __version__
+from ledgermq.cli import quickstart, store_commands
+from ledgermq.errors import LedgerMQError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ledgermq",
+        description="LedgerMQ: a Raft-replicated message broker after RocketMQ's DLedger mode.",
+    )
+    parser.add_argument("--version", action="version", version=f"ledgermq {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging level on stderr (default: WARNING)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    quickstart.register(commands)
+    store_commands.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        code: int = args.handler(args)
+    except LedgerMQError as exc:
+        print(f"ledgermq: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"ledgermq: error: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
+        return EXIT_ERROR
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The whole exception tree of LedgerMQ, in one place.
+
+Each class says what the caller should do about it. Policy flags are class attributes so that retry
+loops read flags instead of matching messages (STYLE.md section 7.9):
+
+- ``retriable``: the same request may succeed later or elsewhere;
+- ``refresh_route``: the caller should look up who serves the request before retrying.
+
+Messages are full sentences that carry the values involved.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "ConfigError",
+    "CorruptLogError",
+    "DiskFullError",
+    "EntryTooLargeError",
+    "InconsistentLogError",
+    "IndexCompactedError",
+    "IndexOutOfRangeError",
+    "LedgerMQError",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLockedError",
+]
+
+
+class LedgerMQError(Exception):
+    """Base of every error LedgerMQ raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+    refresh_route: ClassVar[bool] = False
+
+
+class ConfigError(LedgerMQError):
+    """A setting is missing, unknown or out of range: fix the configuration and start again."""
+
+
+class StoreError(LedgerMQError):
+    """The log store refused an operation; the store is left consistent."""
+
+
+class CorruptLogError(StoreError):
+    """The log on disk is damaged in a way that must not be repaired automatically.
+
+    Raised when opening a store finds a CRC mismatch or an inconsistent header *before* the tail,
+    and when a read finds an entry whose checksum does not match. The store never returns the
+    damaged bytes. An operator has to decide: restore the replica from its peers (delete the
+    store directory and let replication refill it) or inspect the file named here.
+    """
+
+    def __init__(self, path: str, pos: int, reason: str) -> None:
+        super().__init__(f"corrupt log in {path} at byte {pos}: {reason}")
+        self.path = path
+        self.pos = pos
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[CorruptLogError], tuple[str, int, str]]:
+        return (type(self), (self.path, self.pos, self.reason))
+
+
+class DiskFullError(StoreError):
+    """The disk holding the store is (nearly) full; appends fail until space is freed.
+
+    Nothing was written. Retention or an operator must free space; the caller may retry later.
+    """
+
+    retriable = True
+
+
+class EntryTooLargeError(StoreError):
+    """An entry body exceeds the configured maximum; the request itself is wrong."""
+
+
+class IndexOutOfRangeError(StoreError, LookupError):
+    """The index is past the end of the log (or negative): nothing is stored there yet."""
+
+
+class IndexCompactedError(StoreError, LookupError):
+    """The index is before the log's begin index: retention has deleted it."""
+
+
+class InconsistentLogError(StoreError):
+    """An append or truncate does not fit the log as stored (wrong index, position or chain).
+
+    For replication this means the follower's log diverges from the leader's; the caller has to
+    find the common prefix and truncate before appending.
+    """
+
+
+class StoreClosedError(StoreError):
+    """The store was closed; open it again to use it."""
+
+
+class StoreLockedError(StoreError):
+    """Another process (or another open store object) holds this store directory."""

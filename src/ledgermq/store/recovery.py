@@ -1,0 +1,296 @@
+"""Finding the end of the log at start-up, repairing a torn tail, refusing real corruption.
+
+Theory of operation (DLedger ``recover()``, spec-replication-storage.md section 1.11, with the
+CRCs DLedger leaves out):
+
+1. **Start segment.** Scanning a whole log at every start would take minutes for a large store,
+   so, like DLedger, scanning starts at the third-last data segment and walks back while that
+   segment's first entry does not decode or does not match its index record. Entries before the
+   start segment are trusted at open and verified on every read instead.
+2. **Forward scan.** Each entry must have a known magic, ``size == 48 + bodyLen``, ``pos`` equal to
+   where it sits, ``index`` one more than the previous, a ``term`` no smaller than the previous,
+   a body matching ``bodyCrc`` and a ``chainCrc`` continuing the previous entry's. A BLANK record
+   (magic -1) must fill its segment exactly and moves the scan to the next segment. An all-zero
+   header is the clean end of the log. Each entry's index record is compared with the entry and
+   rewritten when missing or different (the index is derived data).
+3. **A bad entry** ends the scan. It is a *torn tail*, and is repaired, when nothing follows it:
+   every byte after its extent, in its segment and in all later segments, is zero. That is what a
+   crash in the middle of the last write leaves. The bad bytes are copied to
+   ``<store>/repair/`` first, then zeroed and synced, and the repair is logged. Anything else,
+   a bad entry with data after it, is damage the store must not paper over: opening fails with
+   ``CorruptLogError`` naming the file, the byte position and the reason.
+4. **After the scan**, data segments past the end are removed (they are empty), index segments
+   outside ``[begin, end]`` are removed, and a few MiB after the end are zeroed if a torn write
+   left stray bytes there, so a later torn tail is still recognised as one.
+
+What it deliberately does not do: scan segments before the start segment; repair anything but
+the tail; trust the checkpoint's ``endIndex`` (the log is the truth, as in DLedger).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from crc32c import crc32c
+
+from ledgermq.errors import CorruptLogError
+from ledgermq.store.entry_format import (
+    BLANK_HEADER,
+    BLANK_MAGIC,
+    CHAIN_INPUT,
+    ENTRY_HEADER,
+    HEADER_SIZE,
+    INDEX_RECORD,
+    INDEX_UNIT_SIZE,
+    MIN_BLANK_LEN,
+    EntryType,
+)
+
+if TYPE_CHECKING:
+    from ledgermq.store.segment import Segment, SegmentLog
+
+__all__ = ["RecoveredLog", "recover"]
+
+_log: Final = logging.getLogger("ledgermq.store")
+_VALID_MAGICS: Final = frozenset(int(t) for t in EntryType)
+_ZERO_HEADER: Final = bytes(HEADER_SIZE)
+_STRAY_WINDOW_BYTES: Final = 8 << 20
+
+
+@dataclass(slots=True)
+class RecoveredLog:
+    """What recovery found: the state the store continues from."""
+
+    begin_index: int = -1
+    end_index: int = -1
+    end_term: int = -1
+    data_end: int = 0
+    """Data-log position where the next entry (or BLANK) is written."""
+    last_chain_crc: int = 0
+    entries_scanned: int = 0
+    index_records_rewritten: int = 0
+    repairs: list[str] = field(default_factory=list)
+
+
+class _BadEntryError(Exception):
+    def __init__(self, segment_no: int, offset: int, reason: str, claimed_size: int) -> None:
+        super().__init__(reason)
+        self.segment_no = segment_no
+        self.offset = offset
+        self.reason = reason
+        self.claimed_size = claimed_size
+
+
+def recover(data: SegmentLog, index: SegmentLog, repair_dir: str) -> RecoveredLog:
+    """Scan the loaded logs, repair a torn tail, and return where the log ends."""
+    result = RecoveredLog()
+    segments = data.segments
+    if not segments:
+        index.drop_first(len(index.segments))
+        return result
+    start = max(0, len(segments) - 3)
+    while start > 0 and not _is_good_start(segments[start], index):
+        start -= 1
+    try:
+        _scan(data, index, start, result)
+    except _BadEntryError as bad:
+        _handle_bad_entry(data, bad, repair_dir, result)
+        # Scan again from the same start: the repaired log now ends cleanly at the bad entry.
+        result = RecoveredLog(repairs=result.repairs)
+        _scan(data, index, start, result)
+    _tidy_after_end(data, index, result)
+    return result
+
+
+def _is_good_start(segment: Segment, index: SegmentLog) -> bool:
+    """Whether ``segment`` begins with a sound entry that its index record agrees with."""
+    mm = segment.mm
+    magic, size, idx, term, pos, _, _, crc, body_len = ENTRY_HEADER.unpack_from(mm, 0)
+    if magic not in _VALID_MAGICS or size != HEADER_SIZE + body_len or pos != segment.base:
+        return False
+    if size + MIN_BLANK_LEN > segment.size or crc32c(mm[HEADER_SIZE:size]) != crc:
+        return False
+    record_seg = index.segment_at(idx * INDEX_UNIT_SIZE)
+    if record_seg is None:
+        return False
+    record = INDEX_RECORD.unpack_from(record_seg.mm, idx * INDEX_UNIT_SIZE - record_seg.base)
+    return record == (magic, pos, size, idx, term)
+
+
+def _scan(  # noqa: PLR0912, PLR0915 - one tight loop on purpose: it is the open-time hot path
+    data: SegmentLog, index: SegmentLog, start: int, result: RecoveredLog
+) -> None:
+    """Walk entries from segment ``start``; fill ``result``; raise ``_BadEntryError`` at damage."""
+    segments = data.segments
+    unpack_header = ENTRY_HEADER.unpack_from
+    pack_chain = CHAIN_INPUT.pack
+    pack_record = INDEX_RECORD.pack
+    unpack_record = INDEX_RECORD.unpack_from
+    prev_index = -1
+    prev_term = -1
+    prev_chain = -1  # -1: no previous entry scanned, the chain cannot be checked yet
+    begin_index = -1
+    scanned = 0
+    rewritten = 0
+    pos = segments[start].base
+    seg_no = start
+    index_seg: Segment | None = None
+    while seg_no < len(segments):
+        segment = segments[seg_no]
+        mm = segment.mm
+        off = pos - segment.base
+        seg_size = segment.size
+        next_segment = False
+        with memoryview(mm) as view:
+            while True:
+                remaining = seg_size - off
+                if remaining < MIN_BLANK_LEN:
+                    raise _BadEntryError(seg_no, off, f"only {remaining} bytes left in segment", 0)
+                magic, size = BLANK_HEADER.unpack_from(mm, off)
+                if magic == BLANK_MAGIC:
+                    if size != remaining:
+                        raise _BadEntryError(
+                            seg_no,
+                            off,
+                            f"BLANK record claims {size} bytes but {remaining} remain",
+                            remaining,
+                        )
+                    next_segment = True
+                    break
+                if remaining < HEADER_SIZE:
+                    raise _BadEntryError(seg_no, off, "truncated entry header", 0)
+                if magic == 0 and size == 0 and view[off : off + HEADER_SIZE] == _ZERO_HEADER:
+                    break  # the clean end of the log
+                magic, size, idx, term, epos, channel, chain, crc, body_len = unpack_header(mm, off)
+                claimed = size if HEADER_SIZE <= size <= remaining else 0
+                reason = None
+                if magic not in _VALID_MAGICS:
+                    reason = f"unknown magic {magic}"
+                elif size != HEADER_SIZE + body_len:
+                    reason = f"size {size} does not match body length {body_len} + 48"
+                elif size + MIN_BLANK_LEN > remaining:
+                    reason = f"entry of {size} bytes runs past the end of its segment"
+                elif epos != segment.base + off:
+                    reason = f"entry says it is at position {epos}, it is at {segment.base + off}"
+                elif prev_index >= 0 and idx != prev_index + 1:
+                    reason = f"index {idx} does not follow {prev_index}"
+                elif term < prev_term:
+                    reason = f"term {term} of entry {idx} is lower than the previous {prev_term}"
+                elif crc32c(view[off + HEADER_SIZE : off + size]) != crc:
+                    reason = f"body CRC mismatch in entry {idx}"
+                elif prev_chain >= 0 and chain != crc32c(
+                    pack_chain(magic, size, idx, term, epos, channel, crc), prev_chain
+                ):
+                    reason = (
+                        f"chain CRC mismatch in entry {idx}: its header or a predecessor changed"
+                    )
+                if reason is not None:
+                    raise _BadEntryError(seg_no, off, reason, claimed)
+                # The index record must agree; it is derived data, so rewrite it when it does not.
+                record_pos = idx * INDEX_UNIT_SIZE
+                if index_seg is None or not index_seg.base <= record_pos < index_seg.end:
+                    index_seg = index.ensure_segment(record_pos)
+                rec_off = record_pos - index_seg.base
+                if unpack_record(index_seg.mm, rec_off) != (magic, epos, size, idx, term):
+                    index_seg.mm[rec_off : rec_off + INDEX_UNIT_SIZE] = pack_record(
+                        magic, epos, size, idx, term
+                    )
+                    index_seg.dirty = True
+                    rewritten += 1
+                if begin_index < 0:
+                    begin_index = idx
+                prev_index = idx
+                prev_term = term
+                prev_chain = chain
+                scanned += 1
+                off += size
+        pos = segment.base + off
+        if not next_segment:
+            break
+        pos = segment.end
+        seg_no += 1
+    result.entries_scanned = scanned
+    result.index_records_rewritten = rewritten
+    result.end_index = prev_index
+    result.end_term = prev_term
+    result.last_chain_crc = max(prev_chain, 0)
+    result.data_end = pos
+    if prev_index >= 0:
+        result.begin_index = _first_index(segments[0]) if start > 0 else begin_index
+
+
+def _first_index(segment: Segment) -> int:
+    _, _, idx, _, _, _, _, _, _ = ENTRY_HEADER.unpack_from(segment.mm, 0)
+    return int(idx)
+
+
+def _handle_bad_entry(
+    data: SegmentLog, bad: _BadEntryError, repair_dir: str, result: RecoveredLog
+) -> None:
+    segments = data.segments
+    segment = segments[bad.segment_no]
+    extent_end = min(segment.size, bad.offset + max(bad.claimed_size, HEADER_SIZE))
+    is_tail = segment.is_zero(extent_end, segment.size) and all(
+        s.is_zero(0, s.size) for s in segments[bad.segment_no + 1 :]
+    )
+    if not is_tail:
+        raise CorruptLogError(
+            segment.path,
+            bad.offset,
+            f"{bad.reason} (log position {segment.base + bad.offset}); valid data follows, "
+            "so this is not a torn tail and the store will not discard it. Restore this "
+            "replica from its peers or inspect the file",
+        )
+    last = segment.last_nonzero(bad.offset, extent_end)
+    stop = last + 1
+    os.makedirs(repair_dir, exist_ok=True)
+    backup = os.path.join(repair_dir, f"{os.path.basename(segment.path)}.{bad.offset}.broken")
+    with open(backup, "wb") as f:
+        f.write(segment.mm[bad.offset : stop])
+        f.flush()
+        os.fsync(f.fileno())
+    segment.zero(bad.offset, stop)
+    os.fdatasync(segment.fd)
+    segment.dirty = False
+    message = (
+        f"repaired torn tail in {segment.path} at byte {bad.offset} "
+        f"(log position {segment.base + bad.offset}): {bad.reason}; "
+        f"{stop - bad.offset} bytes discarded, copy kept in {backup}"
+    )
+    _log.warning("%s", message)
+    result.repairs.append(message)
+
+
+def _tidy_after_end(data: SegmentLog, index: SegmentLog, result: RecoveredLog) -> None:
+    """Drop what lies past the end, and index records outside the log."""
+    end_segment = data.segment_at(result.data_end)
+    for segment in data.segments:
+        if segment.base > result.data_end and not segment.is_zero(0, HEADER_SIZE):
+            raise CorruptLogError(
+                segment.path,
+                0,
+                f"the log ends at position {result.data_end} but this later segment holds data",
+            )
+    data.drop_after(result.data_end)
+    if end_segment is not None:
+        start = result.data_end - end_segment.base
+        stop = min(end_segment.size, start + _STRAY_WINDOW_BYTES)
+        last = end_segment.last_nonzero(start, stop)
+        if last >= 0:
+            end_segment.zero(start, last + 1)
+            os.fdatasync(end_segment.fd)
+            end_segment.dirty = False
+            message = (
+                f"zeroed {last + 1 - start} stray bytes after the end of the log in "
+                f"{end_segment.path} at byte {start} (left by a torn write)"
+            )
+            _log.warning("%s", message)
+            result.repairs.append(message)
+    if result.end_index < 0:
+        index.drop_first(len(index.segments))
+        return
+    index.drop_after(result.end_index * INDEX_UNIT_SIZE)
+    index.drop_before(result.begin_index * INDEX_UNIT_SIZE)

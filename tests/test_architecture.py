@@ -1,0 +1,72 @@
+"""The layering of DESIGN.md, checked: import-linter contracts plus bans it cannot express."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "ledgermq"
+
+# Pure layers: no I/O, no clocks, no randomness, no concurrency (STYLE.md section 7.12).
+PURE_PACKAGES = ("raft", "wire")
+PURE_BANNED = {"asyncio", "socket", "threading", "time", "random", "os", "selectors", "mmap"}
+# Core layers never import the layers above them.
+CORE_PACKAGES = ("raft", "store", "wire")
+UPPER_LAYERS = {"net", "ledger", "broker", "namesrv", "client", "spark", "cli", "testing"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def python_files(package: str) -> list[Path]:
+    return sorted((SRC / package).rglob("*.py")) if (SRC / package).is_dir() else []
+
+
+def test_pure_layers_do_no_io() -> None:
+    offenders = [
+        f"{path.relative_to(SRC)} imports {name}"
+        for package in PURE_PACKAGES
+        for path in python_files(package)
+        for name in imported_modules(path)
+        if name.split(".")[0] in PURE_BANNED
+    ]
+    assert offenders == []
+
+
+def test_core_layers_do_not_import_upper_layers() -> None:
+    offenders = [
+        f"{path.relative_to(SRC)} imports {name}"
+        for package in CORE_PACKAGES
+        for path in python_files(package)
+        for name in imported_modules(path)
+        if name.startswith("ledgermq.") and name.split(".")[1] in UPPER_LAYERS
+    ]
+    assert offenders == []
+    assert python_files("store"), "the store package must exist"
+
+
+def test_import_linter_contracts_hold() -> None:
+    lint_imports = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    if not Path(lint_imports).exists():
+        pytest.fail("lint-imports is not installed (pip install -e '.[dev]')")
+    result = subprocess.run(
+        [lint_imports, "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=SRC.parents[1],
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
