@@ -26,6 +26,11 @@ _log: Final = logging.getLogger("ledgermq.store")
 class Checkpoint:
     end_index: int = -1
     committed_index: int = -1
+    flushed_pos: int = -1
+    """Data-log position up to which everything was on disk when the checkpoint was written
+    (our addition; DLedger readers ignore the key). Recovery treats damage at or after it as a
+    torn tail: those bytes were never known durable, so a power loss may have left holes there.
+    -1 when unknown."""
 
 
 def read_checkpoint(directory: str) -> Checkpoint:
@@ -52,7 +57,9 @@ def read_checkpoint(directory: str) -> Checkpoint:
             values[key.strip()] = int(value.strip())
         except ValueError:
             _log.warning("checkpoint %s: ignoring bad line %r", path, line)
-    return Checkpoint(values.get("endIndex", -1), values.get("committedIndex", -1))
+    return Checkpoint(
+        values.get("endIndex", -1), values.get("committedIndex", -1), values.get("flushedPos", -1)
+    )
 
 
 def write_checkpoint(directory: str, checkpoint: Checkpoint) -> None:
@@ -60,7 +67,9 @@ def write_checkpoint(directory: str, checkpoint: Checkpoint) -> None:
     path = os.path.join(directory, CHECKPOINT_NAME)
     tmp = path + ".tmp"
     data = (
-        f"endIndex={checkpoint.end_index}\ncommittedIndex={checkpoint.committed_index}\n"
+        f"endIndex={checkpoint.end_index}\n"
+        f"committedIndex={checkpoint.committed_index}\n"
+        f"flushedPos={checkpoint.flushed_pos}\n"
     ).encode("ascii")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

@@ -232,7 +232,13 @@ class LedgerStore:
             warnings = self._data.load() + self._index.load()
             for warning in warnings:
                 _log.warning("%s", warning)
-            recovered = recover(self._data, self._index, os.path.join(directory, "repair"))
+            checkpoint = read_checkpoint(directory)
+            recovered = recover(
+                self._data,
+                self._index,
+                os.path.join(directory, "repair"),
+                checkpoint.flushed_pos,
+            )
         except BaseException:
             self._data.close()
             self._index.close()
@@ -246,13 +252,13 @@ class LedgerStore:
         self._data_end = recovered.data_end
         self._last_chain = recovered.last_chain_crc
         self._flushed_index = recovered.end_index
-        checkpoint = read_checkpoint(directory)
+        self._flushed_pos = recovered.data_end
         self._committed_index = min(checkpoint.committed_index, self._end_index)
         if self._begin_index > 0:
             # Retention only deletes committed entries and keeps the last committed one, so a
             # log that no longer starts at 0 has at least its first entry committed.
             self._committed_index = max(self._committed_index, self._begin_index)
-        self._last_checkpoint = Checkpoint(checkpoint.end_index, checkpoint.committed_index)
+        self._last_checkpoint = checkpoint
         self._last_checkpoint_ms = clock.monotonic_ms()
         self._last_clean_ms = -(1 << 62)
         _log.info(
@@ -420,6 +426,7 @@ class LedgerStore:
                 self._fail(exc)
                 raise StoreError(f"fdatasync failed; the store must be reopened: {exc}") from exc
             self._flushed_index = last.index
+            self._flushed_pos = plan.end_pos
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -624,7 +631,11 @@ class LedgerStore:
                 self._end_term = prev.term
                 self._last_chain = prev.chain_crc
             self._flushed_index = min(self._flushed_index, self._end_index)
-            _log.info("store %s truncated from index %d", self._directory, index)
+            self._flushed_pos = min(self._flushed_pos, pos)
+        # A checkpoint still naming a flushed position beyond the cut would make recovery
+        # stricter than it should be about the region truncation just zeroed.
+        self._write_checkpoint()
+        _log.info("store %s truncated from index %d", self._directory, index)
 
     def reset_begin(self, index: int) -> int:
         """Delete the whole data segments holding only entries before ``index``.
@@ -719,6 +730,7 @@ class LedgerStore:
                 return
             pinned = self._data.pin_dirty() + self._index.pin_dirty()
             flushed = self._end_index
+            flushed_pos = self._data_end
         try:
             SegmentLog.sync_segments(pinned)
         except OSError as exc:
@@ -730,13 +742,15 @@ class LedgerStore:
                 for segment in pinned:
                     segment.unpin()
         with self._lock:
-            self._flushed_index = max(self._flushed_index, flushed)
+            # A truncation while the sync ran may have cut below what was synced.
+            self._flushed_index = min(max(self._flushed_index, flushed), self._end_index)
+            self._flushed_pos = min(max(self._flushed_pos, flushed_pos), self._data_end)
 
     def _write_checkpoint(self) -> None:
         with self._lock:
             if self._closed:
                 return
-            checkpoint = Checkpoint(self._end_index, self._committed_index)
+            checkpoint = Checkpoint(self._end_index, self._committed_index, self._flushed_pos)
         if checkpoint != self._last_checkpoint:
             write_checkpoint(self._directory, checkpoint)
             self._last_checkpoint = checkpoint
@@ -791,6 +805,7 @@ class LedgerStore:
                     self._data.sync_now()
                     self._index.sync_now()
                     self._flushed_index = self._end_index
+                    self._flushed_pos = self._data_end
                 self._write_checkpoint()
         finally:
             with self._lock:

@@ -4,24 +4,31 @@ Theory of operation (DLedger ``recover()``, spec-replication-storage.md section 
 CRCs DLedger leaves out):
 
 1. **Start segment.** Scanning a whole log at every start would take minutes for a large store,
-   so, like DLedger, scanning starts at the third-last data segment and walks back while that
+   so, like DLedger, scanning starts at the third-last data segment, or earlier when the
+   checkpoint's ``flushedPos`` lies in an earlier segment (nothing after it was ever known to be
+   on disk), or at the first segment when there is no checkpoint. It walks back while the start
    segment's first entry does not decode or does not match its index record. Entries before the
    start segment are trusted at open and verified on every read instead.
 2. **Forward scan.** Each entry must have a known magic, ``size == 48 + bodyLen``, ``pos`` equal to
    where it sits, ``index`` one more than the previous, a ``term`` no smaller than the previous,
    a body matching ``bodyCrc`` and a ``chainCrc`` continuing the previous entry's. A BLANK record
    (magic -1) must fill its segment exactly and moves the scan to the next segment. An all-zero
-   header is the clean end of the log. Each entry's index record is compared with the entry and
-   rewritten when missing or different (the index is derived data).
-3. **A bad entry** ends the scan. It is a *torn tail*, and is repaired, when nothing follows it:
-   every byte after its extent, in its segment and in all later segments, is zero. That is what a
-   crash in the middle of the last write leaves. The bad bytes are copied to
-   ``<store>/repair/`` first, then zeroed and synced, and the repair is logged. Anything else,
-   a bad entry with data after it, is damage the store must not paper over: opening fails with
+   header with nothing after it is the clean end of the log. Each entry's index record is
+   compared with the entry and rewritten when missing or different (the index is derived data).
+3. **A bad entry** (or an all-zero header with bytes after it) ends the scan. It is a *torn
+   tail*, and is repaired, when either
+   - no later entry provably exists: none of the next index records points past it to an entry
+     that decodes with that index and a good CRC (what a crash in the middle of the last write
+     leaves: at most stray bytes of that write); or
+   - it lies at or after the position the checkpoint records as flushed (``flushedPos``): those
+     bytes were never known to be on disk, and a power loss may write back some of their pages
+     and not others, leaving holes followed by data.
+   The bytes from the bad entry on are copied to ``<store>/repair/`` first, then zeroed (later
+   segments deleted) and synced, and the repair is logged. Anything else, damage followed by an
+   entry that was written after it, is damage the store must not paper over: opening fails with
    ``CorruptLogError`` naming the file, the byte position and the reason.
-4. **After the scan**, data segments past the end are removed (they are empty), index segments
-   outside ``[begin, end]`` are removed, and a few MiB after the end are zeroed if a torn write
-   left stray bytes there, so a later torn tail is still recognised as one.
+4. **After the scan**, data segments past the end are removed (they are empty) and index segments
+   outside ``[begin, end]`` are removed.
 
 What it deliberately does not do: scan segments before the start segment; repair anything but
 the tail; trust the checkpoint's ``endIndex`` (the log is the truth, as in DLedger).
@@ -46,7 +53,9 @@ from ledgermq.store.entry_format import (
     INDEX_RECORD,
     INDEX_UNIT_SIZE,
     MIN_BLANK_LEN,
+    EntryFormatError,
     EntryType,
+    decode_entry,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +67,8 @@ _log: Final = logging.getLogger("ledgermq.store")
 _VALID_MAGICS: Final = frozenset(int(t) for t in EntryType)
 _ZERO_HEADER: Final = bytes(HEADER_SIZE)
 _STRAY_WINDOW_BYTES: Final = 8 << 20
+"""How far past a zero header recovery looks for bytes a torn write left behind."""
+_LATER_RECORDS_CHECKED: Final = 4
 
 
 @dataclass(slots=True)
@@ -76,28 +87,42 @@ class RecoveredLog:
 
 
 class _BadEntryError(Exception):
-    def __init__(self, segment_no: int, offset: int, reason: str, claimed_size: int) -> None:
+    def __init__(self, segment_no: int, offset: int, reason: str, prev_index: int) -> None:
         super().__init__(reason)
         self.segment_no = segment_no
         self.offset = offset
         self.reason = reason
-        self.claimed_size = claimed_size
+        self.prev_index = prev_index
 
 
-def recover(data: SegmentLog, index: SegmentLog, repair_dir: str) -> RecoveredLog:
-    """Scan the loaded logs, repair a torn tail, and return where the log ends."""
+def recover(
+    data: SegmentLog, index: SegmentLog, repair_dir: str, durable_pos: int = -1
+) -> RecoveredLog:
+    """Scan the loaded logs, repair a torn tail, and return where the log ends.
+
+    ``durable_pos`` is the checkpoint's ``flushedPos`` (-1 if unknown): damage at or after it is
+    treated as a torn tail.
+    """
     result = RecoveredLog()
     segments = data.segments
     if not segments:
         index.drop_first(len(index.segments))
         return result
     start = max(0, len(segments) - 3)
+    # Bytes after the last known flush were never verified durable: scan them all. Without a
+    # checkpoint (a store younger than its first checkpoint, or one whose file was lost) that
+    # means the whole log.
+    durable_segment = data.segment_at(durable_pos) if durable_pos >= 0 else None
+    if durable_pos < 0:
+        start = 0
+    elif durable_segment is not None:
+        start = min(start, segments.index(durable_segment))
     while start > 0 and not _is_good_start(segments[start], index):
         start -= 1
     try:
         _scan(data, index, start, result)
     except _BadEntryError as bad:
-        _handle_bad_entry(data, bad, repair_dir, result)
+        _repair_or_refuse(data, index, bad, repair_dir, durable_pos, result)
         # Scan again from the same start: the repaired log now ends cleanly at the bad entry.
         result = RecoveredLog(repairs=result.repairs)
         _scan(data, index, start, result)
@@ -117,7 +142,7 @@ def _is_good_start(segment: Segment, index: SegmentLog) -> bool:
     if record_seg is None:
         return False
     record = INDEX_RECORD.unpack_from(record_seg.mm, idx * INDEX_UNIT_SIZE - record_seg.base)
-    return record == (magic, pos, size, idx, term)
+    return bool(record == (magic, pos, size, idx, term))
 
 
 def _scan(  # noqa: PLR0912, PLR0915 - one tight loop on purpose: it is the open-time hot path
@@ -148,25 +173,24 @@ def _scan(  # noqa: PLR0912, PLR0915 - one tight loop on purpose: it is the open
             while True:
                 remaining = seg_size - off
                 if remaining < MIN_BLANK_LEN:
-                    raise _BadEntryError(seg_no, off, f"only {remaining} bytes left in segment", 0)
+                    short = f"only {remaining} bytes left in segment"
+                    raise _BadEntryError(seg_no, off, short, prev_index)
                 magic, size = BLANK_HEADER.unpack_from(mm, off)
                 if magic == BLANK_MAGIC:
                     if size != remaining:
-                        raise _BadEntryError(
-                            seg_no,
-                            off,
-                            f"BLANK record claims {size} bytes but {remaining} remain",
-                            remaining,
-                        )
+                        blank = f"BLANK record claims {size} bytes but {remaining} remain"
+                        raise _BadEntryError(seg_no, off, blank, prev_index)
                     next_segment = True
                     break
                 if remaining < HEADER_SIZE:
-                    raise _BadEntryError(seg_no, off, "truncated entry header", 0)
+                    raise _BadEntryError(seg_no, off, "truncated entry header", prev_index)
                 if magic == 0 and size == 0 and view[off : off + HEADER_SIZE] == _ZERO_HEADER:
+                    if _something_follows(segments, seg_no, off):
+                        stray = "the entry header is zero but bytes follow it"
+                        raise _BadEntryError(seg_no, off, stray, prev_index)
                     break  # the clean end of the log
                 magic, size, idx, term, epos, channel, chain, crc, body_len = unpack_header(mm, off)
-                claimed = size if HEADER_SIZE <= size <= remaining else 0
-                reason = None
+                reason: str | None = None
                 if magic not in _VALID_MAGICS:
                     reason = f"unknown magic {magic}"
                 elif size != HEADER_SIZE + body_len:
@@ -188,7 +212,7 @@ def _scan(  # noqa: PLR0912, PLR0915 - one tight loop on purpose: it is the open
                         f"chain CRC mismatch in entry {idx}: its header or a predecessor changed"
                     )
                 if reason is not None:
-                    raise _BadEntryError(seg_no, off, reason, claimed)
+                    raise _BadEntryError(seg_no, off, reason, prev_index)
                 # The index record must agree; it is derived data, so rewrite it when it does not.
                 record_pos = idx * INDEX_UNIT_SIZE
                 if index_seg is None or not index_seg.base <= record_pos < index_seg.end:
@@ -222,73 +246,99 @@ def _scan(  # noqa: PLR0912, PLR0915 - one tight loop on purpose: it is the open
         result.begin_index = _first_index(segments[0]) if start > 0 else begin_index
 
 
+def _something_follows(segments: list[Segment], seg_no: int, off: int) -> bool:
+    """Whether any byte follows a zero header: near it in its segment, or in a later segment."""
+    segment = segments[seg_no]
+    stop = min(segment.size, off + _STRAY_WINDOW_BYTES)
+    if segment.last_nonzero(off, stop) >= 0:
+        return True
+    return any(not s.is_zero(0, HEADER_SIZE) for s in segments[seg_no + 1 :])
+
+
 def _first_index(segment: Segment) -> int:
     _, _, idx, _, _, _, _, _, _ = ENTRY_HEADER.unpack_from(segment.mm, 0)
     return int(idx)
 
 
-def _handle_bad_entry(
-    data: SegmentLog, bad: _BadEntryError, repair_dir: str, result: RecoveredLog
+def _later_entry_exists(data: SegmentLog, index: SegmentLog, prev_index: int, pos: int) -> bool:
+    """Whether an entry after the bad one at ``pos`` provably exists (index record + good CRC)."""
+    for idx in range(prev_index + 2, prev_index + 2 + _LATER_RECORDS_CHECKED):
+        record_seg = index.segment_at(idx * INDEX_UNIT_SIZE)
+        if record_seg is None:
+            continue
+        _, entry_pos, size, record_index, _ = INDEX_RECORD.unpack_from(
+            record_seg.mm, idx * INDEX_UNIT_SIZE - record_seg.base
+        )
+        segment = data.segment_at(entry_pos)
+        if record_index != idx or entry_pos <= pos or segment is None:
+            continue
+        if entry_pos + max(size, HEADER_SIZE) > segment.end:
+            continue
+        try:
+            entry = decode_entry(segment.mm, entry_pos - segment.base)
+        except EntryFormatError:
+            continue
+        if entry.index == idx and entry.pos == entry_pos:
+            return True
+    return False
+
+
+def _repair_or_refuse(
+    data: SegmentLog,
+    index: SegmentLog,
+    bad: _BadEntryError,
+    repair_dir: str,
+    durable_pos: int,
+    result: RecoveredLog,
 ) -> None:
     segments = data.segments
     segment = segments[bad.segment_no]
-    extent_end = min(segment.size, bad.offset + max(bad.claimed_size, HEADER_SIZE))
-    is_tail = segment.is_zero(extent_end, segment.size) and all(
-        s.is_zero(0, s.size) for s in segments[bad.segment_no + 1 :]
-    )
-    if not is_tail:
+    later = segments[bad.segment_no + 1 :]
+    log_pos = segment.base + bad.offset
+    never_durable = 0 <= durable_pos <= log_pos
+    if not never_durable and _later_entry_exists(data, index, bad.prev_index, log_pos):
         raise CorruptLogError(
             segment.path,
             bad.offset,
-            f"{bad.reason} (log position {segment.base + bad.offset}); valid data follows, "
-            "so this is not a torn tail and the store will not discard it. Restore this "
-            "replica from its peers or inspect the file",
+            f"{bad.reason} (log position {log_pos}); entries written after it follow, so this "
+            "is not a torn tail and the store will not discard them. Restore this replica "
+            "from its peers or inspect the file",
         )
-    last = segment.last_nonzero(bad.offset, extent_end)
-    stop = last + 1
-    os.makedirs(repair_dir, exist_ok=True)
-    backup = os.path.join(repair_dir, f"{os.path.basename(segment.path)}.{bad.offset}.broken")
-    with open(backup, "wb") as f:
-        f.write(segment.mm[bad.offset : stop])
-        f.flush()
-        os.fsync(f.fileno())
-    segment.zero(bad.offset, stop)
-    os.fdatasync(segment.fd)
-    segment.dirty = False
+    discarded = 0
+    backups: list[str] = []
+    for victim, start in [(segment, bad.offset), *((s, 0) for s in later)]:
+        stop = victim.last_nonzero(start, victim.size) + 1
+        if stop > start:
+            backups.append(_backup_and_zero(victim, start, stop, repair_dir))
+            discarded += stop - start
+    data.drop_after(log_pos)
+    why = "never known durable" if never_durable else "no entry follows it"
     message = (
-        f"repaired torn tail in {segment.path} at byte {bad.offset} "
-        f"(log position {segment.base + bad.offset}): {bad.reason}; "
-        f"{stop - bad.offset} bytes discarded, copy kept in {backup}"
+        f"repaired torn tail in {segment.path} at byte {bad.offset} (log position {log_pos}, "
+        f"{why}): {bad.reason}; {discarded} bytes discarded, copies kept in "
+        f"{', '.join(backups) or '(nothing to keep)'}"
     )
     _log.warning("%s", message)
     result.repairs.append(message)
 
 
+def _backup_and_zero(segment: Segment, start: int, stop: int, repair_dir: str) -> str:
+    """Copy bytes ``[start, stop)`` of ``segment`` to the repair folder, then zero and sync them."""
+    os.makedirs(repair_dir, exist_ok=True)
+    backup = os.path.join(repair_dir, f"{os.path.basename(segment.path)}.{start}.broken")
+    with open(backup, "wb") as f:
+        f.write(segment.mm[start:stop])
+        f.flush()
+        os.fsync(f.fileno())
+    segment.zero(start, stop)
+    os.fdatasync(segment.fd)
+    segment.dirty = False
+    return backup
+
+
 def _tidy_after_end(data: SegmentLog, index: SegmentLog, result: RecoveredLog) -> None:
-    """Drop what lies past the end, and index records outside the log."""
-    end_segment = data.segment_at(result.data_end)
-    for segment in data.segments:
-        if segment.base > result.data_end and not segment.is_zero(0, HEADER_SIZE):
-            raise CorruptLogError(
-                segment.path,
-                0,
-                f"the log ends at position {result.data_end} but this later segment holds data",
-            )
+    """Drop the (empty) segments past the end, and index segments outside the log."""
     data.drop_after(result.data_end)
-    if end_segment is not None:
-        start = result.data_end - end_segment.base
-        stop = min(end_segment.size, start + _STRAY_WINDOW_BYTES)
-        last = end_segment.last_nonzero(start, stop)
-        if last >= 0:
-            end_segment.zero(start, last + 1)
-            os.fdatasync(end_segment.fd)
-            end_segment.dirty = False
-            message = (
-                f"zeroed {last + 1 - start} stray bytes after the end of the log in "
-                f"{end_segment.path} at byte {start} (left by a torn write)"
-            )
-            _log.warning("%s", message)
-            result.repairs.append(message)
     if result.end_index < 0:
         index.drop_first(len(index.segments))
         return
