@@ -77,12 +77,10 @@ def plan_leader_append(
             f"cannot append in term {term}: the log already ends with term {tail.end_term}"
         )
     max_size = min(max_body_bytes, segment_bytes - MIN_BLANK_LEN - HEADER_SIZE)
-    for body in bodies:
-        if len(body) > max_size:
-            raise EntryTooLargeError(
-                f"entry body of {len(body)} bytes exceeds the maximum of {max_size} bytes"
-            )
     magic = int(entry_type)
+    crc = crc32c
+    new_entry = _new_entry
+    entry_class = Entry
     pack_header = ENTRY_HEADER.pack
     pack_chain = CHAIN_INPUT.pack
     pack_record = INDEX_RECORD.pack
@@ -94,30 +92,38 @@ def plan_leader_append(
     chunks: list[bytes] = []
     add_chunk = chunks.append
     chunk_start = pos = tail.write_pos
+    # An entry must end at least MIN_BLANK_LEN bytes before its segment does (section 1.5).
+    room_end = pos - pos % segment_bytes + segment_bytes - MIN_BLANK_LEN
     index = tail.next_index
     chain = tail.chain_crc
     for body in bodies:
         if type(body) is not bytes:
             body = bytes(body)  # noqa: PLW2901 - keep an immutable copy of caller buffers
         body_len = len(body)
+        if body_len > max_size:
+            raise EntryTooLargeError(
+                f"entry body of {body_len} bytes exceeds the maximum of {max_size} bytes"
+            )
         size = HEADER_SIZE + body_len
-        remaining = segment_bytes - pos % segment_bytes
-        if size + MIN_BLANK_LEN > remaining:
+        if pos + size > room_end:
+            remaining = room_end + MIN_BLANK_LEN - pos
             add_chunk(BLANK_HEADER.pack(BLANK_MAGIC, remaining))
             data_writes.append((chunk_start, b"".join(chunks)))
             chunks.clear()
             pos += remaining
             chunk_start = pos
-        body_checksum = crc32c(body)
-        chain = crc32c(pack_chain(magic, size, index, term, pos, channel, body_checksum), chain)
+            room_end += segment_bytes
+        body_checksum = crc(body)
+        chain = crc(pack_chain(magic, size, index, term, pos, channel, body_checksum), chain)
         add_chunk(
             pack_header(magic, size, index, term, pos, channel, chain, body_checksum, body_len)
         )
         add_chunk(body)
         add_record(pack_record(magic, pos, size, index, term))
         add_entry(
-            _new_entry(
-                Entry, (index, term, pos, size, channel, body, entry_type, body_checksum, chain)
+            new_entry(
+                entry_class,
+                (index, term, pos, size, channel, body, entry_type, body_checksum, chain),
             )
         )
         index += 1

@@ -39,6 +39,7 @@ __all__ = ["Segment", "SegmentLog", "fsync_directory"]
 
 _log: Final = logging.getLogger("ledgermq.store")
 _ZERO_CHUNK: Final = bytes(1 << 20)
+_PWRITE_MIN_BYTES: Final = 4096
 
 
 def fsync_directory(path: str) -> None:
@@ -258,7 +259,10 @@ class SegmentLog:
         segment = self.segment_at(pos)
         assert segment is not None, f"no {self.what} segment for {pos}"
         off = pos - segment.base
-        segment.mm[off : off + len(data)] = data
+        if len(data) >= _PWRITE_MIN_BYTES:
+            os.pwrite(segment.fd, data, off)
+        else:
+            segment.mm[off : off + len(data)] = data
         segment.dirty = True
 
     def read(self, pos: int, size: int) -> bytes:

@@ -1,0 +1,98 @@
+"""The ``ledgermq`` command: quickstart and the store tools, with errors as one clear line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledgermq.cli.main import main
+from ledgermq.store import LedgerStore
+
+
+def test_quickstart_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["quickstart", "--dir", str(tmp_path), "--entries", "500", "--batch", "32"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "entries/s" in out
+    assert "log ends at index 499" in out
+    # running it again continues the same log
+    assert main(["quickstart", "--dir", str(tmp_path), "--entries", "100"]) == 0
+    assert "log ends at index 599" in capsys.readouterr().out
+
+
+def make_store(path: Path) -> None:
+    with LedgerStore.open(path, data_segment_bytes=8192, index_segment_entries=64) as store:
+        store.append_batch(1, [b"hello", b"\xff\xfe binary", b"third"])
+        store.set_committed_index(1)
+
+
+def test_store_info_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_store(tmp_path)
+    assert main(["store", "info", str(tmp_path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["end_index"] == 2
+    assert info["committed_index"] == 1
+    assert info["data_segment_bytes"] == 8192
+
+
+def test_store_get_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_store(tmp_path)
+    assert main(["store", "get", str(tmp_path), "0"]) == 0
+    assert "hello" in capsys.readouterr().out
+    assert main(["store", "get", str(tmp_path), "1", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["body_encoding"] == "hex"
+    assert main(["store", "append", str(tmp_path), "--term", "2", "--body", "new"]) == 0
+    assert "index=3" in capsys.readouterr().out
+    assert main(["store", "verify", str(tmp_path)]) == 0
+    assert "ok: 4 entries" in capsys.readouterr().out
+
+
+def test_verify_reports_corruption(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with LedgerStore.open(tmp_path, data_segment_bytes=4096, index_segment_entries=16) as store:
+        entries = store.append_batch(1, [b"x" * 900] * 16)  # four segments
+    victim = entries[1]
+    data = tmp_path / "data" / f"{0:020d}"
+    with open(data, "r+b") as f:
+        f.seek(victim.pos + 60)
+        f.write(b"!")
+    assert main(["store", "verify", str(tmp_path)]) == 1
+    assert "CORRUPT" in capsys.readouterr().out
+
+
+def test_errors_are_one_line_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["store", "info", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ledgermq: error: ")
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    make_store(tmp_path)
+    assert main(["store", "get", str(tmp_path), "99"]) == 1
+    assert "outside the log" in capsys.readouterr().err
+
+
+def test_console_script_is_installed(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ledgermq.cli.main", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("ledgermq ")
+    bad = subprocess.run(
+        [sys.executable, "-m", "ledgermq.cli.main", "store", "get", str(tmp_path), "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert bad.returncode == 2  # argparse usage error
+    assert "Traceback" not in bad.stderr
