@@ -260,7 +260,12 @@ class SegmentLog:
         assert segment is not None, f"no {self.what} segment for {pos}"
         off = pos - segment.base
         if len(data) >= _PWRITE_MIN_BYTES:
-            os.pwrite(segment.fd, data, off)
+            # No page faults, and no re-fault of a page the last fdatasync write-protected.
+            written = os.pwrite(segment.fd, data, off)
+            if written != len(data):  # only on a preallocated file that lost its blocks
+                raise StoreError(
+                    f"short write to {segment.path}: {written} of {len(data)} bytes at {off}"
+                )
         else:
             segment.mm[off : off + len(data)] = data
         segment.dirty = True
