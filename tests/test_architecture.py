@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -20,10 +21,22 @@ CORE_PACKAGES = ("raft", "store", "wire")
 UPPER_LAYERS = {"net", "ledger", "broker", "namesrv", "client", "spark", "cli", "testing"}
 
 
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of import nodes inside ``if TYPE_CHECKING:`` blocks (not imported at run time)."""
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            hidden.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    return hidden
+
+
 def imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
+    hidden = _type_checking_only(tree)
     names: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -56,6 +69,14 @@ def test_core_layers_do_not_import_upper_layers() -> None:
     ]
     assert offenders == []
     assert python_files("store"), "the store package must exist"
+
+
+def test_c_speedups_are_built_where_required() -> None:
+    """CI sets LEDGERMQ_REQUIRE_SPEEDUPS=1: a failed (optional) compile must not pass silently."""
+    from ledgermq.store.append_plan import HAVE_SPEEDUPS
+
+    if os.environ.get("LEDGERMQ_REQUIRE_SPEEDUPS") == "1":
+        assert HAVE_SPEEDUPS, "the C extension ledgermq.store._speedups was not built"
 
 
 def test_import_linter_contracts_hold() -> None:

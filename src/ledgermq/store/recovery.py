@@ -145,7 +145,7 @@ def _is_good_start(segment: Segment, index: SegmentLog) -> bool:
     return bool(record == (magic, pos, size, idx, term))
 
 
-def _scan(  # noqa: PLR0912, PLR0915 - one tight loop on purpose: it is the open-time hot path
+def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot path
     data: SegmentLog, index: SegmentLog, start: int, result: RecoveredLog
 ) -> None:
     """Walk entries from segment ``start``; fill ``result``; raise ``_BadEntryError`` at damage."""

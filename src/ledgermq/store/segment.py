@@ -249,6 +249,9 @@ class SegmentLog:
 
     def ensure_range(self, start: int, stop: int) -> None:
         """Make sure segments exist for every byte of ``[start, stop)``."""
+        segments = self.segments
+        if segments and segments[-1].base <= start and stop <= segments[-1].end:
+            return  # every append but the one that opens a segment: skip the walk below
         base = segment_base(start, self.segment_bytes)
         while base < stop:
             self.ensure_segment(base)

@@ -1,0 +1,429 @@
+/* The leader's batch encoder in C: append_plan.plan_leader_append without a per-entry Python loop.
+ *
+ * append_plan._plan_leader_append_py is the reference: this must return the same entries, data
+ * pieces, index records and end position, byte for byte, and raise the same store errors
+ * (tests/store/test_speedups.py compares them). The byte layouts are in entry_format.py. A batch
+ * takes tens of microseconds, so the GIL is kept throughout.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SSE42_CRC 1
+#include <nmmintrin.h>
+#endif
+
+#define HEADER_SIZE 48
+#define RECORD_SIZE 32
+#define MIN_BLANK_LEN 8
+/* Positions stay below 2**62 and segments below 2**60, so no sum below can overflow a long long
+ * (a position grows by at most two segments per entry). That is a 4 EiB log. */
+#define MAX_POS (1LL << 62)
+#define MAX_SEGMENT_BYTES (1LL << 60)
+
+static PyObject *EntryTooLargeError, *InconsistentLogError;
+
+/* ---------------------------------------------------------------- CRC-32C (Castagnoli)
+ * The crc32c package's convention (and zlib.crc32's): ``crc`` is the CRC of the bytes before
+ * ``p``, so crc(b, crc(a)) == crc(a + b). */
+
+static uint32_t crc_table[8][256]; /* slicing-by-8, for CPUs without SSE4.2 */
+
+static void
+crc_table_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (uint32_t n = 0; n < 256; n++)
+            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xFF];
+}
+
+static uint32_t
+crc32c_portable(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    for (; n >= 8; n -= 8, p += 8) {
+        /* Byte loads keep this independent of the host's endianness and alignment. */
+        uint32_t lo = crc ^ (p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+              crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+              crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+    }
+    while (n--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+#ifdef HAVE_SSE42_CRC
+/* The crc32 instruction has a latency of 3 cycles but a throughput of 1, so three streams over
+ * consecutive SHORT-byte blocks run up to 3x faster than one (a 1 KiB body: about 2x). Their
+ * CRCs are then joined: the raw CRC register is linear, so crc(A || B) = shift(crc(A)) ^ crc0(B),
+ * where shift runs a register over SHORT zero bytes (the crc_short tables, built at import). */
+#define SHORT 256
+static uint32_t crc_short[4][256];
+
+static void
+crc_short_init(void)
+{
+    for (int k = 0; k < 4; k++)
+        for (uint32_t b = 0; b < 256; b++) {
+            uint32_t c = b << (8 * k);
+            for (int z = 0; z < SHORT; z++)
+                c = (c >> 8) ^ crc_table[0][c & 0xFF]; /* one zero byte */
+            crc_short[k][b] = c;
+        }
+}
+
+static inline uint64_t
+shift_short(uint64_t c)
+{
+    return crc_short[0][c & 0xFF] ^ crc_short[1][(c >> 8) & 0xFF] ^
+           crc_short[2][(c >> 16) & 0xFF] ^ crc_short[3][(c >> 24) & 0xFF];
+}
+
+static inline uint64_t
+load64(const unsigned char *p)
+{
+    uint64_t word;
+    memcpy(&word, p, 8); /* an unaligned load: one mov */
+    return word;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_sse42(uint32_t crc, const unsigned char *p, size_t n)
+{
+    uint64_t c = ~crc;
+    for (; n >= 3 * SHORT; n -= 3 * SHORT, p += 3 * SHORT) {
+        uint64_t c1 = 0, c2 = 0;
+        for (size_t k = 0; k < SHORT; k += 8) {
+            c = _mm_crc32_u64(c, load64(p + k));
+            c1 = _mm_crc32_u64(c1, load64(p + SHORT + k));
+            c2 = _mm_crc32_u64(c2, load64(p + 2 * SHORT + k));
+        }
+        c = shift_short(shift_short(c) ^ c1) ^ c2;
+    }
+    for (; n >= 8; n -= 8, p += 8)
+        c = _mm_crc32_u64(c, load64(p));
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
+    return ~c32;
+}
+#endif
+
+/* Chosen at import from what the CPU running us has, not from what the compiler assumed. */
+static uint32_t (*crc32c)(uint32_t, const unsigned char *, size_t) = crc32c_portable;
+
+/* ---------------------------------------------------------------- encoding helpers */
+
+static inline void
+put32(char *p, uint32_t v) /* big-endian, as struct's ">" */
+{
+    p[0] = (char)(v >> 24), p[1] = (char)(v >> 16), p[2] = (char)(v >> 8), p[3] = (char)v;
+}
+
+static inline void
+put64(char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32)), put32(p + 4, (uint32_t)v);
+}
+
+/* An int argument checked against the width of its field. */
+static int
+as_field(PyObject *obj, const char *what, long long min, long long max, long long *out)
+{
+    *out = PyLong_AsLongLong(obj);
+    if (*out == -1 && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_OverflowError))
+        return -1;
+    if (PyErr_Occurred() || *out < min || *out > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s %S does not fit its field", what, obj);
+        return -1;
+    }
+    return 0;
+}
+
+/* An Entry built as tuple.__new__(Entry, items) builds it, without the call. */
+static PyObject *
+new_entry(PyTypeObject *cls, long long index, PyObject *term, long long pos, PyObject *size,
+          PyObject *channel, PyObject *body, PyObject *entry_type, uint32_t body_crc,
+          uint32_t chain)
+{
+    PyObject *entry = cls->tp_alloc(cls, 9);
+    if (entry == NULL)
+        return NULL;
+    PyObject *items[9] = {PyLong_FromLongLong(index), Py_NewRef(term), PyLong_FromLongLong(pos),
+                          Py_NewRef(size), Py_NewRef(channel), Py_NewRef(body),
+                          Py_NewRef(entry_type), PyLong_FromUnsignedLong(body_crc),
+                          PyLong_FromUnsignedLong(chain)};
+    int failed = 0;
+    for (int k = 0; k < 9; k++) {
+        failed |= items[k] == NULL;
+        PyTuple_SET_ITEM(entry, k, items[k]); /* the dealloc below skips NULL items */
+    }
+    if (failed)
+        Py_CLEAR(entry);
+    return entry;
+}
+
+/* Appends (start, piece) to writes; always consumes the reference to piece. */
+static int
+add_write(PyObject *writes, long long start, PyObject *piece)
+{
+    PyObject *write = Py_BuildValue("(LN)", start, piece); /* "N" consumes even on failure */
+    int rc = write == NULL ? -1 : PyList_Append(writes, write);
+    Py_XDECREF(write);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- plan_leader_append */
+
+PyDoc_STRVAR(plan_doc,
+"plan_leader_append(next_index, write_pos, end_term, chain_crc, term, bodies, channel,\n"
+"                   entry_type, segment_bytes, max_body_bytes, entry_class, /)\n--\n\n"
+"(entries, data_writes, index_records, end_pos) as append_plan.plan_leader_append plans them.");
+
+static PyObject *
+plan_leader_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    long long next_index, write_pos, end_term, chain_arg, term, channel, magic, segment_bytes,
+        max_body_bytes;
+    if (nargs != 11)
+        return PyErr_Format(PyExc_TypeError, "plan_leader_append takes 11 arguments, not %zd",
+                            nargs);
+    if (as_field(args[0], "next_index", LLONG_MIN, LLONG_MAX, &next_index) < 0 ||
+        as_field(args[1], "write_pos", 0, MAX_POS, &write_pos) < 0 ||
+        as_field(args[2], "end_term", LLONG_MIN, LLONG_MAX, &end_term) < 0 ||
+        as_field(args[3], "chain_crc", 0, UINT32_MAX, &chain_arg) < 0 ||
+        as_field(args[4], "term", LLONG_MIN, LLONG_MAX, &term) < 0 ||
+        as_field(args[6], "channel", INT32_MIN, INT32_MAX, &channel) < 0 ||
+        as_field(args[7], "entry_type", INT32_MIN, INT32_MAX, &magic) < 0 ||
+        as_field(args[8], "segment_bytes", 1, MAX_SEGMENT_BYTES, &segment_bytes) < 0 ||
+        as_field(args[9], "max_body_bytes", LLONG_MIN, LLONG_MAX, &max_body_bytes) < 0)
+        return NULL;
+    PyTypeObject *entry_class = (PyTypeObject *)args[10];
+    if (!PyType_Check(args[10]) || !PyType_IsSubtype(entry_class, &PyTuple_Type))
+        return PyErr_Format(PyExc_TypeError, "entry_class must be a tuple subclass");
+    if (term < end_term)
+        return PyErr_Format(InconsistentLogError,
+                            "cannot append in term %S: the log already ends with term %S",
+                            args[4], args[2]);
+    long long max_size = segment_bytes - MIN_BLANK_LEN - HEADER_SIZE;
+    if (max_body_bytes < max_size)
+        max_size = max_body_bytes;
+
+    PyObject *seq = PySequence_Fast(args[5], "bodies must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **bodies = PyMem_Calloc(n + 1, sizeof(PyObject *));
+    Py_ssize_t *piece_len = PyMem_Calloc(n + 1, sizeof(Py_ssize_t)); /* <= 1 roll per entry */
+    PyObject *entries = PyList_New(n), *writes = PyList_New(0), *records = NULL, *piece = NULL;
+    PyObject *result = NULL, *size_obj = NULL;
+    if (bodies == NULL || piece_len == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (entries == NULL || writes == NULL)
+        goto done;
+    if (next_index > LLONG_MAX - n) {
+        PyErr_Format(PyExc_OverflowError, "index %lld + %zd entries overflows", next_index, n);
+        goto done;
+    }
+
+    /* Pass 1: an immutable bytes for every body (the Entry keeps it; a caller's buffer is copied
+     * once, here), sizes checked in order, and the length of each segment's piece, so that pass 2
+     * fills pre-sized bytes objects instead of joining. Every error is raised here. */
+    long long pos = write_pos;
+    long long room_end = pos - pos % segment_bytes + segment_bytes - MIN_BLANK_LEN;
+    Py_ssize_t pieces = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        bodies[i] = PyBytes_CheckExact(item) ? Py_NewRef(item) : PyBytes_FromObject(item);
+        if (bodies[i] == NULL)
+            goto done;
+        Py_ssize_t body_len = PyBytes_GET_SIZE(bodies[i]);
+        if (body_len > max_size) {
+            PyErr_Format(EntryTooLargeError,
+                         "entry body of %zd bytes exceeds the maximum of %lld bytes", body_len,
+                         max_size);
+            goto done;
+        }
+        long long size = HEADER_SIZE + (long long)body_len;
+        if (size > INT32_MAX || pos > MAX_POS) {
+            PyErr_Format(PyExc_OverflowError, "entry of %lld bytes at %lld", size, pos);
+            goto done;
+        }
+        if (pos + size > room_end) {
+            piece_len[pieces++] += MIN_BLANK_LEN; /* the BLANK; the segment's rest is not written */
+            pos = room_end + MIN_BLANK_LEN;
+            room_end += segment_bytes;
+        }
+        piece_len[pieces] += size;
+        pos += size;
+    }
+    long long end_pos = pos;
+    if ((records = PyBytes_FromStringAndSize(NULL, n * RECORD_SIZE)) == NULL)
+        goto done;
+    char *rec = PyBytes_AS_STRING(records), *out = NULL;
+
+    /* Pass 2: encode, step for step as the reference loop does. */
+    pos = write_pos;
+    room_end = pos - pos % segment_bytes + segment_bytes - MIN_BLANK_LEN;
+    long long chunk_start = pos, index = next_index;
+    uint32_t chain = (uint32_t)chain_arg;
+    int32_t last_size = -1; /* batches often repeat a size: share its int */
+    Py_ssize_t piece_no = 0;
+    if (n > 0) {
+        if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[0])) == NULL)
+            goto done;
+        out = PyBytes_AS_STRING(piece);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *body = PyBytes_AS_STRING(bodies[i]);
+        Py_ssize_t body_len = PyBytes_GET_SIZE(bodies[i]);
+        int32_t size = HEADER_SIZE + (int32_t)body_len;
+        if (pos + size > room_end) {
+            long long remaining = room_end + MIN_BLANK_LEN - pos;
+            put32(out, UINT32_MAX); /* BLANK: magic -1, then the bytes left in the segment */
+            put32(out + 4, (uint32_t)remaining);
+            int rc = add_write(writes, chunk_start, piece);
+            piece = NULL;
+            if (rc < 0)
+                goto done;
+            chunk_start = pos += remaining;
+            room_end += segment_bytes;
+            if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[++piece_no])) == NULL)
+                goto done;
+            out = PyBytes_AS_STRING(piece);
+        }
+        uint32_t body_crc = crc32c(0, (const unsigned char *)body, (size_t)body_len);
+        put32(out, (uint32_t)magic);
+        put32(out + 4, (uint32_t)size);
+        put64(out + 8, (uint64_t)index);
+        put64(out + 16, (uint64_t)term);
+        put64(out + 24, (uint64_t)pos);
+        put32(out + 32, (uint32_t)channel);
+        /* The chain CRC covers ">iiqqqiI": these 36 header bytes, then bodyCrc. */
+        char crc_be[4];
+        put32(crc_be, body_crc);
+        chain = crc32c(crc32c(chain, (const unsigned char *)out, 36), (unsigned char *)crc_be, 4);
+        put32(out + 36, chain);
+        put32(out + 40, body_crc);
+        put32(out + 44, (uint32_t)body_len);
+        memcpy(out + HEADER_SIZE, body, (size_t)body_len);
+        out += size;
+
+        put32(rec, (uint32_t)magic);
+        put64(rec + 4, (uint64_t)pos);
+        put32(rec + 12, (uint32_t)size);
+        put64(rec + 16, (uint64_t)index);
+        put64(rec + 24, (uint64_t)term);
+        rec += RECORD_SIZE;
+
+        if (size != last_size) {
+            Py_XSETREF(size_obj, PyLong_FromLong(size));
+            if (size_obj == NULL)
+                goto done;
+            last_size = size;
+        }
+        PyObject *entry = new_entry(entry_class, index, args[4], pos, size_obj, args[6],
+                                    bodies[i], args[7], body_crc, chain);
+        if (entry == NULL)
+            goto done;
+        PyList_SET_ITEM(entries, i, entry);
+        index++;
+        pos += size;
+    }
+    if (piece != NULL) {
+        int rc = add_write(writes, chunk_start, piece);
+        piece = NULL;
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(OOOL)", entries, writes, records, end_pos);
+done:
+    for (Py_ssize_t i = 0; bodies != NULL && i < n; i++)
+        Py_XDECREF(bodies[i]);
+    PyMem_Free(bodies);
+    PyMem_Free(piece_len);
+    Py_XDECREF(piece);
+    Py_XDECREF(size_obj);
+    Py_XDECREF(records);
+    Py_XDECREF(entries);
+    Py_XDECREF(writes);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---------------------------------------------------------------- crc32c, the module */
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, value=0, portable=False, /)\n--\n\n"
+                         "CRC-32C of data continuing value, as crc32c.crc32c computes it;\n"
+                         "portable=True forces the table code (for tests).");
+
+static PyObject *
+py_crc32c(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer data;
+    PyObject *value_obj = NULL;
+    int portable = 0;
+    long long value = 0;
+    if (!PyArg_ParseTuple(args, "y*|Op:crc32c", &data, &value_obj, &portable))
+        return NULL;
+    PyObject *result = NULL;
+    if (value_obj == NULL || as_field(value_obj, "value", 0, UINT32_MAX, &value) == 0)
+        result = PyLong_FromUnsignedLong((portable ? crc32c_portable : crc32c)(
+            (uint32_t)value, data.buf, (size_t)data.len));
+    PyBuffer_Release(&data);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"plan_leader_append", (PyCFunction)(void (*)(void))plan_leader_append, METH_FASTCALL,
+     plan_doc},
+    {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ledgermq.store._speedups",
+    "C versions of the store's hot loops; append_plan.py holds the reference code.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    int hardware = 0;
+    crc_table_init();
+#ifdef HAVE_SSE42_CRC
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        crc_short_init();
+        crc32c = crc32c_sse42;
+        hardware = 1;
+    }
+#endif
+    /* The errors live in the package's bottom layer, which the store depends on anyway. */
+    PyObject *errors = PyImport_ImportModule("ledgermq.errors");
+    if (errors == NULL)
+        return NULL;
+    Py_XSETREF(EntryTooLargeError, PyObject_GetAttrString(errors, "EntryTooLargeError"));
+    Py_XSETREF(InconsistentLogError, PyObject_GetAttrString(errors, "InconsistentLogError"));
+    Py_DECREF(errors);
+    if (EntryTooLargeError == NULL || InconsistentLogError == NULL)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL &&
+        PyModule_AddObjectRef(module, "HARDWARE_CRC32C", hardware ? Py_True : Py_False) < 0)
+        Py_CLEAR(module);
+    return module;
+}
