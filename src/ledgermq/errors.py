@@ -97,3 +97,36 @@ class StoreClosedError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another process (or another open store object) holds this store directory."""
+
+
+class RaftError(LedgerMQError):
+    """The replicated log refused a request; ``code`` is DLedger's response code."""
+
+    code: ClassVar[int] = 500
+
+
+class NotLeaderError(RaftError):
+    """This replica is not the leader: send the request to ``leader_hint`` (None if unknown)."""
+
+    code = 404
+    retriable = True
+    refresh_route = True
+
+    def __init__(self, message: str, leader_hint: str | None = None) -> None:
+        super().__init__(message)
+        self.leader_hint = leader_hint
+
+
+class LeaderTransferringError(RaftError):
+    """Leadership is moving to another replica; retry shortly (DLedger LEADER_TRANSFERRING)."""
+
+    code = 506
+    retriable = True
+    refresh_route = True
+
+
+class LeaderPendingFullError(RaftError):
+    """Too many appends wait for a quorum (DLedger LEADER_PENDING_FULL); back off and retry."""
+
+    code = 503
+    retriable = True

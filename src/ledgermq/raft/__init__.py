@@ -1,0 +1,44 @@
+"""The Raft core: DLedger's election and replication as a pure state machine (no I/O)."""
+
+from ledgermq.raft.config import RaftConfig, RaftConfigError
+from ledgermq.raft.core import RaftCore
+from ledgermq.raft.log_view import LogReader
+from ledgermq.raft.messages import (
+    HeartBeatRequest,
+    HeartBeatResponse,
+    Message,
+    ParseResult,
+    PushEntryRequest,
+    PushEntryResponse,
+    PushKind,
+    ResponseCode,
+    Role,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+from ledgermq.raft.ready import HardState, NewEntry, ProposalResult, Ready, RoleChange
+
+__all__ = [
+    "HardState",
+    "HeartBeatRequest",
+    "HeartBeatResponse",
+    "LogReader",
+    "Message",
+    "NewEntry",
+    "ParseResult",
+    "ProposalResult",
+    "PushEntryRequest",
+    "PushEntryResponse",
+    "PushKind",
+    "RaftConfig",
+    "RaftConfigError",
+    "RaftCore",
+    "Ready",
+    "ResponseCode",
+    "Role",
+    "RoleChange",
+    "VoteRequest",
+    "VoteResponse",
+    "VoteResult",
+]

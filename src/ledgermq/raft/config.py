@@ -1,0 +1,101 @@
+"""Settings of the Raft core, named after DLedger's ``DLedgerConfig`` (spec-election 1.6).
+
+Defaults differ from DLedger's where DLedger's are tuned for 6-second failover: ours aim at a new
+leader accepting writes within 2 s of the old one dying (at the median), so heartbeats are ten
+times more frequent and the waits DLedger hard-codes (2000 ms vote wait, 3000 ms RPC timeout)
+scale with the heartbeat interval. Every option keeps DLedger's meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RaftConfig", "RaftConfigError"]
+
+
+class RaftConfigError(ValueError):
+    """A setting is out of range (spec-election section 11 #22: fail at config time)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    group: str
+    self_id: str
+    peer_ids: tuple[str, ...]
+    """Every member of the group, self included (DLedger ``peerMap`` keys), in sorted order."""
+
+    heart_beat_time_interval_ms: int = 200
+    """``heartBeatTimeIntervalMs`` (DLedger 2000)."""
+    max_heart_beat_leak: int = 3
+    """``maxHeartBeatLeak``: follower timeout and leader lease = leak x interval."""
+    min_vote_interval_ms: int = 100
+    """``minVoteIntervalMs`` (DLedger 300): lower bound of the candidate back-off."""
+    max_vote_interval_ms: int = 300
+    """``maxVoteIntervalMs`` (DLedger 1000): upper bound (exclusive)."""
+    vote_wait_ms: int = 400
+    """How long a vote round waits for answers before deciding (DLedger: 2000 + rand[0, max))."""
+    rpc_timeout_ms: int = 600
+    """An unanswered request counts as failed after this (DLedger: 3000)."""
+    min_take_leadership_vote_interval_ms: int = 30
+    max_take_leadership_vote_interval_ms: int = 100
+    max_leadership_transfer_wait_index: int = 1000
+    leadership_transfer_wait_timeout_ms: int = 1000
+    preferred_leader_ids: tuple[str, ...] = ()
+    enable_leader_elector: bool = True
+
+    max_pending_requests_num: int = 10000
+    """``maxPendingRequestsNum``: proposals waiting for quorum before LEADER_PENDING_FULL."""
+    max_wait_ack_time_ms: int = 2500
+    """``maxWaitAckTimeMs``: a proposal fails with WAIT_QUORUM_ACK_TIMEOUT after this."""
+    max_push_timeout_ms: int = 1000
+    """``maxPushTimeOutMs``: an unacknowledged push is resent after this."""
+    max_pending_pushes: int = 1000
+    """In-flight APPEND pushes per follower (DLedger ``maxPendingSize``)."""
+    max_push_batch_bytes: int = 1 << 20
+    """Entry bytes per APPEND push (DLedger ``maxBatchAppendSize`` is 4 KiB; batching is ours)."""
+    commit_push_interval_ms: int = 1000
+    """An idle leader re-sends the commit index at least this often (DLedger: 1 s)."""
+    legacy_heartbeat_term_check: bool = False
+    """Version A of the heartbeat decision (EXPIRED_TERM only counts without quorum)."""
+
+    def __post_init__(self) -> None:
+        if self.self_id not in self.peer_ids:
+            raise RaftConfigError(
+                f"selfId {self.self_id!r} is not one of the peers {self.peer_ids}"
+            )
+        if list(self.peer_ids) != sorted(set(self.peer_ids)):
+            raise RaftConfigError(f"peer ids must be unique and sorted, got {self.peer_ids}")
+        if any("-" in p for p in self.peer_ids):
+            raise RaftConfigError("peer ids must not contain '-' (DLedger peer string format)")
+        if self.max_vote_interval_ms <= self.min_vote_interval_ms:
+            raise RaftConfigError("maxVoteIntervalMs must be greater than minVoteIntervalMs")
+        if self.max_take_leadership_vote_interval_ms <= self.min_take_leadership_vote_interval_ms:
+            raise RaftConfigError(
+                "maxTakeLeadershipVoteIntervalMs must be greater than "
+                "minTakeLeadershipVoteIntervalMs"
+            )
+        for name in (
+            "heart_beat_time_interval_ms",
+            "max_heart_beat_leak",
+            "vote_wait_ms",
+            "rpc_timeout_ms",
+            "max_pending_requests_num",
+            "max_wait_ack_time_ms",
+            "max_push_timeout_ms",
+            "max_pending_pushes",
+            "max_push_batch_bytes",
+        ):
+            if getattr(self, name) < 1:
+                raise RaftConfigError(f"{name} must be positive")
+
+    @property
+    def quorum(self) -> int:
+        """Votes needed: a strict majority (``isQuorum``: n >= size // 2 + 1)."""
+        return len(self.peer_ids) // 2 + 1
+
+    def is_quorum(self, n: int) -> bool:
+        return n >= self.quorum
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        return tuple(p for p in self.peer_ids if p != self.self_id)

@@ -1,0 +1,1098 @@
+"""The Raft core: DLedger's election and replication as a pure state machine.
+
+Theory of operation
+-------------------
+Inputs are ``tick(now_ms)``, ``step(message)``, ``propose(bodies)``; output is a ``Ready`` the
+driver persists and sends before calling ``advance``. Time arrives as ``now_ms`` and randomness
+from the injected ``random.Random``: the core has no clock, no I/O and no threads, so the same
+code runs in the server and in the seeded simulator (STYLE.md 7.1).
+
+DLedger runs blocking rounds on a maintainer thread (a vote round waits on a latch, a heartbeat
+round too). Here a round is state: it starts on a tick, counts responses as they are stepped in,
+and is decided as soon as DLedger's latch would be released (enough answers, everyone answered,
+or the deadline passed at a later tick).
+
+Election (spec-election.md): every node starts as CANDIDATE; the term goes up only after a
+round whose outcome asks for it (WAIT_TO_VOTE_NEXT) or after a higher term is seen (then
+``need_increase_term_immediately``); ``next_term`` jumps to the highest known term. Votes follow
+the decision table of section 3.3 and rounds the seven outcomes of section 3.5. Heartbeats follow
+section 4 (version B, section 4.2, by default). Step-downs always go to CANDIDATE.
+
+Replication (spec-replication-storage.md, G2 shapes with the section 9 recommendations): a
+dispatcher per follower walks COMPARE -> TRUNCATE -> APPEND; APPEND pushes are pipelined up to a
+window; a push unacknowledged for ``max_push_timeout_ms`` makes the dispatcher go back to the last
+acknowledged index; the follower applies pushes strictly in index order, buffering early ones;
+the commit index is the quorum of watermarks.
+
+Safety beats fidelity, in three places (each says so where it is implemented):
+
+- a new leader appends a NOOP entry and counts a quorum only for entries of its own term (Raft
+  section 5.4.2; DLedger has this only as ``enableFastAdvanceCommitIndex``, off by default);
+- a leader that learns of a higher term, from any response, steps down (the newer DLedger order,
+  spec-election section 4.2 version B, applied to late responses too);
+- a follower takes the leader's commit index only up to the last entry it has verified against
+  that leader in this term (Raft's ``min(leaderCommit, index of last new entry)``), and TRUNCATE
+  and COMMIT pushes are checked for term and leader (spec-replication-storage section 9 #3).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol
+
+from ledgermq.errors import LeaderPendingFullError, LeaderTransferringError, NotLeaderError
+from ledgermq.raft.log_view import LogReader, LogView
+from ledgermq.raft.messages import (
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LogEntry,
+    Message,
+    ParseResult,
+    PushEntryRequest,
+    PushEntryResponse,
+    PushKind,
+    ResponseCode,
+    Role,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+from ledgermq.raft.quorum import quorum_index
+from ledgermq.raft.ready import HardState, NewEntry, ProposalResult, Ready, RoleChange
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import Sequence
+
+    from ledgermq.raft.config import RaftConfig
+
+__all__ = ["RaftCore"]
+
+_log: Final = logging.getLogger("ledgermq.raft")
+NEVER: Final = -(1 << 62)
+"""The "-1" timestamps of DLedger: long enough ago that every elapsed check passes."""
+NOOP_TYPE: Final = 2
+
+
+@dataclass(slots=True)
+class _VoteRound:
+    """One canvass (spec-election section 3.4): the tally of a round in ``term``."""
+
+    term: int
+    deadline_ms: int
+    waiting: set[int]
+    """rids of vote requests not answered yet."""
+    all_num: int = 0
+    valid_num: int = 0
+    accepted_num: int = 0
+    not_ready_term_num: int = 0
+    bigger_ledger_num: int = 0
+    already_has_leader: bool = False
+    known_max_term: int = 0
+
+
+@dataclass(slots=True)
+class _HeartbeatRound:
+    """One heartbeat round (spec-election section 4.2); the leader counts itself."""
+
+    term: int
+    deadline_ms: int
+    waiting: dict[int, str]
+    all_num: int = 1
+    succ_num: int = 1
+    not_ready_num: int = 0
+    max_term: int = -1
+    inconsistent_leader: bool = False
+
+
+@dataclass(slots=True)
+class _Dispatcher:
+    """Leader-side replication state for one follower (DLedger ``EntryDispatcher``)."""
+
+    peer: str
+    state: PushKind = PushKind.COMPARE
+    compare_index: int = -1
+    match_index: int = -1
+    """Highest index known to be on the follower and equal to ours (its watermark)."""
+    write_index: int = 0
+    """Next index to push in APPEND state."""
+    control_rid: int | None = None
+    """The outstanding COMPARE or TRUNCATE request."""
+    control_sent_ms: int = NEVER
+    in_flight: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """rid -> (first index, count, sent at) of outstanding APPEND pushes."""
+    last_commit_push_ms: int = NEVER
+    last_pushed_commit: int = -1
+
+
+@dataclass(slots=True)
+class _Proposal:
+    proposal_id: int
+    first_index: int
+    last_index: int
+    term: int
+    deadline_ms: int
+
+
+class RaftCore:
+    """One replica's Raft state machine. See the module docstring for the contract."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        hard_state: HardState,
+        log: LogReader,
+        rng: random.Random,
+        now_ms: int,
+        committed_index: int = -1,
+    ) -> None:
+        self.config = config
+        self._rng = rng
+        self._now = now_ms
+        self._log = LogView(log)
+        # MemberState (spec-election section 1.2).
+        self.role = Role.CANDIDATE  # every node starts as CANDIDATE
+        self.term = hard_state.term
+        self.voted_for = hard_state.voted_for
+        self.leader_id: str | None = None
+        self.known_max_term_in_group = -1
+        self.transferee: str | None = None
+        self.term_to_take_leadership = -1
+        self.committed_index = min(committed_index, self._log.last_index)
+        self.peers_live: dict[str, bool] = {}
+        # Elector (section 2.1); "-1" timestamps are NEVER.
+        self._last_leader_heartbeat_ms = NEVER
+        self._last_send_heartbeat_ms = NEVER
+        self._last_succ_heartbeat_ms = NEVER
+        self._next_time_to_request_vote_ms = NEVER
+        self._need_increase_term_immediately = False
+        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        self._vote_round: _VoteRound | None = None
+        self._heartbeat_round: _HeartbeatRound | None = None
+        # Replication.
+        self._dispatchers: dict[str, _Dispatcher] = {}
+        self._proposals: dict[int, _Proposal] = {}
+        self._next_proposal_id = 1
+        self._self_match_index = -1
+        """Leader: last index of its own log that is stored (its own watermark)."""
+        self._verified_end = -1
+        """Follower: last index verified equal to the current leader's log in this term."""
+        self._push_buffer: dict[int, PushEntryRequest] = {}
+        """Follower: APPEND pushes that arrived before the entries they follow."""
+
+        # Outputs, collected until ready().
+        self._next_rid = 1
+        self._hard_state_dirty = False
+        self._messages: list[Message] = []
+        self._messages_after_persist: list[Message] = []
+        self._role_changes: list[RoleChange] = []
+        self._completed: list[ProposalResult] = []
+        self._commit_dirty = False
+        self._in_ready = False
+
+    # ================================================================== inputs
+    def tick(self, now_ms: int) -> None:
+        """Advance time; run the maintainer (section 2.2) and the replication work."""
+        self._check_not_in_ready()
+        self._now = max(self._now, now_ms)
+        self._expire_rounds()
+        if not self.config.enable_leader_elector:
+            return
+        if self.role is Role.LEADER:
+            self._maintain_as_leader()
+        elif self.role is Role.FOLLOWER:
+            self._maintain_as_follower()
+        else:
+            self._maintain_as_candidate()
+        if self.role is Role.LEADER:
+            self._expire_proposals()
+            self._replicate()
+
+    def step(self, message: Message) -> None:
+        """Take in a message from another node (a request or a response to ours)."""
+        self._check_not_in_ready()
+        if isinstance(message, VoteRequest):
+            self._send(self._handle_vote_rpc(message))
+        elif isinstance(message, VoteResponse):
+            self._on_vote_response(message)
+        elif isinstance(message, HeartBeatRequest):
+            self._send(self._handle_heartbeat_rpc(message))
+        elif isinstance(message, HeartBeatResponse):
+            self._on_heartbeat_response(message)
+        elif isinstance(message, PushEntryRequest):
+            self._handle_push(message)
+        else:
+            self._on_push_response(message)
+
+    def propose(self, bodies: Sequence[bytes], entry_type: int = 1) -> int:
+        """Append ``bodies`` as leader; returns a proposal id reported in ``Ready.completed``.
+
+        Raises:
+            NotLeaderError: not the leader (``leader_hint`` names the known leader).
+            LeaderTransferringError: a leadership transfer is in progress.
+            LeaderPendingFullError: more than ``max_pending_requests_num`` proposals wait.
+        """
+        self._check_not_in_ready()
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(f"{self.config.self_id} is not the leader", self.leader_id)
+        if self.transferee is not None:  # spec-replication-storage 2.1 #4
+            raise LeaderTransferringError(f"leadership is moving to {self.transferee}")
+        if len(self._proposals) > self.config.max_pending_requests_num:  # 2.2: strictly >
+            raise LeaderPendingFullError(
+                f"{len(self._proposals)} appends wait for a quorum on {self.config.self_id}"
+            )
+        if not bodies:
+            raise ValueError("propose() needs at least one body")
+        first = self._log.last_index + 1
+        entries = [
+            NewEntry(first + i, self.term, body, entry_type) for i, body in enumerate(bodies)
+        ]
+        self._log.append(entries)
+        pid = self._next_proposal_id
+        self._next_proposal_id += 1
+        self._proposals[pid] = _Proposal(
+            pid, first, entries[-1].index, self.term, self._now + self.config.max_wait_ack_time_ms
+        )
+        return pid
+
+    # ================================================================== Ready
+    def has_ready(self) -> bool:
+        return bool(
+            self._hard_state_dirty
+            or self._log.truncate_from is not None
+            or self._log.unstable
+            or self._messages
+            or self._messages_after_persist
+            or self._role_changes
+            or self._completed
+            or self._commit_dirty
+        )
+
+    def ready(self) -> Ready:
+        """Everything to persist and send since the last ``ready``; call ``advance`` after it."""
+        self._check_not_in_ready()
+        truncate_from, entries = self._log.take_unstable()
+        ready = Ready(
+            hard_state=HardState(self.term, self.voted_for) if self._hard_state_dirty else None,
+            truncate_from=truncate_from,
+            entries=entries,
+            messages=self._messages,
+            messages_after_persist=self._messages_after_persist,
+            committed_index=self.committed_index if self._commit_dirty else None,
+            role_changes=self._role_changes,
+            completed=self._completed,
+        )
+        self._hard_state_dirty = False
+        self._commit_dirty = False
+        self._messages = []
+        self._messages_after_persist = []
+        self._role_changes = []
+        self._completed = []
+        self._in_ready = True
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        """The driver has persisted and sent ``ready``."""
+        assert self._in_ready, "advance() without ready()"
+        self._in_ready = False
+        if self.role is Role.LEADER and ready.entries:
+            last = ready.entries[-1]
+            if last.term == self.term:
+                self._self_match_index = max(self._self_match_index, last.index)
+                self._maybe_advance_commit()
+
+    def _check_not_in_ready(self) -> None:
+        assert not self._in_ready, "call advance(ready) before giving the core more input"
+
+    # ================================================================== properties
+    @property
+    def last_index(self) -> int:
+        """Index of the last entry, stored or not (``ledgerEndIndex``)."""
+        return self._log.last_index
+
+    @property
+    def last_term(self) -> int:
+        """Term of the last entry (``ledgerEndTerm``)."""
+        return self._log.last_term
+
+    @property
+    def pending_proposals(self) -> int:
+        return len(self._proposals)
+
+    # ================================================================== outputs
+    def _rid(self) -> int:
+        rid = self._next_rid
+        self._next_rid += 1
+        return rid
+
+    def _send(self, message: Message, *, after_persist: bool = False) -> None:
+        if (
+            after_persist
+            or self._hard_state_dirty
+            or self._log.unstable
+            or (self._log.truncate_from is not None)
+        ):
+            self._messages_after_persist.append(message)
+        else:
+            self._messages.append(message)
+
+    def _role_event(self, term: int) -> None:
+        self._role_changes.append(RoleChange(term, self.role, self.leader_id))
+
+    # ================================================================== role changes (section 5)
+    def _change_role_to_candidate(self, term: int) -> None:
+        """Section 5.2: step down (or stay) to CANDIDATE; the term is adopted later (nextTerm)."""
+        if term < self.term:
+            _log.debug(
+                "%s: skip candidate in term %d, currTerm %d", self.config.self_id, term, self.term
+            )
+            return
+        was_leader = self.role is Role.LEADER
+        self.known_max_term_in_group = max(self.known_max_term_in_group, term)
+        self.role = Role.CANDIDATE
+        self.leader_id = None
+        self.transferee = None
+        self._vote_round = None
+        self._heartbeat_round = None
+        if was_leader:
+            self._stop_leading()
+        self._push_buffer.clear()
+        self._verified_end = -1
+        self._role_event(term)
+
+    def _change_role_to_leader(self, term: int) -> None:
+        """Section 5.1: only if still in ``term``."""
+        if self.term != term:
+            return
+        self.role = Role.LEADER
+        self.leader_id = self.config.self_id
+        self.peers_live.clear()
+        self._last_send_heartbeat_ms = NEVER
+        self._vote_round = None
+        self._role_event(term)
+        self._start_leading()
+
+    def _change_role_to_follower(self, term: int, leader_id: str) -> None:
+        """Section 5.3 (only from a same-term heartbeat while no leader is known)."""
+        assert self.term == term
+        self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.transferee = None
+        self._vote_round = None
+        self._last_leader_heartbeat_ms = self._now
+        self._push_buffer.clear()
+        self._verified_end = -1
+        self._role_event(term)
+
+    def _next_term(self) -> int:
+        """MemberState.nextTerm (section 1.3): +1, or jump to the highest known term."""
+        assert self.role is Role.CANDIDATE
+        if self.known_max_term_in_group > self.term:
+            self.term = self.known_max_term_in_group
+        else:
+            self.term += 1
+        self.voted_for = None
+        self._hard_state_dirty = True
+        return self.term
+
+    def _set_vote_for(self, candidate: str) -> None:
+        self.voted_for = candidate
+        self._hard_state_dirty = True
+
+    def _get_next_time_to_request_vote(self) -> int:
+        """Section 2.5: now + min + rand[0, max - min) (the take-leadership window if taking)."""
+        cfg = self.config
+        if self._is_taking_leadership():
+            low, high = (
+                cfg.min_take_leadership_vote_interval_ms,
+                cfg.max_take_leadership_vote_interval_ms,
+            )
+        else:
+            low, high = cfg.min_vote_interval_ms, cfg.max_vote_interval_ms
+        return self._now + low + self._rng.randrange(high - low)
+
+    def _is_taking_leadership(self) -> bool:
+        return (
+            bool(self.config.preferred_leader_ids)
+            and self.term_to_take_leadership == self.term
+            and self.config.self_id in self.config.preferred_leader_ids
+        )
+
+    # ================================================================== maintainer (section 2)
+    def _maintain_as_leader(self) -> None:
+        """Section 2.3: a heartbeat round when the last one is older than the interval."""
+        if self._heartbeat_round is not None:
+            return
+        if self._now - self._last_send_heartbeat_ms > self.config.heart_beat_time_interval_ms:
+            self._last_send_heartbeat_ms = self._now
+            self._send_heartbeats()
+
+    def _maintain_as_follower(self) -> None:
+        """Section 2.4: no heartbeat for leak x interval makes a follower a candidate."""
+        cfg = self.config
+        timeout = cfg.max_heart_beat_leak * cfg.heart_beat_time_interval_ms
+        if self._now - self._last_leader_heartbeat_ms > max(
+            timeout, 2 * cfg.heart_beat_time_interval_ms
+        ):
+            _log.info("%s: heartbeat timeout in term %d", cfg.self_id, self.term)
+            self._change_role_to_candidate(self.term)
+
+    def _maintain_as_candidate(self) -> None:
+        """Section 2.5: the timer gate, the term choice, then a canvass."""
+        if self._vote_round is not None:
+            return
+        if (
+            self._now < self._next_time_to_request_vote_ms
+            and not self._need_increase_term_immediately
+        ):
+            return
+        if (
+            self.last_parse_result is ParseResult.WAIT_TO_VOTE_NEXT
+            or self._need_increase_term_immediately
+        ):
+            term = self._next_term()
+            self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        else:
+            term = self.term
+        if self._need_increase_term_immediately:
+            # Step 3: after a forced bump do not vote now; back off randomly.
+            self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
+            self._need_increase_term_immediately = False
+            return
+        self._start_vote_round(term)
+
+    # ================================================================== voting (section 3)
+    def _start_vote_round(self, term: int) -> None:
+        cfg = self.config
+        round_ = _VoteRound(
+            term=term,
+            deadline_ms=self._now
+            + cfg.vote_wait_ms
+            + self._rng.randrange(cfg.max_vote_interval_ms),
+            waiting=set(),
+            known_max_term=term,
+        )
+        self._vote_round = round_
+        end_index, end_term = self.last_index, self.last_term
+        requests = []
+        for peer in cfg.others:
+            rid = self._rid()
+            round_.waiting.add(rid)
+            requests.append(
+                VoteRequest(
+                    cfg.group, cfg.self_id, peer, rid, term, cfg.self_id, end_index, end_term
+                )
+            )
+        own = self._handle_vote(
+            VoteRequest(
+                cfg.group, cfg.self_id, cfg.self_id, 0, term, cfg.self_id, end_index, end_term
+            ),
+            is_self=True,
+        )
+        for request in requests:  # after the self-vote: it may have changed the hard state
+            self._send(request)
+        self._tally_vote(round_, own)
+
+    def _handle_vote_rpc(self, req: VoteRequest) -> VoteResponse:
+        """The server wrapper (section 3.2), then the decision table."""
+        cfg = self.config
+        code = ResponseCode.SUCCESS
+        if req.remote_id != cfg.self_id:
+            code = ResponseCode.UNKNOWN_MEMBER
+        elif req.group != cfg.group:
+            code = ResponseCode.UNKNOWN_GROUP
+        if code is not ResponseCode.SUCCESS:
+            return VoteResponse(
+                cfg.group, cfg.self_id, req.local_id, req.rid, self.term, VoteResult.UNKNOWN, code
+            )
+        return self._handle_vote(req, is_self=False)
+
+    def _handle_vote(self, req: VoteRequest, *, is_self: bool) -> VoteResponse:
+        """handleVote, section 3.3: the first matching rule wins."""
+        cfg = self.config
+
+        def reply(result: VoteResult, term: int | None = None) -> VoteResponse:
+            return VoteResponse(
+                cfg.group,
+                cfg.self_id,
+                req.local_id,
+                req.rid,
+                self.term if term is None else term,
+                result,
+            )
+
+        my_end_index, my_end_term = self.last_index, self.last_term
+        if req.leader_id not in cfg.peer_ids:  # rule 1
+            return reply(VoteResult.REJECT_UNKNOWN_LEADER)
+        if not is_self and req.leader_id == cfg.self_id:  # rule 2
+            return reply(VoteResult.REJECT_UNEXPECTED_LEADER)
+        if req.ledger_end_term < my_end_term:  # rule 3: the candidate's log is older
+            return reply(VoteResult.REJECT_EXPIRED_LEDGER_TERM)
+        if req.ledger_end_term == my_end_term and req.ledger_end_index < my_end_index:  # rule 4
+            return reply(VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
+        if req.term < self.term:  # rule 5
+            return reply(VoteResult.REJECT_EXPIRED_VOTE_TERM)
+        if req.term == self.term:  # rule 6
+            if self.voted_for is not None and self.voted_for != req.leader_id:
+                if self.leader_id is not None:
+                    return reply(VoteResult.REJECT_ALREADY_HAS_LEADER)
+                return reply(VoteResult.REJECT_ALREADY_VOTED)
+        else:  # rule 7: req.term > currTerm: step down now, adopt the term on the next tick
+            old_term = self.term
+            self._change_role_to_candidate(req.term)
+            self._need_increase_term_immediately = True
+            return reply(VoteResult.REJECT_TERM_NOT_READY, old_term)
+        if req.term < my_end_term:  # rule 8
+            return reply(VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, my_end_term)
+        if (  # rule 9: only while this node is taking over leadership
+            not is_self
+            and self._is_taking_leadership()
+            and req.ledger_end_term == my_end_term
+            and my_end_index >= req.ledger_end_index
+        ):
+            return reply(VoteResult.REJECT_TAKING_LEADERSHIP)
+        self._set_vote_for(req.leader_id)  # rule 10: persisted before the reply leaves
+        return reply(VoteResult.ACCEPT)
+
+    def _on_vote_response(self, resp: VoteResponse) -> None:
+        round_ = self._vote_round
+        if round_ is None or resp.rid not in round_.waiting:
+            return  # a late answer to a decided round
+        round_.waiting.discard(resp.rid)
+        self._tally_vote(round_, resp)
+
+    def _tally_vote(self, round_: _VoteRound, resp: VoteResponse | None) -> None:
+        """Section 3.4; ``None`` is a request that failed (timeout or network error)."""
+        if resp is not None:
+            result = resp.result
+            if result is not VoteResult.UNKNOWN:
+                round_.valid_num += 1
+            if result is VoteResult.ACCEPT:
+                round_.accepted_num += 1
+            elif result is VoteResult.REJECT_ALREADY_HAS_LEADER:
+                round_.already_has_leader = True
+            elif result in (
+                VoteResult.REJECT_TERM_SMALL_THAN_LEDGER,
+                VoteResult.REJECT_EXPIRED_VOTE_TERM,
+            ):
+                round_.known_max_term = max(round_.known_max_term, resp.term)
+            elif result in (
+                VoteResult.REJECT_EXPIRED_LEDGER_TERM,
+                VoteResult.REJECT_SMALL_LEDGER_END_INDEX,
+            ):
+                round_.bigger_ledger_num += 1
+            elif result is VoteResult.REJECT_TERM_NOT_READY:
+                round_.not_ready_term_num += 1
+        round_.all_num += 1
+        cfg = self.config
+        released = (
+            round_.already_has_leader
+            or cfg.is_quorum(round_.accepted_num)
+            or cfg.is_quorum(round_.accepted_num + round_.not_ready_term_num)
+            or round_.all_num == len(cfg.peer_ids)
+        )
+        if released and self._vote_round is round_:
+            self._decide_vote_round(round_)
+
+    def _decide_vote_round(self, round_: _VoteRound) -> None:
+        """Section 3.5, in order; the first matching row wins."""
+        self._vote_round = None
+        if self.role is not Role.CANDIDATE or self.term != round_.term:
+            return  # the node moved on while the round ran
+        cfg = self.config
+        result: ParseResult
+        if round_.known_max_term > round_.term:
+            result = ParseResult.WAIT_TO_VOTE_NEXT
+            self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
+            self._change_role_to_candidate(round_.known_max_term)
+        elif round_.already_has_leader:
+            result = ParseResult.WAIT_TO_REVOTE
+            self._next_time_to_request_vote_ms = (
+                self._get_next_time_to_request_vote()
+                + cfg.heart_beat_time_interval_ms * cfg.max_heart_beat_leak
+            )
+        elif not cfg.is_quorum(round_.valid_num):
+            result = ParseResult.WAIT_TO_REVOTE
+            self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
+        elif not cfg.is_quorum(round_.valid_num - round_.bigger_ledger_num):
+            result = ParseResult.WAIT_TO_REVOTE
+            self._next_time_to_request_vote_ms = (
+                self._get_next_time_to_request_vote() + cfg.max_vote_interval_ms
+            )
+        elif cfg.is_quorum(round_.accepted_num):
+            result = ParseResult.PASSED
+        elif cfg.is_quorum(round_.accepted_num + round_.not_ready_term_num):
+            result = ParseResult.REVOTE_IMMEDIATELY
+        else:
+            result = ParseResult.WAIT_TO_VOTE_NEXT
+            self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
+        self.last_parse_result = result
+        _log.debug(
+            "%s: vote round term %d: accepted %d not-ready %d valid %d bigger %d leader %s -> %s",
+            cfg.self_id,
+            round_.term,
+            round_.accepted_num,
+            round_.not_ready_term_num,
+            round_.valid_num,
+            round_.bigger_ledger_num,
+            round_.already_has_leader,
+            result.name,
+        )
+        if result is ParseResult.PASSED:
+            self._change_role_to_leader(round_.term)
+
+    # ================================================================== heartbeats (section 4)
+    def _send_heartbeats(self) -> None:
+        cfg = self.config
+        round_ = _HeartbeatRound(
+            term=self.term, deadline_ms=self._now + cfg.heart_beat_time_interval_ms, waiting={}
+        )
+        self._heartbeat_round = round_
+        for peer in cfg.others:
+            rid = self._rid()
+            round_.waiting[rid] = peer
+            self._send(HeartBeatRequest(cfg.group, cfg.self_id, peer, rid, self.term, cfg.self_id))
+        self._maybe_decide_heartbeat_round(round_)
+
+    def _handle_heartbeat_rpc(self, req: HeartBeatRequest) -> HeartBeatResponse:
+        """The server wrapper, then handleHeartBeat (section 4.4)."""
+        cfg = self.config
+
+        def reply(code: ResponseCode, term: int = -1) -> HeartBeatResponse:
+            return HeartBeatResponse(cfg.group, cfg.self_id, req.local_id, req.rid, code, term)
+
+        if req.remote_id != cfg.self_id:
+            return reply(ResponseCode.UNKNOWN_MEMBER, self.term)
+        if req.group != cfg.group:
+            return reply(ResponseCode.UNKNOWN_GROUP, self.term)
+        if req.leader_id not in cfg.peer_ids:
+            return reply(ResponseCode.UNKNOWN_MEMBER, self.term)
+        if req.leader_id == cfg.self_id:
+            return reply(ResponseCode.UNEXPECTED_MEMBER, self.term)
+        if req.term < self.term:
+            return reply(ResponseCode.EXPIRED_TERM, self.term)
+        if req.term == self.term:
+            if self.leader_id is None:
+                self._change_role_to_follower(req.term, req.leader_id)
+                return reply(ResponseCode.SUCCESS)
+            if req.leader_id == self.leader_id:
+                self._last_leader_heartbeat_ms = self._now
+                return reply(ResponseCode.SUCCESS)
+            _log.warning(
+                "%s: [BUG] heartbeat from %s in term %d but the leader is %s",
+                cfg.self_id,
+                req.leader_id,
+                req.term,
+                self.leader_id,
+            )
+            return reply(ResponseCode.INCONSISTENT_LEADER)
+        # A larger term: become candidate now, take the term on the next tick.
+        self._change_role_to_candidate(req.term)
+        self._need_increase_term_immediately = True
+        return reply(ResponseCode.TERM_NOT_READY)
+
+    def _on_heartbeat_response(self, resp: HeartBeatResponse) -> None:
+        if (
+            resp.code is ResponseCode.EXPIRED_TERM
+            and resp.term > self.term
+            and not self.config.legacy_heartbeat_term_check
+            and self.role is Role.LEADER
+        ):
+            # Version B (section 4.2): any higher term makes the leader step down, also when
+            # the answer arrives after the round was decided.
+            self._change_role_to_candidate(resp.term)
+            return
+        round_ = self._heartbeat_round
+        if round_ is None or resp.rid not in round_.waiting:
+            return
+        peer = round_.waiting.pop(resp.rid)
+        self._tally_heartbeat(round_, peer, resp.code, resp.term)
+
+    def _tally_heartbeat(
+        self, round_: _HeartbeatRound, peer: str, code: ResponseCode, term: int
+    ) -> None:
+        if code is ResponseCode.SUCCESS:
+            round_.succ_num += 1
+        elif code is ResponseCode.EXPIRED_TERM:
+            round_.max_term = term  # a plain set, as DLedger (last writer wins)
+        elif code is ResponseCode.INCONSISTENT_LEADER:
+            round_.inconsistent_leader = True
+        elif code is ResponseCode.TERM_NOT_READY:
+            round_.not_ready_num += 1
+        self.peers_live[peer] = code is not ResponseCode.NETWORK_ERROR
+        round_.all_num += 1
+        self._maybe_decide_heartbeat_round(round_)
+
+    def _maybe_decide_heartbeat_round(self, round_: _HeartbeatRound) -> None:
+        cfg = self.config
+        if (
+            cfg.is_quorum(round_.succ_num)
+            or cfg.is_quorum(round_.succ_num + round_.not_ready_num)
+            or round_.all_num == len(cfg.peer_ids)
+        ):
+            self._decide_heartbeat_round(round_)
+
+    def _decide_heartbeat_round(self, round_: _HeartbeatRound) -> None:
+        """Section 4.2, version B by default (version A with ``legacy_heartbeat_term_check``)."""
+        self._heartbeat_round = None
+        if self.role is not Role.LEADER or self.term != round_.term:
+            return
+        cfg = self.config
+        lease_ms = cfg.max_heart_beat_leak * cfg.heart_beat_time_interval_ms
+        if not cfg.legacy_heartbeat_term_check and round_.max_term > round_.term:
+            self._change_role_to_candidate(round_.max_term)
+            return
+        if cfg.is_quorum(round_.succ_num):
+            self._last_succ_heartbeat_ms = self._now
+            return
+        if cfg.is_quorum(round_.succ_num + round_.not_ready_num):
+            self._last_send_heartbeat_ms = NEVER  # resend on the next tick
+        elif round_.max_term > round_.term:
+            self._change_role_to_candidate(round_.max_term)
+        elif round_.inconsistent_leader:
+            self._change_role_to_candidate(round_.term)
+        elif self._now - self._last_succ_heartbeat_ms > lease_ms:
+            _log.info("%s: no quorum for %d ms, stepping down", cfg.self_id, lease_ms)
+            self._change_role_to_candidate(round_.term)
+
+    def _expire_rounds(self) -> None:
+        """Requests unanswered past their deadline count as failed (the latch timed out)."""
+        vote = self._vote_round
+        if vote is not None and self._now >= vote.deadline_ms:
+            while vote.waiting and self._vote_round is vote:
+                vote.waiting.pop()
+                self._tally_vote(vote, None)
+            if self._vote_round is vote:
+                self._decide_vote_round(vote)
+        beat = self._heartbeat_round
+        if beat is not None and self._now >= beat.deadline_ms:
+            self._decide_heartbeat_round(beat)
+
+    # ================================================================== leader replication
+    def _start_leading(self) -> None:
+        """A new leader: fresh dispatchers, and a NOOP of its own term (Raft section 5.4.2)."""
+        end = self._log.last_index
+        self._dispatchers = {
+            peer: _Dispatcher(peer, compare_index=end, write_index=end + 1)
+            for peer in self.config.others
+        }
+        self._self_match_index = self._log.stable_end if self._log.last_term == self.term else -1
+        self._log.append([NewEntry(end + 1, self.term, b"", NOOP_TYPE)])
+        self._maybe_advance_commit()
+
+    def _stop_leading(self) -> None:
+        """Fail every waiting proposal: their outcome is unknown (section 9 #8)."""
+        for proposal in self._proposals.values():
+            self._completed.append(
+                ProposalResult(
+                    proposal.proposal_id,
+                    proposal.first_index,
+                    proposal.last_index,
+                    proposal.term,
+                    ResponseCode.TERM_CHANGED,
+                )
+            )
+        self._proposals.clear()
+        self._dispatchers.clear()
+
+    def _expire_proposals(self) -> None:
+        expired = [p for p in self._proposals.values() if self._now >= p.deadline_ms]
+        for proposal in expired:
+            del self._proposals[proposal.proposal_id]
+            self._completed.append(
+                ProposalResult(
+                    proposal.proposal_id,
+                    proposal.first_index,
+                    proposal.last_index,
+                    proposal.term,
+                    ResponseCode.WAIT_QUORUM_ACK_TIMEOUT,
+                )
+            )
+
+    def _replicate(self) -> None:
+        for dispatcher in self._dispatchers.values():
+            self._dispatch(dispatcher)
+
+    def _push(self, d: _Dispatcher, kind: PushKind, index: int, **extra: object) -> int:
+        cfg = self.config
+        rid = self._rid()
+        self._send(
+            PushEntryRequest(
+                cfg.group,
+                cfg.self_id,
+                d.peer,
+                rid,
+                self.term,
+                cfg.self_id,
+                kind,
+                index,
+                self.committed_index,
+                **extra,  # type: ignore[arg-type]
+            )
+        )
+        return rid
+
+    def _dispatch(self, d: _Dispatcher) -> None:
+        """One ``doWork`` of an EntryDispatcher (spec-replication-storage section 3.5)."""
+        cfg = self.config
+        now = self._now
+        if d.state is not PushKind.APPEND:
+            if d.control_rid is not None and now - d.control_sent_ms < cfg.max_push_timeout_ms:
+                return
+            if d.state is PushKind.COMPARE:
+                d.compare_index = min(d.compare_index, self._log.stable_end)
+                term = self._log.term_at(d.compare_index)
+                d.control_rid = self._push(d, PushKind.COMPARE, d.compare_index, compare_term=term)
+            else:
+                d.control_rid = self._push(d, PushKind.TRUNCATE, d.match_index + 1)
+            d.control_sent_ms = now
+            return
+        if d.in_flight:
+            oldest = min(sent for _, _, sent in d.in_flight.values())
+            if now - oldest >= cfg.max_push_timeout_ms:
+                # Section 3.10, G2 go-back-N: resend from the first unacknowledged entry.
+                d.in_flight.clear()
+                d.write_index = d.match_index + 1
+        sent_any = False
+        while len(d.in_flight) < cfg.max_pending_pushes and d.write_index <= self._log.stable_end:
+            entries = self._log.stable_entries(d.write_index, cfg.max_push_batch_bytes)
+            if not entries:
+                break
+            rid = self._push(d, PushKind.APPEND, d.write_index, entries=tuple(entries))
+            d.in_flight[rid] = (d.write_index, len(entries), now)
+            d.write_index += len(entries)
+            d.last_pushed_commit = self.committed_index
+            d.last_commit_push_ms = now
+            sent_any = True
+        if not sent_any and (
+            d.last_pushed_commit < self.committed_index
+            or now - d.last_commit_push_ms >= cfg.commit_push_interval_ms
+        ):
+            self._push(d, PushKind.COMMIT, self.committed_index)
+            d.last_pushed_commit = self.committed_index
+            d.last_commit_push_ms = now
+
+    def _on_push_response(self, resp: PushEntryResponse) -> None:
+        if resp.code is ResponseCode.EXPIRED_TERM and resp.term > self.term:
+            if self.role is Role.LEADER:
+                self._change_role_to_candidate(resp.term)  # a higher term: step down
+            return
+        if self.role is not Role.LEADER:
+            return
+        d = self._dispatchers.get(resp.local_id)
+        if d is None:
+            return
+        if resp.kind is PushKind.APPEND:
+            owned = d.in_flight.pop(resp.rid, None)
+            if resp.code is ResponseCode.SUCCESS and resp.term == self.term:
+                if d.state is PushKind.APPEND:
+                    d.match_index = max(d.match_index, resp.index + resp.count - 1)
+                    self._maybe_advance_commit()
+            elif owned is not None and d.state is PushKind.APPEND:
+                # The follower could not take it: find the common prefix again.
+                d.state = PushKind.COMPARE
+                d.compare_index = min(self._log.stable_end, max(resp.end_index, d.match_index))
+                d.in_flight.clear()
+                d.control_rid = None
+            return
+        if resp.kind is PushKind.COMMIT or resp.rid != d.control_rid:
+            return
+        d.control_rid = None
+        if resp.kind is PushKind.COMPARE:
+            if resp.code is ResponseCode.SUCCESS:
+                d.match_index = d.compare_index
+                d.state = PushKind.TRUNCATE
+            elif resp.code is ResponseCode.INCONSISTENT_STATE:
+                # Section 3.6 (G2): jump to the follower's end, else skip its conflicting term.
+                if resp.end_index < d.compare_index:
+                    d.compare_index = resp.end_index
+                elif resp.x_index >= 0:
+                    d.compare_index = min(d.compare_index - 1, resp.x_index - 1)
+                else:
+                    d.compare_index -= 1
+                d.compare_index = max(d.compare_index, -1)
+            self._dispatch(d)
+        elif resp.kind is PushKind.TRUNCATE:
+            if resp.code is ResponseCode.SUCCESS:
+                d.state = PushKind.APPEND
+                d.write_index = d.match_index + 1
+                d.in_flight.clear()
+                self._maybe_advance_commit()
+            else:
+                d.state = PushKind.COMPARE
+            self._dispatch(d)
+
+    def _maybe_advance_commit(self) -> None:
+        """The quorum index of the watermarks, counted only for this term's entries (5.4.2)."""
+        if self.role is not Role.LEADER:
+            return
+        marks = [self._self_match_index] + [d.match_index for d in self._dispatchers.values()]
+        candidate = quorum_index(marks, self.config.quorum)
+        if candidate <= self.committed_index or candidate > self._log.stable_end:
+            return
+        if self._log.term_at(candidate) != self.term:
+            return  # Raft 5.4.2: never commit an older term's entry by counting replicas
+        self.committed_index = candidate
+        self._commit_dirty = True
+        done = [p for p in self._proposals.values() if p.last_index <= candidate]
+        for proposal in done:
+            del self._proposals[proposal.proposal_id]
+            self._completed.append(
+                ProposalResult(
+                    proposal.proposal_id,
+                    proposal.first_index,
+                    proposal.last_index,
+                    proposal.term,
+                    ResponseCode.SUCCESS,
+                )
+            )
+
+    # ================================================================== follower replication
+    def _handle_push(self, req: PushEntryRequest) -> None:
+        """EntryHandler (spec-replication-storage section 4), with the term/leader checks."""
+        cfg = self.config
+
+        def reply(code: ResponseCode, **extra: int) -> None:
+            self._send(
+                PushEntryResponse(
+                    cfg.group,
+                    cfg.self_id,
+                    req.local_id,
+                    req.rid,
+                    self.term,
+                    code,
+                    req.kind,
+                    req.index,
+                    **extra,
+                )
+            )
+
+        if req.remote_id != cfg.self_id:
+            reply(ResponseCode.UNKNOWN_MEMBER)
+            return
+        if req.group != cfg.group:
+            reply(ResponseCode.UNKNOWN_GROUP)
+            return
+        if req.term < self.term:
+            reply(ResponseCode.EXPIRED_TERM)
+            return
+        if req.term > self.term:
+            # Like a higher-term heartbeat: become candidate, adopt the term on the next tick.
+            self._change_role_to_candidate(req.term)
+            self._need_increase_term_immediately = True
+            reply(ResponseCode.TERM_NOT_READY)
+            return
+        if self.role is not Role.FOLLOWER:
+            reply(ResponseCode.NOT_FOLLOWER)
+            return
+        if req.leader_id != self.leader_id:
+            reply(ResponseCode.INCONSISTENT_LEADER)
+            return
+        if req.kind is PushKind.COMPARE:
+            self._handle_compare(req, reply)
+        elif req.kind is PushKind.TRUNCATE:
+            self._push_buffer.clear()
+            if req.index <= self.committed_index:
+                reply(ResponseCode.INCONSISTENT_STATE, end_index=self.last_index)
+                return
+            # Entries of the current term can only have come from this leader, after it had
+            # verified everything before them: if the log ends in this term, nothing at or after
+            # req.index diverges and the TRUNCATE is a stale or duplicated one. Truncating would
+            # erase acknowledged entries (simulation seed 173: a duplicated TRUNCATE delivered
+            # after the APPEND that followed it).
+            if req.index <= self.last_index and self.last_term != self.term:
+                self._log.truncate(req.index)
+            self._verified_end = max(self._verified_end, req.index - 1)
+            reply(ResponseCode.SUCCESS, end_index=self.last_index)
+        elif req.kind is PushKind.APPEND:
+            self._push_buffer[req.index] = req
+            self._drain_push_buffer()
+            if len(self._push_buffer) > cfg.max_pending_pushes:
+                # Too far ahead: drop the newest; the leader resends after its timeout.
+                self._push_buffer.pop(max(self._push_buffer))
+        self._follow_commit(req.commit_index)
+
+    def _handle_compare(self, req: PushEntryRequest, reply: _Reply) -> None:
+        self._push_buffer.clear()
+        index = req.index
+        last = self.last_index
+        if index < 0:
+            self._verified_end = -1
+            reply(ResponseCode.SUCCESS, end_index=last)
+        elif index > last:
+            reply(ResponseCode.INCONSISTENT_STATE, end_index=last)
+        elif index < self._log.reader.begin_index:
+            reply(ResponseCode.INDEX_LESS_THAN_LOCAL_BEGIN, end_index=last)
+        elif self._log.term_at(index) == req.compare_term:
+            self._verified_end = index
+            reply(ResponseCode.SUCCESS, end_index=last)
+        else:
+            x_term = self._log.term_at(index)
+            reply(
+                ResponseCode.INCONSISTENT_STATE,
+                end_index=last,
+                x_term=x_term,
+                x_index=self._log.first_index_of_term(index),
+            )
+
+    def _drain_push_buffer(self) -> None:
+        cfg = self.config
+        while self._push_buffer:
+            first = min(self._push_buffer)
+            last = self.last_index
+            if first > last + 1:
+                return  # wait for the entries before it
+            req = self._push_buffer.pop(first)
+            entries: Sequence[LogEntry] = req.entries
+            # Skip what is already here, if it matches; a mismatch means COMPARE again.
+            skip = 0
+            while skip < len(entries) and entries[skip].index <= last:
+                if self._log.term_at(entries[skip].index) != entries[skip].term:
+                    self._send(
+                        PushEntryResponse(
+                            cfg.group,
+                            cfg.self_id,
+                            req.local_id,
+                            req.rid,
+                            self.term,
+                            ResponseCode.INCONSISTENT_STATE,
+                            PushKind.APPEND,
+                            req.index,
+                            end_index=last,
+                        )
+                    )
+                    return
+                skip += 1
+            if skip < len(entries):
+                self._log.append(entries[skip:])
+            self._verified_end = max(self._verified_end, entries[-1].index)
+            self._send(
+                PushEntryResponse(
+                    cfg.group,
+                    cfg.self_id,
+                    req.local_id,
+                    req.rid,
+                    self.term,
+                    ResponseCode.SUCCESS,
+                    PushKind.APPEND,
+                    req.index,
+                    count=len(entries),
+                    end_index=self.last_index,
+                ),
+                after_persist=True,
+            )
+
+    def _follow_commit(self, leader_commit: int) -> None:
+        """Raft: commit = min(leaderCommit, last entry verified against this leader)."""
+        candidate = min(leader_commit, self._verified_end)
+        if candidate > self.committed_index:
+            self.committed_index = candidate
+            self._commit_dirty = True
+
+
+class _Reply(Protocol):
+    """Type of the local ``reply`` closures in ``_handle_push``."""
+
+    def __call__(self, code: ResponseCode, **extra: int) -> None: ...

@@ -1,0 +1,87 @@
+"""What the core hands its driver after inputs: the etcd ``Ready`` contract.
+
+The driver must, in this order: persist ``hard_state``; apply ``truncate_from`` then append
+``entries`` to the log; send ``messages``; send ``messages_after_persist`` only once the first two
+steps are durable (a vote must be on disk before it is granted, spec-election section 1.5; a
+follower acknowledges entries only after storing them); record ``committed_index``; report
+``completed`` and ``failed`` proposals to their callers; then call ``advance(ready)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ledgermq.raft.messages import LogEntry, Message, ResponseCode, Role
+
+__all__ = ["HardState", "NewEntry", "ProposalResult", "Ready", "RoleChange"]
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What must survive a restart: DLedger's ``currterm`` file (``currTerm``, ``voteLeader``)."""
+
+    term: int = 0
+    voted_for: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewEntry:
+    """An entry the leader creates (a proposal or its NOOP); the store assigns its position."""
+
+    index: int
+    term: int
+    body: bytes
+    entry_type: int = 1
+    """1 NORMAL, 2 NOOP (the store's ``EntryType`` values)."""
+
+    @property
+    def size(self) -> int:
+        return 48 + len(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChange:
+    term: int
+    role: Role
+    leader_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalResult:
+    """The outcome of ``propose``: SUCCESS once committed, else why it was given up.
+
+    A failed proposal's entries may still be committed later (TERM_CHANGED, WAIT_QUORUM_ACK_
+    TIMEOUT mean "unknown outcome"), exactly as with a DLedger client future.
+    """
+
+    proposal_id: int
+    first_index: int
+    last_index: int
+    term: int
+    code: ResponseCode
+
+
+@dataclass(slots=True)
+class Ready:
+    hard_state: HardState | None = None
+    truncate_from: int | None = None
+    entries: list[NewEntry | LogEntry] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    messages_after_persist: list[Message] = field(default_factory=list)
+    committed_index: int | None = None
+    role_changes: list[RoleChange] = field(default_factory=list)
+    completed: list[ProposalResult] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.hard_state
+            or self.truncate_from is not None
+            or self.entries
+            or self.messages
+            or self.messages_after_persist
+            or self.committed_index is not None
+            or self.role_changes
+            or self.completed
+        )

@@ -1,0 +1,377 @@
+"""A seeded, single-threaded simulation of a Raft group: the cores, a network, disks, faults.
+
+Everything random comes from one ``random.Random(seed)``; the same seed replays the same run.
+Each node is a real ``RaftCore`` over a ``MemoryLedgerStore``, driven by ``process_ready`` exactly
+as the server drives it (persist the hard state, truncate and append, send, commit, advance).
+
+Faults: per-message loss, duplication and random delay (which reorders), symmetric partitions
+(a node isolated, or the group split), asymmetric link cuts, crashes (the node loses everything
+not persisted; hard state and stored entries survive) and restarts. After the fault phase the
+network heals and every node restarts; the run must then elect a leader and finish every
+proposal within a bounded simulated time (liveness).
+
+Invariants are checked after every event (``SafetyLedger`` and ``check_node``): one leader per
+term, log matching, committed entries never change or disappear, the commit index never moves
+back, acknowledged proposals are stored on a majority with the proposed bodies.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ledgermq.errors import RaftError
+from ledgermq.raft import (
+    HardState,
+    Message,
+    NewEntry,
+    RaftConfig,
+    RaftCore,
+    ResponseCode,
+    Role,
+)
+from ledgermq.store import Entry, EntryType, MemoryLedgerStore
+from ledgermq.testing.invariants import InvariantViolationError, SafetyLedger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["FaultPlan", "SimCluster", "SimNode", "SimResult", "run_seed"]
+
+TICK_MS = 10
+
+
+@dataclass
+class FaultPlan:
+    """How hostile a run is; drawn from the seed by ``FaultPlan.draw``."""
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+    max_delay_ms: int = 5
+    partitions: bool = False
+    crashes: bool = False
+    fault_rate: float = 0.05
+    """Chance of a fault in each 50 ms slot of the fault phase."""
+    fault_ms: int = 6000
+    heal_ms: int = 12000
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> FaultPlan:
+        return cls(
+            loss=rng.choice([0.0, 0.0, 0.01, 0.05, 0.15]),
+            duplicate=rng.choice([0.0, 0.0, 0.02, 0.1]),
+            max_delay_ms=rng.choice([2, 5, 20, 80]),
+            partitions=rng.random() < 0.6,
+            crashes=rng.random() < 0.6,
+            fault_rate=rng.choice([0.02, 0.05, 0.1, 0.2]),
+        )
+
+
+@dataclass
+class SimNode:
+    node_id: str
+    store: MemoryLedgerStore
+    hard_state: HardState = field(default_factory=HardState)
+    core: RaftCore | None = None
+    max_commit_seen: int = -1
+
+
+@dataclass
+class SimResult:
+    seed: int
+    nodes: int
+    events: int
+    proposals: int
+    committed: int
+    terms: int
+    violation: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+class SimCluster:
+    def __init__(self, seed: int, node_count: int, plan: FaultPlan | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.plan = plan or FaultPlan.draw(self.rng)
+        self.ids = tuple(f"n{i}" for i in range(node_count))
+        self.now = 0
+        self.events = 0
+        self._queue: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+        self.safety = SafetyLedger()
+        self.nodes = {
+            nid: SimNode(nid, MemoryLedgerStore(data_segment_bytes=1 << 20, flush="sync"))
+            for nid in self.ids
+        }
+        self.cut: set[tuple[str, str]] = set()
+        """Directed links that drop everything (partitions, asymmetric cuts)."""
+        self.proposals: dict[tuple[str, int], list[bytes]] = {}
+        self.outstanding: set[tuple[str, int]] = set()
+        self.proposal_count = 0
+        self.committed_ok = 0
+        for nid in self.ids:
+            self._start(nid)
+
+    # ------------------------------------------------------------------ plumbing
+    def config(self, nid: str) -> RaftConfig:
+        return RaftConfig(group="sim", self_id=nid, peer_ids=self.ids)
+
+    def schedule(self, at_ms: int, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at_ms, self._seq, action))
+
+    def _start(self, nid: str) -> None:
+        node = self.nodes[nid]
+        node.core = RaftCore(
+            self.config(nid),
+            node.hard_state,
+            node.store,
+            random.Random(self.rng.getrandbits(64)),
+            self.now,
+            node.store.committed_index,
+        )
+        self.schedule(self.now + self.rng.randrange(TICK_MS), lambda: self._tick(nid, node.core))
+
+    def _tick(self, nid: str, core: RaftCore | None) -> None:
+        node = self.nodes[nid]
+        if node.core is not core or core is None:
+            return  # crashed meanwhile
+        core.tick(self.now)
+        self._process_ready(node)
+        self.schedule(self.now + TICK_MS, lambda: self._tick(nid, core))
+
+    def _deliver_later(self, at_ms: int, message: Message) -> None:
+        self.schedule(at_ms, lambda: self._deliver(message))
+
+    def _deliver(self, message: Message) -> None:
+        node = self.nodes[message.remote_id]
+        if node.core is None:
+            return
+        node.core.step(message)
+        self._process_ready(node)
+
+    def _send(self, message: Message) -> None:
+        src, dst = message.local_id, message.remote_id
+        if (src, dst) in self.cut or self.rng.random() < self.plan.loss:
+            return
+        copies = 2 if self.rng.random() < self.plan.duplicate else 1
+        for _ in range(copies):
+            delay = 1 + self.rng.randrange(self.plan.max_delay_ms)
+            self._deliver_later(self.now + delay, message)
+
+    def _process_ready(self, node: SimNode) -> None:
+        """The driver's loop (what the ledger server does with a Ready), plus the checks."""
+        core = node.core
+        assert core is not None
+        while core.has_ready():
+            ready = core.ready()
+            if ready.hard_state is not None:
+                node.hard_state = ready.hard_state
+            if ready.truncate_from is not None:
+                node.store.truncate_from(ready.truncate_from)
+            if ready.entries:
+                self._append(node, ready.entries)
+            for message in ready.messages:
+                self._send(message)
+            for message in ready.messages_after_persist:
+                self._send(message)
+            if ready.committed_index is not None:
+                self._commit(node, ready.committed_index)
+            for change in ready.role_changes:
+                if change.role is Role.LEADER:
+                    self.safety.leader_elected(change.term, node.node_id)
+            for result in ready.completed:
+                self._proposal_done(node, result.proposal_id, result.code, result.first_index)
+            core.advance(ready)
+            self._check_node(node)
+
+    def _append(self, node: SimNode, entries: Sequence[object]) -> None:
+        store = node.store
+        if isinstance(entries[0], NewEntry):
+            run: list[NewEntry] = []
+            for entry in entries:
+                assert isinstance(entry, NewEntry)
+                if run and (entry.entry_type != run[0].entry_type or entry.term != run[0].term):
+                    self._append_run(store, run)
+                    run = []
+                run.append(entry)
+            self._append_run(store, run)
+        else:
+            store.append_entries([e for e in entries if isinstance(e, Entry)])
+        for entry in store.read_range(store.end_index - len(entries) + 1, 1 << 40):
+            self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
+
+    @staticmethod
+    def _append_run(store: MemoryLedgerStore, run: list[NewEntry]) -> None:
+        stored = store.append_batch(
+            run[0].term, [e.body for e in run], entry_type=EntryType(run[0].entry_type)
+        )
+        assert [e.index for e in stored] == [e.index for e in run]
+
+    def _commit(self, node: SimNode, index: int) -> None:
+        if index < node.max_commit_seen:
+            raise InvariantViolationError(f"{node.node_id}: commit index moved back to {index}")
+        store = node.store
+        start = max(node.max_commit_seen + 1, store.begin_index)
+        for entry in store.read_range(start, 1 << 40) if start <= index else []:
+            if entry.index > index:
+                break
+            self.safety.entry_committed(node.node_id, entry.index, entry.chain_crc)
+        node.max_commit_seen = index
+        store.set_committed_index(index)
+
+    def _proposal_done(self, node: SimNode, pid: int, code: ResponseCode, first: int) -> None:
+        key = (node.node_id, pid)
+        self.outstanding.discard(key)
+        if code is not ResponseCode.SUCCESS:
+            return
+        self.committed_ok += 1
+        bodies = self.proposals[key]
+        holders = 0
+        for other in self.nodes.values():
+            if other.store.end_index >= first + len(bodies) - 1:
+                got = [other.store.get(first + i).body for i in range(len(bodies))]
+                holders += got == bodies
+        if holders < len(self.ids) // 2 + 1:
+            raise InvariantViolationError(
+                f"proposal {pid} of {node.node_id} acknowledged but stored on {holders} nodes"
+            )
+
+    def _check_node(self, node: SimNode) -> None:
+        store = node.store
+        if store.committed_index > store.end_index:
+            raise InvariantViolationError(f"{node.node_id}: committed past its log end")
+        top = self.safety.max_committed_index
+        core = node.core
+        if core is not None and core.role is Role.LEADER and top >= 0:  # noqa: SIM102
+            # Leader completeness: the leader holds every committed entry (chain CRC = prefix).
+            if store.end_index < top or store.get(top).chain_crc != self.safety.committed[top]:
+                raise InvariantViolationError(
+                    f"{node.node_id} leads term {core.term} without committed entry {top}"
+                )
+
+    # ------------------------------------------------------------------ workload and faults
+    def _propose(self) -> None:
+        leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
+        target = self.rng.choice(leaders or list(self.nodes.values()))
+        if target.core is None:
+            return
+        bodies = [
+            b"%d-%d-%d" % (self.seed, self.proposal_count, i)
+            for i in range(1 + self.rng.randrange(4))
+        ]
+        try:
+            pid = target.core.propose(bodies)
+        except RaftError:
+            return
+        self.proposal_count += 1
+        self.proposals[(target.node_id, pid)] = bodies
+        self.outstanding.add((target.node_id, pid))
+        self._process_ready(target)
+
+    def _crash(self, nid: str) -> None:
+        node = self.nodes[nid]
+        if node.core is None:
+            return
+        node.core = None
+        node.store = node.store.crashed()
+        node.max_commit_seen = node.store.committed_index
+        self.outstanding = {k for k in self.outstanding if k[0] != nid}
+
+    def _restart(self, nid: str) -> None:
+        if self.nodes[nid].core is None:
+            self._start(nid)
+
+    def _fault(self) -> None:
+        plan, rng = self.plan, self.rng
+        choice = rng.random()
+        if plan.crashes and choice < 0.4:
+            nid = rng.choice(self.ids)
+            self._crash(nid)
+            self.schedule(self.now + rng.randrange(20, 2000), lambda: self._restart(nid))
+        elif plan.partitions and choice < 0.6:
+            self.cut.clear()
+            kind = rng.random()
+            if kind < 0.4:  # isolate one node
+                lonely = rng.choice(self.ids)
+                self.cut = {(lonely, o) for o in self.ids} | {(o, lonely) for o in self.ids}
+            elif kind < 0.7:  # split the group
+                side = set(rng.sample(self.ids, len(self.ids) // 2))
+                self.cut = {
+                    (a, b) for a in self.ids for b in self.ids if (a in side) != (b in side)
+                }
+            else:  # asymmetric: some directed links drop
+                self.cut = {
+                    (a, b) for a in self.ids for b in self.ids if a != b and rng.random() < 0.3
+                }
+        elif choice < 0.8:
+            self.cut.clear()
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> SimResult:
+        plan = self.plan
+        for t in range(0, plan.fault_ms, 50):
+            if self.rng.random() < 0.4:
+                self.schedule(t, self._propose)
+            if self.rng.random() < plan.fault_rate:
+                self.schedule(t, self._fault)
+        heal_at = plan.fault_ms
+        self.schedule(heal_at, self._heal)
+        deadline = heal_at + plan.heal_ms
+        violation = None
+        try:
+            self._run_until(heal_at, deadline)
+        except InvariantViolationError as exc:
+            violation = f"{exc} (at {self.now} ms)"
+        return SimResult(
+            self.seed,
+            len(self.ids),
+            self.events,
+            self.proposal_count,
+            self.committed_ok,
+            len(self.safety.leaders),
+            violation,
+        )
+
+    def _run_until(self, heal_at: int, deadline: int) -> None:
+        while self._queue and self.now <= deadline:
+            at, _, action = heapq.heappop(self._queue)
+            self.now = at
+            action()
+            self.events += 1
+            if self.now > heal_at + 2000 and self._settled():
+                return
+        if not self._settled():
+            raise InvariantViolationError(
+                f"liveness: no settled leader with all proposals done {self.plan.heal_ms} ms "
+                f"after healing (outstanding {len(self.outstanding)})"
+            )
+
+    def _heal(self) -> None:
+        self.plan.loss = 0.0
+        self.plan.duplicate = 0.0
+        self.cut.clear()
+        for nid in self.ids:
+            self._restart(nid)
+        for i in range(5):  # proposals after healing must commit
+            self.schedule(self.now + 500 + 300 * i, self._propose)
+
+    def _settled(self) -> bool:
+        cores = [n.core for n in self.nodes.values()]
+        leaders = [c for c in cores if c is not None and c.role is Role.LEADER]
+        if len(leaders) != 1 or self.outstanding:
+            return False
+        leader = leaders[0]
+        followers = sum(
+            1 for c in cores if c is not None and c.role is Role.FOLLOWER and c.term == leader.term
+        )
+        return followers + 1 == len(self.ids) and leader.committed_index == leader.last_index
+
+
+def run_seed(seed: int, nodes: int) -> SimResult:
+    return SimCluster(seed, nodes).run()
