@@ -27,6 +27,7 @@ import errno
 import logging
 import mmap
 import os
+import threading
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import CorruptLogError, DiskFullError, StoreError
@@ -74,9 +75,16 @@ class Segment:
         """Logical offset just past the file's last byte."""
         return self.base + self.size
 
-    def pin(self) -> None:
-        """Keep the file open until ``unpin`` (a flush is using the descriptor)."""
+    def pin(self) -> bool:
+        """Keep the file open until ``unpin`` (a flush uses the descriptor); False if closed.
+
+        Pins are counted under the log's ``pin_lock``, not the store lock, so the flusher
+        never waits for the appending thread.
+        """
+        if self._closed or self._retired:
+            return False
         self._pins += 1
+        return True
 
     def unpin(self) -> None:
         self._pins -= 1
@@ -137,6 +145,8 @@ class SegmentLog:
         self.what = what
         """``data`` or ``index``: named in errors and logs."""
         self.segments: list[Segment] = []
+        self.pin_lock = threading.Lock()
+        """Guards segment pins and retirement (see ``Segment.pin``); held only briefly."""
 
     # ------------------------------------------------------------------ loading
     def load(self) -> list[str]:
@@ -319,21 +329,30 @@ class SegmentLog:
             return
         for segment in doomed:
             os.unlink(segment.path)
-            segment.retire()
+            with self.pin_lock:
+                segment.retire()
         fsync_directory(self.directory)
 
     # ------------------------------------------------------------------ durability
     def pin_dirty(self) -> list[Segment]:
         """Pin and return the segments with unflushed writes, clearing their dirty flags.
 
-        Called under the store lock; the caller syncs them with ``sync_segments`` (lock released)
-        and must unpin each one afterwards.
+        Safe to call from the flusher thread without the store lock: the writer sets ``dirty``
+        after each write, so a write that lands after the flag is cleared sets it again and is
+        synced by the next flush. The caller syncs with ``sync_segments`` and must ``unpin``.
         """
-        dirty = [s for s in self.segments if s.dirty]
-        for segment in dirty:
-            segment.dirty = False
-            segment.pin()
-        return dirty
+        pinned: list[Segment] = []
+        with self.pin_lock:
+            for segment in list(self.segments):
+                if segment.dirty and segment.pin():
+                    segment.dirty = False
+                    pinned.append(segment)
+        return pinned
+
+    def unpin_all(self, segments: list[Segment]) -> None:
+        with self.pin_lock:
+            for segment in segments:
+                segment.unpin()
 
     @staticmethod
     def sync_segments(segments: list[Segment]) -> None:
@@ -349,6 +368,7 @@ class SegmentLog:
                 os.fdatasync(segment.fd)
 
     def close(self) -> None:
-        for segment in self.segments:
-            segment.retire()
+        with self.pin_lock:
+            for segment in self.segments:
+                segment.retire()
         self.segments = []
