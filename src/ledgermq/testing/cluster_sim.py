@@ -221,7 +221,8 @@ class SimCluster:
         for entry in store.read_range(start, 1 << 40) if start <= index else []:
             if entry.index > index:
                 break
-            self.safety.entry_committed(node.node_id, entry.index, entry.chain_crc)
+            term = node.core.term if node.core is not None else -1
+            self.safety.entry_committed(node.node_id, entry.index, entry.chain_crc, term)
         node.max_commit_seen = index
         store.set_committed_index(index)
 
@@ -246,10 +247,11 @@ class SimCluster:
         store = node.store
         if store.committed_index > store.end_index:
             raise InvariantViolationError(f"{node.node_id}: committed past its log end")
-        top = self.safety.max_committed_index
         core = node.core
+        top = self.safety.committed_before_term(core.term) if core is not None else -1
         if core is not None and core.role is Role.LEADER and top >= 0:  # noqa: SIM102
-            # Leader completeness: the leader holds every committed entry (chain CRC = prefix).
+            # Leader completeness: a leader holds every entry committed in an earlier term
+            # (the chain CRC at the highest one covers all before it).
             if store.end_index < top or store.get(top).chain_crc != self.safety.committed[top]:
                 raise InvariantViolationError(
                     f"{node.node_id} leads term {core.term} without committed entry {top}"

@@ -27,6 +27,9 @@ class SafetyLedger:
     committed: dict[int, int] = field(default_factory=dict)
     """index -> chain CRC of the committed entry at that index."""
     max_committed_index: int = -1
+    committed_by_term: dict[int, int] = field(default_factory=dict)
+    """term -> highest index a node in that term knew as committed. Raft's leader completeness
+    says every leader of a later term holds it (a stale leader of an older term need not)."""
 
     def leader_elected(self, term: int, node: str) -> None:
         other = self.leaders.setdefault(term, node)
@@ -41,8 +44,13 @@ class SafetyLedger:
                 "history than another node had"
             )
 
-    def entry_committed(self, node: str, index: int, chain: int) -> None:
+    def entry_committed(self, node: str, index: int, chain: int, term: int) -> None:
         known = self.committed.setdefault(index, chain)
         if known != chain:
             raise InvariantViolationError(f"committed entry {index} changed on {node}")
         self.max_committed_index = max(self.max_committed_index, index)
+        self.committed_by_term[term] = max(self.committed_by_term.get(term, -1), index)
+
+    def committed_before_term(self, term: int) -> int:
+        """Highest index committed in a term before ``term`` (-1 if none)."""
+        return max((i for t, i in self.committed_by_term.items() if t < term), default=-1)
