@@ -784,22 +784,15 @@ class RaftCore:
 
     def _stop_leading(self) -> None:
         """Fail every waiting proposal: their outcome is unknown (section 9 #8)."""
-        for proposal in self._proposals.values():
-            self._completed.append(
-                ProposalResult(
-                    proposal.proposal_id,
-                    proposal.first_index,
-                    proposal.last_index,
-                    proposal.term,
-                    ResponseCode.TERM_CHANGED,
-                )
-            )
-        self._proposals.clear()
+        self._finish_proposals(list(self._proposals.values()), ResponseCode.TERM_CHANGED)
         self._dispatchers.clear()
 
     def _expire_proposals(self) -> None:
         expired = [p for p in self._proposals.values() if self._now >= p.deadline_ms]
-        for proposal in expired:
+        self._finish_proposals(expired, ResponseCode.WAIT_QUORUM_ACK_TIMEOUT)
+
+    def _finish_proposals(self, proposals: list[_Proposal], code: ResponseCode) -> None:
+        for proposal in proposals:
             del self._proposals[proposal.proposal_id]
             self._completed.append(
                 ProposalResult(
@@ -807,7 +800,7 @@ class RaftCore:
                     proposal.first_index,
                     proposal.last_index,
                     proposal.term,
-                    ResponseCode.WAIT_QUORUM_ACK_TIMEOUT,
+                    code,
                 )
             )
 
@@ -937,17 +930,7 @@ class RaftCore:
         self.committed_index = candidate
         self._commit_dirty = True
         done = [p for p in self._proposals.values() if p.last_index <= candidate]
-        for proposal in done:
-            del self._proposals[proposal.proposal_id]
-            self._completed.append(
-                ProposalResult(
-                    proposal.proposal_id,
-                    proposal.first_index,
-                    proposal.last_index,
-                    proposal.term,
-                    ResponseCode.SUCCESS,
-                )
-            )
+        self._finish_proposals(done, ResponseCode.SUCCESS)
 
     # ================================================================== follower replication
     def _handle_push(self, req: PushEntryRequest) -> None:
