@@ -225,6 +225,20 @@ def test_truncate_then_crash_does_not_resurrect(tmp_path: Path) -> None:
         assert recovered.end_index == 5
 
 
+def test_log_ending_close_to_a_segment_end_reopens(tmp_path: Path) -> None:
+    """The last entry leaves 36 bytes (< a header, >= a BLANK): the end is clean, not torn."""
+    with open_file_store(tmp_path) as store:
+        first = store.append(1, b"x" * (SMALL_SEGMENT - 48 - 36))
+    assert first.pos + first.size == SMALL_SEGMENT - 36
+    with open_file_store(tmp_path) as store:
+        assert store.end_index == 0
+        assert store.recovery.repairs == []
+        rolled = store.append(1, b"next")
+        assert rolled.pos == SMALL_SEGMENT
+    with open_file_store(tmp_path) as store:
+        assert store.read_range(0, 1 << 20) == [first, rolled]
+
+
 def test_segment_of_the_wrong_size_refuses(tmp_path: Path) -> None:
     build(tmp_path, 150)
     first = min((tmp_path / "data").iterdir())

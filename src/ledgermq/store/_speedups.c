@@ -363,6 +363,207 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------- scan_entries
+ * recovery._scan's forward scan over one data segment, without a per-entry Python step.
+ * The loop in recovery._scan is the reference: every check here is one of its checks, in its
+ * order, with its reason string. Whatever this does not handle exactly as the reference does (a BLANK record,
+ * a zero magic and size, an index record outside the given index segment, odd sizes whose body
+ * slice Python would compute differently) is handed back: the scan stops *before* that entry and
+ * the caller runs the reference step on it. */
+
+static inline uint32_t
+get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static inline uint64_t
+get64(const unsigned char *p)
+{
+    return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+enum scan_stop {
+    STOP_HANDOFF,   /* the caller takes the entry at off */
+    STOP_SHORT,     /* "only {remaining} bytes left in segment" */
+    STOP_TRUNCATED, /* "truncated entry header" */
+    STOP_MAGIC,
+    STOP_SIZE,
+    STOP_PAST_END,
+    STOP_POS,
+    STOP_INDEX,
+    STOP_TERM,
+    STOP_BODY_CRC,
+    STOP_CHAIN_CRC,
+};
+
+struct scan_state {
+    long long off, prev_index, prev_term, prev_chain, begin_index, scanned, rewritten;
+    /* the fields of the entry a bad-entry stop is about */
+    long long magic, size, index, term, pos, body_len, here, remaining;
+};
+
+static enum scan_stop
+scan_run(struct scan_state *s, const unsigned char *data, long long seg_size, long long limit,
+         long long base, unsigned char *records, long long index_base, long long index_len)
+{
+    while (s->off >= 0 && s->off < limit) {
+        long long off = s->off;
+        const unsigned char *h = data + off;
+        long long remaining = seg_size - off;
+        s->remaining = remaining;
+        if (remaining < MIN_BLANK_LEN)
+            return STOP_SHORT;
+        int32_t magic = (int32_t)get32(h), size = (int32_t)get32(h + 4);
+        if (magic == -1 || (magic == 0 && size == 0))
+            return STOP_HANDOFF; /* a BLANK, or maybe the end of the log */
+        if (remaining < HEADER_SIZE)
+            return STOP_TRUNCATED;
+        long long idx = (long long)get64(h + 8), term = (long long)get64(h + 16),
+                  epos = (long long)get64(h + 24);
+        uint32_t chain = get32(h + 36), crc = get32(h + 40);
+        int32_t body_len = (int32_t)get32(h + 44);
+        s->magic = magic, s->size = size, s->index = idx, s->term = term, s->pos = epos;
+        s->body_len = body_len, s->here = base + off;
+        if (magic < 1 || magic > 3)
+            return STOP_MAGIC;
+        if ((long long)size != HEADER_SIZE + (long long)body_len)
+            return STOP_SIZE;
+        if ((long long)size + MIN_BLANK_LEN > remaining)
+            return STOP_PAST_END;
+        if (epos != base + off)
+            return STOP_POS;
+        if (s->prev_index >= 0 && (s->prev_index == LLONG_MAX || idx != s->prev_index + 1))
+            return STOP_INDEX;
+        if (term < s->prev_term)
+            return STOP_TERM;
+        if (size < HEADER_SIZE)
+            return STOP_HANDOFF; /* Python slices such a body its own way: let it */
+        if (crc32c(0, h + HEADER_SIZE, (size_t)(size - HEADER_SIZE)) != crc)
+            return STOP_BODY_CRC;
+        if (s->prev_chain >= 0) {
+            uint32_t expect = crc32c((uint32_t)s->prev_chain, h, 36);
+            if (crc32c(expect, h + 40, 4) != chain)
+                return STOP_CHAIN_CRC;
+        }
+        /* The index record must agree; it is derived data, so rewrite it when it does not. */
+        if (idx < 0 || idx > LLONG_MAX / RECORD_SIZE || records == NULL)
+            return STOP_HANDOFF;
+        long long rec_off = idx * RECORD_SIZE - index_base;
+        if (rec_off < 0 || rec_off + RECORD_SIZE > index_len)
+            return STOP_HANDOFF; /* another index segment: the caller switches */
+        unsigned char want[RECORD_SIZE];
+        memcpy(want, h, 4);             /* magic */
+        memcpy(want + 4, h + 24, 8);    /* pos */
+        memcpy(want + 12, h + 4, 4);    /* size */
+        memcpy(want + 16, h + 8, 16);   /* index, term */
+        if (memcmp(records + rec_off, want, RECORD_SIZE) != 0) {
+            memcpy(records + rec_off, want, RECORD_SIZE);
+            s->rewritten++;
+        }
+        if (s->begin_index < 0)
+            s->begin_index = idx;
+        s->prev_index = idx;
+        s->prev_term = term;
+        s->prev_chain = chain;
+        s->scanned++;
+        s->off = off + size;
+    }
+    return STOP_HANDOFF;
+}
+
+static PyObject *
+scan_reason(enum scan_stop stop, const struct scan_state *s)
+{
+    switch (stop) {
+    case STOP_HANDOFF:
+        Py_RETURN_NONE;
+    case STOP_SHORT:
+        return PyUnicode_FromFormat("only %lld bytes left in segment", s->remaining);
+    case STOP_TRUNCATED:
+        return PyUnicode_FromString("truncated entry header");
+    case STOP_MAGIC:
+        return PyUnicode_FromFormat("unknown magic %lld", s->magic);
+    case STOP_SIZE:
+        return PyUnicode_FromFormat("size %lld does not match body length %lld + 48", s->size,
+                                    s->body_len);
+    case STOP_PAST_END:
+        return PyUnicode_FromFormat("entry of %lld bytes runs past the end of its segment",
+                                    s->size);
+    case STOP_POS:
+        return PyUnicode_FromFormat("entry says it is at position %lld, it is at %lld", s->pos,
+                                    s->here);
+    case STOP_INDEX:
+        return PyUnicode_FromFormat("index %lld does not follow %lld", s->index, s->prev_index);
+    case STOP_TERM:
+        return PyUnicode_FromFormat("term %lld of entry %lld is lower than the previous %lld",
+                                    s->term, s->index, s->prev_term);
+    case STOP_BODY_CRC:
+        return PyUnicode_FromFormat("body CRC mismatch in entry %lld", s->index);
+    case STOP_CHAIN_CRC:
+        return PyUnicode_FromFormat(
+            "chain CRC mismatch in entry %lld: its header or a predecessor changed", s->index);
+    }
+    return PyErr_Format(PyExc_SystemError, "unknown scan stop %d", (int)stop);
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan_entries(data, off, limit, base, prev_index, prev_term, prev_chain, begin_index,\n"
+"             index, index_base, /)\n--\n\n"
+"Scan the entries of one data segment (data, mapped at log position base) from file offset\n"
+"off while off < limit, as the loop in recovery._scan does one at a time, checking each entry's\n"
+"index record in index (one index segment starting at index_base, or None) and rewriting it\n"
+"when it differs. Returns (off, scanned, rewritten, prev_index, prev_term, prev_chain,\n"
+"begin_index, reason): reason is the bad entry's at off, or None when the caller is to take the\n"
+"entry at off (a BLANK, a zero header, an index record elsewhere, the limit).");
+
+static PyObject *
+scan_entries(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    struct scan_state s = {0};
+    long long off, limit, base, index_base = 0;
+    if (nargs != 10)
+        return PyErr_Format(PyExc_TypeError, "scan_entries takes 10 arguments, not %zd", nargs);
+    if (as_field(args[1], "off", LLONG_MIN, LLONG_MAX, &off) < 0 ||
+        as_field(args[2], "limit", LLONG_MIN, LLONG_MAX, &limit) < 0 ||
+        as_field(args[3], "base", 0, MAX_POS, &base) < 0 ||
+        as_field(args[4], "prev_index", LLONG_MIN, LLONG_MAX, &s.prev_index) < 0 ||
+        as_field(args[5], "prev_term", LLONG_MIN, LLONG_MAX, &s.prev_term) < 0 ||
+        as_field(args[6], "prev_chain", -1, UINT32_MAX, &s.prev_chain) < 0 ||
+        as_field(args[7], "begin_index", LLONG_MIN, LLONG_MAX, &s.begin_index) < 0 ||
+        as_field(args[9], "index_base", 0, MAX_POS, &index_base) < 0)
+        return NULL;
+    Py_buffer data, index = {0};
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (args[8] != Py_None && PyObject_GetBuffer(args[8], &index, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    enum scan_stop stop = STOP_HANDOFF;
+    if (data.len > MAX_SEGMENT_BYTES || index.len > MAX_SEGMENT_BYTES) {
+        PyErr_SetString(PyExc_OverflowError, "segment too large");
+        goto done;
+    }
+    if (limit > data.len)
+        limit = data.len;
+    s.off = off;
+    Py_BEGIN_ALLOW_THREADS /* the buffers stay exported (the maps cannot close) until released */
+    stop = scan_run(&s, data.buf, data.len, limit, base, index.buf, index_base, index.len);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&data);
+    if (index.obj != NULL)
+        PyBuffer_Release(&index);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *reason = scan_reason(stop, &s);
+    if (reason == NULL)
+        return NULL;
+    return Py_BuildValue("(LLLLLLLN)", s.off, s.scanned, s.rewritten, s.prev_index, s.prev_term,
+                         s.prev_chain, s.begin_index, reason);
+}
+
 /* ---------------------------------------------------------------- crc32c, the module */
 
 PyDoc_STRVAR(crc32c_doc, "crc32c(data, value=0, portable=False, /)\n--\n\n"
@@ -389,6 +590,7 @@ py_crc32c(PyObject *Py_UNUSED(module), PyObject *args)
 static PyMethodDef methods[] = {
     {"plan_leader_append", (PyCFunction)(void (*)(void))plan_leader_append, METH_FASTCALL,
      plan_doc},
+    {"scan_entries", (PyCFunction)(void (*)(void))scan_entries, METH_FASTCALL, scan_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {NULL, NULL, 0, NULL},
 };

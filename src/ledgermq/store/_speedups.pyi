@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Final
 
-from _typeshed import ReadableBuffer
+from _typeshed import ReadableBuffer, WriteableBuffer
 
 from ledgermq.store.entry_format import Entry, EntryType
 
@@ -29,3 +29,24 @@ def plan_leader_append(
     /,
 ) -> tuple[list[Entry], list[tuple[int, bytes]], bytes, int]:
     """``entries, data_writes, index_records, end_pos`` of ``append_plan.plan_leader_append``."""
+
+def scan_entries(
+    data: ReadableBuffer,
+    off: int,
+    limit: int,
+    base: int,
+    prev_index: int,
+    prev_term: int,
+    prev_chain: int,
+    begin_index: int,
+    index: WriteableBuffer | None,
+    index_base: int,
+    /,
+) -> tuple[int, int, int, int, int, int, int, str | None]:
+    """Scan one data segment's entries from ``off`` as ``recovery._scan``'s loop does.
+
+    ``(off, scanned, rewritten, prev_index, prev_term, prev_chain, begin_index, reason)``:
+    ``reason`` names the bad entry at ``off``, or is None when the caller's loop is to take the
+    entry at ``off`` (a BLANK, a zero header, an index record outside ``index``, ``limit``).
+    Mismatching index records inside ``index`` are rewritten in place and counted.
+    """

@@ -30,6 +30,14 @@ CRCs DLedger leaves out):
 4. **After the scan**, data segments past the end are removed (they are empty) and index segments
    outside ``[begin, end]`` are removed.
 
+The forward scan is the open-time hot path (about 2 us per entry in Python, two seconds for a
+1 GiB log of 1 KiB entries). When the C extension is built, ``_scan`` hands runs of entries to
+``_speedups.scan_entries``, which makes the same checks in the same order with the same reasons
+and rewrites index records in the current index segment; it hands back anything else (a BLANK, a
+zero header, a record in another index segment), which the Python loop, the reference, then
+takes one step. ``LEDGERMQ_PURE_PYTHON=1`` at import time, or a missing extension, leaves the
+Python loop alone (tests/store/test_speedups_scan.py compares the two).
+
 What it deliberately does not do: scan segments before the start segment; repair anything but
 the tail; trust the checkpoint's ``endIndex`` (the log is the truth, as in DLedger).
 """
@@ -39,7 +47,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from crc32c import crc32c
 
@@ -58,10 +66,25 @@ from ledgermq.store.entry_format import (
     decode_entry,
 )
 
+try:
+    from ledgermq.store._speedups import scan_entries as _c_scan_entries
+except ImportError:  # built without a C compiler: the reference loop serves alone
+    HAVE_SPEEDUPS = False
+else:
+    HAVE_SPEEDUPS = True
+
 if TYPE_CHECKING:
+    import mmap
+    from collections.abc import Callable
+
     from ledgermq.store.segment import Segment, SegmentLog
 
-__all__ = ["RecoveredLog", "recover"]
+    _ScanResult: TypeAlias = tuple[int, int, int, int, int, int, int, str | None]
+    _ScanRun: TypeAlias = Callable[
+        [memoryview, int, int, int, int, int, int, int, mmap.mmap | None, int], _ScanResult
+    ]
+
+__all__ = ["HAVE_SPEEDUPS", "RecoveredLog", "recover"]
 
 _log: Final = logging.getLogger("ledgermq.store")
 _VALID_MAGICS: Final = frozenset(int(t) for t in EntryType)
@@ -69,6 +92,11 @@ _ZERO_HEADER: Final = bytes(HEADER_SIZE)
 _STRAY_WINDOW_BYTES: Final = 8 << 20
 """How far past a zero header recovery looks for bytes a torn write left behind."""
 _LATER_RECORDS_CHECKED: Final = 4
+
+_scan_run: _ScanRun | None = None
+"""The C scan (``_speedups.scan_entries``), or None for the reference loop alone."""
+if HAVE_SPEEDUPS and os.environ.get("LEDGERMQ_PURE_PYTHON") != "1":
+    _scan_run = _c_scan_entries
 
 
 @dataclass(slots=True)
@@ -163,6 +191,7 @@ def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot
     pos = segments[start].base
     seg_no = start
     index_seg: Segment | None = None
+    scan_run = _scan_run
     while seg_no < len(segments):
         segment = segments[seg_no]
         mm = segment.mm
@@ -171,6 +200,31 @@ def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot
         next_segment = False
         with memoryview(mm) as view:
             while True:
+                if scan_run is not None:
+                    # The C scan runs the checks below over every entry it can; it stops before
+                    # the first it leaves to this loop (a BLANK, a zero header, an index record
+                    # in another index segment) or at a bad entry, with the reference's reason.
+                    (off, n, n_rewritten, prev_index, prev_term, prev_chain, begin_index, why) = (
+                        scan_run(
+                            view,
+                            off,
+                            seg_size,
+                            segment.base,
+                            prev_index,
+                            prev_term,
+                            prev_chain,
+                            begin_index,
+                            None if index_seg is None else index_seg.mm,
+                            0 if index_seg is None else index_seg.base,
+                        )
+                    )
+                    scanned += n
+                    if n_rewritten:
+                        assert index_seg is not None
+                        index_seg.dirty = True
+                        rewritten += n_rewritten
+                    if why is not None:
+                        raise _BadEntryError(seg_no, off, why, prev_index)
                 remaining = seg_size - off
                 if remaining < MIN_BLANK_LEN:
                     short = f"only {remaining} bytes left in segment"
@@ -182,13 +236,17 @@ def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot
                         raise _BadEntryError(seg_no, off, blank, prev_index)
                     next_segment = True
                     break
-                if remaining < HEADER_SIZE:
-                    raise _BadEntryError(seg_no, off, "truncated entry header", prev_index)
-                if magic == 0 and size == 0 and view[off : off + HEADER_SIZE] == _ZERO_HEADER:
+                # The clean end may sit fewer than 48 bytes before the segment's end (the last
+                # entry left 8-47 bytes; the next append rolls over with a BLANK), so compare
+                # only the bytes that exist.
+                head = min(HEADER_SIZE, remaining)
+                if magic == 0 and size == 0 and view[off : off + head] == _ZERO_HEADER[:head]:
                     if _something_follows(segments, seg_no, off):
                         stray = "the entry header is zero but bytes follow it"
                         raise _BadEntryError(seg_no, off, stray, prev_index)
                     break  # the clean end of the log
+                if remaining < HEADER_SIZE:
+                    raise _BadEntryError(seg_no, off, "truncated entry header", prev_index)
                 magic, size, idx, term, epos, channel, chain, crc, body_len = unpack_header(mm, off)
                 reason: str | None = None
                 if magic not in _VALID_MAGICS:
