@@ -938,19 +938,7 @@ class RaftCore:
         cfg = self.config
 
         def reply(code: ResponseCode, **extra: int) -> None:
-            self._send(
-                PushEntryResponse(
-                    cfg.group,
-                    cfg.self_id,
-                    req.local_id,
-                    req.rid,
-                    self.term,
-                    code,
-                    req.kind,
-                    req.index,
-                    **extra,
-                )
-            )
+            self._respond_push(req, code, False, **extra)
 
         if req.remote_id != cfg.self_id:
             reply(ResponseCode.UNKNOWN_MEMBER)
@@ -1021,7 +1009,6 @@ class RaftCore:
             )
 
     def _drain_push_buffer(self) -> None:
-        cfg = self.config
         while self._push_buffer:
             first = min(self._push_buffer)
             last = self.last_index
@@ -1033,39 +1020,38 @@ class RaftCore:
             skip = 0
             while skip < len(entries) and entries[skip].index <= last:
                 if self._log.term_at(entries[skip].index) != entries[skip].term:
-                    self._send(
-                        PushEntryResponse(
-                            cfg.group,
-                            cfg.self_id,
-                            req.local_id,
-                            req.rid,
-                            self.term,
-                            ResponseCode.INCONSISTENT_STATE,
-                            PushKind.APPEND,
-                            req.index,
-                            end_index=last,
-                        )
-                    )
+                    self._respond_push(req, ResponseCode.INCONSISTENT_STATE, end_index=last)
                     return
                 skip += 1
             if skip < len(entries):
                 self._log.append(entries[skip:])
             self._verified_end = max(self._verified_end, entries[-1].index)
-            self._send(
-                PushEntryResponse(
-                    cfg.group,
-                    cfg.self_id,
-                    req.local_id,
-                    req.rid,
-                    self.term,
-                    ResponseCode.SUCCESS,
-                    PushKind.APPEND,
-                    req.index,
-                    count=len(entries),
-                    end_index=self.last_index,
-                ),
-                after_persist=True,
+            self._respond_push(
+                req, ResponseCode.SUCCESS, True, count=len(entries), end_index=self.last_index
             )
+
+    def _respond_push(
+        self,
+        req: PushEntryRequest,
+        code: ResponseCode,
+        after_persist: bool = False,  # positional, so callers can pass **extra (all ints)
+        **extra: int,
+    ) -> None:
+        cfg = self.config
+        self._send(
+            PushEntryResponse(
+                cfg.group,
+                cfg.self_id,
+                req.local_id,
+                req.rid,
+                self.term,
+                code,
+                req.kind,
+                req.index,
+                **extra,
+            ),
+            after_persist=after_persist,
+        )
 
     def _follow_commit(self, leader_commit: int) -> None:
         """Raft: commit = min(leaderCommit, last entry verified against this leader)."""
