@@ -33,6 +33,7 @@ from ledgermq.store.entry_format import (
     Entry,
     EntryType,
 )
+from ledgermq.store.layout import max_body_size, place_entry
 
 try:
     from ledgermq.store._speedups import plan_leader_append as _encode_leader_batch
@@ -94,7 +95,7 @@ def _plan_leader_append_py(
         raise InconsistentLogError(
             f"cannot append in term {term}: the log already ends with term {tail.end_term}"
         )
-    max_size = min(max_body_bytes, segment_bytes - MIN_BLANK_LEN - HEADER_SIZE)
+    max_size = max_body_size(segment_bytes, max_body_bytes)
     magic = int(entry_type)
     crc = crc32c
     new_entry = _new_entry
@@ -110,7 +111,8 @@ def _plan_leader_append_py(
     chunks: list[bytes] = []
     add_chunk = chunks.append
     chunk_start = pos = tail.write_pos
-    # An entry must end at least MIN_BLANK_LEN bytes before its segment does (section 1.5).
+    # layout.place_entry's rule, inlined on this hot path: an entry must end at least
+    # MIN_BLANK_LEN bytes before its segment does (section 1.5).
     room_end = pos - pos % segment_bytes + segment_bytes - MIN_BLANK_LEN
     index = tail.next_index
     chain = tail.chain_crc
@@ -196,7 +198,7 @@ def plan_replicated_append(
     CRC and that the chain CRC continues the local log, which catches a leader and follower whose
     logs differ before this entry (Raft's log matching) even when the index and term agree.
     """
-    max_size = min(max_body_bytes, segment_bytes - MIN_BLANK_LEN - HEADER_SIZE)
+    max_size = max_body_size(segment_bytes, max_body_bytes)
     data_writes: list[tuple[int, bytes]] = []
     chunks: list[bytes] = []
     records: list[bytes] = []
@@ -223,8 +225,7 @@ def plan_replicated_append(
             )
         if entry.size != size:
             raise InconsistentLogError(f"entry {entry.index} says size {entry.size}, it is {size}")
-        remaining = segment_bytes - pos % segment_bytes
-        entry_pos = pos + remaining if size + MIN_BLANK_LEN > remaining else pos
+        entry_pos = place_entry(pos, size, segment_bytes)
         if entry.pos != entry_pos:
             raise InconsistentLogError(
                 f"entry {entry.index} is at position {entry.pos} on the leader but would be at "
@@ -247,7 +248,7 @@ def plan_replicated_append(
                 "diverge before it"
             )
         if entry_pos != pos:
-            chunks.append(BLANK_HEADER.pack(BLANK_MAGIC, remaining))
+            chunks.append(BLANK_HEADER.pack(BLANK_MAGIC, entry_pos - pos))
             data_writes.append((chunk_start, b"".join(chunks)))
             chunks.clear()
             chunk_start = pos = entry_pos

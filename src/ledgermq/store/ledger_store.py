@@ -10,8 +10,10 @@ Layout under the store directory (spec-replication-storage.md section 1.2)::
 
 Threading: the store is used by one owner thread (the ledger's event loop). A background
 maintenance thread, owned by the store, flushes every ``flush_interval_ms`` in ``async`` mode,
-writes the checkpoint every ``checkpoint_interval_ms`` and runs retention; every public method
-takes the store lock, and the flusher releases it while the disk syncs.
+writes the checkpoint every ``checkpoint_interval_ms`` and runs retention. Public methods take the
+store lock; the flusher never does (segment pins have their own small lock), so a busy writer
+cannot stretch the flush interval, and retention, which needs the store lock, runs in the owner
+thread at its next append when the lock is busy.
 
 Durability (``flush``):
 

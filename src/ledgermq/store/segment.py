@@ -135,8 +135,9 @@ class Segment:
 class SegmentLog:
     """A logical byte log made of equal-size segment files in one directory.
 
-    Not thread-safe: the store serialises callers with its lock. The only method meant to run
-    outside that lock is ``sync_segments`` (the flusher), on segments pinned under the lock.
+    Not thread-safe: the store serialises callers with its lock. The flusher runs outside that
+    lock and uses only ``pin_dirty``, ``sync_segments`` and ``unpin_all``, which coordinate with
+    segment deletion through ``pin_lock``.
     """
 
     def __init__(self, directory: str, segment_bytes: int, *, what: str) -> None:
@@ -211,10 +212,6 @@ class SegmentLog:
             raise StoreError(f"cannot allocate {self.what} segment {path}: {exc}") from exc
 
     # ------------------------------------------------------------------ geometry
-    @property
-    def first_base(self) -> int:
-        return self.segments[0].base if self.segments else 0
-
     def segment_at(self, pos: int) -> Segment | None:
         """The segment holding logical byte ``pos``, if there is one."""
         if not self.segments:
