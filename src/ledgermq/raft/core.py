@@ -808,7 +808,15 @@ class RaftCore:
         for dispatcher in self._dispatchers.values():
             self._dispatch(dispatcher)
 
-    def _push(self, d: _Dispatcher, kind: PushKind, index: int, **extra: object) -> int:
+    def _push(
+        self,
+        d: _Dispatcher,
+        kind: PushKind,
+        index: int,
+        *,
+        compare_term: int = -1,
+        entries: Sequence[LogEntry] = (),
+    ) -> int:
         cfg = self.config
         rid = self._rid()
         self._send(
@@ -822,7 +830,8 @@ class RaftCore:
                 kind,
                 index,
                 self.committed_index,
-                **extra,  # type: ignore[arg-type]
+                compare_term,
+                entries,
             )
         )
         return rid
