@@ -6,6 +6,8 @@ from ledgermq.raft.log_view import LogReader
 from ledgermq.raft.messages import (
     HeartBeatRequest,
     HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
     Message,
     ParseResult,
     PushEntryRequest,
@@ -17,12 +19,21 @@ from ledgermq.raft.messages import (
     VoteResponse,
     VoteResult,
 )
-from ledgermq.raft.ready import HardState, NewEntry, ProposalResult, Ready, RoleChange
+from ledgermq.raft.ready import (
+    HardState,
+    NewEntry,
+    ProposalResult,
+    Ready,
+    RoleChange,
+    TransferResult,
+)
 
 __all__ = [
     "HardState",
     "HeartBeatRequest",
     "HeartBeatResponse",
+    "LeadershipTransferRequest",
+    "LeadershipTransferResponse",
     "LogReader",
     "Message",
     "NewEntry",
@@ -38,6 +49,7 @@ __all__ = [
     "ResponseCode",
     "Role",
     "RoleChange",
+    "TransferResult",
     "VoteRequest",
     "VoteResponse",
     "VoteResult",

@@ -37,10 +37,18 @@ class RaftConfig:
     rpc_timeout_ms: int = 600
     """An unanswered request counts as failed after this (DLedger: 3000)."""
     min_take_leadership_vote_interval_ms: int = 30
+    """``minTakeLeadershipVoteIntervalMs``: back-off of a node taking over leadership."""
     max_take_leadership_vote_interval_ms: int = 100
+    """``maxTakeLeadershipVoteIntervalMs`` (exclusive)."""
     max_leadership_transfer_wait_index: int = 1000
+    """``maxLeadershipTransferWaitIndex``: a transferee this many entries behind is refused."""
     leadership_transfer_wait_timeout_ms: int = 1000
+    """``leadershipTransferWaitTimeout``: how long a transferee waits for its log to catch up.
+    The leader gives the whole transfer this plus two ``rpc_timeout_ms`` before TIMEOUT."""
     preferred_leader_ids: tuple[str, ...] = ()
+    """``preferredLeaderIds`` (``;``-separated in DLedger): leadership moves to the first live."""
+    check_preferred_leader_interval_ms: int = 1000
+    """How often a leader runs ``checkPreferredLeader`` (DLedger hard-codes 1000 ms)."""
     enable_leader_elector: bool = True
 
     max_pending_requests_num: int = 10000
@@ -84,6 +92,7 @@ class RaftConfig:
             "max_push_timeout_ms",
             "max_pending_pushes",
             "max_push_batch_bytes",
+            "check_preferred_leader_interval_ms",
         ):
             if getattr(self, name) < 1:
                 raise RaftConfigError(f"{name} must be positive")

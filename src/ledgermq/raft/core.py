@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-Inputs are ``tick(now_ms)``, ``step(message)``, ``propose(bodies)``; output is a ``Ready`` the
-driver persists and sends before calling ``advance``. Time arrives as ``now_ms`` and randomness
+Inputs are ``tick(now_ms)``, ``step(message)``, ``propose(bodies)`` and
+``transfer_leadership(to)``; output is a ``Ready`` the driver persists and sends before calling
+``advance``. Time arrives as ``now_ms`` and randomness
 from the injected ``random.Random``: the core has no clock, no I/O and no threads, so the same
 code runs in the server and in the seeded simulator (STYLE.md 7.1).
 
@@ -17,6 +18,12 @@ round whose outcome asks for it (WAIT_TO_VOTE_NEXT) or after a higher term is se
 ``need_increase_term_immediately``); ``next_term`` jumps to the highest known term. Votes follow
 the decision table of section 3.3 and rounds the seven outcomes of section 3.5. Heartbeats follow
 section 4 (version B, section 4.2, by default). Step-downs always go to CANDIDATE.
+
+Leadership transfer (section 6): the leader marks a transferee (appends are refused with
+LEADER_TRANSFERRING meanwhile) and asks it to take over; the transferee waits until its log has
+reached the leader's end, then campaigns at ``term + 1`` with the short take-leadership back-off
+and answers once it leads (or has failed). A leader with ``preferred_leader_ids`` that is not
+itself preferred hands over to the first live preferred peer every second (section 6.1).
 
 Replication (spec-replication-storage.md, G2 shapes with the section 9 recommendations): a
 dispatcher per follower walks COMPARE -> TRUNCATE -> APPEND; APPEND pushes are pipelined up to a
@@ -46,6 +53,8 @@ from ledgermq.raft.log_view import LogReader, LogView
 from ledgermq.raft.messages import (
     HeartBeatRequest,
     HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
     LogEntry,
     Message,
     ParseResult,
@@ -59,7 +68,14 @@ from ledgermq.raft.messages import (
     VoteResult,
 )
 from ledgermq.raft.quorum import quorum_index
-from ledgermq.raft.ready import HardState, NewEntry, ProposalResult, Ready, RoleChange
+from ledgermq.raft.ready import (
+    HardState,
+    NewEntry,
+    ProposalResult,
+    Ready,
+    RoleChange,
+    TransferResult,
+)
 
 if TYPE_CHECKING:
     import random
@@ -127,6 +143,27 @@ class _Dispatcher:
 
 
 @dataclass(slots=True)
+class _Transfer:
+    """Leader side of a transfer (DLedger's pending ``leadershipTransfer`` RPC future)."""
+
+    transfer_id: int
+    transferee: str
+    term: int
+    rid: int
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _TakeLeadership:
+    """Transferee side (DLedger ``TakeLeadershipTask`` plus the catch-up wait of section 6.2)."""
+
+    request: LeadershipTransferRequest
+    catch_up_deadline_ms: int
+    target_term: int = -1
+    """-1 while waiting for the log to catch up; then ``request.term + 1``."""
+
+
+@dataclass(slots=True)
 class _Proposal:
     proposal_id: int
     first_index: int
@@ -180,6 +217,11 @@ class RaftCore:
         """Follower: last index verified equal to the current leader's log in this term."""
         self._push_buffer: dict[int, PushEntryRequest] = {}
         """Follower: APPEND pushes that arrived before the entries they follow."""
+        # Leadership transfer (section 6).
+        self._transfer: _Transfer | None = None
+        self._take: _TakeLeadership | None = None
+        self._next_transfer_id = 1
+        self._next_preferred_check_ms = now_ms + config.check_preferred_leader_interval_ms
 
         # Outputs, collected until ready().
         self._next_rid = 1
@@ -188,6 +230,7 @@ class RaftCore:
         self._messages_after_persist: list[Message] = []
         self._role_changes: list[RoleChange] = []
         self._completed: list[ProposalResult] = []
+        self._transfer_results: list[TransferResult] = []
         self._commit_dirty = False
         self._in_ready = False
 
@@ -197,8 +240,12 @@ class RaftCore:
         self._check_not_in_ready()
         self._now = max(self._now, now_ms)
         self._expire_rounds()
+        self._expire_transfer()
+        self._poll_take_leadership()
         if not self.config.enable_leader_elector:
             return
+        if self.role is Role.LEADER:
+            self._check_preferred_leader()
         if self.role is Role.LEADER:
             self._maintain_as_leader()
         elif self.role is Role.FOLLOWER:
@@ -222,8 +269,48 @@ class RaftCore:
             self._on_heartbeat_response(message)
         elif isinstance(message, PushEntryRequest):
             self._handle_push(message)
-        else:
+            self._poll_take_leadership()
+        elif isinstance(message, PushEntryResponse):
             self._on_push_response(message)
+        elif isinstance(message, LeadershipTransferRequest):
+            self._handle_take_leadership_rpc(message)
+        else:
+            self._on_transfer_response(message)
+
+    def transfer_leadership(self, to: str, term: int | None = None) -> int:
+        """Hand leadership to ``to`` (spec-election 6.2, the leader's checks, then 6.3).
+
+        ``term``, when given, must be the current term (the admin command's guard against acting
+        on a stale view). Returns a transfer id; the outcome arrives in ``Ready.transfers``,
+        refusals in the very next ``Ready``.
+        """
+        self._check_not_in_ready()
+        tid = self._next_transfer_id
+        self._next_transfer_id += 1
+        code = self._transfer_refusal(to, term)
+        if code is not None:
+            self._transfer_results.append(TransferResult(tid, to, self.term, code))
+            return tid
+        if to == self.config.self_id:  # already there: nothing to move
+            self._transfer_results.append(TransferResult(tid, to, self.term, ResponseCode.SUCCESS))
+            return tid
+        cfg = self.config
+        self.transferee = to
+        rid = self._rid()
+        self._transfer = _Transfer(
+            tid,
+            to,
+            self.term,
+            rid,
+            self._now + cfg.leadership_transfer_wait_timeout_ms + 2 * cfg.rpc_timeout_ms,
+        )
+        _log.info("%s: transferring leadership of term %d to %s", cfg.self_id, self.term, to)
+        self._send(
+            LeadershipTransferRequest(
+                cfg.group, cfg.self_id, to, rid, self.term, cfg.self_id, to, self.last_index
+            )
+        )
+        return tid
 
     def propose(self, bodies: Sequence[bytes], entry_type: int = 1) -> int:
         """Append ``bodies`` as leader; returns a proposal id reported in ``Ready.completed``.
@@ -259,7 +346,8 @@ class RaftCore:
     # ================================================================== Ready
     def has_ready(self) -> bool:
         return bool(
-            self._hard_state_dirty
+            self._transfer_results
+            or self._hard_state_dirty
             or self._log.truncate_from is not None
             or self._log.unstable
             or self._messages
@@ -282,6 +370,7 @@ class RaftCore:
             committed_index=self.committed_index if self._commit_dirty else None,
             role_changes=self._role_changes,
             completed=self._completed,
+            transfers=self._transfer_results,
         )
         self._hard_state_dirty = False
         self._commit_dirty = False
@@ -289,6 +378,7 @@ class RaftCore:
         self._messages_after_persist = []
         self._role_changes = []
         self._completed = []
+        self._transfer_results = []
         self._in_ready = True
         return ready
 
@@ -339,6 +429,7 @@ class RaftCore:
 
     def _role_event(self, term: int) -> None:
         self._role_changes.append(RoleChange(term, self.role, self.leader_id))
+        self._check_take_leadership(term)
 
     # ================================================================== role changes (section 5)
     def _change_role_to_candidate(self, term: int) -> None:
@@ -414,11 +505,15 @@ class RaftCore:
         return self._now + low + self._rng.randrange(high - low)
 
     def _is_taking_leadership(self) -> bool:
-        return (
-            bool(self.config.preferred_leader_ids)
-            and self.term_to_take_leadership == self.term
-            and self.config.self_id in self.config.preferred_leader_ids
-        )
+        """``isTakingLeadership`` (section 2.5), for any transferee.
+
+        Deviation (section 6.6 quirk not kept): DLedger also requires self to be in
+        ``preferredLeaderIds``, so a manual transfer to another node campaigns with the normal
+        back-off and races the old leader's own campaign. Here every transferee uses the short
+        take-leadership back-off and rule 9, so manual transfers succeed as reliably as
+        preferred-leader ones. Neither affects safety (rule 9 only refuses votes).
+        """
+        return self.term_to_take_leadership == self.term
 
     # ================================================================== maintainer (section 2)
     def _maintain_as_leader(self) -> None:
@@ -546,7 +641,7 @@ class RaftCore:
             return reply(VoteResult.REJECT_TERM_NOT_READY, old_term)
         if req.term < my_end_term:  # rule 8
             return reply(VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, my_end_term)
-        if (  # rule 9: only while this node is taking over leadership
+        if (  # rule 9: only while this node is taking over leadership (see _is_taking_leadership)
             not is_self
             and self._is_taking_leadership()
             and req.ledger_end_term == my_end_term
@@ -704,6 +799,13 @@ class RaftCore:
             # the answer arrives after the round was decided.
             self._change_role_to_candidate(resp.term)
             return
+        if self.role is Role.LEADER and resp.local_id in self.config.peer_ids:
+            # peersLiveTable is updated by every answer, also one after the round was decided
+            # (DLedger's response callbacks run regardless of the latch; the preferred-leader
+            # check depends on it).
+            self.peers_live[resp.local_id] = resp.code is not ResponseCode.NETWORK_ERROR
+            if resp.code is ResponseCode.SUCCESS:
+                self._reprobe(resp.local_id)
         round_ = self._heartbeat_round
         if round_ is None or resp.rid not in round_.waiting:
             return
@@ -769,6 +871,152 @@ class RaftCore:
         beat = self._heartbeat_round
         if beat is not None and self._now >= beat.deadline_ms:
             self._decide_heartbeat_round(beat)
+
+    # ================================================================== leadership transfer (6)
+    def _transfer_refusal(self, to: str, term: int | None) -> ResponseCode | None:
+        """The leader's checks of section 6.2, then 6.3's pending-transfer check."""
+        cfg = self.config
+        if to not in cfg.peer_ids:
+            return ResponseCode.UNKNOWN_MEMBER
+        if term is not None and term != self.term:
+            return ResponseCode.INCONSISTENT_TERM
+        if self.role is not Role.LEADER:
+            return ResponseCode.NOT_LEADER
+        if to != cfg.self_id and self._lag_of(to) >= cfg.max_leadership_transfer_wait_index:
+            return ResponseCode.FALL_BEHIND_TOO_MUCH
+        if self.transferee is not None:
+            return ResponseCode.LEADER_TRANSFERRING
+        return None
+
+    def _lag_of(self, peer: str) -> int:
+        """``ledgerEndIndex - peerWaterMark`` (section 6.1): entries the peer is missing."""
+        return self.last_index - self._dispatchers[peer].match_index
+
+    def _check_preferred_leader(self) -> None:
+        """``checkPreferredLeader`` (section 6.1), every ``check_preferred_leader_interval_ms``."""
+        cfg = self.config
+        if self._now < self._next_preferred_check_ms:
+            return
+        self._next_preferred_check_ms = self._now + cfg.check_preferred_leader_interval_ms
+        preferred = cfg.preferred_leader_ids
+        if not preferred or self.transferee is not None or cfg.self_id in preferred:
+            return
+        live = [p for p in preferred if p in cfg.peer_ids and self.peers_live.get(p)]
+        if live and self._lag_of(live[0]) < cfg.max_leadership_transfer_wait_index:
+            self.transfer_leadership(live[0], self.term)
+
+    def _expire_transfer(self) -> None:
+        """The leader's transfer RPC timed out: leadership did not move in time."""
+        transfer = self._transfer
+        if transfer is not None and self._now >= transfer.deadline_ms:
+            self._finish_transfer(ResponseCode.TIMEOUT)
+
+    def _on_transfer_response(self, resp: LeadershipTransferResponse) -> None:
+        transfer = self._transfer
+        if transfer is None or resp.rid != transfer.rid or resp.local_id != transfer.transferee:
+            return
+        self._finish_transfer(resp.code)
+
+    def _finish_transfer(self, code: ResponseCode) -> None:
+        """Section 6.3 step 4: clear ``transferee`` if leadership did not move."""
+        transfer = self._transfer
+        assert transfer is not None
+        self._transfer = None
+        if self.role is Role.LEADER and self.term == transfer.term:
+            self.transferee = None
+        _log.info(
+            "%s: leadership transfer to %s in term %d: %s",
+            self.config.self_id,
+            transfer.transferee,
+            transfer.term,
+            code.name,
+        )
+        self._transfer_results.append(
+            TransferResult(transfer.transfer_id, transfer.transferee, transfer.term, code)
+        )
+
+    def _handle_take_leadership_rpc(self, req: LeadershipTransferRequest) -> None:
+        """The transferee branch of section 6.2; the answer waits for the outcome (6.5)."""
+        cfg = self.config
+        code: ResponseCode | None = None
+        if req.remote_id != cfg.self_id:
+            code = ResponseCode.UNKNOWN_MEMBER
+        elif req.group != cfg.group:
+            code = ResponseCode.UNKNOWN_GROUP
+        elif req.transferee_id != cfg.self_id:
+            code = ResponseCode.UNEXPECTED_ARGUMENT
+        elif req.transfer_id != self.leader_id:
+            code = ResponseCode.INCONSISTENT_LEADER
+        elif self._take is not None:
+            if self._take.request == req:
+                return  # the network duplicated it; one answer will go out
+            code = ResponseCode.LEADER_TRANSFERRING
+        if code is not None:
+            self._answer_take(req, code)
+            return
+        self._take = _TakeLeadership(req, self._now + cfg.leadership_transfer_wait_timeout_ms)
+        self._poll_take_leadership()
+
+    def _poll_take_leadership(self) -> None:
+        """Section 6.2's wait: take over once the log reaches the leader's end, or give up."""
+        take = self._take
+        if take is None or take.target_term >= 0:
+            return
+        req = take.request
+        if self.term != req.term:
+            code = ResponseCode.INCONSISTENT_TERM
+        elif self.last_index >= req.take_leadership_ledger_index:
+            self._take_leadership(take)
+            return
+        elif self._now >= take.catch_up_deadline_ms:
+            code = ResponseCode.TAKE_LEADERSHIP_FAILED
+        else:
+            return
+        self._take = None
+        self._answer_take(req, code)
+
+    def _take_leadership(self, take: _TakeLeadership) -> None:
+        """``handleTakeLeadership`` (section 6.4), then the term bump without waiting a tick.
+
+        DLedger bumps the term on the maintainer's next tick; a heartbeat of the old leader that
+        arrives first makes the transferee a follower and fails the transfer. Running that
+        tick's work now closes the window; it is the same state change, earlier.
+        """
+        target = take.request.term + 1
+        take.target_term = target
+        self.term_to_take_leadership = target
+        self._change_role_to_candidate(target)
+        self._need_increase_term_immediately = True
+        if self.config.enable_leader_elector:
+            self._maintain_as_candidate()
+
+    def _check_take_leadership(self, term: int) -> None:
+        """``TakeLeadershipTask.check`` (section 6.5), on every role change."""
+        take = self._take
+        if take is None or take.target_term < 0:
+            return
+        target = take.target_term
+        if term > target:
+            code = ResponseCode.EXPIRED_TERM
+        elif term == target and self.role is Role.LEADER:
+            code = ResponseCode.SUCCESS
+        elif term == target and self.role is Role.CANDIDATE:
+            return  # still campaigning
+        elif self.role is Role.FOLLOWER:
+            code = ResponseCode.TAKE_LEADERSHIP_FAILED
+        else:
+            code = ResponseCode.INTERNAL_ERROR
+        self.term_to_take_leadership = -1
+        self._take = None
+        self._answer_take(take.request, code)
+
+    def _answer_take(self, req: LeadershipTransferRequest, code: ResponseCode) -> None:
+        cfg = self.config
+        self._send(
+            LeadershipTransferResponse(
+                cfg.group, cfg.self_id, req.local_id, req.rid, self.term, code
+            )
+        )
 
     # ================================================================== leader replication
     def _start_leading(self) -> None:
@@ -875,6 +1123,23 @@ class RaftCore:
             self._push(d, PushKind.COMMIT, self.committed_index)
             d.last_pushed_commit = self.committed_index
             d.last_commit_push_ms = now
+
+    def _reprobe(self, peer: str) -> None:
+        """The peer answers heartbeats but not our COMPARE / TRUNCATE: it was lost, ask again.
+
+        Without this a follower that was down when a new leader sent its COMPARE waits a whole
+        ``max_push_timeout_ms`` to be caught up. Only the single small control request is
+        resent early, never a window of APPEND pushes (those may just be queued behind data).
+        """
+        d = self._dispatchers.get(peer)
+        if (
+            d is not None
+            and d.state is not PushKind.APPEND
+            and d.control_rid is not None
+            and self._now - d.control_sent_ms >= self.config.heart_beat_time_interval_ms
+        ):
+            d.control_rid = None
+            self._dispatch(d)
 
     def _on_push_response(self, resp: PushEntryResponse) -> None:
         if resp.code is ResponseCode.EXPIRED_TERM and resp.term > self.term:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = [
     "HeartBeatRequest",
     "HeartBeatResponse",
+    "LeadershipTransferRequest",
+    "LeadershipTransferResponse",
     "LogEntry",
     "Message",
     "ParseResult",
@@ -226,6 +228,36 @@ class PushEntryResponse:
     """COMPARE mismatch: the first index of ``x_term`` on the follower (G2 ``xIndex``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class LeadershipTransferRequest:
+    """The leader asks ``transferee_id`` to take over (spec-election section 6.3).
+
+    ``take_leadership_ledger_index`` is the leader's ``ledgerEndIndex`` when it asked: the
+    transferee first waits until its own log reaches it (``leadershipTransferWaitTimeout``).
+    """
+
+    group: str
+    local_id: str
+    remote_id: str
+    rid: int
+    term: int
+    transfer_id: str
+    transferee_id: str
+    take_leadership_ledger_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipTransferResponse:
+    """Sent once the take-over is decided (section 6.5), not when the request arrives."""
+
+    group: str
+    local_id: str
+    remote_id: str
+    rid: int
+    term: int
+    code: ResponseCode
+
+
 Message = (
     VoteRequest
     | VoteResponse
@@ -233,4 +265,6 @@ Message = (
     | HeartBeatResponse
     | PushEntryRequest
     | PushEntryResponse
+    | LeadershipTransferRequest
+    | LeadershipTransferResponse
 )

@@ -4,7 +4,7 @@ The driver must, in this order: persist ``hard_state``; apply ``truncate_from`` 
 ``entries`` to the log; send ``messages``; send ``messages_after_persist`` only once the first two
 steps are durable (a vote must be on disk before it is granted, spec-election section 1.5; a
 follower acknowledges entries only after storing them); record ``committed_index``; report
-``completed`` and ``failed`` proposals to their callers; then call ``advance(ready)``.
+``completed`` proposals and ``transfers`` to their callers; then call ``advance(ready)``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ledgermq.raft.messages import LogEntry, Message, ResponseCode, Role
 
-__all__ = ["HardState", "NewEntry", "ProposalResult", "Ready", "RoleChange"]
+__all__ = ["HardState", "NewEntry", "ProposalResult", "Ready", "RoleChange", "TransferResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,21 @@ class ProposalResult:
     code: ResponseCode
 
 
+@dataclass(frozen=True, slots=True)
+class TransferResult:
+    """The outcome of ``transfer_leadership`` (spec-election sections 6.2 and 6.3).
+
+    SUCCESS once the transferee reports it leads; otherwise the DLedger code: UNKNOWN_MEMBER,
+    INCONSISTENT_TERM, NOT_LEADER, LEADER_TRANSFERRING, FALL_BEHIND_TOO_MUCH (refused at once),
+    TAKE_LEADERSHIP_FAILED, EXPIRED_TERM, INCONSISTENT_LEADER (from the transferee) or TIMEOUT.
+    """
+
+    transfer_id: int
+    transferee: str
+    term: int
+    code: ResponseCode
+
+
 @dataclass(slots=True)
 class Ready:
     hard_state: HardState | None = None
@@ -73,6 +88,7 @@ class Ready:
     committed_index: int | None = None
     role_changes: list[RoleChange] = field(default_factory=list)
     completed: list[ProposalResult] = field(default_factory=list)
+    transfers: list[TransferResult] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return not (
@@ -84,4 +100,5 @@ class Ready:
             or self.committed_index is not None
             or self.role_changes
             or self.completed
+            or self.transfers
         )

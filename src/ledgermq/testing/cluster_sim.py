@@ -4,6 +4,11 @@ Everything random comes from one ``random.Random(seed)``; the same seed replays 
 Each node is a real ``RaftCore`` over a ``MemoryLedgerStore``, driven by ``process_ready`` exactly
 as the server drives it (persist the hard state, truncate and append, send, commit, advance).
 
+Leadership moves too: in some runs a random node is the preferred leader (the leader hands over
+to it every second when it can), in others the workload asks the leader to transfer to a random
+node. These draws come from a second generator, so a seed without them replays the runs of the
+versions before they existed (the regression seeds stay meaningful).
+
 Faults: per-message loss, duplication and random delay (which reorders), symmetric partitions
 (a node isolated, or the group split), asymmetric link cuts, crashes (the node loses everything
 not persisted; hard state and stored entries survive) and restarts. After the fault phase the
@@ -26,17 +31,18 @@ from ledgermq.errors import RaftError
 from ledgermq.raft import (
     HardState,
     Message,
-    NewEntry,
     RaftConfig,
     RaftCore,
     ResponseCode,
     Role,
+    TransferResult,
 )
-from ledgermq.store import Entry, EntryType, MemoryLedgerStore
+from ledgermq.store import MemoryLedgerStore
 from ledgermq.testing.invariants import InvariantViolationError, SafetyLedger
+from ledgermq.testing.memory_driver import apply_log_changes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
 __all__ = ["FaultPlan", "SimCluster", "SimNode", "SimResult", "run_seed"]
 
@@ -56,6 +62,10 @@ class FaultPlan:
     """Chance of a fault in each 50 ms slot of the fault phase."""
     fault_ms: int = 6000
     heal_ms: int = 12000
+    transfers: bool = False
+    """The workload asks the leader to hand over to a random node now and then."""
+    preferred: str | None = None
+    """Every node is configured with this preferred leader."""
 
     @classmethod
     def draw(cls, rng: random.Random) -> FaultPlan:
@@ -87,6 +97,8 @@ class SimResult:
     committed: int
     terms: int
     violation: str | None
+    transfers: int = 0
+    """Leadership transfers that completed with SUCCESS."""
 
     @property
     def ok(self) -> bool:
@@ -94,11 +106,24 @@ class SimResult:
 
 
 class SimCluster:
-    def __init__(self, seed: int, node_count: int, plan: FaultPlan | None = None) -> None:
+    def __init__(
+        self,
+        seed: int,
+        node_count: int,
+        plan: FaultPlan | None = None,
+        *,
+        leadership_moves: bool = True,
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.plan = plan or FaultPlan.draw(self.rng)
         self.ids = tuple(f"n{i}" for i in range(node_count))
+        self.transfer_rng = random.Random(f"transfer-{seed}")
+        if plan is None and leadership_moves:
+            self.plan.transfers = self.transfer_rng.random() < 0.4
+            if self.transfer_rng.random() < 0.3:
+                self.plan.preferred = self.transfer_rng.choice(self.ids)
+        self.transfers_ok = 0
         self.now = 0
         self.events = 0
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
@@ -119,7 +144,10 @@ class SimCluster:
 
     # ------------------------------------------------------------------ plumbing
     def config(self, nid: str) -> RaftConfig:
-        return RaftConfig(group="sim", self_id=nid, peer_ids=self.ids)
+        preferred = (self.plan.preferred,) if self.plan.preferred else ()
+        return RaftConfig(
+            group="sim", self_id=nid, peer_ids=self.ids, preferred_leader_ids=preferred
+        )
 
     def schedule(self, at_ms: int, action: Callable[[], None]) -> None:
         self._seq += 1
@@ -172,10 +200,8 @@ class SimCluster:
             ready = core.ready()
             if ready.hard_state is not None:
                 node.hard_state = ready.hard_state
-            if ready.truncate_from is not None:
-                node.store.truncate_from(ready.truncate_from)
-            if ready.entries:
-                self._append(node, ready.entries)
+            for entry in apply_log_changes(node.store, ready):
+                self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
             for message in ready.messages:
                 self._send(message)
             for message in ready.messages_after_persist:
@@ -187,31 +213,10 @@ class SimCluster:
                     self.safety.leader_elected(change.term, node.node_id)
             for result in ready.completed:
                 self._proposal_done(node, result.proposal_id, result.code, result.first_index)
+            for transfer in ready.transfers:
+                self._transfer_done(transfer)
             core.advance(ready)
             self._check_node(node)
-
-    def _append(self, node: SimNode, entries: Sequence[object]) -> None:
-        store = node.store
-        if isinstance(entries[0], NewEntry):
-            run: list[NewEntry] = []
-            for entry in entries:
-                assert isinstance(entry, NewEntry)
-                if run and (entry.entry_type != run[0].entry_type or entry.term != run[0].term):
-                    self._append_run(store, run)
-                    run = []
-                run.append(entry)
-            self._append_run(store, run)
-        else:
-            store.append_entries([e for e in entries if isinstance(e, Entry)])
-        for entry in store.read_range(store.end_index - len(entries) + 1, 1 << 40):
-            self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
-
-    @staticmethod
-    def _append_run(store: MemoryLedgerStore, run: list[NewEntry]) -> None:
-        stored = store.append_batch(
-            run[0].term, [e.body for e in run], entry_type=EntryType(run[0].entry_type)
-        )
-        assert [e.index for e in stored] == [e.index for e in run]
 
     def _commit(self, node: SimNode, index: int) -> None:
         if index < node.max_commit_seen:
@@ -242,6 +247,23 @@ class SimCluster:
             raise InvariantViolationError(
                 f"proposal {pid} of {node.node_id} acknowledged but stored on {holders} nodes"
             )
+
+    def _transfer_done(self, result: TransferResult) -> None:
+        """A transfer reported as done must have made the transferee leader of the next term."""
+        if result.code is not ResponseCode.SUCCESS or result.transferee == self._leader_of(
+            result.term
+        ):
+            return
+        leader = self._leader_of(result.term + 1)
+        if leader != result.transferee:
+            raise InvariantViolationError(
+                f"transfer to {result.transferee} in term {result.term} reported SUCCESS but "
+                f"term {result.term + 1} was led by {leader}"
+            )
+        self.transfers_ok += 1
+
+    def _leader_of(self, term: int) -> str | None:
+        return self.safety.leaders.get(term)
 
     def _check_node(self, node: SimNode) -> None:
         store = node.store
@@ -275,6 +297,15 @@ class SimCluster:
         self.proposals[(target.node_id, pid)] = bodies
         self.outstanding.add((target.node_id, pid))
         self._process_ready(target)
+
+    def _transfer(self) -> None:
+        leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
+        if not leaders:
+            return
+        node = self.transfer_rng.choice(leaders)
+        assert node.core is not None
+        node.core.transfer_leadership(self.transfer_rng.choice(self.ids))
+        self._process_ready(node)
 
     def _crash(self, nid: str) -> None:
         node = self.nodes[nid]
@@ -322,6 +353,8 @@ class SimCluster:
                 self.schedule(t, self._propose)
             if self.rng.random() < plan.fault_rate:
                 self.schedule(t, self._fault)
+            if plan.transfers and self.transfer_rng.random() < 0.05:
+                self.schedule(t, self._transfer)
         heal_at = plan.fault_ms
         self.schedule(heal_at, self._heal)
         deadline = heal_at + plan.heal_ms
@@ -338,6 +371,7 @@ class SimCluster:
             self.committed_ok,
             len(self.safety.leaders),
             violation,
+            self.transfers_ok,
         )
 
     def _run_until(self, heal_at: int, deadline: int) -> None:
@@ -375,5 +409,5 @@ class SimCluster:
         return followers + 1 == len(self.ids) and leader.committed_index == leader.last_index
 
 
-def run_seed(seed: int, nodes: int) -> SimResult:
-    return SimCluster(seed, nodes).run()
+def run_seed(seed: int, nodes: int, *, leadership_moves: bool = True) -> SimResult:
+    return SimCluster(seed, nodes, leadership_moves=leadership_moves).run()
