@@ -271,3 +271,102 @@ def test_follower_times_out_to_candidate_without_bumping_the_term() -> None:
     roles.append(core.role)
     assert roles == [Role.FOLLOWER, Role.CANDIDATE]
     assert core.term == 2
+
+
+def test_rule2_a_peer_claiming_my_id_is_rejected() -> None:
+    core, _ = make_core()
+    assert vote(core, term=0, candidate="n0").result is VoteResult.REJECT_UNEXPECTED_LEADER
+
+
+def test_round_already_has_leader_backs_off_a_whole_lease() -> None:
+    """Section 3.5 row 2 and 11 #12: [now + min + lease, now + max + lease)."""
+    core, _ = make_core()
+    drive_round(core, {"n1": VoteResult.REJECT_ALREADY_HAS_LEADER})
+    wait = core._next_time_to_request_vote_ms - core._now
+    assert core.last_parse_result is ParseResult.WAIT_TO_REVOTE
+    assert 100 + 600 <= wait < 300 + 600
+
+
+def test_round_with_bigger_ledgers_pays_a_penalty() -> None:
+    """Section 3.5 row 4: valid minus bigger-ledger below quorum -> + maxVoteIntervalMs."""
+    core, _ = make_core()
+    drive_round(
+        core,
+        {
+            "n1": VoteResult.REJECT_SMALL_LEDGER_END_INDEX,
+            "n2": VoteResult.REJECT_EXPIRED_LEDGER_TERM,
+        },
+    )
+    wait = core._next_time_to_request_vote_ms - core._now
+    assert core.last_parse_result is ParseResult.WAIT_TO_REVOTE
+    assert 100 + 300 <= wait < 300 + 300
+    assert core.term == 0
+
+
+def test_round_learning_a_higher_term_waits_for_it() -> None:
+    """Section 3.5 row 1: knownMaxTerm above the round's term -> WAIT_TO_VOTE_NEXT, then jump."""
+    core, _ = make_core()
+    drive_round(core, {"n1": VoteResult.REJECT_EXPIRED_VOTE_TERM}, answer_term=7)
+    assert core.last_parse_result is ParseResult.WAIT_TO_VOTE_NEXT
+    core.tick(core._next_time_to_request_vote_ms)
+    core.advance(core.ready())
+    assert core.term == 7
+
+
+def leader_core() -> RaftCore:
+    core, _ = make_core()
+    drive_round(core, {"n1": VoteResult.ACCEPT})
+    assert core.role is Role.LEADER
+    return core
+
+
+def heartbeat_round(core: RaftCore, answers: dict[str, tuple[ResponseCode, int]]) -> None:
+    core.tick(core._now + 1000)
+    ready = core.ready()
+    core.advance(ready)
+    for m in ready.messages + ready.messages_after_persist:
+        if isinstance(m, HeartBeatRequest) and m.remote_id in answers:
+            code, term = answers[m.remote_id]
+            core.step(HeartBeatResponse("g", m.remote_id, "n0", m.rid, code, term))
+    core.advance(core.ready())
+
+
+def test_heartbeat_expired_term_makes_the_leader_step_down() -> None:
+    """Section 4.2 version B: any EXPIRED_TERM steps down, even with a quorum of SUCCESS."""
+    core = leader_core()
+    heartbeat_round(core, {"n1": (ResponseCode.SUCCESS, -1), "n2": (ResponseCode.EXPIRED_TERM, 9)})
+    assert core.role is Role.CANDIDATE
+    assert core.known_max_term_in_group == 9
+
+
+def test_heartbeat_not_ready_quorum_resends_at_once() -> None:
+    """Section 4.2: succ + notReady reaching quorum -> lastSendHeartBeatTime = -1."""
+    core = leader_core()
+    heartbeat_round(
+        core, {"n1": (ResponseCode.TERM_NOT_READY, -1), "n2": (ResponseCode.TERM_NOT_READY, -1)}
+    )
+    core.tick(core._now + 10)
+    ready = core.ready()
+    core.advance(ready)
+    assert [m for m in ready.messages if isinstance(m, HeartBeatRequest)]
+    assert core.role is Role.LEADER
+
+
+def test_heartbeat_inconsistent_leader_without_quorum_steps_down() -> None:
+    core = leader_core()
+    heartbeat_round(
+        core,
+        {"n1": (ResponseCode.INCONSISTENT_LEADER, -1), "n2": (ResponseCode.NETWORK_ERROR, -1)},
+    )
+    assert core.role is Role.CANDIDATE
+    assert core.peers_live == {"n1": True, "n2": False}
+
+
+def test_leader_without_quorum_for_a_lease_steps_down_in_the_same_term() -> None:
+    """Section 4.3 / 11 #6: no quorum for leak x interval -> CANDIDATE, term unchanged."""
+    core = leader_core()
+    term = core.term
+    for _ in range(3):
+        heartbeat_round(core, {})
+    assert core.role is Role.CANDIDATE
+    assert core.term == term

@@ -1252,6 +1252,16 @@ class RaftCore:
             self._verified_end = max(self._verified_end, req.index - 1)
             reply(ResponseCode.SUCCESS, end_index=self.last_index)
         elif req.kind is PushKind.APPEND:
+            entries = req.entries
+            if (
+                not entries
+                or entries[0].index != req.index
+                or entries[-1].index != req.index + len(entries) - 1
+                or entries[-1].term > req.term
+            ):
+                _log.warning("%s: malformed APPEND push from %s", cfg.self_id, req.leader_id)
+                reply(ResponseCode.UNEXPECTED_ARGUMENT)
+                return
             self._push_buffer[req.index] = req
             self._drain_push_buffer()
             if len(self._push_buffer) > cfg.max_pending_pushes:
