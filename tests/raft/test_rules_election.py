@@ -370,3 +370,17 @@ def test_leader_without_quorum_for_a_lease_steps_down_in_the_same_term() -> None
         heartbeat_round(core, {})
     assert core.role is Role.CANDIDATE
     assert core.term == term
+
+
+def test_restart_after_voting_for_itself_campaigns_in_a_new_term() -> None:
+    """Deviation from section 11 #1: never lead the same term twice (log matching)."""
+    core, _ = make_core(term=4, voted_for="n0")
+    core.tick(10)
+    ready = core.ready()
+    core.advance(ready)
+    assert core.term == 5
+    assert ready.hard_state == HardState(5, "n0")
+    other, _ = make_core(term=4, voted_for="n1")
+    other.tick(10)
+    other.advance(other.ready())
+    assert other.term == 4  # only its own vote forces the new term

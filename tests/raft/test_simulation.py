@@ -9,7 +9,7 @@ import pytest
 from ledgermq.testing.cluster_sim import SimCluster, run_seed
 from ledgermq.testing.simulate import main as simulate_main
 
-CI_SEEDS = int(os.environ.get("LEDGERMQ_SIM_SEEDS", "1000"))
+CI_SEEDS = int(os.environ.get("LEDGERMQ_SIM_SEEDS", "2000"))
 
 # Seeds that once found a bug; each must keep passing (DEVELOPERS.md: a bug found by a seed
 # becomes a regression test with that seed).

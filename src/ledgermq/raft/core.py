@@ -31,7 +31,7 @@ window; a push unacknowledged for ``max_push_timeout_ms`` makes the dispatcher g
 acknowledged index; the follower applies pushes strictly in index order, buffering early ones;
 the commit index is the quorum of watermarks.
 
-Safety beats fidelity, in three places (each says so where it is implemented):
+Safety beats fidelity, in four places (each says so where it is implemented):
 
 - a new leader appends a NOOP entry and counts a quorum only for entries of its own term (Raft
   section 5.4.2; DLedger has this only as ``enableFastAdvanceCommitIndex``, off by default);
@@ -39,7 +39,9 @@ Safety beats fidelity, in three places (each says so where it is implemented):
   spec-election section 4.2 version B, applied to late responses too);
 - a follower takes the leader's commit index only up to the last entry it has verified against
   that leader in this term (Raft's ``min(leaderCommit, index of last new entry)``), and TRUNCATE
-  and COMMIT pushes are checked for term and leader (spec-replication-storage section 9 #3).
+  and COMMIT pushes are checked for term and leader (spec-replication-storage section 9 #3);
+- a node restarting with a vote for itself campaigns in a new term, never again in the term it
+  may have led (DLedger re-elects it in the same term, unsafe if the restart lost entries).
 """
 
 from __future__ import annotations
@@ -205,6 +207,13 @@ class RaftCore:
         self._next_time_to_request_vote_ms = NEVER
         self._need_increase_term_immediately = False
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
+        if hard_state.voted_for == config.self_id:
+            # Deviation (spec-election 11 #1 keeps the term): a node that had voted for itself
+            # may have led this term, and its restart may have lost entries it had already sent
+            # (flush=async). Leading the same term again would create a second, different entry
+            # with the same index and term, breaking log matching. Its first round runs in a new
+            # term instead.
+            self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
         self._vote_round: _VoteRound | None = None
         self._heartbeat_round: _HeartbeatRound | None = None
         # Replication.
@@ -451,6 +460,18 @@ class RaftCore:
         self._push_buffer.clear()
         self._verified_end = -1
         self._role_event(term)
+
+    def _step_down_to_higher_term(self, term: int) -> None:
+        """A leader learned of ``term`` from an answer: step down and adopt it on the next tick.
+
+        Deviation: DLedger only records the term (knownMaxTermInGroup) and, its last round having
+        PASSED, campaigns again in its old term; the followers that still follow it re-elect it
+        there (a repeat vote, rule 6), the higher-term node makes it step down again, and the
+        group flaps (seen in the golden preferred-leader trace). Raft adopts a higher term at
+        once; so does this.
+        """
+        self._change_role_to_candidate(term)
+        self._need_increase_term_immediately = True
 
     def _change_role_to_leader(self, term: int) -> None:
         """Section 5.1: only if still in ``term``."""
@@ -797,7 +818,7 @@ class RaftCore:
         ):
             # Version B (section 4.2): any higher term makes the leader step down, also when
             # the answer arrives after the round was decided.
-            self._change_role_to_candidate(resp.term)
+            self._step_down_to_higher_term(resp.term)
             return
         if self.role is Role.LEADER and resp.local_id in self.config.peer_ids:
             # peersLiveTable is updated by every answer, also one after the round was decided
@@ -844,7 +865,7 @@ class RaftCore:
         cfg = self.config
         lease_ms = cfg.max_heart_beat_leak * cfg.heart_beat_time_interval_ms
         if not cfg.legacy_heartbeat_term_check and round_.max_term > round_.term:
-            self._change_role_to_candidate(round_.max_term)
+            self._step_down_to_higher_term(round_.max_term)
             return
         if cfg.is_quorum(round_.succ_num):
             self._last_succ_heartbeat_ms = self._now
@@ -852,7 +873,7 @@ class RaftCore:
         if cfg.is_quorum(round_.succ_num + round_.not_ready_num):
             self._last_send_heartbeat_ms = NEVER  # resend on the next tick
         elif round_.max_term > round_.term:
-            self._change_role_to_candidate(round_.max_term)
+            self._step_down_to_higher_term(round_.max_term)
         elif round_.inconsistent_leader:
             self._change_role_to_candidate(round_.term)
         elif self._now - self._last_succ_heartbeat_ms > lease_ms:
@@ -1144,7 +1165,7 @@ class RaftCore:
     def _on_push_response(self, resp: PushEntryResponse) -> None:
         if resp.code is ResponseCode.EXPIRED_TERM and resp.term > self.term:
             if self.role is Role.LEADER:
-                self._change_role_to_candidate(resp.term)  # a higher term: step down
+                self._step_down_to_higher_term(resp.term)
             return
         if self.role is not Role.LEADER:
             return

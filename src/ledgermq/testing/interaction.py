@@ -39,6 +39,7 @@ from ledgermq.raft import (
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     Message,
+    ProposalResult,
     PushEntryRequest,
     PushEntryResponse,
     PushKind,
@@ -72,6 +73,8 @@ class InteractionEnv:
     """A group of cores on a fixed-latency network, driven by script commands."""
 
     ids: tuple[str, ...] = ()
+    seed: int = 0
+    """Mixed into every node's random generator (0 keeps the golden files' traces)."""
     latency: int = 1
     preferred: tuple[str, ...] = ()
     now: int = 0
@@ -81,6 +84,8 @@ class InteractionEnv:
     _seq: int = 0
     _out: list[str] = field(default_factory=list)
     _trace: str = "roles"
+    completed: list[tuple[int, str, ProposalResult]] = field(default_factory=list)
+    """(time, node, result) of every finished proposal, for measurements."""
 
     # ------------------------------------------------------------------ commands
     def handle(self, line: str) -> str:
@@ -216,7 +221,8 @@ class InteractionEnv:
         config = RaftConfig(
             group="g", self_id=nid, peer_ids=self.ids, preferred_leader_ids=self.preferred
         )
-        rng = random.Random(f"{nid}-{node.restarts}")
+        salt = f"{self.seed}-" if self.seed else ""
+        rng = random.Random(f"{salt}{nid}-{node.restarts}")
         node.core = RaftCore(
             config, node.hard_state, node.store, rng, self.now, node.store.committed_index
         )
@@ -247,6 +253,7 @@ class InteractionEnv:
                     leader = f" leader {change.leader_id}" if change.leader_id else ""
                     self._emit(f"{node.node_id}: {change.role.name} term {change.term}{leader}")
             for result in ready.completed:
+                self.completed.append((self.now, node.node_id, result))
                 self._emit(
                     f"{node.node_id}: proposal {result.proposal_id} "
                     f"[{result.first_index}..{result.last_index}] {result.code.name}"
