@@ -103,7 +103,7 @@ def test_compare_match_mismatch_and_beyond_the_end() -> None:
     assert empty.code is ResponseCode.SUCCESS
 
 
-def test_truncate_cuts_a_divergent_tail_but_never_committed_entries() -> None:
+def test_truncate_cuts_a_divergent_tail_but_keeps_committed_entries() -> None:
     core, store = follower((1, 1, 1, 1), term=3)
     store.set_committed_index(1)
     (ok,) = push(core, store, PushKind.TRUNCATE, 2, term=3)
@@ -112,9 +112,9 @@ def test_truncate_cuts_a_divergent_tail_but_never_committed_entries() -> None:
     core2, store2 = follower((1, 1, 1), term=3)
     push(core2, store2, PushKind.COMPARE, 2, term=3, compare_term=1, commit=1)
     assert core2.committed_index == 1
-    (refused,) = push(core2, store2, PushKind.TRUNCATE, 1, term=3)
-    assert refused.code is ResponseCode.INCONSISTENT_STATE
-    assert store2.end_index == 2
+    (kept,) = push(core2, store2, PushKind.TRUNCATE, 1, term=3)
+    assert kept.code is ResponseCode.SUCCESS  # the leader re-sends; APPEND skips what matches
+    assert (store2.end_index, kept.end_index) == (1, 1)  # cut above the commit index only
 
 
 def test_stale_truncate_after_append_of_this_term_is_ignored() -> None:

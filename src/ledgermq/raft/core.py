@@ -138,6 +138,8 @@ class _Dispatcher:
     control_rid: int | None = None
     """The outstanding COMPARE or TRUNCATE request."""
     control_sent_ms: int = NEVER
+    retry_at_ms: int = NEVER
+    """A peer that is not following yet is asked again no earlier than this."""
     in_flight: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     """rid -> (first index, count, sent at) of outstanding APPEND pushes."""
     last_commit_push_ms: int = NEVER
@@ -1112,6 +1114,8 @@ class RaftCore:
         if d.state is not PushKind.APPEND:
             if d.control_rid is not None and now - d.control_sent_ms < cfg.max_push_timeout_ms:
                 return
+            if now < d.retry_at_ms:
+                return
             if d.state is PushKind.COMPARE:
                 d.compare_index = min(d.compare_index, self._log.stable_end)
                 term = self._log.term_at(d.compare_index)
@@ -1188,6 +1192,11 @@ class RaftCore:
         if resp.kind is PushKind.COMMIT or resp.rid != d.control_rid:
             return
         d.control_rid = None
+        if resp.code not in (ResponseCode.SUCCESS, ResponseCode.INCONSISTENT_STATE):
+            # Not following us yet (NOT_FOLLOWER, TERM_NOT_READY, ...): retry a little later
+            # rather than at once, which ping-ponged a request per round trip.
+            d.retry_at_ms = self._now + max(1, self.config.heart_beat_time_interval_ms // 4)
+            return
         if resp.kind is PushKind.COMPARE:
             if resp.code is ResponseCode.SUCCESS:
                 d.match_index = d.compare_index
@@ -1260,16 +1269,18 @@ class RaftCore:
             self._handle_compare(req, reply)
         elif req.kind is PushKind.TRUNCATE:
             self._push_buffer.clear()
-            if req.index <= self.committed_index:
-                reply(ResponseCode.INCONSISTENT_STATE, end_index=self.last_index)
-                return
+            # Committed entries are in every later leader's log (leader completeness), so they
+            # equal this leader's: keep them when the leader, which does not know how far this
+            # follower committed, asks to cut below (its xIndex skip can go that far). Refusing
+            # instead sent the leader back to the same COMPARE forever (simulation seed 1414).
+            cut = max(req.index, self.committed_index + 1)
             # Entries of the current term can only have come from this leader, after it had
             # verified everything before them: if the log ends in this term, nothing at or after
             # req.index diverges and the TRUNCATE is a stale or duplicated one. Truncating would
             # erase acknowledged entries (simulation seed 173: a duplicated TRUNCATE delivered
             # after the APPEND that followed it).
-            if req.index <= self.last_index and self.last_term != self.term:
-                self._log.truncate(req.index)
+            if cut <= self.last_index and self.last_term != self.term:
+                self._log.truncate(cut)
             self._verified_end = max(self._verified_end, req.index - 1)
             reply(ResponseCode.SUCCESS, end_index=self.last_index)
         elif req.kind is PushKind.APPEND:

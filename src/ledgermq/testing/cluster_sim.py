@@ -9,6 +9,13 @@ to it every second when it can), in others the workload asks the leader to trans
 node. These draws come from a second generator, so a seed without them replays the runs of the
 versions before they existed (the regression seeds stay meaningful).
 
+Disks: in most runs persisting a ``Ready`` takes simulated time (up to ``persist_ms``), as an
+fsync does. Meanwhile the node has sent the Ready's "send now" messages but not the "after
+persist" ones, takes no input (messages wait in its inbox) and a crash loses the whole Ready: the
+hard state, the truncation and the entries. A core that put a vote or an acknowledgement in the
+wrong list would be caught by the invariants. (``persist_ms`` 0 persists at once, as the versions
+before it did; it is drawn from its own generator.)
+
 Faults: per-message loss, duplication and random delay (which reorders), symmetric partitions
 (a node isolated, or the group split), asymmetric link cuts, crashes (the node loses everything
 not persisted; hard state and stored entries survive) and restarts. After the fault phase the
@@ -22,6 +29,8 @@ back, acknowledged proposals are stored on a majority with the proposed bodies.
 
 from __future__ import annotations
 
+import collections
+import functools
 import heapq
 import random
 from dataclasses import dataclass, field
@@ -33,6 +42,7 @@ from ledgermq.raft import (
     Message,
     RaftConfig,
     RaftCore,
+    Ready,
     ResponseCode,
     Role,
     TransferResult,
@@ -66,6 +76,10 @@ class FaultPlan:
     """The workload asks the leader to hand over to a random node now and then."""
     preferred: str | None = None
     """Every node is configured with this preferred leader."""
+    persist_ms: int = 0
+    """Persisting a Ready takes 0..persist_ms simulated ms (0: at once, in the same event)."""
+    crash_while_persisting: float = 0.0
+    """Chance that a node crashes before the Ready it is writing is durable (needs crashes)."""
 
     @classmethod
     def draw(cls, rng: random.Random) -> FaultPlan:
@@ -86,6 +100,10 @@ class SimNode:
     hard_state: HardState = field(default_factory=HardState)
     core: RaftCore | None = None
     max_commit_seen: int = -1
+    persisting: Ready | None = None
+    """The Ready being written; the core takes no input until it is done."""
+    inbox: collections.deque[Message] = field(default_factory=collections.deque)
+    """Messages that arrived while persisting."""
 
 
 @dataclass
@@ -119,10 +137,13 @@ class SimCluster:
         self.plan = plan or FaultPlan.draw(self.rng)
         self.ids = tuple(f"n{i}" for i in range(node_count))
         self.transfer_rng = random.Random(f"transfer-{seed}")
+        self.persist_rng = random.Random(f"persist-{seed}")
         if plan is None and leadership_moves:
             self.plan.transfers = self.transfer_rng.random() < 0.4
             if self.transfer_rng.random() < 0.3:
                 self.plan.preferred = self.transfer_rng.choice(self.ids)
+            self.plan.persist_ms = self.persist_rng.choice([0, 1, 3, 8])
+            self.plan.crash_while_persisting = self.persist_rng.choice([0.0, 0.002, 0.01])
         self.transfers_ok = 0
         self.now = 0
         self.events = 0
@@ -169,8 +190,9 @@ class SimCluster:
         node = self.nodes[nid]
         if node.core is not core or core is None:
             return  # crashed meanwhile
-        core.tick(self.now)
-        self._process_ready(node)
+        if node.persisting is None:  # else the tick is late: the next one catches up
+            core.tick(self.now)
+            self._process_ready(node)
         self.schedule(self.now + TICK_MS, lambda: self._tick(nid, core))
 
     def _deliver_later(self, at_ms: int, message: Message) -> None:
@@ -179,6 +201,9 @@ class SimCluster:
     def _deliver(self, message: Message) -> None:
         node = self.nodes[message.remote_id]
         if node.core is None:
+            return
+        if node.persisting is not None:
+            node.inbox.append(message)
             return
         node.core.step(message)
         self._process_ready(node)
@@ -196,27 +221,67 @@ class SimCluster:
         """The driver's loop (what the ledger server does with a Ready), plus the checks."""
         core = node.core
         assert core is not None
-        while core.has_ready():
+        while node.persisting is None and core.has_ready():
             ready = core.ready()
-            if ready.hard_state is not None:
-                node.hard_state = ready.hard_state
-            for entry in apply_log_changes(node.store, ready):
-                self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
-            for message in ready.messages:
-                self._send(message)
-            for message in ready.messages_after_persist:
-                self._send(message)
-            if ready.committed_index is not None:
-                self._commit(node, ready.committed_index)
-            for change in ready.role_changes:
+            for change in ready.role_changes:  # roles change in memory, before any write
                 if change.role is Role.LEADER:
                     self.safety.leader_elected(change.term, node.node_id)
-            for result in ready.completed:
-                self._proposal_done(node, result.proposal_id, result.code, result.first_index)
-            for transfer in ready.transfers:
-                self._transfer_done(transfer)
-            core.advance(ready)
-            self._check_node(node)
+            writes = (
+                ready.hard_state is not None or ready.truncate_from is not None or ready.entries
+            )
+            if self.plan.persist_ms and writes:
+                for message in ready.messages:
+                    self._send(message)
+                node.persisting = ready
+                delay = self.persist_rng.randrange(self.plan.persist_ms + 1)
+                # Votes and term changes are rare and matter most: crash around them far more.
+                chance = self.plan.crash_while_persisting * (30 if ready.hard_state else 1)
+                if (
+                    self.plan.crashes
+                    and self.now < self.plan.fault_ms
+                    and self.persist_rng.random() < chance
+                ):
+                    self._crash_before(node.node_id, self.now + delay)
+                self.schedule(
+                    self.now + delay, functools.partial(self._persisted, node, core, ready)
+                )
+                return
+            self._apply_ready(node, core, ready, send_now=True)
+
+    def _crash_before(self, nid: str, write_done_ms: int) -> None:
+        """Crash ``nid`` before its pending write completes; restart it a little later."""
+        self.schedule(write_done_ms, lambda: self._crash(nid))  # scheduled first: runs first
+        back = write_done_ms + self.persist_rng.randrange(20, 500)
+        self.schedule(back, lambda: self._restart(nid))
+
+    def _persisted(self, node: SimNode, core: RaftCore, ready: Ready) -> None:
+        if node.core is not core:
+            return  # crashed first: none of this Ready reached the disk
+        node.persisting = None
+        self._apply_ready(node, core, ready, send_now=False)
+        while node.inbox and node.persisting is None:
+            core.step(node.inbox.popleft())
+            self._process_ready(node)
+        self._process_ready(node)
+
+    def _apply_ready(self, node: SimNode, core: RaftCore, ready: Ready, *, send_now: bool) -> None:
+        if ready.hard_state is not None:
+            node.hard_state = ready.hard_state
+        for entry in apply_log_changes(node.store, ready):
+            self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
+        if send_now:
+            for message in ready.messages:
+                self._send(message)
+        for message in ready.messages_after_persist:
+            self._send(message)
+        if ready.committed_index is not None:
+            self._commit(node, ready.committed_index)
+        for result in ready.completed:
+            self._proposal_done(node, result.proposal_id, result.code, result.first_index)
+        for transfer in ready.transfers:
+            self._transfer_done(transfer)
+        core.advance(ready)
+        self._check_node(node)
 
     def _commit(self, node: SimNode, index: int) -> None:
         if index < node.max_commit_seen:
@@ -283,7 +348,7 @@ class SimCluster:
     def _propose(self) -> None:
         leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
         target = self.rng.choice(leaders or list(self.nodes.values()))
-        if target.core is None:
+        if target.core is None or target.persisting is not None:
             return
         bodies = [
             b"%d-%d-%d" % (self.seed, self.proposal_count, i)
@@ -304,6 +369,8 @@ class SimCluster:
             return
         node = self.transfer_rng.choice(leaders)
         assert node.core is not None
+        if node.persisting is not None:
+            return
         node.core.transfer_leadership(self.transfer_rng.choice(self.ids))
         self._process_ready(node)
 
@@ -312,6 +379,8 @@ class SimCluster:
         if node.core is None:
             return
         node.core = None
+        node.persisting = None
+        node.inbox.clear()
         node.store = node.store.crashed()
         node.max_commit_seen = node.store.committed_index
         self.outstanding = {k for k in self.outstanding if k[0] != nid}
