@@ -10,6 +10,7 @@ valid ones itself, not leave them all to the reference.
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import struct
@@ -242,6 +243,36 @@ def test_a_batch_that_rolls_over_writes_a_blank_record() -> None:
 def test_an_empty_batch() -> None:
     tail = LogTail(3, 500, 1, 77)
     assert _plan_replicated_append_c(tail, [], 4096, 100) == AppendPlan([], [], b"", 500)
+
+
+def test_entries_are_taken_out_of_the_cyclic_gc() -> None:
+    """A log keeps its entries: the C planners untrack those that cannot be in a cycle."""
+    leader = _leader_entries(4)
+    assert not any(gc.is_tracked(e) for e in leader)
+    received = [e._replace() for e in leader]  # built in Python: tracked
+    assert all(gc.is_tracked(e) for e in received)
+    plan = _plan_replicated_append_c(LogTail(0, 0, -1, 0), received, 4096, 1 << 20)
+    assert plan.entries == leader
+    assert not any(gc.is_tracked(e) for e in received)
+
+
+def test_entries_holding_a_gc_object_stay_tracked() -> None:
+    class Term:  # an int-like object the C encoder accepts; it could sit in a cycle
+        def __index__(self) -> int:
+            return 1
+
+    term = Term()
+    entries = _plan_leader_append_c(
+        LogTail(0, 0, -1, 0),
+        term,  # type: ignore[arg-type]  # what __index__ makes of it is what counts
+        [b"x"],
+        0,
+        EntryType.NORMAL,
+        4096,
+        1 << 20,
+    ).entries
+    assert id(entries[0].term) == id(term)  # the object passed, not a converted int
+    assert gc.is_tracked(entries[0])
 
 
 def test_no_reference_leaks() -> None:

@@ -27,7 +27,7 @@
 #define MAX_POS (1LL << 62)
 #define MAX_SEGMENT_BYTES (1LL << 60)
 
-static PyObject *EntryTooLargeError, *InconsistentLogError;
+static PyObject *EntryTooLargeError, *InconsistentLogError, *EntryType;
 
 /* ---------------------------------------------------------------- CRC-32C (Castagnoli)
  * The crc32c package's convention (and zlib.crc32's): ``crc`` is the CRC of the bytes before
@@ -175,6 +175,28 @@ new_entry(PyTypeObject *cls, long long index, PyObject *term, long long pos, PyO
     if (failed)
         Py_CLEAR(entry);
     return entry;
+}
+
+/* Takes an entry out of the cyclic garbage collector when no reference cycle can run through it.
+ *
+ * A log keeps its entries, so a long-lived MemoryLedgerStore holds millions of them, and every
+ * full collection would walk them all (at batch 256, a quarter of benchmarks/raft_core.py's CPU
+ * time went there). CPython untracks a plain tuple of untracked items itself, but not a tuple
+ * subclass such as Entry, and not one that holds an EntryType member (an enum member is a GC
+ * object). A member lives as long as its class, so a cycle through it is never garbage: an entry
+ * whose items are untracked objects (ints, bytes) or EntryType members cannot be part of
+ * collectable garbage, and untracking it changes nothing but the collector's work. */
+static void
+untrack_entry(PyObject *entry)
+{
+    if (!PyObject_GC_IsTracked(entry))
+        return;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(entry); k++) {
+        PyObject *item = PyTuple_GET_ITEM(entry, k);
+        if (PyObject_GC_IsTracked(item) && !Py_IS_TYPE(item, (PyTypeObject *)EntryType))
+            return;
+    }
+    PyObject_GC_UnTrack(entry);
 }
 
 /* Appends (start, piece) to writes; always consumes the reference to piece. */
@@ -342,6 +364,7 @@ plan_leader_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
                                     bodies[i], args[7], body_crc, chain);
         if (entry == NULL)
             goto done;
+        untrack_entry(entry);
         PyList_SET_ITEM(entries, i, entry);
         index++;
         pos += size;
@@ -569,7 +592,9 @@ plan_replicated_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         put64(rec + 24, (uint64_t)r->term);
         rec += RECORD_SIZE;
 
-        PyList_SET_ITEM(accepted, i, Py_NewRef(PySequence_Fast_GET_ITEM(seq, i)));
+        PyObject *entry = PySequence_Fast_GET_ITEM(seq, i);
+        untrack_entry(entry); /* the log keeps it (most often, the leader's encoder did this) */
+        PyList_SET_ITEM(accepted, i, Py_NewRef(entry));
         pos += r->size;
     }
     if (piece != NULL) {
@@ -852,6 +877,15 @@ PyInit__speedups(void)
     Py_DECREF(errors);
     if (EntryTooLargeError == NULL || InconsistentLogError == NULL)
         return NULL;
+    PyObject *entry_format = PyImport_ImportModule("ledgermq.store.entry_format");
+    if (entry_format == NULL)
+        return NULL;
+    Py_XSETREF(EntryType, PyObject_GetAttrString(entry_format, "EntryType"));
+    Py_DECREF(entry_format);
+    if (EntryType == NULL)
+        return NULL;
+    if (!PyType_Check(EntryType))
+        return PyErr_Format(PyExc_TypeError, "entry_format.EntryType is not a class");
     PyObject *module = PyModule_Create(&module_def);
     if (module != NULL &&
         PyModule_AddObjectRef(module, "HARDWARE_CRC32C", hardware ? Py_True : Py_False) < 0)
