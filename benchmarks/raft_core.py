@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ledgermq.raft import HardState, Message, NewEntry, RaftConfig, RaftCore, ResponseCode, Role
 from ledgermq.store import Entry, EntryType, MemoryLedgerStore
@@ -64,7 +64,10 @@ class Group:
                 if isinstance(first, NewEntry):
                     self._leader_append(store, ready.entries)
                 else:
-                    store.append_entries([e for e in ready.entries if isinstance(e, Entry)])
+                    # Received entries, passed on as they are: append_entries checks each one
+                    # (a copy filtered in Python here cost 5% of the run at batch 256).
+                    assert isinstance(ready.entries[-1], Entry)
+                    store.append_entries(cast("list[Entry]", ready.entries))
             self.queue.extend(ready.messages)
             self.queue.extend(ready.messages_after_persist)
             if ready.committed_index is not None:

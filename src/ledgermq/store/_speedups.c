@@ -4,6 +4,10 @@
  * pieces, index records and end position, byte for byte, and raise the same store errors
  * (tests/store/test_speedups.py compares them). The byte layouts are in entry_format.py. A batch
  * takes tens of microseconds, so the GIL is kept throughout.
+ *
+ * Also here: the follower's planner (plan_replicated_append, against
+ * append_plan._plan_replicated_append_py; tests/store/test_speedups_replicated.py) and the
+ * recovery scan (scan_entries, against recovery._scan; tests/store/test_speedups_scan.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,7 +27,7 @@
 #define MAX_POS (1LL << 62)
 #define MAX_SEGMENT_BYTES (1LL << 60)
 
-static PyObject *EntryTooLargeError, *InconsistentLogError;
+static PyObject *EntryTooLargeError, *InconsistentLogError, *EntryType;
 
 /* ---------------------------------------------------------------- CRC-32C (Castagnoli)
  * The crc32c package's convention (and zlib.crc32's): ``crc`` is the CRC of the bytes before
@@ -171,6 +175,28 @@ new_entry(PyTypeObject *cls, long long index, PyObject *term, long long pos, PyO
     if (failed)
         Py_CLEAR(entry);
     return entry;
+}
+
+/* Takes an entry out of the cyclic garbage collector when no reference cycle can run through it.
+ *
+ * A log keeps its entries, so a long-lived MemoryLedgerStore holds millions of them, and every
+ * full collection would walk them all (at batch 256, a quarter of benchmarks/raft_core.py's CPU
+ * time went there). CPython untracks a plain tuple of untracked items itself, but not a tuple
+ * subclass such as Entry, and not one that holds an EntryType member (an enum member is a GC
+ * object). A member lives as long as its class, so a cycle through it is never garbage: an entry
+ * whose items are untracked objects (ints, bytes) or EntryType members cannot be part of
+ * collectable garbage, and untracking it changes nothing but the collector's work. */
+static void
+untrack_entry(PyObject *entry)
+{
+    if (!PyObject_GC_IsTracked(entry))
+        return;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(entry); k++) {
+        PyObject *item = PyTuple_GET_ITEM(entry, k);
+        if (PyObject_GC_IsTracked(item) && !Py_IS_TYPE(item, (PyTypeObject *)EntryType))
+            return;
+    }
+    PyObject_GC_UnTrack(entry);
 }
 
 /* Appends (start, piece) to writes; always consumes the reference to piece. */
@@ -338,6 +364,7 @@ plan_leader_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
                                     bodies[i], args[7], body_crc, chain);
         if (entry == NULL)
             goto done;
+        untrack_entry(entry);
         PyList_SET_ITEM(entries, i, entry);
         index++;
         pos += size;
@@ -358,6 +385,231 @@ done:
     Py_XDECREF(size_obj);
     Py_XDECREF(records);
     Py_XDECREF(entries);
+    Py_XDECREF(writes);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---------------------------------------------------------------- plan_replicated_append
+ * append_plan._plan_replicated_append_py without a per-entry Python loop: a follower checks the
+ * entries its leader sent against its log (index, term, size, position, body CRC, chain CRC) and
+ * encodes them byte for byte as they are.
+ *
+ * Only the common case is handled here: a batch that passes every check, of Entry tuples whose
+ * fields are plain ints in range and whose bodies are bytes. For anything else (a failed check,
+ * a field the reference would convert or reject with struct.error) this returns None before
+ * building anything, and the caller runs the reference, which then raises its own error with
+ * its own message or handles the odd input its own way. So whatever this does return, the
+ * reference returns too (tests/store/test_speedups.py checks that), and every error comes from
+ * the reference. */
+
+/* ``obj`` as a long long if it is an exact int within [min, max]; 0 otherwise (no error set). */
+static inline int
+plain_int(PyObject *obj, long long min, long long max, long long *out)
+{
+    int overflow;
+    if (!PyLong_CheckExact(obj))
+        return 0;
+    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    return !overflow && *out >= min && *out <= max;
+}
+
+struct received {
+    const char *body;
+    long long index, term, pos, body_len;
+    int32_t magic, size, channel;
+    uint32_t chain, body_crc;
+};
+
+/* Checks entries[0..n) as the reference loop does; 1 if all pass, else 0. Fills ``out`` and the
+ * length of each segment's piece (<= 1 roll per entry) and sets ``*end_pos``. */
+static int
+check_received(PyObject *const *items, Py_ssize_t n, PyTypeObject *entry_class,
+               long long next_index, long long write_pos, long long end_term, uint32_t chain,
+               int verify_chain, long long segment_bytes, long long max_size,
+               struct received *out, Py_ssize_t *piece_len, long long *end_pos)
+{
+    long long pos = write_pos, index = next_index, term = end_term;
+    Py_ssize_t pieces = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = items[i];
+        struct received *r = &out[i];
+        if (Py_TYPE(item) != entry_class || PyTuple_GET_SIZE(item) != 9)
+            return 0;
+        PyObject *body = PyTuple_GET_ITEM(item, 5), *entry_type = PyTuple_GET_ITEM(item, 6);
+        long long magic, size, channel, body_crc, chain_crc;
+        if (!PyBytes_CheckExact(body) || !PyLong_Check(entry_type))
+            return 0;
+        r->body = PyBytes_AS_STRING(body);
+        r->body_len = PyBytes_GET_SIZE(body);
+        if (r->body_len > max_size || index == LLONG_MAX)
+            return 0;
+        if (!plain_int(PyTuple_GET_ITEM(item, 0), index, index, &r->index) ||
+            !plain_int(PyTuple_GET_ITEM(item, 1), term, LLONG_MAX, &r->term) ||
+            !plain_int(PyTuple_GET_ITEM(item, 3), HEADER_SIZE + r->body_len,
+                       HEADER_SIZE + r->body_len, &size) ||
+            size > INT32_MAX)
+            return 0;
+        long long remaining = segment_bytes - pos % segment_bytes, entry_pos = pos;
+        if (size + MIN_BLANK_LEN > remaining) {
+            if (remaining > INT32_MAX) /* the BLANK's size field would not fit */
+                return 0;
+            entry_pos = pos + remaining;
+        }
+        if (!plain_int(PyTuple_GET_ITEM(item, 2), entry_pos, entry_pos, &r->pos))
+            return 0;
+        uint32_t crc = crc32c(0, (const unsigned char *)r->body, (size_t)r->body_len);
+        if (!plain_int(PyTuple_GET_ITEM(item, 7), crc, crc, &body_crc) ||
+            !plain_int(PyTuple_GET_ITEM(item, 4), INT32_MIN, INT32_MAX, &channel) ||
+            !plain_int(PyTuple_GET_ITEM(item, 8), 0, UINT32_MAX, &chain_crc))
+            return 0;
+        int overflow;
+        magic = PyLong_AsLongLongAndOverflow(entry_type, &overflow);
+        if (overflow || magic < INT32_MIN || magic > INT32_MAX)
+            return 0;
+        r->magic = (int32_t)magic, r->size = (int32_t)size, r->channel = (int32_t)channel;
+        r->chain = (uint32_t)chain_crc, r->body_crc = crc;
+        if (verify_chain) {
+            /* The chain CRC covers ">iiqqqiI": the header's first 36 bytes, then bodyCrc. */
+            char input[40];
+            put32(input, r->magic);
+            put32(input + 4, r->size);
+            put64(input + 8, (uint64_t)r->index);
+            put64(input + 16, (uint64_t)r->term);
+            put64(input + 24, (uint64_t)r->pos);
+            put32(input + 32, (uint32_t)r->channel);
+            put32(input + 36, crc);
+            if (crc32c(chain, (const unsigned char *)input, sizeof input) != r->chain)
+                return 0;
+        }
+        if (entry_pos != pos)
+            piece_len[pieces++] += MIN_BLANK_LEN;
+        piece_len[pieces] += size;
+        chain = r->chain;
+        verify_chain = 1;
+        term = r->term;
+        index++;
+        pos = entry_pos + size;
+        if (pos > MAX_POS)
+            return 0;
+    }
+    *end_pos = pos;
+    return 1;
+}
+
+PyDoc_STRVAR(replicated_doc,
+"plan_replicated_append(next_index, write_pos, end_term, chain_crc, verify_chain, entries,\n"
+"                       segment_bytes, max_body_bytes, entry_class, /)\n--\n\n"
+"(entries, data_writes, index_records, end_pos) as append_plan.plan_replicated_append plans\n"
+"them, or None when the batch fails a check or holds anything but plain Entry tuples (the\n"
+"caller then runs the reference, which raises the error).");
+
+static PyObject *
+plan_replicated_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    long long next_index, write_pos, end_term, chain_arg, segment_bytes, max_body_bytes;
+    if (nargs != 9)
+        return PyErr_Format(PyExc_TypeError,
+                            "plan_replicated_append takes 9 arguments, not %zd", nargs);
+    PyTypeObject *entry_class = (PyTypeObject *)args[8];
+    if (!PyType_Check(args[8]) || !PyType_IsSubtype(entry_class, &PyTuple_Type))
+        return PyErr_Format(PyExc_TypeError, "entry_class must be a tuple subclass");
+    int verify_chain = PyObject_IsTrue(args[4]);
+    if (verify_chain < 0)
+        return NULL;
+    if (!plain_int(args[0], LLONG_MIN, LLONG_MAX, &next_index) ||
+        !plain_int(args[1], 0, MAX_POS, &write_pos) ||
+        !plain_int(args[2], LLONG_MIN, LLONG_MAX, &end_term) ||
+        !plain_int(args[3], 0, UINT32_MAX, &chain_arg) ||
+        !plain_int(args[6], 1, MAX_SEGMENT_BYTES, &segment_bytes) ||
+        !plain_int(args[7], LLONG_MIN, LLONG_MAX, &max_body_bytes))
+        Py_RETURN_NONE;
+    long long max_size = segment_bytes - MIN_BLANK_LEN - HEADER_SIZE;
+    if (max_body_bytes < max_size)
+        max_size = max_body_bytes;
+
+    PyObject *seq = PySequence_Fast(args[5], "entries must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    struct received *received = PyMem_Calloc(n + 1, sizeof(struct received));
+    Py_ssize_t *piece_len = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+    PyObject *accepted = NULL, *writes = NULL, *records = NULL, *piece = NULL, *result = NULL;
+    long long end_pos = write_pos;
+    if (received == NULL || piece_len == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Pass 1: every check, before anything is built. */
+    if (!check_received(PySequence_Fast_ITEMS(seq), n, entry_class, next_index, write_pos,
+                        end_term, (uint32_t)chain_arg, verify_chain, segment_bytes, max_size,
+                        received, piece_len, &end_pos)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* Pass 2: encode into pre-sized pieces, as the reference loop joins them. */
+    if ((accepted = PyList_New(n)) == NULL || (writes = PyList_New(0)) == NULL ||
+        (records = PyBytes_FromStringAndSize(NULL, n * RECORD_SIZE)) == NULL)
+        goto done;
+    char *rec = PyBytes_AS_STRING(records), *out = NULL;
+    long long pos = write_pos, chunk_start = write_pos;
+    Py_ssize_t piece_no = 0;
+    if (n > 0) {
+        if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[0])) == NULL)
+            goto done;
+        out = PyBytes_AS_STRING(piece);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const struct received *r = &received[i];
+        if (r->pos != pos) {
+            put32(out, UINT32_MAX); /* BLANK: magic -1, then the bytes left in the segment */
+            put32(out + 4, (uint32_t)(r->pos - pos));
+            int rc = add_write(writes, chunk_start, piece);
+            piece = NULL;
+            if (rc < 0)
+                goto done;
+            chunk_start = pos = r->pos;
+            if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[++piece_no])) == NULL)
+                goto done;
+            out = PyBytes_AS_STRING(piece);
+        }
+        put32(out, (uint32_t)r->magic);
+        put32(out + 4, (uint32_t)r->size);
+        put64(out + 8, (uint64_t)r->index);
+        put64(out + 16, (uint64_t)r->term);
+        put64(out + 24, (uint64_t)pos);
+        put32(out + 32, (uint32_t)r->channel);
+        put32(out + 36, r->chain);
+        put32(out + 40, r->body_crc);
+        put32(out + 44, (uint32_t)r->body_len);
+        memcpy(out + HEADER_SIZE, r->body, (size_t)r->body_len);
+        out += r->size;
+
+        put32(rec, (uint32_t)r->magic);
+        put64(rec + 4, (uint64_t)pos);
+        put32(rec + 12, (uint32_t)r->size);
+        put64(rec + 16, (uint64_t)r->index);
+        put64(rec + 24, (uint64_t)r->term);
+        rec += RECORD_SIZE;
+
+        PyObject *entry = PySequence_Fast_GET_ITEM(seq, i);
+        untrack_entry(entry); /* the log keeps it (most often, the leader's encoder did this) */
+        PyList_SET_ITEM(accepted, i, Py_NewRef(entry));
+        pos += r->size;
+    }
+    if (piece != NULL) {
+        int rc = add_write(writes, chunk_start, piece);
+        piece = NULL;
+        if (rc < 0)
+            goto done;
+    }
+    result = Py_BuildValue("(OOOL)", accepted, writes, records, end_pos);
+done:
+    PyMem_Free(received);
+    PyMem_Free(piece_len);
+    Py_XDECREF(piece);
+    Py_XDECREF(records);
+    Py_XDECREF(accepted);
     Py_XDECREF(writes);
     Py_DECREF(seq);
     return result;
@@ -590,6 +842,8 @@ py_crc32c(PyObject *Py_UNUSED(module), PyObject *args)
 static PyMethodDef methods[] = {
     {"plan_leader_append", (PyCFunction)(void (*)(void))plan_leader_append, METH_FASTCALL,
      plan_doc},
+    {"plan_replicated_append", (PyCFunction)(void (*)(void))plan_replicated_append,
+     METH_FASTCALL, replicated_doc},
     {"scan_entries", (PyCFunction)(void (*)(void))scan_entries, METH_FASTCALL, scan_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {NULL, NULL, 0, NULL},
@@ -623,6 +877,15 @@ PyInit__speedups(void)
     Py_DECREF(errors);
     if (EntryTooLargeError == NULL || InconsistentLogError == NULL)
         return NULL;
+    PyObject *entry_format = PyImport_ImportModule("ledgermq.store.entry_format");
+    if (entry_format == NULL)
+        return NULL;
+    Py_XSETREF(EntryType, PyObject_GetAttrString(entry_format, "EntryType"));
+    Py_DECREF(entry_format);
+    if (EntryType == NULL)
+        return NULL;
+    if (!PyType_Check(EntryType))
+        return PyErr_Format(PyExc_TypeError, "entry_format.EntryType is not a class");
     PyObject *module = PyModule_Create(&module_def);
     if (module != NULL &&
         PyModule_AddObjectRef(module, "HARDWARE_CRC32C", hardware ? Py_True : Py_False) < 0)

@@ -30,6 +30,22 @@ def plan_leader_append(
 ) -> tuple[list[Entry], list[tuple[int, bytes]], bytes, int]:
     """``entries, data_writes, index_records, end_pos`` of ``append_plan.plan_leader_append``."""
 
+def plan_replicated_append(
+    next_index: int,
+    write_pos: int,
+    end_term: int,
+    chain_crc: int,
+    verify_chain: bool,
+    entries: Sequence[Entry],
+    segment_bytes: int,
+    max_body_bytes: int,
+    entry_class: type[Entry],
+    /,
+) -> tuple[list[Entry], list[tuple[int, bytes]], bytes, int] | None:
+    """``entries, data_writes, index_records, end_pos`` of ``append_plan.plan_replicated_append``,
+    or None when the batch fails a check or is not plain ``Entry`` tuples with int fields and
+    bytes bodies: the caller then runs the reference, which raises its error."""
+
 def scan_entries(
     data: ReadableBuffer,
     off: int,

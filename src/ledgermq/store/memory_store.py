@@ -11,6 +11,7 @@ the durable prefix, plus nothing else.
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Self
 
 from ledgermq.errors import (
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = ["MemoryLedgerStore"]
+
+
+def _entry_end(entry: Entry) -> int:
+    """Data-log position just after ``entry``."""
+    return entry.pos + entry.size
 
 
 class MemoryLedgerStore:
@@ -196,10 +202,26 @@ class MemoryLedgerStore:
                 raise StoreClosedError("memory store is closed")
             return []
         self._check_readable(start_index)
+        entries = self._entries
         offset = start_index - self._begin_index
-        result = [self._entries[offset]]
-        total = result[0].size
-        for entry in self._entries[offset + 1 :]:
+        first = entries[offset]
+        # Entries of one data segment lie back to back, so up to the end of ``first``'s segment
+        # the size total of a run is the span of its positions: bisect for the last entry that
+        # fits instead of adding sizes one entry at a time. An entry of a later segment starts
+        # at or after ``segment_end`` (a BLANK fills the gap), so the bisect stops before it.
+        seg = self._data_segment_bytes
+        segment_end = first.pos - first.pos % seg + seg
+        stop = bisect.bisect_right(
+            entries,
+            min(first.pos + max_bytes, segment_end),
+            offset + 1,
+            key=_entry_end,
+        )
+        result = entries[offset:stop]
+        total = _entry_end(entries[stop - 1]) - first.pos
+        # The rest (a range that continues into the next segment): one entry at a time.
+        for later in range(stop, len(entries)):
+            entry = entries[later]
             if total + entry.size > max_bytes:
                 break
             result.append(entry)

@@ -1,0 +1,85 @@
+"""``read_range`` against its definition, on logs whose ranges cross segment ends.
+
+``MemoryLedgerStore.read_range`` finds the end of a range by bisecting on positions inside the
+first entry's segment instead of adding sizes entry by entry; the file store reads entry by entry.
+Both must return exactly the entries the definition gives: the first one always, then each next
+one while the sizes so far stay within ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledgermq.store import Entry, LogStore, MemoryLedgerStore
+
+from .conftest import SMALL_SEGMENT, open_file_store
+
+
+def _by_definition(store: LogStore, start: int, max_bytes: int) -> list[Entry]:
+    result = [store.get(start)]
+    total = result[0].size
+    for index in range(start + 1, store.end_index + 1):
+        entry = store.get(index)
+        if total + entry.size > max_bytes:
+            break
+        result.append(entry)
+        total += entry.size
+    return result
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> tuple[list[list[int]], int, int, list[tuple[int, int, int]]]:
+    """Batches of body sizes, a truncation point, a retention point and reads to make."""
+    sizes = st.integers(0, 60) | st.integers(0, 1500) | st.just(SMALL_SEGMENT - 56)
+    batches = draw(st.lists(st.lists(sizes, min_size=1, max_size=8), min_size=1, max_size=6))
+    count = sum(map(len, batches))
+    truncate = draw(st.integers(1, count))  # from this index on: removed (count: nothing)
+    begin = draw(st.integers(0, truncate - 1))  # reset_begin target
+    # (start, entries, slack): read from ``start`` with ``max_bytes`` the sizes of that many
+    # entries plus ``slack``, so the limit falls on an entry's end or a byte either side.
+    reads = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, count - 1),
+                st.integers(0, count),
+                st.sampled_from([-1, 0, 1]) | st.integers(-200, 3 * SMALL_SEGMENT),
+            ),
+            min_size=1,
+            max_size=12,
+        )
+    )
+    return batches, truncate, begin, reads
+
+
+@settings(max_examples=150, deadline=None)
+@given(logs())
+def test_read_range_returns_what_the_definition_says(
+    log: tuple[list[list[int]], int, int, list[tuple[int, int, int]]],
+) -> None:
+    batches, truncate, begin, reads = log
+    with tempfile.TemporaryDirectory() as tmp:
+        memory = MemoryLedgerStore(data_segment_bytes=SMALL_SEGMENT)
+        stores: list[LogStore] = [memory, open_file_store(Path(tmp) / "store")]
+        try:
+            for store in stores:
+                for term, batch in enumerate(batches, 1):
+                    store.append_batch(term, [bytes([term]) * n for n in batch])
+                store.truncate_from(truncate)
+                store.set_committed_index(store.end_index)
+                store.reset_begin(begin)
+            assert memory.begin_index == stores[1].begin_index
+            for start, count, slack in reads:
+                if start < memory.begin_index or start > memory.end_index:
+                    continue
+                last = min(start + count, memory.end_index + 1)
+                max_bytes = sum(memory.get(i).size for i in range(start, last)) + slack
+                expected = _by_definition(memory, start, max_bytes)
+                assert memory.read_range(start, max_bytes) == expected
+                assert stores[1].read_range(start, max_bytes) == expected
+        finally:
+            for store in stores:
+                store.close()
