@@ -22,6 +22,7 @@ __all__ = [
     "IndexCompactedError",
     "IndexOutOfRangeError",
     "LedgerMQError",
+    "ProtocolError",
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
@@ -130,3 +131,11 @@ class LeaderPendingFullError(RaftError):
 
     code = 503
     retriable = True
+
+
+class ProtocolError(LedgerMQError):
+    """A peer sent bytes that are not a valid frame: close that connection, nothing was applied.
+
+    Raised only by the frame decoder (and request parsers built on it); the message says what
+    was wrong and where, never echoing more than a few bytes of the input.
+    """

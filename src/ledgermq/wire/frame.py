@@ -1,0 +1,295 @@
+"""RocketMQ remoting frames, encoded and decoded without any I/O.
+
+Layout (protocol-remoting-and-grpc.md section 2.1), all integers big-endian::
+
+    int32  length            4 + header length + body length (not counting itself)
+    int32  header word       serialize type << 24 | header length
+    bytes  header            JSON (type 0) or RocketMQ binary (type 1, section 2.3)
+    bytes  body
+
+We decode both header types and always encode JSON, as Java servers do; ``extFields`` values are
+always sent as JSON strings and the map is always present (the C++ client needs both).
+
+The decoder is fed whatever the socket returned and yields whole commands. It refuses a frame as
+soon as its length prefix says it is too big, before buffering it, and after any error it stays
+failed: the stream has lost its framing and the connection must be closed. Only
+``ProtocolError`` ever leaves it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FLAG_ONEWAY",
+    "FLAG_RESPONSE",
+    "FrameDecoder",
+    "LanguageCode",
+    "RemotingCommand",
+    "SerializeType",
+    "encode_frame",
+]
+
+DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+"""RocketMQ's ``com.rocketmq.remoting.frameMaxLength`` default (16 MiB)."""
+FLAG_RESPONSE: Final = 1
+"""``RPC_TYPE`` bit: 0 request, 1 response."""
+FLAG_ONEWAY: Final = 2
+"""``RPC_ONEWAY`` bit: no response expected."""
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_PREFIX = struct.Struct(">ii")
+_BINARY_FIXED = struct.Struct(">hbhii")
+
+
+class SerializeType(enum.IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(enum.IntEnum):
+    """``LanguageCode`` in RocketMQ's order (the binary header carries the ordinal)."""
+
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+@dataclass(frozen=True, slots=True)
+class RemotingCommand:
+    """One request or response (``RemotingCommand``)."""
+
+    code: int
+    opaque: int
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    language: str = "PYTHON"
+    version: int = 0
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def response(
+        self,
+        code: int,
+        *,
+        remark: str | None = None,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """The response to this request: same ``opaque``, the response bit set."""
+        return replace(
+            self,
+            code=code,
+            flag=FLAG_RESPONSE,
+            remark=remark,
+            ext_fields=ext_fields or {},
+            body=body,
+        )
+
+
+def encode_frame(command: RemotingCommand) -> bytes:
+    """The whole frame, JSON header, ready to write to a socket."""
+    header: dict[str, object] = {
+        "code": command.code,
+        "language": command.language,
+        "version": command.version,
+        "opaque": command.opaque,
+        "flag": command.flag,
+        "extFields": {str(k): str(v) for k, v in command.ext_fields.items()},
+        "serializeTypeCurrentRPC": "JSON",
+    }
+    if command.remark is not None:
+        header["remark"] = command.remark
+    encoded = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return b"".join(
+        (_PREFIX.pack(4 + len(encoded) + len(command.body), len(encoded)), encoded, command.body)
+    )
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed(bytes) -> [RemotingCommand, ...]``."""
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 8:
+            raise ValueError("max_frame_bytes must be at least 8")
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._failed: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not form a whole frame yet."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        if self._failed is not None:
+            raise ProtocolError(f"the stream is unusable after an earlier error: {self._failed}")
+        self._buffer += data
+        commands: list[RemotingCommand] = []
+        try:
+            while True:
+                command = self._next()
+                if command is None:
+                    return commands
+                commands.append(command)
+        except ProtocolError as exc:
+            self._failed = exc
+            self._buffer.clear()
+            raise
+
+    def _next(self) -> RemotingCommand | None:
+        buf = self._buffer
+        if len(buf) < 4:
+            return None
+        (length,) = struct.unpack_from(">i", buf)
+        if length < 4:
+            raise ProtocolError(f"frame length {length} is below the minimum of 4")
+        if length > self.max_frame_bytes:
+            raise ProtocolError(
+                f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes} bytes"
+            )
+        if len(buf) < 8:
+            return None
+        (word,) = struct.unpack_from(">I", buf, 4)
+        kind, header_length = word >> 24, word & 0xFFFFFF
+        if header_length > length - 4:
+            raise ProtocolError(
+                f"header length {header_length} does not fit in a frame of {length} bytes"
+            )
+        if len(buf) < 4 + length:
+            return None
+        header = bytes(buf[8 : 8 + header_length])
+        body = bytes(buf[8 + header_length : 4 + length])
+        del buf[: 4 + length]
+        if kind == SerializeType.JSON:
+            return _parse_json_header(header, body)
+        if kind == SerializeType.ROCKETMQ:
+            return _parse_binary_header(header, body)
+        raise ProtocolError(f"unknown serialize type {kind} (0 JSON and 1 ROCKETMQ exist)")
+
+
+def _parse_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"the JSON header does not parse: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError(f"the JSON header is a {type(header).__name__}, not an object")
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise ProtocolError("header field 'remark' must be a string or null")
+    language = header.get("language", "OTHER")
+    if not isinstance(language, str):
+        raise ProtocolError("header field 'language' must be a string")
+    return RemotingCommand(
+        code=_int32(header, "code", required=True),
+        opaque=_int32(header, "opaque", required=True),
+        flag=_int32(header, "flag"),
+        remark=remark,
+        ext_fields=_ext_fields(header.get("extFields")),
+        body=body,
+        language=language,
+        version=_int32(header, "version"),
+    )
+
+
+def _int32(header: dict[str, object], name: str, *, required: bool = False) -> int:
+    value = header.get(name)
+    if value is None and not required:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"header field {name!r} must be an integer, got {value!r:.40}")
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ProtocolError(f"header field {name!r} = {value} is outside the int32 range")
+    return value
+
+
+def _ext_fields(raw: object) -> dict[str, str]:
+    """``extFields``: values coerced to strings (the C++ client sends some as numbers)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ProtocolError("header field 'extFields' must be an object")
+    fields: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, str):
+            fields[key] = value
+        elif isinstance(value, bool):
+            fields[key] = "true" if value else "false"
+        elif isinstance(value, int | float):
+            fields[key] = str(value)
+        elif value is None:
+            continue
+        else:
+            raise ProtocolError(f"extFields[{key!r}] must be a string or a number")
+    return fields
+
+
+def _parse_binary_header(raw: bytes, body: bytes) -> RemotingCommand:
+    """The ROCKETMQ binary header (section 2.3)."""
+    try:
+        code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(raw, 0)
+        pos = _BINARY_FIXED.size
+        remark_length = _read_length(raw, pos, ">i")
+        pos += 4
+        remark = raw[pos : pos + remark_length].decode() if remark_length else None
+        pos += remark_length
+        ext_length = _read_length(raw, pos, ">i")
+        pos += 4
+        end = pos + ext_length
+        if end != len(raw):
+            raise ProtocolError("the binary header's extFields length does not match its size")
+        fields: dict[str, str] = {}
+        while pos < end:
+            key_length = _read_length(raw, pos, ">h", limit=end)
+            pos += 2
+            key = raw[pos : pos + key_length].decode()
+            pos += key_length
+            value_length = _read_length(raw, pos, ">i", limit=end)
+            pos += 4
+            fields[key] = raw[pos : pos + value_length].decode()
+            pos += value_length
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"the binary header is malformed: {exc}") from None
+    try:
+        language_name = LanguageCode(language).name
+    except ValueError:
+        language_name = "OTHER"
+    return RemotingCommand(code, opaque, flag, remark, fields, body, language_name, version)
+
+
+def _read_length(raw: bytes, pos: int, fmt: str, *, limit: int | None = None) -> int:
+    (length,) = struct.unpack_from(fmt, raw, pos)
+    end = len(raw) if limit is None else limit
+    if length < 0 or pos + struct.calcsize(fmt) + length > end:
+        raise ProtocolError(f"a length of {length} at byte {pos} runs past the header")
+    return int(length)

@@ -1,0 +1,183 @@
+"""The remoting frame codec: whole, byte by byte, with trailing bytes, malformed, fuzzed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledgermq.errors import ProtocolError
+from ledgermq.wire import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    FrameDecoder,
+    LedgerRequestCode,
+    RemotingCommand,
+    encode_frame,
+)
+
+
+def frame(header: object, body: bytes = b"", kind: int = 0) -> bytes:
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack(">iI", 4 + len(raw) + len(body), kind << 24 | len(raw)) + raw + body
+
+
+REQUEST = RemotingCommand(
+    code=LedgerRequestCode.APPEND,
+    opaque=7,
+    ext_fields={"group": "g", "remoteId": "n1"},
+    body=b"\x00\x01payload",
+)
+
+
+def test_round_trip_whole() -> None:
+    (decoded,) = FrameDecoder().feed(encode_frame(REQUEST))
+    assert decoded == REQUEST
+    assert not decoded.is_response
+
+
+def test_byte_by_byte_and_trailing_bytes() -> None:
+    data = encode_frame(REQUEST) + encode_frame(REQUEST.response(200, remark="ok"))
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    for i in range(len(data)):
+        got += decoder.feed(data[i : i + 1])
+    assert [c.code for c in got] == [LedgerRequestCode.APPEND, 200]
+    assert got[1].is_response
+    assert (got[1].opaque, got[1].remark) == (7, "ok")
+    tail = encode_frame(REQUEST)[:11]
+    assert decoder.feed(tail) == []
+    assert decoder.buffered == 11
+
+
+def test_response_and_oneway_flags() -> None:
+    response = REQUEST.response(404, remark="not leader")
+    assert response.flag == FLAG_RESPONSE
+    oneway = RemotingCommand(code=1, opaque=2, flag=FLAG_ONEWAY)
+    (decoded,) = FrameDecoder().feed(encode_frame(oneway))
+    assert decoded.is_oneway
+
+
+def test_ext_fields_are_always_strings_on_the_wire() -> None:
+    """The C++ client reads only string values and needs the map even when empty."""
+    raw = encode_frame(RemotingCommand(code=1, opaque=1))
+    header = json.loads(raw[8 : 8 + struct.unpack(">I", raw[4:8])[0]])
+    assert header["extFields"] == {}
+    assert "remark" not in header
+
+
+def test_numbers_and_booleans_in_ext_fields_are_accepted() -> None:
+    """Observed from the C++ client: queueId and friends arrive as JSON numbers."""
+    data = frame({"code": 10, "opaque": 3, "extFields": {"queueId": 2, "batch": True, "x": None}})
+    (decoded,) = FrameDecoder().feed(data)
+    assert decoded.ext_fields == {"queueId": "2", "batch": "true"}
+
+
+def test_binary_header_is_decoded() -> None:
+    pairs = b""
+    for key, value in (("topic", "T"), ("queueId", "3")):
+        pairs += struct.pack(">h", len(key)) + key.encode()
+        pairs += struct.pack(">i", len(value)) + value.encode()
+    remark = b"hi"
+    header = (
+        struct.pack(">hbhii", 310, 0, 453, 99, 0)
+        + struct.pack(">i", len(remark))
+        + remark
+        + struct.pack(">i", len(pairs))
+        + pairs
+    )
+    (decoded,) = FrameDecoder().feed(frame(header, b"body", kind=1))
+    assert (decoded.code, decoded.opaque, decoded.language, decoded.version) == (
+        310,
+        99,
+        "JAVA",
+        453,
+    )
+    assert decoded.remark == "hi"
+    assert decoded.ext_fields == {"topic": "T", "queueId": "3"}
+    assert decoded.body == b"body"
+
+
+def test_oversized_frame_refused_from_its_length_prefix_alone() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1024)
+    with pytest.raises(ProtocolError, match="exceeds the limit"):
+        decoder.feed(struct.pack(">i", 1 << 30))
+    assert decoder.buffered == 0
+    with pytest.raises(ProtocolError, match="unusable"):
+        decoder.feed(encode_frame(REQUEST))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (struct.pack(">i", 2), "below the minimum"),
+        (struct.pack(">iI", 10, 200) + b"x" * 6, "does not fit"),
+        (frame(b"{not json"), "does not parse"),
+        (frame(b"\xff\xfe"), "does not parse"),
+        (frame([1, 2]), "not an object"),
+        (frame({"opaque": 1}), "'code' must be an integer"),
+        (frame({"code": True, "opaque": 1}), "'code' must be an integer"),
+        (frame({"code": "10", "opaque": 1}), "'code' must be an integer"),
+        (frame({"code": 1 << 40, "opaque": 1}), "int32"),
+        (frame({"code": 1, "opaque": 1, "extFields": []}), "'extFields' must be an object"),
+        (frame({"code": 1, "opaque": 1, "extFields": {"a": {}}}), "string or a number"),
+        (frame({"code": 1, "opaque": 1, "remark": 5}), "'remark'"),
+        (frame({"code": 1, "opaque": 1}, kind=7), "unknown serialize type"),
+        (frame(struct.pack(">hbhii", 1, 0, 0, 1, 0) + struct.pack(">i", 99), kind=1), "runs past"),
+        (frame(b"\x00", kind=1), "binary header is malformed"),
+    ],
+)
+def test_malformed_frames_raise_protocol_error(data: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason):
+        FrameDecoder().feed(data)
+
+
+commands = st.builds(
+    RemotingCommand,
+    code=st.integers(-(1 << 31), (1 << 31) - 1),
+    opaque=st.integers(-(1 << 31), (1 << 31) - 1),
+    flag=st.integers(0, 3),
+    remark=st.none() | st.text(max_size=30),
+    ext_fields=st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=5),
+    body=st.binary(max_size=200),
+    language=st.sampled_from(["JAVA", "CPP", "PYTHON"]),
+    version=st.integers(0, 500),
+)
+
+
+@given(st.lists(commands, max_size=5), st.lists(st.integers(1, 64), min_size=1, max_size=50))
+def test_any_commands_round_trip_in_any_chunking(
+    sent: list[RemotingCommand], cuts: list[int]
+) -> None:
+    data = b"".join(encode_frame(c) for c in sent)
+    decoder = FrameDecoder()
+    got: list[RemotingCommand] = []
+    pos = 0
+    for size in cuts * (len(data) // sum(cuts) + 1):
+        got += decoder.feed(data[pos : pos + size])
+        pos += size
+        if pos >= len(data):
+            break
+    assert got == sent
+    assert decoder.buffered == 0
+
+
+@given(st.binary(max_size=300), st.integers(1, 40))
+def test_garbage_only_ever_raises_protocol_error(data: bytes, chunk: int) -> None:
+    decoder = FrameDecoder(max_frame_bytes=4096)
+    try:
+        for i in range(0, len(data), chunk):
+            decoder.feed(data[i : i + chunk])
+    except ProtocolError:
+        pass
+
+
+@given(st.binary(max_size=120))
+def test_a_valid_prefix_with_a_garbage_header_only_raises_protocol_error(header: bytes) -> None:
+    for kind in (0, 1):
+        with contextlib.suppress(ProtocolError):
+            FrameDecoder().feed(frame(header, b"b", kind=kind))
