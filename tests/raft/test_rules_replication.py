@@ -290,7 +290,6 @@ def test_entries_of_an_older_term_are_not_committed_by_counting() -> None:
         random.Random(1),
         0,
     )
-    core.step(VoteResponse("g", "n1", "n0", 0, 3, VoteResult.ACCEPT))  # ignored: no round
     core._start_vote_round(3)
     ready = settle(core, store)
     rids = {m.remote_id: m.rid for m in ready.messages_after_persist if isinstance(m, VoteRequest)}

@@ -463,14 +463,15 @@ class RaftCore:
         self._verified_end = -1
         self._role_event(term)
 
-    def _step_down_to_higher_term(self, term: int) -> None:
-        """A leader learned of ``term`` from an answer: step down and adopt it on the next tick.
+    def _adopt_higher_term(self, term: int) -> None:
+        """Become CANDIDATE now and take ``term`` on the next tick (``nextTerm`` jumps to it).
 
-        Deviation: DLedger only records the term (knownMaxTermInGroup) and, its last round having
-        PASSED, campaigns again in its old term; the followers that still follow it re-elect it
-        there (a repeat vote, rule 6), the higher-term node makes it step down again, and the
-        group flaps (seen in the golden preferred-leader trace). Raft adopts a higher term at
-        once; so does this.
+        DLedger does this for a higher-term vote request, heartbeat or push (rules 7, 4.4).
+        Deviation: it also serves a leader that learns of a higher term from an answer, where
+        DLedger only records the term (knownMaxTermInGroup) and, its last round having PASSED,
+        campaigns again in its old term; the followers that still follow it re-elect it there
+        (a repeat vote, rule 6), the higher-term node makes it step down again, and the group
+        flaps (seen in the golden preferred-leader trace). Raft adopts a higher term at once.
         """
         self._change_role_to_candidate(term)
         self._need_increase_term_immediately = True
@@ -659,8 +660,7 @@ class RaftCore:
                 return reply(VoteResult.REJECT_ALREADY_VOTED)
         else:  # rule 7: req.term > currTerm: step down now, adopt the term on the next tick
             old_term = self.term
-            self._change_role_to_candidate(req.term)
-            self._need_increase_term_immediately = True
+            self._adopt_higher_term(req.term)
             return reply(VoteResult.REJECT_TERM_NOT_READY, old_term)
         if req.term < my_end_term:  # rule 8
             return reply(VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, my_end_term)
@@ -806,9 +806,7 @@ class RaftCore:
                 self.leader_id,
             )
             return reply(ResponseCode.INCONSISTENT_LEADER)
-        # A larger term: become candidate now, take the term on the next tick.
-        self._change_role_to_candidate(req.term)
-        self._need_increase_term_immediately = True
+        self._adopt_higher_term(req.term)
         return reply(ResponseCode.TERM_NOT_READY)
 
     def _on_heartbeat_response(self, resp: HeartBeatResponse) -> None:
@@ -820,7 +818,7 @@ class RaftCore:
         ):
             # Version B (section 4.2): any higher term makes the leader step down, also when
             # the answer arrives after the round was decided.
-            self._step_down_to_higher_term(resp.term)
+            self._adopt_higher_term(resp.term)
             return
         if self.role is Role.LEADER and resp.local_id in self.config.peer_ids:
             # peersLiveTable is updated by every answer, also one after the round was decided
@@ -867,7 +865,7 @@ class RaftCore:
         cfg = self.config
         lease_ms = cfg.max_heart_beat_leak * cfg.heart_beat_time_interval_ms
         if not cfg.legacy_heartbeat_term_check and round_.max_term > round_.term:
-            self._step_down_to_higher_term(round_.max_term)
+            self._adopt_higher_term(round_.max_term)
             return
         if cfg.is_quorum(round_.succ_num):
             self._last_succ_heartbeat_ms = self._now
@@ -875,7 +873,7 @@ class RaftCore:
         if cfg.is_quorum(round_.succ_num + round_.not_ready_num):
             self._last_send_heartbeat_ms = NEVER  # resend on the next tick
         elif round_.max_term > round_.term:
-            self._step_down_to_higher_term(round_.max_term)
+            self._adopt_higher_term(round_.max_term)
         elif round_.inconsistent_leader:
             self._change_role_to_candidate(round_.term)
         elif self._now - self._last_succ_heartbeat_ms > lease_ms:
@@ -1008,8 +1006,7 @@ class RaftCore:
         target = take.request.term + 1
         take.target_term = target
         self.term_to_take_leadership = target
-        self._change_role_to_candidate(target)
-        self._need_increase_term_immediately = True
+        self._adopt_higher_term(target)
         if self.config.enable_leader_elector:
             self._maintain_as_candidate()
 
@@ -1169,7 +1166,7 @@ class RaftCore:
     def _on_push_response(self, resp: PushEntryResponse) -> None:
         if resp.code is ResponseCode.EXPIRED_TERM and resp.term > self.term:
             if self.role is Role.LEADER:
-                self._step_down_to_higher_term(resp.term)
+                self._adopt_higher_term(resp.term)
             return
         if self.role is not Role.LEADER:
             return
@@ -1254,9 +1251,7 @@ class RaftCore:
             reply(ResponseCode.EXPIRED_TERM)
             return
         if req.term > self.term:
-            # Like a higher-term heartbeat: become candidate, adopt the term on the next tick.
-            self._change_role_to_candidate(req.term)
-            self._need_increase_term_immediately = True
+            self._adopt_higher_term(req.term)  # as a higher-term heartbeat does
             reply(ResponseCode.TERM_NOT_READY)
             return
         if self.role is not Role.FOLLOWER:
