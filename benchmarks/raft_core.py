@@ -24,10 +24,11 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from ledgermq.raft import HardState, Message, NewEntry, RaftConfig, RaftCore, ResponseCode, Role
-from ledgermq.store import Entry, EntryType, MemoryLedgerStore
+from ledgermq.raft import HardState, Message, RaftConfig, RaftCore, ResponseCode, Role
+from ledgermq.store import MemoryLedgerStore
+from ledgermq.testing.memory_driver import apply_log_changes
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -57,17 +58,7 @@ class Group:
         core, store = self.cores[nid], self.stores[nid]
         while core.has_ready():
             ready = core.ready()
-            if ready.truncate_from is not None:
-                store.truncate_from(ready.truncate_from)
-            if ready.entries:
-                first = ready.entries[0]
-                if isinstance(first, NewEntry):
-                    self._leader_append(store, ready.entries)
-                else:
-                    # Received entries, passed on as they are: append_entries checks each one
-                    # (a copy filtered in Python here cost 5% of the run at batch 256).
-                    assert isinstance(ready.entries[-1], Entry)
-                    store.append_entries(cast("list[Entry]", ready.entries))
+            apply_log_changes(store, ready)
             self.queue.extend(ready.messages)
             self.queue.extend(ready.messages_after_persist)
             if ready.committed_index is not None:
@@ -76,21 +67,6 @@ class Group:
                 if result.code is ResponseCode.SUCCESS:
                     self.committed_entries += result.last_index - result.first_index + 1
             core.advance(ready)
-
-    @staticmethod
-    def _leader_append(store: MemoryLedgerStore, entries: Sequence[object]) -> None:
-        run: list[NewEntry] = []
-        for entry in entries:
-            assert isinstance(entry, NewEntry)
-            if run and entry.entry_type != run[0].entry_type:
-                store.append_batch(
-                    run[0].term, [e.body for e in run], entry_type=EntryType(run[0].entry_type)
-                )
-                run = []
-            run.append(entry)
-        store.append_batch(
-            run[0].term, [e.body for e in run], entry_type=EntryType(run[0].entry_type)
-        )
 
     def pump(self) -> None:
         while self.queue:

@@ -267,7 +267,9 @@ class SimCluster:
     def _apply_ready(self, node: SimNode, core: RaftCore, ready: Ready, *, send_now: bool) -> None:
         if ready.hard_state is not None:
             node.hard_state = ready.hard_state
-        for entry in apply_log_changes(node.store, ready):
+        appended = apply_log_changes(node.store, ready)
+        store = node.store
+        for entry in store.read_range(store.end_index - appended + 1, 1 << 40) if appended else ():
             self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
         if send_now:
             for message in ready.messages:
