@@ -209,6 +209,71 @@ add_write(PyObject *writes, long long start, PyObject *piece)
     return rc;
 }
 
+/* entry_format.ENTRY_HEADER's first 36 bytes (">iiqqqi"), the ones the chain CRC covers. */
+static inline void
+put_header36(char *out, int32_t magic, int32_t size, long long index, long long term,
+             long long pos, int32_t channel)
+{
+    put32(out, (uint32_t)magic);
+    put32(out + 4, (uint32_t)size);
+    put64(out + 8, (uint64_t)index);
+    put64(out + 16, (uint64_t)term);
+    put64(out + 24, (uint64_t)pos);
+    put32(out + 32, (uint32_t)channel);
+}
+
+/* The header's last 12 bytes and the body. */
+static inline void
+put_tail_and_body(char *out, uint32_t chain, uint32_t body_crc, const char *body,
+                  Py_ssize_t body_len)
+{
+    put32(out + 36, chain);
+    put32(out + 40, body_crc);
+    put32(out + 44, (uint32_t)body_len);
+    memcpy(out + HEADER_SIZE, body, (size_t)body_len);
+}
+
+/* One entry_format.INDEX_RECORD (">iqiqq"). */
+static inline void
+put_index_record(char *rec, int32_t magic, long long pos, int32_t size, long long index,
+                 long long term)
+{
+    put32(rec, (uint32_t)magic);
+    put64(rec + 4, (uint64_t)pos);
+    put32(rec + 12, (uint32_t)size);
+    put64(rec + 16, (uint64_t)index);
+    put64(rec + 24, (uint64_t)term);
+}
+
+/* A new piece of ``len`` bytes in *piece; returns where to write, NULL on error. */
+static char *
+open_piece(PyObject **piece, Py_ssize_t len)
+{
+    *piece = PyBytes_FromStringAndSize(NULL, len);
+    return *piece == NULL ? NULL : PyBytes_AS_STRING(*piece);
+}
+
+/* Ends the current piece with a BLANK record (magic -1, then the ``blank`` bytes left in the
+ * segment) and hands it to writes; always consumes *piece. */
+static int
+close_piece_with_blank(PyObject *writes, char *out, long long blank, long long chunk_start,
+                       PyObject **piece)
+{
+    put32(out, UINT32_MAX);
+    put32(out + 4, (uint32_t)blank);
+    int rc = add_write(writes, chunk_start, *piece);
+    *piece = NULL;
+    return rc;
+}
+
+/* layout.max_body_size: the largest body a segment of segment_bytes can hold, capped. */
+static inline long long
+max_body_size(long long segment_bytes, long long max_body_bytes)
+{
+    long long max_size = segment_bytes - MIN_BLANK_LEN - HEADER_SIZE;
+    return max_body_bytes < max_size ? max_body_bytes : max_size;
+}
+
 /* ---------------------------------------------------------------- plan_leader_append */
 
 PyDoc_STRVAR(plan_doc,
@@ -241,9 +306,7 @@ plan_leader_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
         return PyErr_Format(InconsistentLogError,
                             "cannot append in term %S: the log already ends with term %S",
                             args[4], args[2]);
-    long long max_size = segment_bytes - MIN_BLANK_LEN - HEADER_SIZE;
-    if (max_body_bytes < max_size)
-        max_size = max_body_bytes;
+    long long max_size = max_body_size(segment_bytes, max_body_bytes);
 
     PyObject *seq = PySequence_Fast(args[5], "bodies must be a sequence");
     if (seq == NULL)
@@ -307,51 +370,30 @@ plan_leader_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_
     uint32_t chain = (uint32_t)chain_arg;
     int32_t last_size = -1; /* batches often repeat a size: share its int */
     Py_ssize_t piece_no = 0;
-    if (n > 0) {
-        if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[0])) == NULL)
-            goto done;
-        out = PyBytes_AS_STRING(piece);
-    }
+    if (n > 0 && (out = open_piece(&piece, piece_len[0])) == NULL)
+        goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *body = PyBytes_AS_STRING(bodies[i]);
         Py_ssize_t body_len = PyBytes_GET_SIZE(bodies[i]);
         int32_t size = HEADER_SIZE + (int32_t)body_len;
         if (pos + size > room_end) {
             long long remaining = room_end + MIN_BLANK_LEN - pos;
-            put32(out, UINT32_MAX); /* BLANK: magic -1, then the bytes left in the segment */
-            put32(out + 4, (uint32_t)remaining);
-            int rc = add_write(writes, chunk_start, piece);
-            piece = NULL;
-            if (rc < 0)
+            if (close_piece_with_blank(writes, out, remaining, chunk_start, &piece) < 0)
                 goto done;
             chunk_start = pos += remaining;
             room_end += segment_bytes;
-            if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[++piece_no])) == NULL)
+            if ((out = open_piece(&piece, piece_len[++piece_no])) == NULL)
                 goto done;
-            out = PyBytes_AS_STRING(piece);
         }
         uint32_t body_crc = crc32c(0, (const unsigned char *)body, (size_t)body_len);
-        put32(out, (uint32_t)magic);
-        put32(out + 4, (uint32_t)size);
-        put64(out + 8, (uint64_t)index);
-        put64(out + 16, (uint64_t)term);
-        put64(out + 24, (uint64_t)pos);
-        put32(out + 32, (uint32_t)channel);
+        put_header36(out, (int32_t)magic, size, index, term, pos, (int32_t)channel);
         /* The chain CRC covers ">iiqqqiI": these 36 header bytes, then bodyCrc. */
         char crc_be[4];
         put32(crc_be, body_crc);
         chain = crc32c(crc32c(chain, (const unsigned char *)out, 36), (unsigned char *)crc_be, 4);
-        put32(out + 36, chain);
-        put32(out + 40, body_crc);
-        put32(out + 44, (uint32_t)body_len);
-        memcpy(out + HEADER_SIZE, body, (size_t)body_len);
+        put_tail_and_body(out, chain, body_crc, body, body_len);
         out += size;
-
-        put32(rec, (uint32_t)magic);
-        put64(rec + 4, (uint64_t)pos);
-        put32(rec + 12, (uint32_t)size);
-        put64(rec + 16, (uint64_t)index);
-        put64(rec + 24, (uint64_t)term);
+        put_index_record(rec, (int32_t)magic, pos, size, index, term);
         rec += RECORD_SIZE;
 
         if (size != last_size) {
@@ -524,9 +566,7 @@ plan_replicated_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         !plain_int(args[6], 1, MAX_SEGMENT_BYTES, &segment_bytes) ||
         !plain_int(args[7], LLONG_MIN, LLONG_MAX, &max_body_bytes))
         Py_RETURN_NONE;
-    long long max_size = segment_bytes - MIN_BLANK_LEN - HEADER_SIZE;
-    if (max_body_bytes < max_size)
-        max_size = max_body_bytes;
+    long long max_size = max_body_size(segment_bytes, max_body_bytes);
 
     PyObject *seq = PySequence_Fast(args[5], "entries must be a sequence");
     if (seq == NULL)
@@ -554,42 +594,21 @@ plan_replicated_append(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     char *rec = PyBytes_AS_STRING(records), *out = NULL;
     long long pos = write_pos, chunk_start = write_pos;
     Py_ssize_t piece_no = 0;
-    if (n > 0) {
-        if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[0])) == NULL)
-            goto done;
-        out = PyBytes_AS_STRING(piece);
-    }
+    if (n > 0 && (out = open_piece(&piece, piece_len[0])) == NULL)
+        goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         const struct received *r = &received[i];
         if (r->pos != pos) {
-            put32(out, UINT32_MAX); /* BLANK: magic -1, then the bytes left in the segment */
-            put32(out + 4, (uint32_t)(r->pos - pos));
-            int rc = add_write(writes, chunk_start, piece);
-            piece = NULL;
-            if (rc < 0)
+            if (close_piece_with_blank(writes, out, r->pos - pos, chunk_start, &piece) < 0)
                 goto done;
             chunk_start = pos = r->pos;
-            if ((piece = PyBytes_FromStringAndSize(NULL, piece_len[++piece_no])) == NULL)
+            if ((out = open_piece(&piece, piece_len[++piece_no])) == NULL)
                 goto done;
-            out = PyBytes_AS_STRING(piece);
         }
-        put32(out, (uint32_t)r->magic);
-        put32(out + 4, (uint32_t)r->size);
-        put64(out + 8, (uint64_t)r->index);
-        put64(out + 16, (uint64_t)r->term);
-        put64(out + 24, (uint64_t)pos);
-        put32(out + 32, (uint32_t)r->channel);
-        put32(out + 36, r->chain);
-        put32(out + 40, r->body_crc);
-        put32(out + 44, (uint32_t)r->body_len);
-        memcpy(out + HEADER_SIZE, r->body, (size_t)r->body_len);
+        put_header36(out, r->magic, r->size, r->index, r->term, pos, r->channel);
+        put_tail_and_body(out, r->chain, r->body_crc, r->body, r->body_len);
         out += r->size;
-
-        put32(rec, (uint32_t)r->magic);
-        put64(rec + 4, (uint64_t)pos);
-        put32(rec + 12, (uint32_t)r->size);
-        put64(rec + 16, (uint64_t)r->index);
-        put64(rec + 24, (uint64_t)r->term);
+        put_index_record(rec, r->magic, pos, r->size, r->index, r->term);
         rec += RECORD_SIZE;
 
         PyObject *entry = PySequence_Fast_GET_ITEM(seq, i);
