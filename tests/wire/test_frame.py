@@ -54,9 +54,20 @@ def test_byte_by_byte_and_trailing_bytes() -> None:
     assert decoder.buffered == 11
 
 
-def test_response_and_oneway_flags() -> None:
+def test_response_flag_and_opaque() -> None:
     response = REQUEST.response(404, remark="not leader")
     assert response.flag == FLAG_RESPONSE
+    assert response.opaque == REQUEST.opaque
+
+
+def test_a_response_speaks_for_its_sender() -> None:
+    """Language and version describe who sent the frame, not who asked."""
+    java_request = RemotingCommand(code=1, opaque=9, language="JAVA", version=433)
+    response = java_request.response(200)
+    assert (response.language, response.version) == ("PYTHON", 0)
+
+
+def test_oneway_flag() -> None:
     oneway = RemotingCommand(code=1, opaque=2, flag=FLAG_ONEWAY)
     (decoded,) = FrameDecoder().feed(encode_frame(oneway))
     assert decoded.is_oneway

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import json
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import ProtocolError
@@ -105,10 +105,13 @@ class RemotingCommand:
         ext_fields: Mapping[str, str] | None = None,
         body: bytes = b"",
     ) -> RemotingCommand:
-        """The response to this request: same ``opaque``, the response bit set."""
-        return replace(
-            self,
+        """The response to this request: same ``opaque``, the response bit set.
+
+        Language and version are ours, not copied from the requester: they describe the sender.
+        """
+        return RemotingCommand(
             code=code,
+            opaque=self.opaque,
             flag=FLAG_RESPONSE,
             remark=remark,
             ext_fields=ext_fields or {},

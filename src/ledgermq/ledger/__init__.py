@@ -1,0 +1,1 @@
+"""The DLedger server: a Raft-replicated log served over the remoting protocol."""
