@@ -21,8 +21,14 @@ __all__ = [
     "InconsistentLogError",
     "IndexCompactedError",
     "IndexOutOfRangeError",
+    "LeaderPendingFullError",
+    "LeaderTransferringError",
     "LedgerMQError",
+    "LedgerRequestError",
+    "NotLeaderError",
+    "OutcomeUnknownError",
     "ProtocolError",
+    "RaftError",
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
@@ -131,6 +137,32 @@ class LeaderPendingFullError(RaftError):
 
     code = 503
     retriable = True
+
+
+class LedgerRequestError(RaftError):
+    """A replica refused a request for a reason retrying will not fix (bad index, bad request).
+
+    ``code`` is the DLedger response code the replica answered.
+    """
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code  # type: ignore[misc]  # per instance: whatever the replica answered
+
+
+class OutcomeUnknownError(RaftError):
+    """The request may or may not have taken effect (timeout, term change before the quorum).
+
+    Retrying an append after this can store the entry twice (at-least-once), as with any
+    replicated log whose client cannot see the outcome.
+    """
+
+    retriable = True
+    refresh_route = True
+
+    def __init__(self, message: str, code: int = 300) -> None:
+        super().__init__(message)
+        self.code = code  # type: ignore[misc]
 
 
 class ProtocolError(LedgerMQError):

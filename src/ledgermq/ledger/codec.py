@@ -85,14 +85,14 @@ _ANSWERS: Final = {code: {"requestCode": str(int(code))} for code in PEER_REQUES
 
 
 # ---------------------------------------------------------------------------------- encoding
-def encode_message(message: Message) -> RemotingCommand:
-    """The command carrying ``message``. The transport fills in ``opaque``."""
+def encode_message(message: Message, opaque: int = 0) -> RemotingCommand:
+    """The command carrying ``message``; a response takes its request's ``opaque``."""
     if isinstance(message, PushEntryRequest):
-        return RemotingCommand(LedgerRequestCode.PUSH, 0, body=_encode_push_request(message))
+        return RemotingCommand(LedgerRequestCode.PUSH, opaque, body=_encode_push_request(message))
     if isinstance(message, PushEntryResponse):
         return RemotingCommand(
             int(message.code),
-            0,
+            opaque,
             FLAG_RESPONSE,
             ext_fields=_ANSWERS[LedgerRequestCode.PUSH],
             body=_encode_push_response(message),
@@ -106,11 +106,11 @@ def encode_message(message: Message) -> RemotingCommand:
         return _json_request(LedgerRequestCode.VOTE, message, fields)
     if isinstance(message, VoteResponse):
         fields = {"voteResult": message.result.value}
-        return _json_response(LedgerRequestCode.VOTE, message.code, message, fields)
+        return _json_response(LedgerRequestCode.VOTE, message.code, message, fields, opaque)
     if isinstance(message, HeartBeatRequest):
         return _json_request(LedgerRequestCode.HEART_BEAT, message, {"leaderId": message.leader_id})
     if isinstance(message, HeartBeatResponse):
-        return _json_response(LedgerRequestCode.HEART_BEAT, message.code, message, {})
+        return _json_response(LedgerRequestCode.HEART_BEAT, message.code, message, {}, opaque)
     if isinstance(message, LeadershipTransferRequest):
         fields = {
             "transferId": message.transfer_id,
@@ -118,7 +118,7 @@ def encode_message(message: Message) -> RemotingCommand:
             "takeLeadershipLedgerIndex": message.take_leadership_ledger_index,
         }
         return _json_request(LedgerRequestCode.LEADERSHIP_TRANSFER, message, fields)
-    return _json_response(LedgerRequestCode.LEADERSHIP_TRANSFER, message.code, message, {})
+    return _json_response(LedgerRequestCode.LEADERSHIP_TRANSFER, message.code, message, {}, opaque)
 
 
 def encode_entries(entries: Sequence[LogEntry]) -> bytes:
@@ -194,11 +194,15 @@ def _json_request(code: int, m: Message, fields: dict[str, object]) -> RemotingC
 
 
 def _json_response(
-    request_code: LedgerRequestCode, code: ResponseCode, m: Message, fields: dict[str, object]
+    request_code: LedgerRequestCode,
+    code: ResponseCode,
+    m: Message,
+    fields: dict[str, object],
+    opaque: int,
 ) -> RemotingCommand:
     body = json.dumps(_common(m) | {"code": int(code)} | fields, separators=(",", ":")).encode()
     return RemotingCommand(
-        int(code), 0, FLAG_RESPONSE, ext_fields=_ANSWERS[request_code], body=body
+        int(code), opaque, FLAG_RESPONSE, ext_fields=_ANSWERS[request_code], body=body
     )
 
 

@@ -393,15 +393,30 @@ class RaftCore:
         self._in_ready = True
         return ready
 
-    def advance(self, ready: Ready) -> None:
-        """The driver has persisted and sent ``ready``."""
+    def advance(self, ready: Ready, *, entries_durable: bool = True) -> None:
+        """The driver has persisted and sent ``ready``.
+
+        ``entries_durable=False``: the entries are written but not yet synced (a group-committing
+        driver with ``flush=sync``); the leader then counts its own log in the quorum only when
+        the driver reports the sync through ``entries_durable_to``.
+        """
         assert self._in_ready, "advance() without ready()"
         self._in_ready = False
-        if self.role is Role.LEADER and ready.entries:
+        if entries_durable and self.role is Role.LEADER and ready.entries:
             last = ready.entries[-1]
             if last.term == self.term:
                 self._self_match_index = max(self._self_match_index, last.index)
                 self._maybe_advance_commit()
+
+    def entries_durable_to(self, index: int) -> None:
+        """The log is on disk up to ``index`` (flush=sync): a leader may count itself that far."""
+        self._check_not_in_ready()
+        if self.role is not Role.LEADER:
+            return
+        durable = min(index, self._log.stable_end)
+        if durable > self._self_match_index:
+            self._self_match_index = durable
+            self._maybe_advance_commit()
 
     def _check_not_in_ready(self) -> None:
         assert not self._in_ready, "call advance(ready) before giving the core more input"
@@ -420,6 +435,13 @@ class RaftCore:
     @property
     def pending_proposals(self) -> int:
         return len(self._proposals)
+
+    def replication_lags(self) -> dict[str, int]:
+        """Leader only: entries each follower has not acknowledged yet (empty otherwise)."""
+        if self.role is not Role.LEADER:
+            return {}
+        end = self._log.last_index
+        return {peer: end - d.match_index for peer, d in self._dispatchers.items()}
 
     # ================================================================== outputs
     def _rid(self) -> int:

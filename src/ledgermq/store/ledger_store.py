@@ -733,6 +733,19 @@ class LedgerStore:
         self._flush_segments()
         self._write_checkpoint()
 
+    def sync_written(self) -> bool:
+        """Sync every byte written so far; safe to call from a thread other than the appender's.
+
+        For group commit: the caller runs it off its event loop while appends go on. Returns
+        False when a truncation ran during the sync (what was written before may have been cut
+        and rewritten): the caller must sync again before it relies on anything being durable.
+        """
+        if self._closed:
+            raise StoreClosedError(f"store {self._directory} is closed")
+        generation = self._truncations
+        self._flush_segments()
+        return generation == self._truncations
+
     def _flush_segments(self, logs: tuple[SegmentLog, ...] | None = None) -> None:
         """Sync dirty segments without taking the store lock.
 

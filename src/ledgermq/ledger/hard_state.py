@@ -1,0 +1,56 @@
+"""The ``currterm`` file: the term and vote that must survive a restart (spec-election 1.5).
+
+DLedger writes ``currTerm`` and ``voteLeader`` as Java properties; so do we, durably: write a
+temporary file, fsync it, rename it over the old one, fsync the directory. A vote is granted only
+after this returns, so a replica that crashes cannot vote twice in one term.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from ledgermq.errors import CorruptLogError
+from ledgermq.raft import HardState
+from ledgermq.store.segment import fsync_directory
+
+__all__ = ["HARD_STATE_NAME", "read_hard_state", "write_hard_state"]
+
+HARD_STATE_NAME: Final = "currterm"
+
+
+def read_hard_state(directory: str) -> HardState:
+    """The saved state, or term 0 with no vote when the file does not exist yet."""
+    path = os.path.join(directory, HARD_STATE_NAME)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return HardState()
+    values = dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
+    )
+    try:
+        term = int(values.get("currTerm", "0"))
+    except ValueError:
+        reason = f"currTerm is not a number: {values['currTerm']!r:.30}"
+        raise CorruptLogError(path, 0, reason) from None
+    if term < 0:
+        raise CorruptLogError(path, 0, f"negative currTerm {term}")
+    vote = values.get("voteLeader") or None
+    return HardState(term, vote)
+
+
+def write_hard_state(directory: str, state: HardState) -> None:
+    """Durably replace the saved state."""
+    path = os.path.join(directory, HARD_STATE_NAME)
+    tmp = path + ".tmp"
+    data = f"currTerm={state.term}\nvoteLeader={state.voted_for or ''}\n".encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_directory(directory)

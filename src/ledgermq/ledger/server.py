@@ -1,0 +1,676 @@
+"""The ledger replica: one asyncio task owns the Raft core and drives it with the real world.
+
+Theory of operation
+-------------------
+Everything that touches the core runs on the event loop, so the core needs no locks: frames
+from peers and clients are decoded and stepped in as they arrive, a timer ticks the core every
+``tick_interval_ms``, and after any input one drain per loop pass turns the core's ``Ready``
+batches into effects, in the contract's order (``raft.ready``):
+
+1. the hard state (term, vote) is written and fsynced on the spot: it changes only in elections;
+2. truncations and entries go to the store (one ``append_batch`` per run of proposals: every
+   client request proposed in one loop pass becomes one write);
+3. ``messages`` go out at once (heartbeats and votes are never queued behind data);
+4. ``messages_after_persist`` (a follower's acknowledgements, vote grants) go out once what they
+   acknowledge is persistent: at once with ``flush=async`` (DLedger: the page cache write is
+   the acknowledgement, a background flush runs every ``flushFileInterval``), after the next
+   group-commit fsync with ``flush=sync``;
+5. the commit index goes to the store, finished proposals and transfers answer their callers,
+   role changes reach the listeners.
+
+Group commit (``flush=sync``): the fsync runs in a worker thread while the loop keeps going;
+whatever was written while one sync ran is covered by the next one, so one fsync acknowledges
+every entry written before it started, and a slow disk never delays a heartbeat. A leader counts
+its own log in the quorum only up to what its last sync covered (``entries_durable_to``), so an
+acknowledged entry is on disk on a majority.
+
+A failed store write is fatal for the replica: the core already believes the entries are in its
+log, and going on would make the replica lie to its peers. The server stops, says why, and a
+restart recovers the log from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import json
+import logging
+import random
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.clock import SystemClock
+from ledgermq.errors import (
+    LeaderPendingFullError,
+    LeaderTransferringError,
+    LedgerMQError,
+    LedgerRequestError,
+    NetworkError,
+    NotLeaderError,
+    ProtocolError,
+    StoreError,
+)
+from ledgermq.ledger.codec import PEER_REQUEST_CODES, decode_message, encode_entries, encode_message
+from ledgermq.ledger.hard_state import read_hard_state, write_hard_state
+from ledgermq.ledger.log_writer import apply_log_changes
+from ledgermq.ledger.metrics import LedgerMetrics
+from ledgermq.ledger.requests import Metadata, decode_bodies, error_for
+from ledgermq.net import Connection, PeerLink, TcpNetwork
+from ledgermq.raft import (
+    HardState,
+    HeartBeatResponse,
+    LeadershipTransferResponse,
+    PushEntryResponse,
+    RaftCore,
+    ResponseCode,
+    Role,
+    RoleChange,
+    VoteResponse,
+)
+from ledgermq.store import LedgerStore
+from ledgermq.wire import LedgerRequestCode, RemotingCommand
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ledgermq.clock import Clock
+    from ledgermq.ledger.config import LedgerConfig
+    from ledgermq.net import Listener, Network
+    from ledgermq.raft import Message, ProposalResult, Ready, TransferResult
+    from ledgermq.store import LogStore
+
+__all__ = ["AppendResult", "LedgerServer"]
+
+_log = logging.getLogger(__name__)
+
+_RESPONSES: Final = (VoteResponse, HeartBeatResponse, PushEntryResponse, LeadershipTransferResponse)
+_MAX_REPLY_ROUTES: Final = 100_000
+"""Peer requests awaiting the core's answer; the oldest are forgotten beyond this (the peer has
+long since timed out and retried)."""
+
+
+class AppendResult:
+    """Where an append landed: ``first_index`` .. ``last_index`` in ``term``."""
+
+    __slots__ = ("first_index", "last_index", "term")
+
+    def __init__(self, first_index: int, last_index: int, term: int) -> None:
+        self.first_index = first_index
+        self.last_index = last_index
+        self.term = term
+
+    def __repr__(self) -> str:
+        return f"AppendResult({self.first_index}..{self.last_index}, term={self.term})"
+
+
+class _PendingAppend:
+    __slots__ = ("conn", "future", "opaque", "started")
+
+    def __init__(
+        self,
+        conn: Connection | None,
+        opaque: int,
+        future: asyncio.Future[AppendResult] | None,
+        started: float,
+    ) -> None:
+        self.conn = conn
+        self.opaque = opaque
+        self.future = future
+        self.started = started
+
+
+class LedgerServer:
+    """One replica of a ledger group: ``await start()``, then serve until ``close()``."""
+
+    def __init__(
+        self,
+        config: LedgerConfig,
+        *,
+        network: Network | None = None,
+        store: LogStore | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self._network: Network = network or TcpNetwork()
+        self._given_store = store
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()  # noqa: S311 - election jitter, not cryptography
+        self._raft_config = config.raft_config()
+        self.metrics = LedgerMetrics(config.group, config.self_id)
+        self._role_listeners: list[Callable[[RoleChange], None]] = []
+        self._store: LogStore | None = None
+        self._core: RaftCore | None = None
+        self._listener: Listener | None = None
+        self._links: dict[str, PeerLink] = {}
+        self._reply_routes: collections.OrderedDict[tuple[str, int], tuple[Connection, int]] = (
+            collections.OrderedDict()
+        )
+        self._appends: dict[int, _PendingAppend] = {}
+        self._transfers: dict[int, tuple[Connection | None, int, asyncio.Future[int] | None]] = {}
+        self._drain_scheduled = False
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = asyncio.Event()
+        self._closing = False
+        self.failure: BaseException | None = None
+        """Why the server stopped on its own (a store failure), if it did."""
+        # Group commit (flush=sync).
+        self._sync_mode = config.flush == "sync"
+        self._unsynced = False
+        self._after_next_sync: list[Message] = []
+        self._after_this_sync: list[Message] = []
+        self._sync_task: asyncio.Task[None] | None = None
+        self._flusher: concurrent.futures.ThreadPoolExecutor | None = None
+        self.metrics_port: int | None = None
+        self.memory_hard_state = HardState()
+        """With a store handed in (tests), the term and vote live here instead of on disk."""
+
+    # ================================================================== life cycle
+    async def start(self) -> None:
+        """Open (recover) the store, listen, connect to the peers and start the core."""
+        cfg = self.config
+        self._loop = asyncio.get_running_loop()
+        if self._given_store is not None:
+            self._store = self._given_store
+            hard_state = self.memory_hard_state
+        else:
+            store = await asyncio.to_thread(
+                LedgerStore.open,
+                cfg.store_dir,
+                flush="async",  # the server syncs itself (group commit) when flush=sync
+                flush_interval_ms=cfg.flush_interval_ms,
+                data_segment_bytes=cfg.data_segment_bytes,
+                max_body_bytes=cfg.max_body_bytes,
+            )
+            self._store = store
+            hard_state = read_hard_state(cfg.store_dir)
+        store_ = self._store
+        self._core = RaftCore(
+            self._raft_config,
+            hard_state,
+            store_,
+            self._rng,
+            self._clock.monotonic_ms(),
+            committed_index=store_.committed_index,
+        )
+        if self._sync_mode:
+            self._flusher = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"ledgermq-sync-{cfg.self_id}"
+            )
+        host, port = cfg.address
+        self._listener = await self._network.serve(host, port, self._on_frame)
+        for peer in self._raft_config.others:
+            peer_host, peer_port = cfg.peers[peer]
+            self._links[peer] = PeerLink(
+                self._network, peer_host, peer_port, self._on_frame, rng=self._rng
+            )
+        if cfg.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
+        self.metrics.term.set(self._core.term)
+        self.metrics.set_role(self._core.role.value)
+        _log.info(
+            "replica %s of group %s listening on %s:%d (term %d, log %d..%d, committed %d, "
+            "flush=%s)",
+            cfg.self_id, cfg.group, host, self._listener.port, self._core.term,
+            store_.begin_index, store_.end_index, store_.committed_index, cfg.flush,
+        )  # fmt: skip
+        self._schedule_tick()
+
+    async def close(self) -> None:
+        """Stop serving, answer what is pending with an error, flush and close the store."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+        if self._listener is not None:
+            self._listener.close()
+            await self._listener.wait_closed()
+        for link in self._links.values():
+            link.close()
+        for link in self._links.values():
+            await link.wait_closed()
+        if self._sync_task is not None:
+            with contextlib.suppress(BaseException):
+                await self._sync_task
+        self._fail_pending("the replica is shutting down")
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+        if self._store is not None and self._given_store is None:
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(self._store.close)
+        self.metrics.close()
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    def add_role_listener(self, listener: Callable[[RoleChange], None]) -> None:
+        """Call ``listener`` (on the loop) for every role change, as the broker needs."""
+        self._role_listeners.append(listener)
+
+    # ================================================================== state
+    @property
+    def core(self) -> RaftCore:
+        assert self._core is not None, "start() first"
+        return self._core
+
+    @property
+    def store(self) -> LogStore:
+        assert self._store is not None, "start() first"
+        return self._store
+
+    @property
+    def port(self) -> int:
+        assert self._listener is not None, "start() first"
+        return self._listener.port
+
+    def metadata(self) -> Metadata:
+        core, store = self.core, self.store
+        return Metadata(
+            self.config.group,
+            self.config.self_id,
+            core.leader_id if core.role is not Role.CANDIDATE else None,
+            core.term,
+            core.role.value,
+            {peer: f"{h}:{p}" for peer, (h, p) in sorted(self.config.peers.items())},
+            store.begin_index,
+            store.end_index,
+            store.committed_index,
+        )
+
+    # ================================================================== local API
+    async def append(self, bodies: Sequence[bytes]) -> AppendResult:
+        """Append ``bodies`` as leader; returns once they are committed.
+
+        Raises NotLeaderError / LeaderTransferringError / LeaderPendingFullError at once, or an
+        error for the DLedger code the proposal ended with.
+        """
+        self._check_bodies(bodies)
+        pid = self.core.propose(bodies)
+        assert self._loop is not None
+        future: asyncio.Future[AppendResult] = self._loop.create_future()
+        self._appends[pid] = _PendingAppend(None, 0, future, self._loop.time())
+        self._kick()
+        return await future
+
+    def _check_bodies(self, bodies: Sequence[bytes]) -> None:
+        if not bodies:
+            raise LedgerRequestError("an append needs at least one entry", 420)
+        limit = self.store.max_body_bytes
+        for body in bodies:
+            if len(body) > limit:
+                raise LedgerRequestError(
+                    f"entry of {len(body)} bytes exceeds maxBodyBytes ({limit})",
+                    ResponseCode.UNEXPECTED_ARGUMENT,
+                )
+        if getattr(self.store, "disk_full", False):
+            raise LedgerRequestError(
+                f"the disk of replica {self.config.self_id} is full", ResponseCode.DISK_FULL
+            )
+
+    # ================================================================== the drive loop
+    def _schedule_tick(self) -> None:
+        assert self._loop is not None
+        self._tick_handle = self._loop.call_later(self.config.tick_interval_ms / 1000, self._tick)
+
+    def _tick(self) -> None:
+        if self._closing:
+            return
+        self.core.tick(self._clock.monotonic_ms())
+        self._drain()
+        self._schedule_tick()
+
+    def _kick(self) -> None:
+        """Process the core's output once this loop pass has taken in all it can."""
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        if self._closing:
+            return
+        core = self.core
+        while core.has_ready():
+            ready = core.ready()
+            try:
+                wrote = self._persist(ready)
+            except (StoreError, OSError) as exc:
+                core.advance(ready)
+                self._stop_on_failure(exc)
+                return
+            self._send(ready.messages)
+            durable = not (wrote and self._sync_mode)
+            if ready.messages_after_persist:
+                if self._sync_mode and self._unsynced:
+                    self._after_next_sync.extend(ready.messages_after_persist)
+                elif self._sync_mode and self._sync_task is not None:
+                    self._after_this_sync.extend(ready.messages_after_persist)
+                else:
+                    self._send(ready.messages_after_persist)
+            self._report(ready)
+            core.advance(ready, entries_durable=durable)
+        if (
+            self._sync_mode
+            and (self._unsynced or self._after_next_sync)
+            and self._sync_task is None
+        ):
+            assert self._loop is not None
+            self._sync_task = self._loop.create_task(self._group_commit())
+
+    def _persist(self, ready: Ready) -> bool:
+        """Steps 1 and 2 of the contract; returns whether the log changed."""
+        if ready.hard_state is not None:
+            if self._given_store is None:
+                write_hard_state(self.config.store_dir, ready.hard_state)
+            else:
+                self.memory_hard_state = ready.hard_state
+        wrote = ready.truncate_from is not None or bool(ready.entries)
+        if wrote:
+            apply_log_changes(self.store, ready)
+            self._unsynced = True
+        if ready.committed_index is not None:
+            self.store.set_committed_index(ready.committed_index)
+        return wrote
+
+    async def _group_commit(self) -> None:
+        """flush=sync: fsync in a thread until nothing written is unsynced, releasing acks."""
+        assert self._loop is not None
+        store = self.store
+        try:
+            while (self._unsynced or self._after_next_sync) and not self._closing:
+                self._unsynced = False
+                self._after_this_sync = self._after_next_sync
+                self._after_next_sync = []
+                complete = await self._loop.run_in_executor(self._flusher, store.sync_written)
+                self.metrics.syncs.inc()
+                if not complete:  # a truncation raced the sync: sync again before acking
+                    self._unsynced = True
+                    self._after_next_sync[:0] = self._after_this_sync
+                    self._after_this_sync = []
+                    continue
+                released, self._after_this_sync = self._after_this_sync, []
+                self._send(released)
+                self.core.entries_durable_to(store.flushed_index)
+                self._drain()
+        except (StoreError, OSError) as exc:
+            self._stop_on_failure(exc)
+        finally:
+            self._sync_task = None
+        if (self._unsynced or self._after_next_sync) and not self._closing:
+            self._sync_task = self._loop.create_task(self._group_commit())
+
+    def _stop_on_failure(self, exc: BaseException) -> None:
+        if self._closing:
+            return
+        _log.critical(
+            "replica %s stops: its store failed (%s); restart it to recover from disk",
+            self.config.self_id,
+            exc,
+        )
+        self.failure = exc
+        assert self._loop is not None
+        self._loop.create_task(self.close())
+
+    # ================================================================== outputs
+    def _send(self, messages: Sequence[Message]) -> None:
+        routes = self._reply_routes
+        for m in messages:
+            if isinstance(m, _RESPONSES):
+                route = routes.pop((m.remote_id, m.rid), None)
+                if route is None:
+                    continue  # the request came from a connection that is gone
+                conn, opaque = route
+                if not conn.closed:
+                    with contextlib.suppress(NetworkError):
+                        conn.send(encode_message(m, opaque))
+                continue
+            link = self._links.get(m.remote_id)
+            if link is not None:
+                link.send(encode_message(m))
+
+    def _report(self, ready: Ready) -> None:
+        """Step 5: answer callers, tell listeners, update metrics."""
+        if ready.completed:
+            self._complete_appends(ready.completed)
+        if ready.transfers:
+            self._complete_transfers(ready.transfers)
+        core = self.core
+        if ready.role_changes:
+            for change in ready.role_changes:
+                _log.info(
+                    "replica %s is %s in term %d (leader %s)",
+                    self.config.self_id, change.role.value, change.term, change.leader_id,
+                )  # fmt: skip
+                for listener in self._role_listeners:
+                    try:
+                        listener(change)
+                    except Exception:  # noqa: BLE001 - a listener's bug must not stop Raft
+                        _log.exception("role-change listener failed")
+            self.metrics.set_role(core.role.value)
+        if ready.hard_state is not None:
+            self.metrics.term.set(core.term)
+        if ready.committed_index is not None:
+            self.metrics.commit_index.set(ready.committed_index)
+        if ready.entries:
+            self.metrics.end_index.set(ready.entries[-1].index)
+
+    def _complete_appends(self, results: Sequence[ProposalResult]) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        metrics = self.metrics
+        for r in results:
+            pending = self._appends.pop(r.proposal_id, None)
+            if pending is None:
+                continue
+            metrics.append_latency.observe(now - pending.started)
+            if r.code == ResponseCode.SUCCESS:
+                metrics.appended_entries.inc(r.last_index - r.first_index + 1)
+            else:
+                metrics.append_errors.labels(r.code.name).inc()
+            if pending.future is not None:
+                if pending.future.done():
+                    continue
+                if r.code == ResponseCode.SUCCESS:
+                    pending.future.set_result(AppendResult(r.first_index, r.last_index, r.term))
+                else:
+                    pending.future.set_exception(_proposal_error(r.code))
+                continue
+            assert pending.conn is not None
+            if r.code == ResponseCode.SUCCESS:
+                ext = {"index": str(r.first_index), "lastIndex": str(r.last_index),
+                       "term": str(r.term)}  # fmt: skip
+                self._respond(pending.conn, pending.opaque, ResponseCode.SUCCESS, None, ext)
+            else:
+                self._respond(
+                    pending.conn, pending.opaque, r.code,
+                    f"append of entries {r.first_index}..{r.last_index} ended with {r.code.name}",
+                    self._leader_ext(),
+                )  # fmt: skip
+
+    def _complete_transfers(self, results: Sequence[TransferResult]) -> None:
+        for r in results:
+            entry = self._transfers.pop(r.transfer_id, None)
+            if entry is None:
+                continue
+            conn, opaque, future = entry
+            _log.info("leadership transfer to %s in term %d: %s", r.transferee, r.term, r.code.name)
+            if future is not None and not future.done():
+                future.set_result(int(r.code))
+            if conn is not None:
+                remark = None if r.code == ResponseCode.SUCCESS else f"transfer: {r.code.name}"
+                self._respond(conn, opaque, r.code, remark, {})
+
+    def _fail_pending(self, reason: str) -> None:
+        for pending in self._appends.values():
+            if pending.future is not None and not pending.future.done():
+                pending.future.set_exception(NotLeaderError(reason))
+            elif pending.conn is not None:
+                self._respond(pending.conn, pending.opaque, ResponseCode.TERM_CHANGED, reason, {})
+        self._appends.clear()
+        for conn, opaque, future in self._transfers.values():
+            if future is not None and not future.done():
+                future.set_result(int(ResponseCode.TIMEOUT))
+            if conn is not None:
+                self._respond(conn, opaque, ResponseCode.TIMEOUT, reason, {})
+        self._transfers.clear()
+
+    # ================================================================== inputs
+    def _on_frame(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Every frame from any connection, in arrival order."""
+        if self._closing or self._core is None:
+            return
+        try:
+            if (
+                cmd.code == LedgerRequestCode.LEADERSHIP_TRANSFER
+                and not cmd.is_response
+                and b"takeLeadershipLedgerIndex" not in cmd.body
+            ):
+                self._on_admin_transfer(conn, cmd)  # DLedger shares the code with the peer RPC
+            elif cmd.is_response or cmd.code in PEER_REQUEST_CODES:
+                self._on_peer_message(conn, cmd)
+            elif cmd.code == LedgerRequestCode.APPEND:
+                self._on_append(conn, cmd)
+            elif cmd.code == LedgerRequestCode.GET:
+                self._on_get(conn, cmd)
+            elif cmd.code == LedgerRequestCode.METADATA:
+                self._respond(conn, cmd.opaque, ResponseCode.SUCCESS, None, {},
+                              self.metadata().to_json())  # fmt: skip
+            else:
+                self._respond(
+                    conn, cmd.opaque, ResponseCode.UNSUPPORTED,
+                    f"request code {cmd.code} is not supported by a ledger replica", {},
+                )  # fmt: skip
+        except ProtocolError as exc:
+            _log.warning("closing connection from %s: %s", conn.address, exc)
+            conn.close()
+
+    def _on_peer_message(self, conn: Connection, cmd: RemotingCommand) -> None:
+        message = decode_message(cmd)
+        if not cmd.is_response:
+            routes = self._reply_routes
+            routes[(message.local_id, message.rid)] = (conn, cmd.opaque)
+            if len(routes) > _MAX_REPLY_ROUTES:
+                routes.popitem(last=False)
+        self.core.step(message)
+        self._kick()
+
+    def _on_append(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if self._wrong_group(conn, cmd):
+            return
+        try:
+            bodies = decode_bodies(cmd.body)
+        except ProtocolError as exc:
+            self._respond(conn, cmd.opaque, ResponseCode.UNEXPECTED_ARGUMENT, str(exc), {})
+            return
+        try:
+            self._check_bodies(bodies)
+            pid = self.core.propose(bodies)
+        except LedgerMQError as exc:
+            self._refuse(conn, cmd.opaque, exc)
+            return
+        assert self._loop is not None
+        self._appends[pid] = _PendingAppend(conn, cmd.opaque, None, self._loop.time())
+        self._kick()
+
+    def _on_get(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if self._wrong_group(conn, cmd):
+            return
+        raw = cmd.ext_fields.get("index", "")
+        if not raw.lstrip("-").isdigit():
+            self._respond(conn, cmd.opaque, ResponseCode.UNEXPECTED_ARGUMENT,
+                          f"GET needs an integer index, got {raw!r:.30}", {})  # fmt: skip
+            return
+        index = int(raw)
+        store = self.store
+        if index > store.committed_index or index < 0:
+            self._respond(
+                conn, cmd.opaque, ResponseCode.INDEX_OUT_OF_RANGE,
+                f"index {index} is not committed on {self.config.self_id} "
+                f"(committed up to {store.committed_index})", self._leader_ext(),
+            )  # fmt: skip
+            return
+        if index < store.begin_index:
+            self._respond(
+                conn, cmd.opaque, ResponseCode.INDEX_LESS_THAN_LOCAL_BEGIN,
+                f"index {index} was deleted by retention (log starts at {store.begin_index})", {},
+            )  # fmt: skip
+            return
+        try:
+            entry = store.get(index)
+        except StoreError as exc:
+            self._respond(conn, cmd.opaque, ResponseCode.DISK_ERROR, str(exc), {})
+            return
+        self._respond(conn, cmd.opaque, ResponseCode.SUCCESS, None, {}, encode_entries([entry]))
+
+    def _on_admin_transfer(self, conn: Connection, cmd: RemotingCommand) -> None:
+        try:
+            body = json.loads(cmd.body)
+            transferee = str(body["transfereeId"])
+            term = body.get("term")
+            term = None if term is None else int(term)
+            group = str(body.get("group", self.config.group))
+        except (ValueError, KeyError, TypeError) as exc:
+            self._respond(conn, cmd.opaque, ResponseCode.UNEXPECTED_ARGUMENT,
+                          f"malformed transfer request: {exc}", {})  # fmt: skip
+            return
+        if group != self.config.group:
+            self._respond(conn, cmd.opaque, ResponseCode.UNKNOWN_GROUP,
+                          f"this replica serves group {self.config.group!r}", {})  # fmt: skip
+            return
+        tid = self.core.transfer_leadership(transferee, term)
+        self._transfers[tid] = (conn, cmd.opaque, None)
+        self._kick()
+
+    # ================================================================== answers
+    def _wrong_group(self, conn: Connection, cmd: RemotingCommand) -> bool:
+        group = cmd.ext_fields.get("group")
+        if group is not None and group != self.config.group:
+            self._respond(conn, cmd.opaque, ResponseCode.UNKNOWN_GROUP,
+                          f"this replica serves group {self.config.group!r}, not {group!r}",
+                          {})  # fmt: skip
+            return True
+        return False
+
+    def _leader_ext(self) -> dict[str, str]:
+        leader = self.core.leader_id
+        if leader is None or self.core.role is Role.CANDIDATE:
+            return {}
+        host, port = self.config.peers[leader]
+        return {"leaderId": leader, "leaderAddr": f"{host}:{port}"}
+
+    def _refuse(self, conn: Connection, opaque: int, exc: LedgerMQError) -> None:
+        if isinstance(exc, NotLeaderError):
+            code = ResponseCode.NOT_LEADER
+        elif isinstance(exc, LeaderTransferringError):
+            code = ResponseCode.LEADER_TRANSFERRING
+        elif isinstance(exc, LeaderPendingFullError):
+            code = ResponseCode.LEADER_PENDING_FULL
+        else:
+            code = ResponseCode(getattr(exc, "code", ResponseCode.INTERNAL_ERROR))
+        self._respond(conn, opaque, code, str(exc), self._leader_ext())
+
+    @staticmethod
+    def _respond(
+        conn: Connection,
+        opaque: int,
+        code: int,
+        remark: str | None,
+        ext: dict[str, str],
+        body: bytes = b"",
+    ) -> None:
+        if conn.closed:
+            return
+        with contextlib.suppress(NetworkError):
+            conn.send(
+                RemotingCommand(int(code), opaque, 1, remark=remark, ext_fields=ext, body=body)
+            )
+
+
+def _proposal_error(code: ResponseCode) -> LedgerMQError:
+    return error_for(int(code), f"append ended with {code.name}", {})

@@ -1,0 +1,178 @@
+"""Three replicas in one process over the in-memory network: the server's plumbing end to end
+(election, append, commit, answers, NOT_LEADER hints, GET, METADATA, transfer)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ledgermq.errors import LedgerRequestError
+from ledgermq.ledger.client import AsyncLedgerClient
+from ledgermq.ledger.config import LedgerConfig
+from ledgermq.ledger.server import LedgerServer
+from ledgermq.net import MemoryNetwork
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from ledgermq.raft import RoleChange
+
+pytestmark = pytest.mark.timeout(60)
+
+PEERS = {"n0": ("10.0.0.1", 40911), "n1": ("10.0.0.2", 40911), "n2": ("10.0.0.3", 40911)}
+
+
+def _run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(test(), 45))
+
+
+async def _cluster(
+    tmp: Path, network: MemoryNetwork, flush: str = "async", **raft: object
+) -> dict[str, LedgerServer]:
+    servers = {}
+    for node in PEERS:
+        config = LedgerConfig(
+            group="g",
+            self_id=node,
+            peers=PEERS,
+            store_base_dir=os.fspath(tmp),
+            flush=flush,  # type: ignore[arg-type]
+            data_segment_bytes=1 << 20,
+            raft=raft,
+        )
+        servers[node] = LedgerServer(config, network=network)
+        await servers[node].start()
+    return servers
+
+
+async def _leader(servers: dict[str, LedgerServer], timeout_s: float = 10) -> LedgerServer:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        leaders = [s for s in servers.values() if s.core.role.value == "LEADER"]
+        if len(leaders) == 1 and leaders[0].store.committed_index >= 0:
+            return leaders[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError("no leader")
+
+
+async def _close(servers: dict[str, LedgerServer]) -> None:
+    for server in servers.values():
+        await server.close()
+
+
+@pytest.mark.parametrize("flush", ["async", "sync"])
+def test_appends_commit_on_every_replica(tmp_path: Path, flush: str) -> None:
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network, flush)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        try:
+            leader = await _leader(servers)
+            first = await client.append(b"hello")
+            assert client.leader == leader.config.self_id
+            batch = await client.append_batch([b"a", b"b", b"c"])
+            assert batch == [first + 1, first + 2, first + 3]
+            entry = await client.get(first + 2)
+            assert (entry.body, entry.index) == (b"b", first + 2)
+            many = await asyncio.gather(*(client.append(b"x%d" % i) for i in range(200)))
+            assert len(set(many)) == 200
+            meta = await client.metadata()
+            assert meta.leader == leader.config.self_id
+            assert meta.committed_index >= max(many)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 5
+            while loop.time() < deadline:
+                if all(s.store.committed_index >= max(many) for s in servers.values()):
+                    break
+                await asyncio.sleep(0.01)
+            for server in servers.values():
+                assert server.store.get(first).body == b"hello"
+                assert server.store.committed_index >= max(many)
+        finally:
+            await client.close()
+            await _close(servers)
+
+    _run(test)
+
+
+def test_client_follows_not_leader_hints_and_refusals_are_typed(tmp_path: Path) -> None:
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        follower = next(n for n in PEERS if n != leader.config.self_id)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        client.leader = follower  # a stale belief
+        try:
+            index = await client.append(b"x")
+            assert client.leader == leader.config.self_id
+            assert index >= 0
+            with pytest.raises(LedgerRequestError, match="not committed"):
+                await client.get(10_000)
+            with pytest.raises(LedgerRequestError, match="maxBodyBytes"):
+                await client.append(b"x" * (leader.store.max_body_bytes + 1))
+            wrong = AsyncLedgerClient("other", PEERS, network=network)
+            with pytest.raises(LedgerRequestError, match="serves group"):
+                await wrong.append(b"x")
+            await wrong.close()
+        finally:
+            await client.close()
+            await _close(servers)
+
+    _run(test)
+
+
+def test_leadership_transfer_to_a_named_replica(tmp_path: Path) -> None:
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        target = next(n for n in sorted(PEERS) if n != leader.config.self_id)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        try:
+            await client.append(b"before")
+            await client.transfer_leadership(target)
+            assert servers[target].core.role.value == "LEADER"
+            index = await client.append(b"after")
+            assert client.leader == target
+            assert (await client.get(index)).body == b"after"
+        finally:
+            await client.close()
+            await _close(servers)
+
+    _run(test)
+
+
+def _recorder(heard: list[tuple[str, str]], node: str) -> Callable[[RoleChange], None]:
+    return lambda change: heard.append((node, change.role.value))
+
+
+def test_role_listeners_hear_every_change(tmp_path: Path) -> None:
+    async def test() -> None:
+        network = MemoryNetwork()
+        heard: list[tuple[str, str]] = []
+        servers = {}
+        for node in PEERS:
+            config = LedgerConfig(
+                group="g",
+                self_id=node,
+                peers=PEERS,
+                store_base_dir=os.fspath(tmp_path),
+                data_segment_bytes=1 << 20,
+            )
+            server = LedgerServer(config, network=network)
+            server.add_role_listener(_recorder(heard, node))
+            servers[node] = server
+            await server.start()
+        try:
+            leader = await _leader(servers)
+            assert (leader.config.self_id, "LEADER") in heard
+        finally:
+            await _close(servers)
+
+    _run(test)
