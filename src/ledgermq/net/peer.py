@@ -164,9 +164,12 @@ class PeerLink:
         self._connector.add_done_callback(self._connector_done)
 
     async def _connect_loop(self, *, after_backoff: bool) -> None:
+        # The k-th wait is backoff_s(k); losing a connection counts as the first failure, so a
+        # peer that accepts and drops at once is not knocked at in a tight loop.
         failures = 0
-        if after_backoff:  # the peer just went away: do not knock again at once
+        if after_backoff:
             await self._sleep(self.backoff_s(0))
+            failures = 1
         while not self._closed:
             try:
                 conn = await self._network.connect(
