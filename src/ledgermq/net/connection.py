@@ -123,6 +123,8 @@ class Connection(asyncio.Protocol):
         self._mark_closed(f"connection to {self.address} was closed locally")
         if self._transport is not None:
             self._transport.close()
+        elif not self._lost.done():  # never connected: no connection_lost will come
+            self._lost.set_result(None)
 
     async def wait_closed(self) -> None:
         """Return when the transport has gone (after ``close``, or when the peer went away)."""
