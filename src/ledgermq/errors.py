@@ -171,3 +171,51 @@ class ProtocolError(LedgerMQError):
     Raised only by the frame decoder (and request parsers built on it); the message says what
     was wrong and where, never echoing more than a few bytes of the input.
     """
+
+
+__all__ += [
+    "ConnectError",
+    "ConnectionClosedError",
+    "NetworkError",
+    "RequestTimeoutError",
+]
+
+
+class NetworkError(LedgerMQError):
+    """Talking to a peer failed; ``address`` ("host:port") names the peer when it is known.
+
+    Every network failure is retriable: the request may succeed later, on a new connection or
+    against another replica. The subclasses say how far the request got, which decides whether a
+    non-idempotent request may be repeated blindly. Only ``ledgermq.net.map_os_error`` turns
+    operating-system errors into these.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, address: str | None = None) -> None:
+        super().__init__(message)
+        self.address = address
+
+    def __reduce__(self) -> tuple[type[NetworkError], tuple[str, str | None]]:
+        return (type(self), (str(self), self.address))
+
+
+class ConnectError(NetworkError):
+    """No connection could be made (refused, unreachable, unknown host, timed out).
+
+    Nothing was sent: the request may be repeated, here later or at another replica.
+    """
+
+
+class ConnectionClosedError(NetworkError):
+    """The connection closed (by us, by the peer, or after a protocol error) before an answer came.
+
+    A request in flight may or may not have been applied by the peer.
+    """
+
+
+class RequestTimeoutError(NetworkError):
+    """No answer came within the timeout; the connection stays open and a late answer is dropped.
+
+    As with a closed connection, the peer may or may not have applied the request.
+    """

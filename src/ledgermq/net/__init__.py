@@ -1,0 +1,26 @@
+"""asyncio transport: framed connections with request ids, TCP and in-memory networks, peer links.
+
+Imports only ``wire`` and ``errors`` (DESIGN.md). The one place that turns OS errors into ours is
+``map_os_error``.
+"""
+
+from ledgermq.net.connection import Connection, Handler
+from ledgermq.net.loop import run, uvloop_available
+from ledgermq.net.memory import MemoryNetwork
+from ledgermq.net.network import Listener, Network
+from ledgermq.net.os_errors import map_os_error
+from ledgermq.net.peer import PeerLink
+from ledgermq.net.tcp import TcpNetwork
+
+__all__ = [
+    "Connection",
+    "Handler",
+    "Listener",
+    "MemoryNetwork",
+    "Network",
+    "PeerLink",
+    "TcpNetwork",
+    "map_os_error",
+    "run",
+    "uvloop_available",
+]

@@ -1,0 +1,345 @@
+"""One framed connection, client or server side: the asyncio shell around ``wire.FrameDecoder``.
+
+A ``Connection`` is the asyncio *protocol* object of one transport (TCP, or the in-memory pipe of
+``MemoryNetwork``), so it works over anything that speaks the ``asyncio.Transport`` interface.
+It does four things and nothing else:
+
+- frames out: commands are encoded and queued; everything queued during one pass of the event
+  loop leaves in a single ``transport.write`` (one system call for a whole burst of Raft pushes
+  or responses, instead of one per frame);
+- frames in: bytes go through one ``FrameDecoder``; a broken stream closes the connection;
+- request ids: ``request`` gives each command a fresh ``opaque`` and completes its future when a
+  response with that ``opaque`` arrives; timed-out answers that arrive late are dropped;
+- everything else that arrives (requests, one-way commands, responses nobody waits for) goes to
+  the ``Handler``, synchronously and in arrival order.
+
+Dispatch by request code belongs to the handler (the ledger, broker and name server each have
+their own table), not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Final, TypeAlias, cast
+
+from ledgermq.errors import ConnectionClosedError, ProtocolError, RequestTimeoutError
+from ledgermq.net.os_errors import format_address, map_os_error
+from ledgermq.wire import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FLAG_ONEWAY,
+    FrameDecoder,
+    RemotingCommand,
+    encode_frame,
+)
+
+__all__ = ["Connection", "Handler"]
+
+logger = logging.getLogger(__name__)
+
+Handler: TypeAlias = Callable[["Connection", RemotingCommand], None]
+"""Receives every command that is not the answer to a pending ``request``.
+
+Called synchronously from ``data_received`` in arrival order, so it must not block; it may send
+on the connection (the frames join the current write batch) or hand work to a task.
+"""
+
+_OPAQUE_MAX: Final = (1 << 31) - 1
+"""``opaque`` is an int32 on the wire; ours stay positive and wrap back to 1."""
+_ABANDONED_MEMORY: Final = 4096
+"""How many timed-out or cancelled opaques we remember, to drop their late answers quietly."""
+
+
+class Connection(asyncio.Protocol):
+    """One framed connection (see the module docstring).
+
+    Created by a network's protocol factory; usable once ``connection_made`` has run, which the
+    networks guarantee before they hand the object out.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        address: str | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self._handler = handler
+        self._loop = asyncio.get_running_loop()
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._transport: asyncio.Transport | None = None
+        #: "host:port" of the other side; from the transport's peer name if not given.
+        self.address = address or "unknown"
+        self._address_given = address is not None
+
+        # Outgoing frames of the current event-loop pass, written together by ``_flush``.
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_handle: asyncio.Handle | None = None
+
+        # Request ids: the next opaque to hand out, the futures of ``request`` calls waiting for
+        # their answer, and (bounded, oldest first) the opaques whose caller gave up.
+        self._next_opaque = 1
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._abandoned: OrderedDict[int, None] = OrderedDict()
+
+        # Back-pressure: set by the transport's pause_writing / resume_writing.
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+        # Closing: ``_close_reason`` is set once, when the connection stops being usable;
+        # ``_lost`` completes when the transport has really gone (``connection_lost``).
+        self._close_reason: str | None = None
+        self._close_callbacks: list[Callable[[Connection], None]] = []
+        self._lost: asyncio.Future[None] = self._loop.create_future()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Connection {self.address} {state} pending={len(self._pending)}>"
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closing or closed; nothing more can be sent."""
+        return self._close_reason is not None
+
+    def add_close_callback(self, callback: Callable[[Connection], None]) -> None:
+        """Call ``callback(self)`` once when the connection closes (at once if it already has)."""
+        if self.closed:
+            self._loop.call_soon(self._run_close_callback, callback)
+        else:
+            self._close_callbacks.append(callback)
+
+    def close(self) -> None:
+        """Send what is queued, then close. Pending requests fail with ConnectionClosedError."""
+        if self.closed:
+            return
+        self._flush()
+        self._mark_closed(f"connection to {self.address} was closed locally")
+        if self._transport is not None:
+            self._transport.close()
+        elif not self._lost.done():  # never connected: no connection_lost will come
+            self._lost.set_result(None)
+
+    async def wait_closed(self) -> None:
+        """Return when the transport has gone (after ``close``, or when the peer went away)."""
+        await asyncio.shield(self._lost)
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, command: RemotingCommand) -> None:
+        """Queue ``command`` exactly as given (a response, or a request with its own opaque)."""
+        self._queue(encode_frame(command))
+
+    def send_request_nowait(self, command: RemotingCommand) -> int:
+        """Queue ``command`` with a fresh opaque and return it; its answer goes to the handler."""
+        opaque = self._take_opaque()
+        self._queue(encode_frame(replace(command, opaque=opaque)))
+        return opaque
+
+    def send_oneway(self, command: RemotingCommand) -> int:
+        """Queue ``command`` with a fresh opaque and the one-way flag; no answer is expected."""
+        return self.send_request_nowait(replace(command, flag=command.flag | FLAG_ONEWAY))
+
+    async def request(self, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``command`` with a fresh opaque and return the response carrying that opaque.
+
+        Raises RequestTimeoutError after ``timeout_s`` seconds (the opaque is forgotten and a
+        late answer dropped) and ConnectionClosedError if the connection closes first.
+        """
+        opaque = self._take_opaque()
+        frame = encode_frame(replace(command, opaque=opaque))
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self._queue(frame)
+        self._pending[opaque] = future
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"no answer from {self.address} to request code {command.code} "
+                f"(opaque {opaque}) within {timeout_s:g} s",
+                self.address,
+            ) from None
+        finally:
+            if self._pending.pop(opaque, None) is not None:
+                self._abandon(opaque)
+
+    def write_buffer_size(self) -> int:
+        """Bytes queued here or in the transport that the peer has not taken yet."""
+        transport_bytes = 0
+        if self._transport is not None and not self._transport.is_closing():
+            transport_bytes = self._transport.get_write_buffer_size()
+        return self._out_bytes + transport_bytes
+
+    async def drain(self) -> None:
+        """Write what is queued now, then wait while the transport's buffer is over its limit.
+
+        Raises ConnectionClosedError if the connection is or becomes closed.
+        """
+        self._raise_if_closed()
+        self._flush()
+        if not self._paused:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._drain_waiters:
+                self._drain_waiters.remove(waiter)
+
+    def _take_opaque(self) -> int:
+        opaque = self._next_opaque
+        while opaque in self._pending:  # only after 2**31 requests with one still waiting
+            opaque = opaque % _OPAQUE_MAX + 1
+        self._next_opaque = opaque % _OPAQUE_MAX + 1
+        return opaque
+
+    def _abandon(self, opaque: int) -> None:
+        self._abandoned[opaque] = None
+        if len(self._abandoned) > _ABANDONED_MEMORY:
+            self._abandoned.popitem(last=False)
+
+    def _queue(self, frame: bytes) -> None:
+        self._raise_if_closed()
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if self._flush_handle is None:
+            self._flush_handle = self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write every queued frame in one call."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if not self._out:
+            return
+        out = self._out
+        self._out = []
+        self._out_bytes = 0
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _is_closed(self) -> bool:
+        """``closed`` as a call: handlers run in between, and mypy must not narrow it."""
+        return self._close_reason is not None
+
+    def _raise_if_closed(self) -> None:
+        if self._close_reason is not None:
+            raise ConnectionClosedError(self._close_reason, self.address)
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing asyncio.Transport.
+        self._transport = cast("asyncio.Transport", transport)
+        if not self._address_given:
+            peer = transport.get_extra_info("peername")
+            if isinstance(peer, tuple) and len(peer) >= 2:
+                self.address = format_address(str(peer[0]), int(peer[1]))
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in {socket.AF_INET, socket.AF_INET6}:
+            # Small request/response frames must not wait for Nagle's algorithm; batching is
+            # done above, by the write coalescing.
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # pragma: no cover - the socket died between accept and here
+                logger.debug("cannot set TCP_NODELAY on the connection to %s", self.address)
+
+    def data_received(self, data: bytes) -> None:
+        if self._is_closed():
+            return
+        try:
+            commands = self._decoder.feed(data)
+        except ProtocolError as exc:
+            logger.warning("closing the connection to %s: %s", self.address, exc)
+            self._mark_closed(f"connection to {self.address} closed after a protocol error: {exc}")
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        for command in commands:
+            if self._is_closed():  # the handler closed us: the rest of the batch is not wanted
+                return
+            if command.is_response:
+                future = self._pending.pop(command.opaque, None)
+                if future is not None:
+                    if not future.done():
+                        future.set_result(command)
+                    continue
+                if command.opaque in self._abandoned:
+                    del self._abandoned[command.opaque]
+                    logger.debug(
+                        "dropping a late answer from %s (code %d, opaque %d)",
+                        self.address,
+                        command.code,
+                        command.opaque,
+                    )
+                    continue
+            try:
+                self._handler(self, command)
+            except Exception:
+                logger.exception(
+                    "the handler failed on code %d (opaque %d) from %s; the connection stays open",
+                    command.code,
+                    command.opaque,
+                    self.address,
+                )
+
+    def eof_received(self) -> bool | None:
+        return None  # the peer is done: let the transport close and call connection_lost
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is None:
+            reason = f"connection to {self.address} closed by the peer"
+        elif isinstance(exc, OSError):
+            reason = str(map_os_error(exc, self.address))
+        else:
+            reason = f"connection to {self.address} lost: {exc}"
+        self._out.clear()
+        self._out_bytes = 0
+        self._mark_closed(reason)
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # ------------------------------------------------------------------ closing
+
+    def _mark_closed(self, reason: str) -> None:
+        """Stop being usable: fail pending requests and drains, run the close callbacks."""
+        if self._close_reason is not None:
+            return
+        self._close_reason = reason
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionClosedError(reason, self.address))
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_exception(ConnectionClosedError(reason, self.address))
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            self._run_close_callback(callback)
+
+    def _run_close_callback(self, callback: Callable[[Connection], None]) -> None:
+        try:
+            callback(self)
+        except Exception:
+            logger.exception("a close callback of the connection to %s failed", self.address)

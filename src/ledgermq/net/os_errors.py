@@ -1,0 +1,63 @@
+"""The one place where operating-system errors become LedgerMQ errors (STYLE.md section 7.1).
+
+Callers above ``net`` then handle three cases by meaning (could not connect, connection gone,
+no answer in time) instead of a dozen ``OSError`` subclasses and errno values, and every message
+has the same one-line shape: ``cannot connect to 127.0.0.1:40911: connection refused``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+from ledgermq.errors import ConnectError, ConnectionClosedError, NetworkError
+
+__all__ = ["describe_os_error", "format_address", "map_os_error"]
+
+# Errors that mean "no connection was made", whatever the caller was doing.
+_CONNECT_ERRNOS = frozenset(
+    {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
+)
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port``, with IPv6 literals in brackets as in URLs."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short lower-case reason for ``exc`` (no errno numbers, no Python class names)."""
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror or exc})"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset by peer"
+    if isinstance(exc, BrokenPipeError):
+        return "broken pipe (the peer closed the connection)"
+    if isinstance(exc, ConnectionAbortedError):
+        return "connection aborted"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    # Without an errno, asyncio has joined the errors of several addresses (IPv4 and IPv6).
+    reason = os.strerror(exc.errno) if exc.errno is not None else str(exc) or type(exc).__name__
+    reason = " ".join(reason.split())  # one line, whatever the platform put in it
+    return reason[:1].lower() + reason[1:]
+
+
+def map_os_error(exc: OSError, address: str, *, connecting: bool = False) -> NetworkError:
+    """Our error for ``exc``, raised while connecting to or talking with ``address``.
+
+    ``connecting`` says whether the connection was still being made; if so the result is always
+    a ``ConnectError`` (nothing was sent). On an established connection refusals still mean
+    ``ConnectError`` and everything else means the connection is gone.
+    """
+    reason = describe_os_error(exc)
+    if (
+        connecting
+        or isinstance(exc, ConnectionRefusedError | socket.gaierror)
+        or exc.errno in _CONNECT_ERRNOS
+    ):
+        return ConnectError(f"cannot connect to {address}: {reason}", address)
+    return ConnectionClosedError(f"connection to {address} lost: {reason}", address)

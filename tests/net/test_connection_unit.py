@@ -1,0 +1,183 @@
+"""Connection over a recording fake transport: coalescing, back-pressure, opaques, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from ledgermq.errors import ConnectionClosedError
+from ledgermq.net import Connection
+from ledgermq.wire import FrameDecoder, RemotingCommand, encode_frame
+
+from .conftest import arun, ignore, request
+
+pytestmark = pytest.mark.timeout(10)
+
+
+class RecordingTransport(asyncio.Transport):
+    """Keeps every ``write``; buffer size and closing are set by the test."""
+
+    def __init__(self) -> None:
+        super().__init__({"peername": ("10.0.0.9", 40911)})
+        self.writes: list[bytes] = []
+        self.buffered = 0
+        self.closing = False
+        self.aborted = False
+
+    def write(self, data: Any) -> None:
+        self.writes.append(bytes(data))
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = self.aborted = True
+
+
+def connect(handler: Any = ignore) -> tuple[Connection, RecordingTransport]:
+    conn = Connection(handler)
+    transport = RecordingTransport()
+    conn.connection_made(transport)
+    return conn, transport
+
+
+def test_frames_queued_in_one_loop_pass_leave_in_one_write() -> None:
+    async def main() -> None:
+        conn, transport = connect()
+        assert conn.address == "10.0.0.9:40911"
+        commands = [request(body=bytes([i])) for i in range(100)]
+        for command in commands:
+            conn.send(command)
+        assert transport.writes == []  # nothing is written synchronously
+        assert conn.write_buffer_size() == sum(len(encode_frame(c)) for c in commands)
+        await asyncio.sleep(0)
+        assert transport.writes == [b"".join(encode_frame(c) for c in commands)]
+        conn.send(commands[0])
+        await asyncio.sleep(0)
+        assert len(transport.writes) == 2  # the next pass is the next batch
+        conn.close()
+
+    arun(main())
+
+
+def test_close_sends_what_is_queued_first() -> None:
+    async def main() -> None:
+        conn, transport = connect()
+        conn.send(request(body=b"last words"))
+        conn.close()
+        assert transport.closing
+        assert FrameDecoder().feed(b"".join(transport.writes))[0].body == b"last words"
+        conn.close()  # idempotent
+        conn.connection_lost(None)
+        await conn.wait_closed()
+
+    arun(main())
+
+
+def test_opaques_are_positive_int32_and_wrap() -> None:
+    async def main() -> None:
+        conn, transport = connect()
+        conn._next_opaque = 2**31 - 1
+        assert conn.send_request_nowait(request()) == 2**31 - 1
+        assert conn.send_request_nowait(request()) == 1
+        await asyncio.sleep(0)
+        opaques = [c.opaque for c in FrameDecoder().feed(transport.writes[0])]
+        assert opaques == [2**31 - 1, 1]
+        conn.close()
+
+    arun(main())
+
+
+def test_drain_waits_for_resume_writing_and_fails_on_close() -> None:
+    async def main() -> None:
+        conn, transport = connect()
+        conn.send(request(body=b"x" * 1000))
+        await conn.drain()  # not paused: returns after writing
+        assert len(transport.writes) == 1
+        conn.pause_writing()
+        transport.buffered = 5000
+        assert conn.write_buffer_size() == 5000
+        waiter = asyncio.ensure_future(conn.drain())
+        await asyncio.sleep(0.01)
+        assert not waiter.done()
+        conn.resume_writing()
+        await asyncio.wait_for(waiter, 1)
+        conn.pause_writing()
+        waiter = asyncio.ensure_future(conn.drain())
+        await asyncio.sleep(0)
+        conn.connection_lost(ConnectionResetError(104, "Connection reset by peer"))
+        with pytest.raises(ConnectionClosedError, match="lost: connection reset by peer"):
+            await waiter
+        with pytest.raises(ConnectionClosedError):
+            await conn.drain()
+
+    arun(main())
+
+
+def test_protocol_error_aborts_logs_once_and_fails_pending(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    got: list[RemotingCommand] = []
+
+    async def main() -> None:
+        conn, transport = connect(lambda c, cmd: got.append(cmd))
+        pending = asyncio.ensure_future(conn.request(request(), timeout_s=2))
+        await asyncio.sleep(0)
+        valid = encode_frame(request(code=5))
+        conn.data_received(valid + b"\x7f\xff\xff\xff")  # a whole frame, then a 2 GiB length
+        assert got == []  # the decoder drops the whole read that broke the stream
+        assert transport.aborted
+        assert conn.closed
+        with pytest.raises(ConnectionClosedError, match="protocol error"):
+            await pending
+        conn.data_received(valid)  # ignored after the error, never raises
+        assert got == []
+
+    with caplog.at_level(logging.WARNING, logger="ledgermq.net"):
+        arun(main())
+    (record,) = caplog.records
+    assert record.getMessage().startswith("closing the connection to 10.0.0.9:40911: frame of")
+
+
+def test_handler_closing_the_connection_stops_the_batch() -> None:
+    got: list[int] = []
+
+    def handler(conn: Connection, command: RemotingCommand) -> None:
+        got.append(command.code)
+        conn.close()
+
+    async def main() -> None:
+        conn, _ = connect(handler)
+        conn.data_received(encode_frame(request(code=1)) + encode_frame(request(code=2)))
+        assert got == [1]
+
+    arun(main())
+
+
+def test_close_callbacks_run_once_and_late_ones_run_soon() -> None:
+    async def main() -> None:
+        conn, _ = connect()
+        calls: list[str] = []
+        conn.add_close_callback(lambda c: calls.append("early"))
+
+        def failing(c: Connection) -> None:
+            raise RuntimeError("a failing callback does not stop the rest")
+
+        conn.add_close_callback(failing)
+        conn.add_close_callback(lambda c: calls.append("second"))
+        conn.close()
+        conn.connection_lost(None)
+        conn.add_close_callback(lambda c: calls.append("late"))
+        await asyncio.sleep(0)
+        assert calls == ["early", "second", "late"]
+
+    arun(main())
