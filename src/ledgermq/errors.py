@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "BenchmarkError",
     "ConfigError",
     "CorruptLogError",
     "DiskFullError",
@@ -138,4 +139,12 @@ class ProtocolError(LedgerMQError):
 
     Raised only by the frame decoder (and request parsers built on it); the message says what
     was wrong and where, never echoing more than a few bytes of the input.
+    """
+
+
+class BenchmarkError(LedgerMQError):
+    """A benchmark could not run: a process failed to start or the cluster never became ready.
+
+    Nothing was measured; the message names the step that failed and, for a child process, the
+    end of its log.
     """
