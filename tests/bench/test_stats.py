@@ -84,8 +84,10 @@ def test_table_ratio_pairs_rows_of_the_same_workload() -> None:
 
 
 def test_table_lists_notes_under_it() -> None:
-    table = format_table([_result("pysyncobj", 1.0, note="journal msynced")])
-    assert table.splitlines()[-1] == "pysyncobj append: journal msynced"
+    rows = [_result("pysyncobj", 1.0, note="journal msynced", clients=c) for c in (1, 16)]
+    lines = format_table(rows).splitlines()
+    assert lines[-1] == "pysyncobj append: journal msynced"
+    assert lines[-2] == ""  # shared notes are listed once
 
 
 def test_json_round_trip(tmp_path: Path) -> None:

@@ -154,7 +154,8 @@ def format_table(results: Sequence[RunResult], *, ratio: tuple[str, str] | None 
 
     out = [line(headers), line(["-" * w for w in widths])]
     out.extend(line(row) for row in rows)
-    notes = [f"{r.system} {r.mode}: {r.note}" for r in results if r.note]
+    # Each distinct note once, in order of first appearance (rows of one system often share one).
+    notes = list(dict.fromkeys(f"{r.system} {r.mode}: {r.note}" for r in results if r.note))
     if notes:
         out.append("")
         out.extend(notes)
