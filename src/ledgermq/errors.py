@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "BenchmarkError",
     "ConfigError",
     "CorruptLogError",
     "DiskFullError",
@@ -218,4 +219,12 @@ class RequestTimeoutError(NetworkError):
     """No answer came within the timeout; the connection stays open and a late answer is dropped.
 
     As with a closed connection, the peer may or may not have applied the request.
+    """
+
+
+class BenchmarkError(LedgerMQError):
+    """A benchmark could not run: a process failed to start or the cluster never became ready.
+
+    Nothing was measured; the message names the step that failed and, for a child process, the
+    end of its log.
     """
