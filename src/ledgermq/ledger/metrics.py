@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from threading import Thread
     from wsgiref.simple_server import WSGIServer
 
@@ -67,10 +66,6 @@ class LedgerMetrics:
     def set_role(self, role: str) -> None:
         for name in _ROLES:
             self.role.labels(name).set(1 if name == role else 0)
-
-    def set_lags(self, lags: dict[str, int], followers: Callable[[], list[str]]) -> None:
-        for follower in followers():
-            self.replication_lag.labels(follower).set(lags.get(follower, 0))
 
     def serve(self, host: str, port: int) -> int:
         """Start the ``/metrics`` endpoint; returns the port it listens on."""

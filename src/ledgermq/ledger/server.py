@@ -85,6 +85,7 @@ __all__ = ["AppendResult", "LedgerServer"]
 _log = logging.getLogger(__name__)
 
 _RESPONSES: Final = (VoteResponse, HeartBeatResponse, PushEntryResponse, LeadershipTransferResponse)
+_GAUGE_INTERVAL_MS: Final = 1000
 _MAX_REPLY_ROUTES: Final = 100_000
 """Peer requests awaiting the core's answer; the oldest are forgotten beyond this (the peer has
 long since timed out and retried)."""
@@ -151,6 +152,7 @@ class LedgerServer:
         self._transfers: dict[int, tuple[Connection | None, int, asyncio.Future[int] | None]] = {}
         self._drain_scheduled = False
         self._tick_handle: asyncio.TimerHandle | None = None
+        self._next_gauges_ms = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = asyncio.Event()
         self._closing = False
@@ -320,9 +322,20 @@ class LedgerServer:
     def _tick(self) -> None:
         if self._closing:
             return
-        self.core.tick(self._clock.monotonic_ms())
+        now = self._clock.monotonic_ms()
+        self.core.tick(now)
         self._drain()
+        if now >= self._next_gauges_ms:
+            self._next_gauges_ms = now + _GAUGE_INTERVAL_MS
+            self._update_gauges()
         self._schedule_tick()
+
+    def _update_gauges(self) -> None:
+        """Gauges that change with every entry are sampled, not set on the hot path."""
+        lags = self.core.replication_lags()
+        for follower in self._raft_config.others:
+            self.metrics.replication_lag.labels(follower).set(lags.get(follower, 0))
+        self.metrics.end_index.set(self.store.end_index)
 
     def _kick(self) -> None:
         """Process the core's output once this loop pass has taken in all it can."""
@@ -457,8 +470,6 @@ class LedgerServer:
             self.metrics.term.set(core.term)
         if ready.committed_index is not None:
             self.metrics.commit_index.set(ready.committed_index)
-        if ready.entries:
-            self.metrics.end_index.set(ready.entries[-1].index)
 
     def _complete_appends(self, results: Sequence[ProposalResult]) -> None:
         assert self._loop is not None
@@ -588,6 +599,12 @@ class LedgerServer:
             return
         index = int(raw)
         store = self.store
+        if index > store.committed_index and self.core.role is not Role.LEADER:
+            # The leader may have committed it already: send the reader there.
+            self._refuse(conn, cmd.opaque, NotLeaderError(
+                f"index {index} is not committed on {self.config.self_id}", self.core.leader_id
+            ))  # fmt: skip
+            return
         if index > store.committed_index or index < 0:
             self._respond(
                 conn, cmd.opaque, ResponseCode.INDEX_OUT_OF_RANGE,
