@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.store import Entry, LogStore, MemoryLedgerStore
+from ledgermq.store import Entry, LogStore, MemoryLedgerStore, ledger_store
 
 from .conftest import SMALL_SEGMENT, open_file_store
 
@@ -56,12 +57,16 @@ def logs(draw: st.DrawFn) -> tuple[list[list[int]], int, int, list[tuple[int, in
 
 
 @settings(max_examples=150, deadline=None)
-@given(logs())
+@given(logs(), st.sampled_from([0, 3000, 1 << 25]))
 def test_read_range_returns_what_the_definition_says(
-    log: tuple[list[list[int]], int, int, list[tuple[int, int, int]]],
+    log: tuple[list[list[int]], int, int, list[tuple[int, int, int]]], cache_bytes: int
 ) -> None:
+    """Also with the file store's cache of recent entries evicting early, late or never."""
     batches, truncate, begin, reads = log
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(ledger_store, "_RECENT_CACHE_BYTES", cache_bytes),
+    ):
         memory = MemoryLedgerStore(data_segment_bytes=SMALL_SEGMENT)
         stores: list[LogStore] = [memory, open_file_store(Path(tmp) / "store")]
         try:
@@ -69,17 +74,24 @@ def test_read_range_returns_what_the_definition_says(
                 for term, batch in enumerate(batches, 1):
                     store.append_batch(term, [bytes([term]) * n for n in batch])
                 store.truncate_from(truncate)
+            _check_reads(memory, stores[1], reads)  # right after the cut
+            for store in stores:
+                store.append_batch(len(batches) + 1, [b"after the cut"] * (1 + truncate % 3))
                 store.set_committed_index(store.end_index)
                 store.reset_begin(begin)
             assert memory.begin_index == stores[1].begin_index
-            for start, count, slack in reads:
-                if start < memory.begin_index or start > memory.end_index:
-                    continue
-                last = min(start + count, memory.end_index + 1)
-                max_bytes = sum(memory.get(i).size for i in range(start, last)) + slack
-                expected = _by_definition(memory, start, max_bytes)
-                assert memory.read_range(start, max_bytes) == expected
-                assert stores[1].read_range(start, max_bytes) == expected
+            _check_reads(memory, stores[1], reads)
         finally:
             for store in stores:
                 store.close()
+
+
+def _check_reads(memory: LogStore, files: LogStore, reads: list[tuple[int, int, int]]) -> None:
+    for start, count, slack in reads:
+        if start < memory.begin_index or start > memory.end_index:
+            continue
+        last = min(start + count, memory.end_index + 1)
+        max_bytes = sum(memory.get(i).size for i in range(start, last)) + slack
+        expected = _by_definition(memory, start, max_bytes)
+        assert memory.read_range(start, max_bytes) == expected
+        assert files.read_range(start, max_bytes) == expected

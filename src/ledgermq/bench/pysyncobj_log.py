@@ -72,7 +72,6 @@ import functools
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -82,6 +81,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import ledgermq
+from ledgermq.bench.processes import free_ports, log_tail, stop_processes
 from ledgermq.bench.stats import LatencyRecorder, Progress, RunResult, format_table, write_json
 from ledgermq.errors import BenchmarkError, ConfigError, LedgerMQError
 
@@ -218,18 +218,6 @@ def _serve_node(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- processes
 
 
-def _free_ports(count: int) -> list[int]:
-    """Ports free right now on 127.0.0.1 (bound to port 0, read back, released together)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((_HOST, 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def _spawn_node(
     self_address: str, partners: list[str], journal_dir: str, flush: str, log_path: str
 ) -> subprocess.Popen[bytes]:
@@ -250,28 +238,6 @@ def _spawn_node(
             env=env,
             start_new_session=True,  # a Ctrl-C in the terminal reaches only the driver
         )
-
-
-def _stop_processes(processes: Sequence[subprocess.Popen[bytes]]) -> None:
-    """Terminate, wait up to ``_STOP_TIMEOUT_S`` in all, then kill and reap what is left."""
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    deadline = time.monotonic() + _STOP_TIMEOUT_S
-    for process in processes:
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _log_tail(path: str, lines: int = 20) -> str:
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
 # ---------------------------------------------------------------- the load
@@ -346,7 +312,7 @@ def _wait_ready(
             if code is not None:
                 raise BenchmarkError(
                     f"PySyncObj node {address} exited with code {code} before the cluster was "
-                    f"ready; the end of its log:\n{_log_tail(logs[address])}"
+                    f"ready; the end of its log:\n{log_tail(logs[address])}"
                 )
         connected = all(node.isNodeConnected(partner) for partner in node.otherNodes)
         if node._getLeader() is not None and node.isReady() and connected:
@@ -422,7 +388,7 @@ def run_pysyncobj(
     if flush not in FLUSH_MODES:
         raise ConfigError(f"flush must be one of {', '.join(FLUSH_MODES)}, not {flush!r}")
     run_dir = tempfile.mkdtemp(prefix="pysyncobj-", dir=workdir)
-    addresses = [f"{_HOST}:{port}" for port in _free_ports(3)]
+    addresses = [f"{_HOST}:{port}" for port in free_ports(3)]
     processes: dict[str, subprocess.Popen[bytes]] = {}
     logs: dict[str, str] = {}
     node: Any = None
@@ -483,7 +449,7 @@ def run_pysyncobj(
     finally:
         if node is not None:
             node.destroy()
-        _stop_processes(list(processes.values()))
+        stop_processes(list(processes.values()))
         if node is not None:
             deadline = time.monotonic() + _STOP_TIMEOUT_S
             while node.tick_thread_alive() and time.monotonic() < deadline:

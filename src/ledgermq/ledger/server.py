@@ -38,6 +38,7 @@ import contextlib
 import json
 import logging
 import random
+import time
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.clock import SystemClock
@@ -295,7 +296,7 @@ class LedgerServer:
         pid = self.core.propose(bodies)
         assert self._loop is not None
         future: asyncio.Future[AppendResult] = self._loop.create_future()
-        self._appends[pid] = _PendingAppend(None, 0, future, self._loop.time())
+        self._appends[pid] = _PendingAppend(None, 0, future, time.perf_counter())
         self._kick()
         return await future
 
@@ -349,8 +350,16 @@ class LedgerServer:
         if self._closing:
             return
         core = self.core
-        while core.has_ready():
+        replicate = False
+        while True:
+            if not core.has_ready():
+                if not replicate:
+                    break
+                replicate = False
+                core.replicate(self._clock.monotonic_ms())
+                continue
             ready = core.ready()
+            replicate = replicate or bool(ready.entries) or ready.committed_index is not None
             try:
                 wrote = self._persist(ready)
             except (StoreError, OSError) as exc:
@@ -472,8 +481,7 @@ class LedgerServer:
             self.metrics.commit_index.set(ready.committed_index)
 
     def _complete_appends(self, results: Sequence[ProposalResult]) -> None:
-        assert self._loop is not None
-        now = self._loop.time()
+        now = time.perf_counter()
         metrics = self.metrics
         for r in results:
             pending = self._appends.pop(r.proposal_id, None)
@@ -585,8 +593,7 @@ class LedgerServer:
         except LedgerMQError as exc:
             self._refuse(conn, cmd.opaque, exc)
             return
-        assert self._loop is not None
-        self._appends[pid] = _PendingAppend(conn, cmd.opaque, None, self._loop.time())
+        self._appends[pid] = _PendingAppend(conn, cmd.opaque, None, time.perf_counter())
         self._kick()
 
     def _on_get(self, conn: Connection, cmd: RemotingCommand) -> None:
