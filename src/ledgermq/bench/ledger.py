@@ -41,6 +41,7 @@ __all__ = ["LedgerGroup", "Workload", "measure_failover", "run_ledger"]
 
 _READY_TIMEOUT_S: Final = 30.0
 _GROUP: Final = "bench"
+_EXTRA: list[str] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,7 @@ class LedgerGroup:
         command = [
             sys.executable, "-m", "ledgermq", "ledger", "serve", "--group", _GROUP,
             "--id", node, "--peers", self.peers, "--store-dir", self.workdir,
-            "--flush", self.flush,
+            "--flush", self.flush, *_EXTRA,
         ]  # fmt: skip
         with open(self.log_path(node), "ab") as log:
             self.processes[node] = subprocess.Popen(  # noqa: S603 - our own command line

@@ -30,7 +30,6 @@ crash can never bring truncated entries back (the hazard of DLedger's truncation
 from __future__ import annotations
 
 import fcntl
-import itertools
 import logging
 import os
 import shutil
@@ -919,14 +918,15 @@ class _RecentEntries:
         if offset < 0 or self._first + offset >= len(live):
             return []
         i = self._first + offset
-        out = [live[i]]
         total = live[i].size
-        for entry in itertools.islice(live, i + 1, None):
-            total += entry.size
+        end = i + 1
+        count = len(live)
+        while end < count:
+            total += live[end].size
             if total > max_bytes:
                 break
-            out.append(entry)
-        return out
+            end += 1
+        return live[i:end]
 
     def truncate_from(self, index: int) -> None:
         live = self._entries
