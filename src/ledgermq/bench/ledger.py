@@ -18,6 +18,7 @@ installed, and the table shows the ratio.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -37,7 +38,15 @@ from ledgermq.ledger.client import AsyncLedgerClient
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["LedgerGroup", "Workload", "measure_failover", "run_ledger"]
+__all__ = [
+    "DEFAULT_WORKLOADS",
+    "BenchOptions",
+    "LedgerGroup",
+    "Workload",
+    "measure_failover",
+    "run_bench",
+    "run_ledger",
+]
 
 _READY_TIMEOUT_S: Final = 30.0
 _GROUP: Final = "bench"
@@ -279,13 +288,98 @@ def measure_failover(trials: int, *, workdir: str | None = None) -> list[float]:
 DEFAULT_WORKLOADS: Final = (
     Workload("single", 1, 1, "async"),
     Workload("clients", 16, 1, "async"),
-    Workload("batched", 16, 64, "async"),
+    Workload("batched", 16, 256, "async"),
     Workload("single", 1, 1, "sync"),
-    Workload("batched", 16, 64, "sync"),
+    Workload("batched", 16, 256, "sync"),
 )
+"""Single appends from one client; many clients; batched appends; each flush policy."""
 
 
 def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def pysyncobj_available() -> bool:
+    try:
+        import pysyncobj  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    workloads: Sequence[Workload] = DEFAULT_WORKLOADS
+    body_bytes: int = 1024
+    duration_s: float = 5.0
+    warmup_s: float = 1.0
+    pysyncobj: bool = True
+    failover_trials: int = 5
+    json_path: str | None = None
+    workdir: str | None = None
+
+
+def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
+    """Every workload on LedgerMQ (and PySyncObj), then failover; prints the table."""
+    from ledgermq.bench.pysyncobj_log import run_pysyncobj  # noqa: PLC0415
+    from ledgermq.bench.stats import format_table, write_json  # noqa: PLC0415
+
+    out = out or sys.stdout
+    # Replicas being started and killed on purpose: the client's reconnect warnings are noise.
+    logging.getLogger("ledgermq.net.peer").setLevel(logging.ERROR)
+    progress = Progress()
+    compare = options.pysyncobj and pysyncobj_available()
+    results: list[RunResult] = []
+    for workload in options.workloads:
+        results.append(
+            run_ledger(
+                workload,
+                body_bytes=options.body_bytes,
+                duration_s=options.duration_s,
+                warmup_s=options.warmup_s,
+                workdir=options.workdir,
+                progress=progress,
+            )
+        )
+        if compare:
+            with tempfile.TemporaryDirectory(prefix="pysyncobj-", dir=options.workdir) as tmp:
+                results.append(
+                    run_pysyncobj(
+                        mode=workload.mode,
+                        clients=workload.clients,
+                        batch=workload.batch,
+                        body_bytes=options.body_bytes,
+                        duration_s=options.duration_s,
+                        flush=workload.flush,
+                        workdir=tmp,
+                        progress=progress,
+                        warmup_s=options.warmup_s,
+                    )
+                )
+    print(format_table(results, ratio=("ledgermq", "pysyncobj") if compare else None), file=out)
+    if options.pysyncobj and not compare:
+        print("PySyncObj comparison skipped: pip install 'ledgermq[bench]'", file=out)
+    failover: list[float] = []
+    if options.failover_trials > 0:
+        failover = measure_failover(options.failover_trials, workdir=options.workdir)
+        ms = sorted(t * 1000 for t in failover)
+        print(
+            f"\nfailover (kill -9 of the leader -> first acknowledged append on the new leader), "
+            f"{len(ms)} trials: median {median(ms):.0f} ms, min {ms[0]:.0f} ms, "
+            f"max {ms[-1]:.0f} ms",
+            file=out,
+        )
+    meta = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "duration_s": options.duration_s,
+        "warmup_s": options.warmup_s,
+        "failover_s": failover,
+        "failover_median_s": median(failover) if failover else None,
+    }
+    if options.json_path:
+        write_json(options.json_path, results, meta)
+        print(f"results written to {options.json_path}", file=out)
+    return {"results": results, "meta": meta}

@@ -14,7 +14,8 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.errors import LedgerMQError, NetworkError
+from ledgermq.bench.ledger import DEFAULT_WORKLOADS, BenchOptions, run_bench
+from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import build_config, load_properties
 from ledgermq.ledger.server import LedgerServer
@@ -89,6 +90,24 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer = client_parser("transfer", "hand leadership to a named replica")
     transfer.add_argument("--to", required=True, help="the replica id to lead, e.g. n1")
     transfer.set_defaults(handler=cmd_transfer)
+
+    bench = sub.add_parser(
+        "bench",
+        help="start 3 replicas on loopback and measure appends (and PySyncObj, and failover)",
+    )
+    bench.add_argument("--duration", type=float, default=5.0, help="measured seconds per mode")
+    bench.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
+    bench.add_argument("--body-bytes", type=int, default=1024, help="bytes per entry (1024)")
+    bench.add_argument(
+        "--modes",
+        nargs="+",
+        metavar="MODE",
+        help="subset of: " + ", ".join(sorted({f"{w.mode}-{w.flush}" for w in DEFAULT_WORKLOADS})),
+    )
+    bench.add_argument("--no-pysyncobj", action="store_true", help="skip the PySyncObj runs")
+    bench.add_argument("--failover-trials", type=int, default=5, help="0 to skip (default 5)")
+    bench.add_argument("--json", help="write the results to this JSON file")
+    bench.set_defaults(handler=cmd_bench)
 
 
 # ---------------------------------------------------------------------------------- serve
@@ -225,3 +244,27 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         return run(_with_client(args, work))
     return 130
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    workloads = list(DEFAULT_WORKLOADS)
+    if args.modes:
+        known = {f"{w.mode}-{w.flush}": w for w in DEFAULT_WORKLOADS}
+        unknown = [m for m in args.modes if m not in known]
+        if unknown:
+            raise ConfigError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        workloads = [known[m] for m in args.modes]
+    if args.duration <= 0 or args.body_bytes < 0 or args.failover_trials < 0:
+        raise ConfigError("--duration must be positive, --body-bytes and --failover-trials >= 0")
+    run_bench(
+        BenchOptions(
+            workloads=workloads,
+            body_bytes=args.body_bytes,
+            duration_s=args.duration,
+            warmup_s=args.warmup,
+            pysyncobj=not args.no_pysyncobj,
+            failover_trials=args.failover_trials,
+            json_path=args.json,
+        )
+    )
+    return 0
