@@ -323,12 +323,17 @@ class LedgerServer:
     def _tick(self) -> None:
         if self._closing:
             return
-        now = self._clock.monotonic_ms()
-        self.core.tick(now)
-        self._drain()
-        if now >= self._next_gauges_ms:
-            self._next_gauges_ms = now + _GAUGE_INTERVAL_MS
-            self._update_gauges()
+        try:
+            now = self._clock.monotonic_ms()
+            self.core.tick(now)
+            self._drain()
+            if now >= self._next_gauges_ms:
+                self._next_gauges_ms = now + _GAUGE_INTERVAL_MS
+                self._update_gauges()
+        except Exception as exc:  # noqa: BLE001 - a bug must stop the replica, not its clock
+            _log.exception("replica %s: internal error", self.config.self_id)
+            self._stop_on_failure(exc)
+            return
         self._schedule_tick()
 
     def _update_gauges(self) -> None:
@@ -349,6 +354,13 @@ class LedgerServer:
         self._drain_scheduled = False
         if self._closing:
             return
+        try:
+            self._drain_ready()
+        except Exception as exc:  # noqa: BLE001 - fail stop: the core's state is unknown now
+            _log.exception("replica %s: internal error", self.config.self_id)
+            self._stop_on_failure(exc)
+
+    def _drain_ready(self) -> None:
         core = self.core
         replicate = False
         while True:
@@ -431,7 +443,7 @@ class LedgerServer:
         if self._closing:
             return
         _log.critical(
-            "replica %s stops: its store failed (%s); restart it to recover from disk",
+            "replica %s stops: %s; restart it to recover from disk",
             self.config.self_id,
             exc,
         )
