@@ -73,10 +73,13 @@ def test_core_layers_do_not_import_upper_layers() -> None:
 
 def test_c_speedups_are_built_where_required() -> None:
     """CI sets LEDGERMQ_REQUIRE_SPEEDUPS=1: a failed (optional) compile must not pass silently."""
+    from ledgermq.ledger import codec
     from ledgermq.store.append_plan import HAVE_SPEEDUPS
 
     if os.environ.get("LEDGERMQ_REQUIRE_SPEEDUPS") == "1":
         assert HAVE_SPEEDUPS, "the C extension ledgermq.store._speedups was not built"
+        # An extension built before the codec functions existed imports, but lacks them.
+        assert codec.HAVE_SPEEDUPS, "ledgermq.store._speedups lacks the entry codec: rebuild it"
 
 
 def test_import_linter_contracts_hold() -> None:

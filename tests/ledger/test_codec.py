@@ -1,5 +1,8 @@
 """Raft messages survive the wire unchanged; nothing a peer sends escapes as anything but
-ProtocolError."""
+ProtocolError.
+
+Every test runs twice: with the C entry codec (when it is built) and on the Python references.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgermq.errors import ProtocolError
+from ledgermq.ledger import codec
 from ledgermq.ledger.codec import decode_message, encode_message
 from ledgermq.raft import (
     HeartBeatRequest,
@@ -29,6 +33,16 @@ from ledgermq.raft import (
 )
 from ledgermq.store import MemoryLedgerStore
 from ledgermq.wire import FrameDecoder, LedgerRequestCode, RemotingCommand, encode_frame
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def entry_codec(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which entry codec the test runs on (``codec._use_speedups``)."""
+    if request.param == "c" and not codec.HAVE_SPEEDUPS:
+        pytest.skip("the C extension ledgermq.store._speedups is not built")
+    monkeypatch.setattr(codec, "_use_speedups", request.param == "c")
+    return str(request.param)
+
 
 ids = st.text(min_size=0, max_size=12)
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)

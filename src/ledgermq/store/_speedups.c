@@ -7,7 +7,9 @@
  *
  * Also here: the follower's planner (plan_replicated_append, against
  * append_plan._plan_replicated_append_py; tests/store/test_speedups_replicated.py) and the
- * recovery scan (scan_entries, against recovery._scan; tests/store/test_speedups_scan.py).
+ * recovery scan (scan_entries, against recovery._scan; tests/store/test_speedups_scan.py), and
+ * the replication PUSH entry codec (encode_entries / decode_entries, against ledger/codec.py's
+ * _encode_entries_py / _decode_entries_py; tests/ledger/test_codec_speedups.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,6 +30,7 @@
 #define MAX_SEGMENT_BYTES (1LL << 60)
 
 static PyObject *EntryTooLargeError, *InconsistentLogError, *EntryType;
+static PyObject *Entry; /* entry_format.Entry: the only class encode_entries takes */
 
 /* ---------------------------------------------------------------- CRC-32C (Castagnoli)
  * The crc32c package's convention (and zlib.crc32's): ``crc`` is the CRC of the bytes before
@@ -154,27 +157,36 @@ as_field(PyObject *obj, const char *what, long long min, long long max, long lon
     return 0;
 }
 
-/* An Entry built as tuple.__new__(Entry, items) builds it, without the call. */
+/* A new instance of the tuple subclass ``cls`` holding items[0..9), built without a call (as
+ * tuple.__new__(cls, items) would). Steals the nine references, NULLs included. */
+static PyObject *
+build_entry(PyTypeObject *cls, PyObject *items[9])
+{
+    PyObject *entry = cls->tp_alloc(cls, 9);
+    int failed = entry == NULL;
+    for (int k = 0; k < 9; k++) {
+        failed |= items[k] == NULL;
+        if (entry != NULL)
+            PyTuple_SET_ITEM(entry, k, items[k]); /* the dealloc skips NULL items */
+        else
+            Py_XDECREF(items[k]);
+    }
+    if (failed)
+        Py_CLEAR(entry);
+    return entry;
+}
+
+/* An Entry for plan_leader_append. */
 static PyObject *
 new_entry(PyTypeObject *cls, long long index, PyObject *term, long long pos, PyObject *size,
           PyObject *channel, PyObject *body, PyObject *entry_type, uint32_t body_crc,
           uint32_t chain)
 {
-    PyObject *entry = cls->tp_alloc(cls, 9);
-    if (entry == NULL)
-        return NULL;
     PyObject *items[9] = {PyLong_FromLongLong(index), Py_NewRef(term), PyLong_FromLongLong(pos),
                           Py_NewRef(size), Py_NewRef(channel), Py_NewRef(body),
                           Py_NewRef(entry_type), PyLong_FromUnsignedLong(body_crc),
                           PyLong_FromUnsignedLong(chain)};
-    int failed = 0;
-    for (int k = 0; k < 9; k++) {
-        failed |= items[k] == NULL;
-        PyTuple_SET_ITEM(entry, k, items[k]); /* the dealloc below skips NULL items */
-    }
-    if (failed)
-        Py_CLEAR(entry);
-    return entry;
+    return build_entry(cls, items);
 }
 
 /* Takes an entry out of the cyclic garbage collector when no reference cycle can run through it.
@@ -835,6 +847,246 @@ done:
                          s.prev_chain, s.begin_index, reason);
 }
 
+/* ---------------------------------------------------------------- encode_entries, decode_entries
+ * The PUSH entry codec of ledger/codec.py without a per-entry Python loop: the leader turns the
+ * entries it pushes back into their stored bytes, once per follower per push, and the follower
+ * parses and checks them. codec._encode_entries_py and codec._decode_entries_py are the
+ * references (tests/ledger/test_codec_speedups.py compares them). The layout is entry_format's.
+ *
+ * encode_entries takes the common case only (a list or tuple of Entry tuples whose fields are
+ * plain ints in their fields' ranges and whose bodies are bytes) and returns None for anything
+ * else, before writing anything, so the reference raises its own TypeError or struct.error, or
+ * takes the odd input its own way. decode_entries returns an error message rather than raising:
+ * the caller raises ProtocolError with it, so exception types stay in Python. */
+
+/* One Entry's header fields, checked against the widths ENTRY_HEADER (">iiqqqiIIi") packs. */
+struct pushed {
+    const char *body;
+    long long index, term, pos, magic, size, channel, chain, body_crc, body_len;
+};
+
+/* Reads ``item`` into ``e``: 1 if it is a plain Entry encode_entries can take, else 0. Runs no
+ * Python code, so two calls on the same item agree. */
+static int
+read_pushed(PyObject *item, struct pushed *e)
+{
+    if (Py_TYPE(item) != (PyTypeObject *)Entry || PyTuple_GET_SIZE(item) != 9)
+        return 0;
+    PyObject *body = PyTuple_GET_ITEM(item, 5), *entry_type = PyTuple_GET_ITEM(item, 6);
+    /* int(entry_type) of an int subclass could run its __int__: only members and exact ints. */
+    if (!PyBytes_CheckExact(body) ||
+        !(Py_IS_TYPE(entry_type, (PyTypeObject *)EntryType) || PyLong_CheckExact(entry_type)))
+        return 0;
+    int overflow;
+    e->magic = PyLong_AsLongLongAndOverflow(entry_type, &overflow);
+    if (overflow || e->magic < INT32_MIN || e->magic > INT32_MAX)
+        return 0;
+    e->body = PyBytes_AS_STRING(body);
+    e->body_len = PyBytes_GET_SIZE(body);
+    return e->body_len <= INT32_MAX &&
+           plain_int(PyTuple_GET_ITEM(item, 0), LLONG_MIN, LLONG_MAX, &e->index) &&
+           plain_int(PyTuple_GET_ITEM(item, 1), LLONG_MIN, LLONG_MAX, &e->term) &&
+           plain_int(PyTuple_GET_ITEM(item, 2), LLONG_MIN, LLONG_MAX, &e->pos) &&
+           plain_int(PyTuple_GET_ITEM(item, 3), INT32_MIN, INT32_MAX, &e->size) &&
+           plain_int(PyTuple_GET_ITEM(item, 4), INT32_MIN, INT32_MAX, &e->channel) &&
+           plain_int(PyTuple_GET_ITEM(item, 7), 0, UINT32_MAX, &e->body_crc) &&
+           plain_int(PyTuple_GET_ITEM(item, 8), 0, UINT32_MAX, &e->chain);
+}
+
+PyDoc_STRVAR(encode_entries_doc,
+"encode_entries(entries, /)\n--\n\n"
+"The stored bytes of entries (a list or tuple of Entry), back to back, as\n"
+"codec._encode_entries_py encodes them; None when they are anything else (the caller then runs\n"
+"the reference, which raises its error or takes them its own way).");
+
+static PyObject *
+encode_entries(PyObject *Py_UNUSED(module), PyObject *entries)
+{
+    /* Not any iterable: a generator consumed here would reach the reference empty. */
+    if (!PyList_CheckExact(entries) && !PyTuple_CheckExact(entries))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
+    struct pushed e;
+    /* Pass 1: check every entry and size the output, so that it is allocated once. */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!read_pushed(PySequence_Fast_GET_ITEM(entries, i), &e))
+            Py_RETURN_NONE;
+        if (total > PY_SSIZE_T_MAX - HEADER_SIZE - e.body_len)
+            return PyErr_NoMemory();
+        total += HEADER_SIZE + e.body_len;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    /* Pass 2. No Python code ran since pass 1 (a bytes object is not one the garbage collector
+     * tracks, so allocating it starts no collection and no finalizer), so every entry reads as
+     * it did; the checks stay, so that even if one did not, nothing is written out of bounds. */
+    char *p = PyBytes_AS_STRING(out), *end = p + total;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PySequence_Fast_GET_SIZE(entries) ||
+            !read_pushed(PySequence_Fast_GET_ITEM(entries, i), &e) ||
+            HEADER_SIZE + e.body_len > end - p) {
+            Py_DECREF(out);
+            return PyErr_Format(PyExc_RuntimeError, "entries changed while being encoded");
+        }
+        put_header36(p, (int32_t)e.magic, (int32_t)e.size, e.index, e.term, e.pos,
+                     (int32_t)e.channel);
+        put_tail_and_body(p, (uint32_t)e.chain, (uint32_t)e.body_crc, e.body, e.body_len);
+        p += HEADER_SIZE + e.body_len;
+    }
+    return out;
+}
+
+/* Why decode_run stopped before the end. */
+enum decode_stop {
+    DECODE_OK,
+    DECODE_NO_MEMORY, /* a Python error is set */
+    DECODE_TRUNCATED,
+    DECODE_HEADER,
+    DECODE_BODY_CRC,
+    DECODE_TRAILING,
+};
+
+/* Entries from buf[*pos..len) into ``entries`` (a list of ``count`` NULL slots), each header and
+ * body CRC checked as codec._decode_entries_py checks them. Every read is bounds-checked against
+ * ``len`` before it is made, with sums in long long (len and *pos are below 2**62 and a header
+ * field is at most 2**32), so no input can make it read outside the buffer. On a bad entry,
+ * *pos is where its header starts and *bad_index its index. */
+static enum decode_stop
+decode_run(const unsigned char *buf, long long len, long long *pos, Py_ssize_t count,
+           PyTypeObject *entry_class, PyObject *entry_types, PyObject *entries,
+           long long *bad_index)
+{
+    Py_ssize_t type_count = PyTuple_GET_SIZE(entry_types);
+    PyObject *size_obj = NULL; /* batches often repeat a size: share its int */
+    long long last_size = -1;
+    enum decode_stop stop = DECODE_OK;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long at = *pos;
+        if (len - at < HEADER_SIZE) {
+            stop = DECODE_TRUNCATED;
+            break;
+        }
+        const unsigned char *h = buf + at;
+        int32_t magic = (int32_t)get32(h), size = (int32_t)get32(h + 4),
+                body_len = (int32_t)get32(h + 44);
+        long long index = (long long)get64(h + 8), term = (long long)get64(h + 16),
+                  epos = (long long)get64(h + 24);
+        int32_t channel = (int32_t)get32(h + 32);
+        uint32_t chain = get32(h + 36), crc = get32(h + 40);
+        PyObject *entry_type =
+            magic >= 0 && magic < type_count ? PyTuple_GET_ITEM(entry_types, magic) : Py_None;
+        if (entry_type == Py_None || body_len < 0 ||
+            (long long)size != HEADER_SIZE + (long long)body_len || size > len - at ||
+            index < 0 || term < 0 || epos < 0) {
+            stop = DECODE_HEADER;
+            break;
+        }
+        const unsigned char *body = h + HEADER_SIZE;
+        if (crc32c(0, body, (size_t)body_len) != crc) {
+            *bad_index = index;
+            stop = DECODE_BODY_CRC;
+            break;
+        }
+        if (size != last_size) {
+            Py_XSETREF(size_obj, PyLong_FromLong(size));
+            if (size_obj == NULL) {
+                stop = DECODE_NO_MEMORY;
+                break;
+            }
+            last_size = size;
+        }
+        PyObject *items[9] = {PyLong_FromLongLong(index),
+                              PyLong_FromLongLong(term),
+                              PyLong_FromLongLong(epos),
+                              Py_NewRef(size_obj),
+                              PyLong_FromLong(channel),
+                              PyBytes_FromStringAndSize((const char *)body, body_len),
+                              Py_NewRef(entry_type),
+                              PyLong_FromUnsignedLong(crc),
+                              PyLong_FromUnsignedLong(chain)};
+        PyObject *entry = build_entry(entry_class, items);
+        if (entry == NULL) {
+            stop = DECODE_NO_MEMORY;
+            break;
+        }
+        untrack_entry(entry); /* the follower's log keeps it */
+        PyList_SET_ITEM(entries, i, entry);
+        *pos = at + size;
+    }
+    Py_XDECREF(size_obj);
+    if (stop == DECODE_OK && *pos != len)
+        stop = DECODE_TRAILING;
+    return stop;
+}
+
+PyDoc_STRVAR(decode_entries_doc,
+"decode_entries(buf, pos, count, entry_class, entry_types, /)\n--\n\n"
+"The count entries that fill buf from pos to its end exactly, as codec._decode_entries_py\n"
+"decodes and checks them, each built as an entry_class tuple whose entry type is\n"
+"entry_types[magic] (a tuple; None marks an unknown magic). Returns the list of entries, or a\n"
+"message saying what is wrong with buf (the caller raises ProtocolError with it).");
+
+static PyObject *
+decode_entries(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    long long pos, count;
+    if (nargs != 5)
+        return PyErr_Format(PyExc_TypeError, "decode_entries takes 5 arguments, not %zd", nargs);
+    PyTypeObject *entry_class = (PyTypeObject *)args[3];
+    if (!PyType_Check(args[3]) || !PyType_IsSubtype(entry_class, &PyTuple_Type))
+        return PyErr_Format(PyExc_TypeError, "entry_class must be a tuple subclass");
+    if (!PyTuple_CheckExact(args[4]))
+        return PyErr_Format(PyExc_TypeError, "entry_types must be a tuple");
+    if (as_field(args[1], "pos", 0, MAX_POS, &pos) < 0 ||
+        as_field(args[2], "count", 0, LLONG_MAX, &count) < 0)
+        return NULL;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    /* Exported, the buffer cannot be resized or freed, whatever an allocation below runs (a
+     * garbage collection can run finalizers). */
+    PyObject *entries = NULL, *result = NULL;
+    long long len = buf.len, bad_index = 0;
+    if (len > MAX_POS) {
+        PyErr_SetString(PyExc_OverflowError, "buffer too large");
+        goto done;
+    }
+    if (pos > len || count > (len - pos) / HEADER_SIZE) {
+        result = PyUnicode_FromFormat("%lld entries announced but only %lld bytes follow", count,
+                                      len - pos);
+        goto done;
+    }
+    if ((entries = PyList_New((Py_ssize_t)count)) == NULL)
+        goto done;
+    long long at = pos;
+    switch (decode_run(buf.buf, len, &at, (Py_ssize_t)count, entry_class, args[4], entries,
+                       &bad_index)) {
+    case DECODE_OK:
+        result = Py_NewRef(entries);
+        break;
+    case DECODE_NO_MEMORY:
+        break;
+    case DECODE_TRUNCATED:
+        result = PyUnicode_FromFormat("truncated entry header at byte %lld of a push", at);
+        break;
+    case DECODE_HEADER:
+        result = PyUnicode_FromFormat("malformed entry header at byte %lld of a push", at);
+        break;
+    case DECODE_BODY_CRC:
+        result = PyUnicode_FromFormat("body CRC mismatch for entry %lld in a push", bad_index);
+        break;
+    case DECODE_TRAILING:
+        result = PyUnicode_FromFormat("%lld bytes after the last entry of a push", len - at);
+        break;
+    }
+done:
+    Py_XDECREF(entries);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 /* ---------------------------------------------------------------- crc32c, the module */
 
 PyDoc_STRVAR(crc32c_doc, "crc32c(data, value=0, portable=False, /)\n--\n\n"
@@ -864,6 +1116,9 @@ static PyMethodDef methods[] = {
     {"plan_replicated_append", (PyCFunction)(void (*)(void))plan_replicated_append,
      METH_FASTCALL, replicated_doc},
     {"scan_entries", (PyCFunction)(void (*)(void))scan_entries, METH_FASTCALL, scan_doc},
+    {"encode_entries", encode_entries, METH_O, encode_entries_doc},
+    {"decode_entries", (PyCFunction)(void (*)(void))decode_entries, METH_FASTCALL,
+     decode_entries_doc},
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -900,11 +1155,14 @@ PyInit__speedups(void)
     if (entry_format == NULL)
         return NULL;
     Py_XSETREF(EntryType, PyObject_GetAttrString(entry_format, "EntryType"));
+    Py_XSETREF(Entry, PyObject_GetAttrString(entry_format, "Entry"));
     Py_DECREF(entry_format);
-    if (EntryType == NULL)
+    if (EntryType == NULL || Entry == NULL)
         return NULL;
-    if (!PyType_Check(EntryType))
-        return PyErr_Format(PyExc_TypeError, "entry_format.EntryType is not a class");
+    if (!PyType_Check(EntryType) || !PyType_Check(Entry) ||
+        !PyType_IsSubtype((PyTypeObject *)Entry, &PyTuple_Type))
+        return PyErr_Format(PyExc_TypeError,
+                            "entry_format.EntryType is not a class or Entry not a tuple class");
     PyObject *module = PyModule_Create(&module_def);
     if (module != NULL &&
         PyModule_AddObjectRef(module, "HARDWARE_CRC32C", hardware ? Py_True : Py_False) < 0)

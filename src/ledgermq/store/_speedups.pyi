@@ -1,4 +1,5 @@
-"""C versions of the store's hot loops (``_speedups.c``); ``append_plan.py`` holds the reference."""
+"""C versions of the store's hot loops (``_speedups.c``); ``append_plan.py``, ``recovery.py`` and
+``ledger/codec.py`` hold the references."""
 
 from collections.abc import Sequence
 from typing import Final
@@ -66,3 +67,20 @@ def scan_entries(
     entry at ``off`` (a BLANK, a zero header, an index record outside ``index``, ``limit``).
     Mismatching index records inside ``index`` are rewritten in place and counted.
     """
+
+def encode_entries(entries: Sequence[object], /) -> bytes | None:
+    """The stored bytes of ``entries``, back to back, as ``codec._encode_entries_py`` encodes
+    them; None unless ``entries`` is a list or tuple of plain ``Entry`` tuples (int fields in
+    their fields' ranges, bytes bodies): the caller then runs the reference."""
+
+def decode_entries(
+    buf: ReadableBuffer,
+    pos: int,
+    count: int,
+    entry_class: type[Entry],
+    entry_types: tuple[EntryType | None, ...],
+    /,
+) -> list[Entry] | str:
+    """The ``count`` entries filling ``buf`` from ``pos`` to its end, as
+    ``codec._decode_entries_py`` decodes and checks them (``entry_types[magic]`` is an entry's
+    type; None marks an unknown magic), or a message saying what is wrong with ``buf``."""
