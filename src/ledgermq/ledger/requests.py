@@ -3,7 +3,8 @@
 Both the server and ``LedgerClient`` use these, so the two ends cannot disagree. Bodies on the
 data path are binary; the rare ones are JSON with DLedger's field names.
 
-- APPEND (50001): body ``>I`` count, then per entry ``>I`` length + bytes. Success answers
+- APPEND (50001): body ``>I`` count, ``count`` x ``>I`` lengths, then the entries back to
+  back (lengths first: the leader slices without a per-entry parse). Success answers
   ``index`` (first), ``lastIndex`` and ``term`` in ext fields.
 - GET (50002): ``index`` ext field; the answer's body is the stored entry (48-byte header + body).
 - METADATA (50000): the answer's body is JSON: ``group``, ``selfId``, ``leaderId``, ``term``,
@@ -18,8 +19,11 @@ LEADER_TRANSFERRING also carry ``leaderId`` and ``leaderAddr`` when the replica 
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
 import struct
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -122,11 +126,11 @@ class Metadata:
 
 
 def encode_bodies(bodies: Sequence[bytes]) -> bytes:
-    parts = [_COUNT.pack(len(bodies))]
-    for body in bodies:
-        parts.append(_COUNT.pack(len(body)))
-        parts.append(body)
-    return b"".join(parts)
+    """APPEND body: ``>I`` count, ``count`` x ``>I`` lengths, then the bodies back to back."""
+    lengths = array.array("I", map(len, bodies))
+    if sys.byteorder == "little":
+        lengths.byteswap()
+    return b"".join((_COUNT.pack(len(bodies)), lengths.tobytes(), *bodies))
 
 
 def decode_bodies(raw: bytes) -> list[bytes]:
@@ -136,24 +140,19 @@ def decode_bodies(raw: bytes) -> list[bytes]:
     (count,) = _COUNT.unpack_from(raw, 0)
     if count == 0:
         raise ProtocolError("APPEND with no entries")
-    if count > (len(raw) - 4) // 4:
+    start = 4 + 4 * count
+    if start > len(raw):
         raise ProtocolError(f"APPEND announces {count} entries in {len(raw)} bytes")
-    view = memoryview(raw)
-    bodies = []
-    pos = 4
-    unpack = _COUNT.unpack_from
-    for _ in range(count):
-        if pos + 4 > len(raw):
-            raise ProtocolError("APPEND body ends inside an entry length")
-        (length,) = unpack(raw, pos)
-        pos += 4
-        if pos + length > len(raw):
-            raise ProtocolError("APPEND entry runs past the end of the body")
-        bodies.append(bytes(view[pos : pos + length]))
-        pos += length
-    if pos != len(raw):
-        raise ProtocolError(f"{len(raw) - pos} bytes after the last APPEND entry")
-    return bodies
+    lengths = array.array("I", raw[4:start])
+    if sys.byteorder == "little":
+        lengths.byteswap()
+    ends = list(itertools.accumulate(lengths, initial=start))
+    if ends[-1] != len(raw):
+        raise ProtocolError(
+            f"APPEND entry lengths add up to {ends[-1] - start} bytes, the body has "
+            f"{len(raw) - start}"
+        )
+    return [raw[a:b] for a, b in itertools.pairwise(ends)]
 
 
 def decode_entry_body(raw: bytes) -> LedgerEntry:

@@ -10,7 +10,7 @@ follower acknowledges entries only after storing them); record ``committed_index
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ledgermq.raft.messages import LogEntry, Message, ResponseCode, Role
@@ -26,11 +26,14 @@ class HardState:
     voted_for: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NewEntry:
-    """An entry the leader creates (a proposal or its NOOP); the store assigns its position."""
+class NewEntry(NamedTuple):
+    """An entry the leader creates (a proposal or its NOOP); the store assigns its position.
 
-    index: int
+    A ``NamedTuple``: the leader builds one per proposed body, and a frozen dataclass cost
+    12 % of a busy leader's time in its ``__init__`` alone.
+    """
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index(): the spec's name wins
     term: int
     body: bytes
     entry_type: int = 1

@@ -885,30 +885,31 @@ class _RecentEntries:
     A leader pushes each entry to its followers right after writing it; reading it back from
     the mapped segment meant decoding the header, copying the body and checking two CRCs per
     entry (a third of a busy leader's time). Entries here were checked when they were written
-    and are dropped oldest first beyond ``limit_bytes`` or when truncated.
+    and are dropped oldest first once they span more than ``limit_bytes`` of the data log, or
+    when truncated.
     """
 
-    __slots__ = ("_bytes", "_entries", "_first", "_limit")
+    __slots__ = ("_entries", "_first", "_limit")
 
     def __init__(self, limit_bytes: int) -> None:
         self._entries: list[Entry] = []
         self._first = 0  # offset of the oldest live entry in _entries
-        self._bytes = 0
         self._limit = limit_bytes
 
     def add(self, entries: Sequence[Entry]) -> None:
         live = self._entries
-        if live and self._first < len(live) and live[-1].index + 1 != entries[0].index:
+        if self._first < len(live) and live[-1].index + 1 != entries[0].index:
             self.clear()
             live = self._entries
         live.extend(entries)
-        self._bytes += sum(e.size for e in entries)
-        while self._bytes > self._limit and self._first < len(live):
-            self._bytes -= live[self._first].size
-            self._first += 1
-        if self._first > 4096 and self._first * 2 > len(live):
-            del live[: self._first]
-            self._first = 0
+        end = entries[-1].pos + entries[-1].size
+        first = self._first
+        while first < len(live) and end - live[first].pos > self._limit:
+            first += 1
+        if first > 4096 and first * 2 > len(live):
+            del live[:first]
+            first = 0
+        self._first = first
 
     def read(self, start: int, max_bytes: int) -> list[Entry]:
         live = self._entries
@@ -936,14 +937,11 @@ class _RecentEntries:
         if keep <= 0:
             self.clear()
             return
-        for entry in live[self._first + keep :]:
-            self._bytes -= entry.size
         del live[self._first + keep :]
 
     def clear(self) -> None:
         self._entries = []
         self._first = 0
-        self._bytes = 0
 
 
 def _first_index(segment: Segment) -> int | None:
