@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.errors import LedgerMQError
+from ledgermq.errors import LedgerMQError, OutcomeUnknownError
 from ledgermq.testing.processes import child_env, ledgermq_command
 
 if TYPE_CHECKING:
@@ -355,6 +355,34 @@ def test_five_replicas_tolerate_two_down_not_three(replica_groups: MakeGroup) ->
     group.wait_for_leader()
     late = group.client(retry_timeout_s=10.0)
     acked[late.append(b"back")] = b"back"
+    check_history(group, acked)
+
+
+# ---------------------------------------------------------------------------------- client
+def test_append_in_flight_when_the_leader_dies_is_outcome_unknown(
+    replica_groups: MakeGroup,
+) -> None:
+    """With ``retry_unknown=False`` an append whose connection drops after it was sent raises
+    OutcomeUnknownError (the leader may have stored it) instead of being sent again."""
+    group = replica_groups()
+    group.start_all()
+    leader = group.wait_for_leader()
+    client = group.client(request_timeout_s=5.0, retry_timeout_s=10.0, retry_unknown=False)
+    acked = {client.append(b"first"): b"first"}
+    group.sigstop(leader)  # the next append is sent and then waits, unanswered
+
+    def kill_soon() -> None:
+        time.sleep(0.5)
+        group.kill9(leader)
+
+    killer = threading.Thread(target=kill_soon)
+    killer.start()
+    try:
+        with pytest.raises(OutcomeUnknownError):
+            client.append(b"in-flight")
+    finally:
+        killer.join()
+    group.wait_for_leader(among=others(group, leader))
     check_history(group, acked)
 
 
