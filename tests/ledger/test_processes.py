@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.errors import LedgerMQError, OutcomeUnknownError
-from ledgermq.testing.processes import child_env, ledgermq_command
+from ledgermq.testing.processes import child_env, free_ports, ledgermq_command
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -324,6 +324,11 @@ def test_leadership_transfer_by_client_and_by_cli(replica_groups: MakeGroup) -> 
     assert result.returncode == 0, result.stderr
     assert f"{cli_target} leads" in result.stdout
     assert group.wait_for_leader() == cli_target
+    status = _cli("ledger", "status", "--group", group.group, "--peers", group.peers)
+    assert status.returncode == 0, status.stderr
+    rows = {line.split()[0]: line.split() for line in status.stdout.splitlines()[1:]}
+    assert rows[cli_target][1] == "LEADER"
+    assert all(row[3] == cli_target for row in rows.values())
     acked[client.append(b"after-cli-transfer")] = b"after-cli-transfer"
     check_history(group, acked)
 
@@ -412,3 +417,19 @@ def test_serve_with_bad_flags_says_why_in_one_line(
     assert result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_status_of_unreachable_replicas_is_quick_and_clear() -> None:
+    """(j) ``ledger status`` reports each unreachable replica in one line, exit code 1, within
+    its 2-second cap for unreachable replicas (not 3 s per replica)."""
+    ports = free_ports(3)
+    peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(ports))
+    started = time.monotonic()
+    result = _cli("ledger", "status", "--group", "g", "--peers", peers)
+    spent = time.monotonic() - started
+    assert result.returncode == 1, result
+    lines = result.stdout.splitlines()
+    assert len(lines) == 4, result.stdout  # the header, then one per replica
+    assert all("unreachable" in line for line in lines[1:])
+    assert "Traceback" not in result.stderr
+    assert spent < 4.0, f"status took {spent:.1f} s"
