@@ -18,6 +18,7 @@ runs the code under test whether the package is installed (CI) or on ``PYTHONPAT
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import os
@@ -32,13 +33,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import ledgermq
 from ledgermq.errors import LedgerMQError
-from ledgermq.ledger.client import LedgerClient
+from ledgermq.ledger.client import AsyncLedgerClient, LedgerClient
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from ledgermq.ledger.requests import Metadata
+    from ledgermq.ledger.requests import LedgerEntry, Metadata
 
 __all__ = ["ReplicaGroup", "ReplicaStartError", "free_ports", "ledgermq_command"]
 
@@ -336,6 +337,31 @@ class ReplicaGroup:
         client = LedgerClient(self.group, peers, **options)
         self._clients.append(client)
         return client
+
+    def read_entries(
+        self, indexes: Iterable[int], node: str | None = None, *, concurrency: int = 64
+    ) -> dict[int, LedgerEntry]:
+        """GET every index in ``indexes``, ``concurrency`` requests in flight at a time.
+
+        From the leader, or with ``node`` from that replica alone (a follower answers for
+        indexes up to its own commit index). Errors after the client's 10 s retry budget.
+        """
+        peers = self.peers if node is None else self.peers_of([node])
+        wanted = list(indexes)
+
+        async def fetch() -> dict[int, LedgerEntry]:
+            client = AsyncLedgerClient(self.group, peers, retry_timeout_s=10.0)
+            found: dict[int, LedgerEntry] = {}
+            try:
+                for start in range(0, len(wanted), concurrency):
+                    chunk = wanted[start : start + concurrency]
+                    entries = await asyncio.gather(*(client.get(i) for i in chunk))
+                    found.update(zip(chunk, entries, strict=True))
+            finally:
+                await client.close()
+            return found
+
+        return asyncio.run(fetch())
 
     def metadata(self, node: str) -> Metadata:
         """``node``'s own view; a NetworkError after 1 s if it does not answer."""
