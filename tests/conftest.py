@@ -1,16 +1,20 @@
-"""Shared test settings: hypothesis profiles and leak hygiene (STYLE.md section 7.13.5)."""
+"""Shared test settings: hypothesis profiles, leak hygiene (STYLE.md section 7.13.5) and the
+replica-process fixture (section 7.13.4)."""
 
 from __future__ import annotations
 
 import gc
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from ledgermq.testing.processes import ReplicaGroup
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Generator, Iterator
+    from pathlib import Path
 
 settings.register_profile(
     "ci",
@@ -34,3 +38,41 @@ def _collect_garbage() -> Iterator[None]:
     """Collect after each test so an unclosed file or mmap fails the test that leaked it."""
     yield
     gc.collect()
+
+
+@pytest.fixture
+def replica_groups(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., ReplicaGroup]]:
+    """A factory of ``ReplicaGroup``s (real processes) that are all killed when the test ends.
+
+    On failure the log tail of every replica is attached to the report (see the hook below).
+    """
+    groups: list[ReplicaGroup] = []
+    request.node.stash[_GROUPS] = groups
+
+    def make(n: int = 3, **options: Any) -> ReplicaGroup:
+        group = ReplicaGroup(tmp_path / f"group{len(groups)}", n=n, **options)
+        groups.append(group)
+        return group
+
+    try:
+        yield make
+    finally:
+        for group in groups:
+            group.close()
+
+
+_GROUPS = pytest.StashKey[list[ReplicaGroup]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    groups = item.stash.get(_GROUPS, [])
+    if report.failed and groups:
+        for i, group in enumerate(groups):
+            report.sections.append((f"replica logs of group {i}", group.log_tails(40)))
+    return report

@@ -160,8 +160,15 @@ async def _serve(config: Any) -> int:
 
 
 # ---------------------------------------------------------------------------------- clients
-async def _with_client(args: argparse.Namespace, work: Any) -> int:
-    client = AsyncLedgerClient(args.group, args.peers, retry_timeout_s=args.timeout)
+async def _with_client(
+    args: argparse.Namespace, work: Any, request_timeout_s: float | None = None
+) -> int:
+    client = AsyncLedgerClient(
+        args.group,
+        args.peers,
+        retry_timeout_s=args.timeout,
+        request_timeout_s=3.0 if request_timeout_s is None else request_timeout_s,
+    )
     try:
         result: int = await work(client)
     finally:
@@ -170,18 +177,23 @@ async def _with_client(args: argparse.Namespace, work: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    async def view(client: AsyncLedgerClient, node: str) -> Metadata | str:
+        try:
+            return await client.metadata(node)
+        except NetworkError as exc:
+            return f"unreachable ({exc})"
+
     async def work(client: AsyncLedgerClient) -> int:
-        views: list[tuple[str, Metadata | str]] = []
-        for node in sorted(client.peers):
-            try:
-                views.append((node, await client.metadata(node)))
-            except NetworkError as exc:
-                views.append((node, f"unreachable ({exc})"))
+        nodes = sorted(client.peers)
+        found = await asyncio.gather(*(view(client, node) for node in nodes))
+        views = list(zip(nodes, found, strict=True))
         _print_status(views, as_json=args.json)
         return 0 if any(not isinstance(v, str) for _, v in views) else 1
 
-    args.timeout = min(args.timeout, 2.0)  # an unreachable replica is reported, not waited for
-    return run(_with_client(args, work))
+    # An unreachable replica is reported, not waited for: all are asked at once, and each
+    # request (connecting included) gets at most 2 s.
+    args.timeout = min(args.timeout, 2.0)
+    return run(_with_client(args, work, request_timeout_s=args.timeout))
 
 
 def _print_status(views: list[tuple[str, Metadata | str]], *, as_json: bool) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 from ledgermq.errors import (
     ConfigError,
+    ConnectionClosedError,
     LeaderPendingFullError,
     LedgerMQError,
     NetworkError,
@@ -185,7 +186,10 @@ class AsyncLedgerClient:
                     command, timeout_s or self.request_timeout_s
                 )
             except NetworkError as exc:
-                unknown = isinstance(exc, RequestTimeoutError)
+                # A connection that closes with the request in flight leaves the outcome as
+                # unknown as a timeout does (PeerLink.request only sends on an open connection,
+                # so a ConnectionClosedError here always comes after the request went out).
+                unknown = isinstance(exc, RequestTimeoutError | ConnectionClosedError)
                 if unknown and not unknown_retriable:
                     raise OutcomeUnknownError(f"{target}: {exc}") from None
                 last_error = exc

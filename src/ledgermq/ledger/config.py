@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from ledgermq.errors import ConfigError
 from ledgermq.raft import RaftConfig
-from ledgermq.store import DEFAULT_DATA_SEGMENT_BYTES, DEFAULT_MAX_BODY_BYTES
+from ledgermq.store import (
+    DEFAULT_DATA_SEGMENT_BYTES,
+    DEFAULT_INDEX_SEGMENT_ENTRIES,
+    DEFAULT_MAX_BODY_BYTES,
+)
+from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -40,6 +45,10 @@ class LedgerConfig:
     ``sync``: a replica acknowledges entries only after fsync (group commit)."""
     flush_interval_ms: int = 10
     data_segment_bytes: int = DEFAULT_DATA_SEGMENT_BYTES
+    index_segment_bytes: int = DEFAULT_INDEX_SEGMENT_ENTRIES * INDEX_UNIT_SIZE
+    """Size of one preallocated index file (DLedger's ``indexFileSize``): a multiple of the
+    index record size. Small values keep test stores small (each replica preallocates one
+    data and one index file)."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     metrics_port: int | None = None
     """Prometheus ``/metrics`` port; 0 picks a free one, None turns it off."""
@@ -59,6 +68,11 @@ class LedgerConfig:
         for name in ("flush_interval_ms", "tick_interval_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be positive")
+        if self.index_segment_bytes < INDEX_UNIT_SIZE or self.index_segment_bytes % INDEX_UNIT_SIZE:
+            raise ConfigError(
+                f"indexFileSize must be a positive multiple of {INDEX_UNIT_SIZE} bytes, "
+                f"not {self.index_segment_bytes}"
+            )
         self.raft_config()  # validates the Raft settings now, not at the first election
 
     @property
@@ -132,6 +146,7 @@ FILE_KEYS: Final = {
     "flush": "flush",
     "flushFileInterval": "flush_interval_ms",
     "dataFileSize": "data_segment_bytes",
+    "indexFileSize": "index_segment_bytes",
     "maxBodyBytes": "max_body_bytes",
     "metricsPort": "metrics_port",
     "heartBeatTimeIntervalMs": "raft.heart_beat_time_interval_ms",
@@ -148,7 +163,13 @@ FILE_KEYS: Final = {
 """Config-file key (DLedgerConfig's name) -> LedgerConfig field ("raft." = a RaftConfig field)."""
 
 _INT_FIELDS: Final = frozenset(
-    {"flush_interval_ms", "data_segment_bytes", "max_body_bytes", "metrics_port"}
+    {
+        "flush_interval_ms",
+        "data_segment_bytes",
+        "index_segment_bytes",
+        "max_body_bytes",
+        "metrics_port",
+    }
 )
 _REQUIRED: Final = ("group", "selfId", "peers", "storeBaseDir")
 

@@ -70,6 +70,7 @@ from ledgermq.raft import (
     VoteResponse,
 )
 from ledgermq.store import LedgerStore
+from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 from ledgermq.wire import LedgerRequestCode, RemotingCommand
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ class LedgerServer:
                 flush="async",  # the server syncs itself (group commit) when flush=sync
                 flush_interval_ms=cfg.flush_interval_ms,
                 data_segment_bytes=cfg.data_segment_bytes,
+                index_segment_entries=cfg.index_segment_bytes // INDEX_UNIT_SIZE,
                 max_body_bytes=cfg.max_body_bytes,
             )
             self._store = store
