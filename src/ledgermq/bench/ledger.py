@@ -26,11 +26,16 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import ledgermq
-from ledgermq.bench.processes import HOST, free_ports, log_tail, stop_processes
+from ledgermq.bench.processes import (
+    HOST,
+    child_env,
+    free_ports,
+    ledgermq_command,
+    log_tail,
+    stop_processes,
+)
 from ledgermq.bench.stats import LatencyRecorder, Progress, RunResult
 from ledgermq.errors import BenchmarkError, LedgerMQError
 from ledgermq.ledger.client import AsyncLedgerClient
@@ -77,21 +82,17 @@ class LedgerGroup:
         return os.path.join(self.workdir, f"{node}.log")
 
     def start(self, node: str) -> None:
-        src = str(Path(ledgermq.__file__).resolve().parents[1])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-        command = [
-            sys.executable, "-m", "ledgermq", "ledger", "serve", "--group", _GROUP,
-            "--id", node, "--peers", self.peers, "--store-dir", self.workdir,
-            "--flush", self.flush, *_EXTRA,
-        ]  # fmt: skip
+        command = ledgermq_command(
+            "ledger", "serve", "--group", _GROUP, "--id", node, "--peers", self.peers,
+            "--store-dir", self.workdir, "--flush", self.flush, *_EXTRA,
+        )  # fmt: skip
         with open(self.log_path(node), "ab") as log:
             self.processes[node] = subprocess.Popen(  # noqa: S603 - our own command line
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=child_env(),
                 start_new_session=True,
             )
 

@@ -1,24 +1,46 @@
-"""Child processes of a benchmark: free loopback ports, stopping and reaping, log tails.
+"""Child processes on loopback: their command line and environment, free ports, reaping, logs.
 
-Both sides of ``ledgermq ledger bench`` (our replicas and PySyncObj's nodes) run as separate OS
-processes on 127.0.0.1, started and always reaped by the driver.
+Both sides of ``ledgermq ledger bench`` (our replicas and PySyncObj's nodes) and the process
+tests' ``testing.processes.ReplicaGroup`` start children with these, so a child always imports
+the ``ledgermq`` its parent runs, installed (CI) or on ``PYTHONPATH`` (a worktree).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+import ledgermq
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["HOST", "free_ports", "log_tail", "stop_processes"]
+__all__ = ["HOST", "child_env", "free_ports", "ledgermq_command", "log_tail", "stop_processes"]
 
 HOST: Final = "127.0.0.1"
 _STOP_TIMEOUT_S: Final = 5.0
+
+
+def ledgermq_command(*args: str) -> list[str]:
+    """``[python, -m, ledgermq, *args]`` for this interpreter."""
+    return [sys.executable, "-m", "ledgermq", *args]
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child: ``ledgermq`` importable from where this process found it."""
+    env = dict(os.environ)
+    source_root = str(Path(ledgermq.__file__).resolve().parent.parent)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = source_root if not old else f"{source_root}{os.pathsep}{old}"
+    env["PYTHONUNBUFFERED"] = "1"
+    if extra:
+        env.update(extra)
+    return env
 
 
 def free_ports(count: int) -> list[int]:

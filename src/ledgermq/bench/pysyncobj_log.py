@@ -80,8 +80,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import ledgermq
-from ledgermq.bench.processes import free_ports, log_tail, stop_processes
+from ledgermq.bench.processes import child_env, free_ports, log_tail, stop_processes
 from ledgermq.bench.stats import LatencyRecorder, Progress, RunResult, format_table, write_json
 from ledgermq.errors import BenchmarkError, ConfigError, LedgerMQError
 
@@ -221,9 +220,6 @@ def _serve_node(args: argparse.Namespace) -> int:
 def _spawn_node(
     self_address: str, partners: list[str], journal_dir: str, flush: str, log_path: str
 ) -> subprocess.Popen[bytes]:
-    src = str(Path(ledgermq.__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     command = [
         sys.executable, "-m", "ledgermq.bench.pysyncobj_log", "node",
         "--self", self_address, "--partners", ",".join(partners),
@@ -235,7 +231,7 @@ def _spawn_node(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=child_env(),
             start_new_session=True,  # a Ctrl-C in the terminal reaches only the driver
         )
 

@@ -21,27 +21,25 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import ledgermq
+from ledgermq.bench.processes import child_env, free_ports, ledgermq_command
 from ledgermq.errors import LedgerMQError
 from ledgermq.ledger.client import AsyncLedgerClient, LedgerClient
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Iterable, Sequence
 
     from ledgermq.ledger.requests import LedgerEntry, Metadata
 
-__all__ = ["ReplicaGroup", "ReplicaStartError", "free_ports", "ledgermq_command"]
+__all__ = ["ReplicaGroup", "ReplicaStartError", "child_env", "free_ports", "ledgermq_command"]
 
 READY_MARK: Final = b" serving on "
 """What ``ledger serve`` prints on stdout once it listens."""
@@ -59,34 +57,6 @@ class ReplicaStartError(LedgerMQError):
     def __init__(self, message: str, *, address_in_use: bool = False) -> None:
         super().__init__(message)
         self.address_in_use = address_in_use
-
-
-def ledgermq_command(*args: str) -> list[str]:
-    """``[python, -m, ledgermq, *args]`` for this interpreter."""
-    return [sys.executable, "-m", "ledgermq", *args]
-
-
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a child: ``ledgermq`` importable from where this process found it."""
-    env = dict(os.environ)
-    source_root = str(Path(ledgermq.__file__).resolve().parent.parent)
-    old = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = source_root if not old else f"{source_root}{os.pathsep}{old}"
-    env["PYTHONUNBUFFERED"] = "1"
-    if extra:
-        env.update(extra)
-    return env
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that were free a moment ago (all probes are held open together)."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
 
 
 def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
