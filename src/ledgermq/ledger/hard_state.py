@@ -1,7 +1,7 @@
 """The ``currterm`` file: the term and vote that must survive a restart (spec-election 1.5).
 
-DLedger writes ``currTerm`` and ``voteLeader`` as Java properties; so do we, durably: write a
-temporary file, fsync it, rename it over the old one, fsync the directory. A vote is granted only
+DLedger writes ``currTerm`` and ``voteLeader`` as Java properties; so do we, durably (the
+store's ``replace_file_durably``, as for its checkpoint). A vote is granted only
 after this returns, so a replica that crashes cannot vote twice in one term.
 """
 
@@ -12,7 +12,7 @@ from typing import Final
 
 from ledgermq.errors import CorruptLogError
 from ledgermq.raft import HardState
-from ledgermq.store.segment import fsync_directory
+from ledgermq.store.segment import replace_file_durably
 
 __all__ = ["HARD_STATE_NAME", "read_hard_state", "write_hard_state"]
 
@@ -43,14 +43,5 @@ def read_hard_state(directory: str) -> HardState:
 
 def write_hard_state(directory: str, state: HardState) -> None:
     """Durably replace the saved state."""
-    path = os.path.join(directory, HARD_STATE_NAME)
-    tmp = path + ".tmp"
     data = f"currTerm={state.term}\nvoteLeader={state.voted_for or ''}\n".encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(directory)
+    replace_file_durably(directory, HARD_STATE_NAME, data)

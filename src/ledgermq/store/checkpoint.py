@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-from ledgermq.store.segment import fsync_directory
+from ledgermq.store.segment import replace_file_durably
 
 __all__ = ["Checkpoint", "read_checkpoint", "write_checkpoint"]
 
@@ -64,18 +64,9 @@ def read_checkpoint(directory: str) -> Checkpoint:
 
 def write_checkpoint(directory: str, checkpoint: Checkpoint) -> None:
     """Durably replace the checkpoint in ``directory``."""
-    path = os.path.join(directory, CHECKPOINT_NAME)
-    tmp = path + ".tmp"
     data = (
         f"endIndex={checkpoint.end_index}\n"
         f"committedIndex={checkpoint.committed_index}\n"
         f"flushedPos={checkpoint.flushed_pos}\n"
     ).encode("ascii")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(directory)
+    replace_file_durably(directory, CHECKPOINT_NAME, data)

@@ -43,6 +43,24 @@ _ZERO_CHUNK: Final = bytes(1 << 20)
 _PWRITE_MIN_BYTES: Final = 4096
 
 
+def replace_file_durably(directory: str, name: str, data: bytes) -> None:
+    """Atomically and durably replace ``directory/name`` with ``data``.
+
+    Write a temporary file, fsync it, rename it over the old one, fsync the directory: after a
+    crash the file holds either the old or the new bytes, never a mix.
+    """
+    path = os.path.join(directory, name)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_directory(directory)
+
+
 def fsync_directory(path: str) -> None:
     """Make a directory's entries (created, renamed or deleted files) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
