@@ -39,17 +39,17 @@ import json
 import logging
 import random
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.clock import SystemClock
 from ledgermq.errors import (
-    LeaderPendingFullError,
-    LeaderTransferringError,
     LedgerMQError,
     LedgerRequestError,
     NetworkError,
     NotLeaderError,
     ProtocolError,
+    RaftError,
     StoreError,
 )
 from ledgermq.ledger.codec import PEER_REQUEST_CODES, decode_message, encode_entries, encode_message
@@ -93,18 +93,13 @@ _MAX_REPLY_ROUTES: Final = 100_000
 long since timed out and retried)."""
 
 
+@dataclass(frozen=True, slots=True)
 class AppendResult:
     """Where an append landed: ``first_index`` .. ``last_index`` in ``term``."""
 
-    __slots__ = ("first_index", "last_index", "term")
-
-    def __init__(self, first_index: int, last_index: int, term: int) -> None:
-        self.first_index = first_index
-        self.last_index = last_index
-        self.term = term
-
-    def __repr__(self) -> str:
-        return f"AppendResult({self.first_index}..{self.last_index}, term={self.term})"
+    first_index: int
+    last_index: int
+    term: int
 
 
 class _PendingAppend:
@@ -239,7 +234,7 @@ class LedgerServer:
         for link in self._links.values():
             await link.wait_closed()
         if self._sync_task is not None:
-            with contextlib.suppress(BaseException):
+            with contextlib.suppress(Exception):  # it reported its own failure already
                 await self._sync_task
         self._fail_pending("the replica is shutting down")
         if self._flusher is not None:
@@ -312,7 +307,7 @@ class LedgerServer:
                     f"entry of {len(body)} bytes exceeds maxBodyBytes ({limit})",
                     ResponseCode.UNEXPECTED_ARGUMENT,
                 )
-        if getattr(self.store, "disk_full", False):
+        if self.store.disk_full:
             raise LedgerRequestError(
                 f"the disk of replica {self.config.self_id} is full", ResponseCode.DISK_FULL
             )
@@ -559,12 +554,8 @@ class LedgerServer:
         if self._closing or self._core is None:
             return
         try:
-            if (
-                cmd.code == LedgerRequestCode.LEADERSHIP_TRANSFER
-                and not cmd.is_response
-                and b"takeLeadershipLedgerIndex" not in cmd.body
-            ):
-                self._on_admin_transfer(conn, cmd)  # DLedger shares the code with the peer RPC
+            if cmd.code == LedgerRequestCode.LEADERSHIP_TRANSFER and not cmd.is_response:
+                self._on_transfer_request(conn, cmd)
             elif cmd.is_response or cmd.code in PEER_REQUEST_CODES:
                 self._on_peer_message(conn, cmd)
             elif cmd.code == LedgerRequestCode.APPEND:
@@ -604,7 +595,7 @@ class LedgerServer:
         try:
             self._check_bodies(bodies)
             pid = self.core.propose(bodies)
-        except LedgerMQError as exc:
+        except RaftError as exc:
             self._refuse(conn, cmd.opaque, exc)
             return
         self._appends[pid] = _PendingAppend(conn, cmd.opaque, None, time.perf_counter())
@@ -646,16 +637,25 @@ class LedgerServer:
             return
         self._respond(conn, cmd.opaque, ResponseCode.SUCCESS, None, {}, encode_entries([entry]))
 
-    def _on_admin_transfer(self, conn: Connection, cmd: RemotingCommand) -> None:
+    def _on_transfer_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """DLedger uses one code for an admin's "transfer to X" and the leader's "take over":
+        only the leader's request names ``takeLeadershipLedgerIndex``."""
         try:
             body = json.loads(cmd.body)
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and "takeLeadershipLedgerIndex" in body:
+            self._on_peer_message(conn, cmd)
+            return
+        try:
+            assert isinstance(body, dict)
             transferee = str(body["transfereeId"])
             term = body.get("term")
             term = None if term is None else int(term)
             group = str(body.get("group", self.config.group))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (AssertionError, ValueError, KeyError, TypeError) as exc:
             self._respond(conn, cmd.opaque, ResponseCode.UNEXPECTED_ARGUMENT,
-                          f"malformed transfer request: {exc}", {})  # fmt: skip
+                          f"malformed transfer request: {exc!r}", {})  # fmt: skip
             return
         if group != self.config.group:
             self._respond(conn, cmd.opaque, ResponseCode.UNKNOWN_GROUP,
@@ -682,16 +682,9 @@ class LedgerServer:
         host, port = self.config.peers[leader]
         return {"leaderId": leader, "leaderAddr": f"{host}:{port}"}
 
-    def _refuse(self, conn: Connection, opaque: int, exc: LedgerMQError) -> None:
-        if isinstance(exc, NotLeaderError):
-            code = ResponseCode.NOT_LEADER
-        elif isinstance(exc, LeaderTransferringError):
-            code = ResponseCode.LEADER_TRANSFERRING
-        elif isinstance(exc, LeaderPendingFullError):
-            code = ResponseCode.LEADER_PENDING_FULL
-        else:
-            code = ResponseCode(getattr(exc, "code", ResponseCode.INTERNAL_ERROR))
-        self._respond(conn, opaque, code, str(exc), self._leader_ext())
+    def _refuse(self, conn: Connection, opaque: int, exc: RaftError) -> None:
+        """Answer with the DLedger code the error carries (errors.py keeps the one mapping)."""
+        self._respond(conn, opaque, exc.code, str(exc), self._leader_ext())
 
     @staticmethod
     def _respond(
