@@ -21,6 +21,7 @@ import asyncio
 import logging
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from ledgermq.bench.processes import (
 from ledgermq.bench.stats import LatencyRecorder, Progress, RunResult
 from ledgermq.errors import BenchmarkError, LedgerMQError
 from ledgermq.ledger.client import AsyncLedgerClient
+from ledgermq.net import run
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -236,15 +238,9 @@ def run_ledger(
                 duration_s=duration_s,
                 progress=progress,
             )
-            return _run_loop(drive)  # type: ignore[no-any-return]
+            return run(drive)
         finally:
             group.close()
-
-
-def _run_loop(coro: Any) -> Any:
-    from ledgermq.net import run  # noqa: PLC0415 - uvloop when installed
-
-    return run(coro)
 
 
 async def _failover_trials(group: LedgerGroup, trials: int) -> list[float]:
@@ -280,8 +276,7 @@ def measure_failover(trials: int, *, workdir: str | None = None) -> list[float]:
         group = LedgerGroup(tmp, "async")
         try:
             group.start_all()
-            result: list[float] = _run_loop(_failover_trials(group, trials))
-            return result
+            return run(_failover_trials(group, trials))
         finally:
             group.close()
 
@@ -295,12 +290,6 @@ DEFAULT_WORKLOADS: Final = (
 )
 """Single appends from one client; many clients; batched appends (1 MiB requests, Kafka's
 ``max.request.size``); each flush policy."""
-
-
-def median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def pysyncobj_available() -> bool:
@@ -369,7 +358,7 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
         ms = sorted(t * 1000 for t in failover)
         print(
             f"\nfailover (kill -9 of the leader -> first acknowledged append on the new leader), "
-            f"{len(ms)} trials: median {median(ms):.0f} ms, min {ms[0]:.0f} ms, "
+            f"{len(ms)} trials: median {statistics.median(ms):.0f} ms, min {ms[0]:.0f} ms, "
             f"max {ms[-1]:.0f} ms",
             file=out,
         )
@@ -379,7 +368,7 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
         "duration_s": options.duration_s,
         "warmup_s": options.warmup_s,
         "failover_s": failover,
-        "failover_median_s": median(failover) if failover else None,
+        "failover_median_s": statistics.median(failover) if failover else None,
     }
     if options.json_path:
         write_json(options.json_path, results, meta)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from ledgermq.net import run
 if TYPE_CHECKING:
     import argparse
 
+    from ledgermq.ledger.config import LedgerConfig
     from ledgermq.ledger.requests import Metadata
 
 
@@ -133,7 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return run(_serve(config))
 
 
-async def _serve(config: Any) -> int:
+async def _serve(config: LedgerConfig) -> int:
     server = LedgerServer(config)
     await server.start()
     loop = asyncio.get_running_loop()
@@ -198,8 +200,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_status(views: list[tuple[str, Metadata | str]], *, as_json: bool) -> None:
     if as_json:
-        import json  # noqa: PLC0415
-
         for node, view in views:
             if isinstance(view, str):
                 print(json.dumps({"id": node, "error": view}))

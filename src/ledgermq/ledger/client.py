@@ -240,7 +240,7 @@ class LedgerClient:
         )
         self._thread.start()
         try:
-            self._client = self._run(_make_client(group, peers, options))
+            self._client = AsyncLedgerClient(group, peers, **options)
         except BaseException:
             self._stop_loop()
             raise
@@ -285,9 +285,3 @@ class LedgerClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-async def _make_client(
-    group: str, peers: str | Mapping[str, tuple[str, int]], options: dict[str, Any]
-) -> AsyncLedgerClient:
-    return AsyncLedgerClient(group, peers, **options)
