@@ -57,7 +57,6 @@ __all__ = [
 
 _READY_TIMEOUT_S: Final = 30.0
 _GROUP: Final = "bench"
-_EXTRA: list[str] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +85,7 @@ class LedgerGroup:
     def start(self, node: str) -> None:
         command = ledgermq_command(
             "ledger", "serve", "--group", _GROUP, "--id", node, "--peers", self.peers,
-            "--store-dir", self.workdir, "--flush", self.flush, *_EXTRA,
+            "--store-dir", self.workdir, "--flush", self.flush,
         )  # fmt: skip
         with open(self.log_path(node), "ab") as log:
             self.processes[node] = subprocess.Popen(  # noqa: S603 - our own command line
