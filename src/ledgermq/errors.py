@@ -228,3 +228,89 @@ class BenchmarkError(LedgerMQError):
     Nothing was measured; the message names the step that failed and, for a child process, the
     end of its log.
     """
+
+
+# Messaging: the broker, the NameServer and their clients.
+__all__ += [
+    "BadRequestError",
+    "InvalidMessageError",
+    "MQResponseError",
+    "MessageFormatError",
+    "NoRouteError",
+    "RequestRejectedError",
+    "TopicNotFoundError",
+]
+
+_RETRIABLE_RESPONSE_CODES = frozenset({1, 2, 10, 11, 12, 14, 209, 501})
+"""RocketMQ response codes after which the same request may succeed later or at another broker:
+SYSTEM_ERROR (a quorum timeout reports this), SYSTEM_BUSY, FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE,
+FLUSH_SLAVE_TIMEOUT, SERVICE_NOT_AVAILABLE (a slave, or a master being elected), POLLING_FULL and
+NOT_LEADER_FOR_QUEUE."""
+_ROUTE_RESPONSE_CODES = frozenset({14, 17, 501})
+"""Codes after which the route may be stale: SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST and
+NOT_LEADER_FOR_QUEUE."""
+
+
+class RequestRejectedError(LedgerMQError):
+    """Server side: a request cannot be served; the broker answers it with ``code`` and this text.
+
+    Raised by request processors; the dispatcher turns it into the error response, so a client
+    always gets an answer that says what was wrong.
+    """
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BadRequestError(RequestRejectedError):
+    """Server side: a request is malformed (a header field missing or not a number, a bad body).
+
+    Answered with SYSTEM_ERROR (1), as RocketMQ answers a header it cannot decode.
+    """
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message, code)
+
+
+class MQResponseError(LedgerMQError):
+    """Client side: a broker or NameServer answered with an error ``code`` (and its ``remark``).
+
+    ``retriable`` and ``refresh_route`` follow the code: a slave or a busy master may succeed
+    later or elsewhere; a request the broker calls wrong will not.
+    """
+
+    def __init__(self, message: str, code: int, address: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.address = address
+        self.retriable = code in _RETRIABLE_RESPONSE_CODES  # type: ignore[misc]
+        self.refresh_route = code in _ROUTE_RESPONSE_CODES  # type: ignore[misc]
+
+    def __reduce__(self) -> tuple[type[MQResponseError], tuple[str, int, str | None]]:
+        return (type(self), (str(self), self.code, self.address))
+
+
+class TopicNotFoundError(MQResponseError):
+    """The topic does not exist and the cluster does not create topics on first use."""
+
+    def __init__(self, message: str, code: int = 17, address: str | None = None) -> None:
+        super().__init__(message, code, address)
+
+
+class NoRouteError(LedgerMQError):
+    """No broker can serve the request now (no master of any group holding the topic).
+
+    Retriable: a master is usually being elected; the route is looked up again before retrying.
+    """
+
+    retriable = True
+    refresh_route = True
+
+
+class InvalidMessageError(LedgerMQError):
+    """A message cannot be sent as it is (too large, bad topic name, bad property): fix it."""
+
+
+class MessageFormatError(ProtocolError):
+    """Bytes that should hold stored messages (a pull body, a commit-log record) do not parse."""
