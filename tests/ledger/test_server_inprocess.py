@@ -176,3 +176,42 @@ def test_role_listeners_hear_every_change(tmp_path: Path) -> None:
             await _close(servers)
 
     _run(test)
+
+
+def test_local_append_reports_positions_channel_and_commits(tmp_path: Path) -> None:
+    """What the broker builds on: a local append's positions, its channel, and commit news."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        commits: dict[str, list[int]] = {node: [] for node in servers}
+        for node, server in servers.items():
+            server.add_commit_listener(commits[node].append)
+        try:
+            leader = await _leader(servers)
+            result = await leader.append([b"one", b"two!"], channel=3)
+            assert len(result.positions) == 2
+            for index, pos, body in zip(
+                range(result.first_index, result.last_index + 1),
+                result.positions,
+                [b"one", b"two!"],
+                strict=True,
+            ):
+                entry = leader.store.get(index)
+                assert (entry.pos, entry.channel, entry.body) == (pos, 3, body)
+                assert leader.store.read_body(pos + 48, len(body)) == body
+            assert commits[leader.config.self_id][-1] >= result.last_index
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 5
+            while loop.time() < deadline:
+                if all(c and c[-1] >= result.last_index for c in commits.values()):
+                    break
+                await asyncio.sleep(0.01)
+            for node, heard in commits.items():
+                assert heard == sorted(heard), node
+                assert heard[-1] >= result.last_index, node
+                assert servers[node].store.get(result.last_index).channel == 3
+        finally:
+            await _close(servers)
+
+    _run(test)

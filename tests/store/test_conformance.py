@@ -215,3 +215,17 @@ def test_closed_store_refuses_everything(make_store: StoreFactory) -> None:
     with pytest.raises(StoreClosedError):
         store.get(0)
     store.close()  # twice is fine
+
+
+def test_positions_and_read_body_by_data_position(make_store: StoreFactory) -> None:
+    store = make_store()
+    entries = store.append_batch(1, [b"alpha", b"", b"gamma-gamma"])
+    assert store.positions(0, 2) == [e.pos for e in entries]
+    assert store.positions(1, 1) == [entries[1].pos]
+    third = entries[2]
+    assert store.read_body(third.pos + HEADER_SIZE, 11) == b"gamma-gamma"
+    assert store.read_body(third.pos + HEADER_SIZE + 6, 5) == b"gamma"
+    with pytest.raises(IndexOutOfRangeError):
+        store.positions(0, 3)
+    with pytest.raises(IndexOutOfRangeError):
+        store.read_body(third.pos + HEADER_SIZE, 12)  # runs past the written log

@@ -2,7 +2,7 @@
 
 The server, the simulator, the golden interaction tests and the core benchmark all persist
 through here: truncate first, then append; a leader's own entries go through ``append_batch`` in
-runs of one type and term, a follower's received entries through ``append_entries`` (which
+runs of one type, term and channel, a follower's received entries through ``append_entries`` (which
 checks continuity and the chain CRC before writing anything).
 """
 
@@ -32,7 +32,12 @@ def apply_log_changes(store: LogStore, ready: Ready) -> int:
         run: list[NewEntry] = []
         for entry in ready.entries:
             assert isinstance(entry, NewEntry)
-            if run and (entry.entry_type != run[0].entry_type or entry.term != run[0].term):
+            head = run[0] if run else None
+            if head is not None and (
+                entry.entry_type != head.entry_type
+                or entry.term != head.term
+                or entry.channel != head.channel
+            ):
                 _append_run(store, run)
                 run = []
             run.append(entry)
@@ -46,8 +51,9 @@ def apply_log_changes(store: LogStore, ready: Ready) -> int:
 
 
 def _append_run(store: LogStore, run: Sequence[NewEntry]) -> None:
+    head = run[0]
     stored = store.append_batch(
-        run[0].term, [e.body for e in run], entry_type=EntryType(run[0].entry_type)
+        head.term, [e.body for e in run], head.channel, entry_type=EntryType(head.entry_type)
     )
     # append_batch numbers a batch contiguously: its ends agreeing means every index does.
     if (stored[0].index, stored[-1].index) != (run[0].index, run[-1].index):

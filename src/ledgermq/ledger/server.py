@@ -95,11 +95,16 @@ long since timed out and retried)."""
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """Where an append landed: ``first_index`` .. ``last_index`` in ``term``."""
+    """Where an append landed: ``first_index`` .. ``last_index`` in ``term``.
+
+    ``positions`` are the entries' data-log positions, filled for local appends (the broker's
+    physical offsets are ``pos + 48``); empty for appends answered over the network.
+    """
 
     first_index: int
     last_index: int
     term: int
+    positions: Sequence[int] = ()
 
 
 class _PendingAppend:
@@ -138,6 +143,7 @@ class LedgerServer:
         self._raft_config = config.raft_config()
         self.metrics = LedgerMetrics(config.group, config.self_id)
         self._role_listeners: list[Callable[[RoleChange], None]] = []
+        self._commit_listeners: list[Callable[[int], None]] = []
         self._store: LogStore | None = None
         self._core: RaftCore | None = None
         self._listener: Listener | None = None
@@ -252,6 +258,14 @@ class LedgerServer:
         """Call ``listener`` (on the loop) for every role change, as the broker needs."""
         self._role_listeners.append(listener)
 
+    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(committed_index)`` (on the loop) whenever the commit index advances.
+
+        The broker's dispatcher reads committed entries from the store when told; the entries
+        up to the index are stored locally by then.
+        """
+        self._commit_listeners.append(listener)
+
     # ================================================================== state
     @property
     def core(self) -> RaftCore:
@@ -283,14 +297,16 @@ class LedgerServer:
         )
 
     # ================================================================== local API
-    async def append(self, bodies: Sequence[bytes]) -> AppendResult:
+    async def append(self, bodies: Sequence[bytes], channel: int = 0) -> AppendResult:
         """Append ``bodies`` as leader; returns once they are committed.
+
+        ``channel`` is stored in every entry's ``channel`` field, for the application.
 
         Raises NotLeaderError / LeaderTransferringError / LeaderPendingFullError at once, or an
         error for the DLedger code the proposal ended with.
         """
         self._check_bodies(bodies)
-        pid = self.core.propose(bodies)
+        pid = self.core.propose(bodies, channel=channel)
         assert self._loop is not None
         future: asyncio.Future[AppendResult] = self._loop.create_future()
         self._appends[pid] = _PendingAppend(None, 0, future, time.perf_counter())
@@ -488,6 +504,11 @@ class LedgerServer:
             self.metrics.term.set(core.term)
         if ready.committed_index is not None:
             self.metrics.commit_index.set(ready.committed_index)
+            for commit_listener in self._commit_listeners:
+                try:
+                    commit_listener(ready.committed_index)
+                except Exception:  # noqa: BLE001 - a listener's bug must not stop Raft
+                    _log.exception("commit listener failed")
 
     def _complete_appends(self, results: Sequence[ProposalResult]) -> None:
         now = time.perf_counter()
@@ -505,7 +526,10 @@ class LedgerServer:
                 if pending.future.done():
                     continue
                 if r.code == ResponseCode.SUCCESS:
-                    pending.future.set_result(AppendResult(r.first_index, r.last_index, r.term))
+                    positions = self.store.positions(r.first_index, r.last_index)
+                    pending.future.set_result(
+                        AppendResult(r.first_index, r.last_index, r.term, positions)
+                    )
                 else:
                     pending.future.set_exception(_proposal_error(r.code))
                 continue

@@ -336,8 +336,10 @@ class RaftCore:
         if self.role is Role.LEADER:
             self._replicate()
 
-    def propose(self, bodies: Sequence[bytes], entry_type: int = 1) -> int:
+    def propose(self, bodies: Sequence[bytes], entry_type: int = 1, channel: int = 0) -> int:
         """Append ``bodies`` as leader; returns a proposal id reported in ``Ready.completed``.
+
+        ``channel`` goes to every entry's ``channel`` field, for the application.
 
         Raises:
             NotLeaderError: not the leader (``leader_hint`` names the known leader).
@@ -357,7 +359,8 @@ class RaftCore:
             raise ValueError("propose() needs at least one body")
         first = self._log.last_index + 1
         entries = [
-            NewEntry(first + i, self.term, body, entry_type) for i, body in enumerate(bodies)
+            NewEntry(first + i, self.term, body, entry_type, channel)
+            for i, body in enumerate(bodies)
         ]
         self._log.append(entries)
         pid = self._next_proposal_id

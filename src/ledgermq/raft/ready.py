@@ -38,6 +38,8 @@ class NewEntry(NamedTuple):
     body: bytes
     entry_type: int = 1
     """1 NORMAL, 2 NOOP (the store's ``EntryType`` values)."""
+    channel: int = 0
+    """Stored in the entry's ``channel`` field; the broker tells metadata from messages by it."""
 
     @property
     def size(self) -> int:

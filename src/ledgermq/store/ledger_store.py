@@ -476,6 +476,48 @@ class LedgerStore:
             self._check_readable(index)
             return self._index_record(index)[4]
 
+    def positions(self, first_index: int, last_index: int) -> list[int]:
+        """Data-log positions of the entries ``first_index..last_index``, from their index records.
+
+        How the broker learns where the messages it just appended landed (their physical offsets
+        are ``pos + 48``) without reading the entries back.
+        """
+        with self._lock:
+            self._check_readable(first_index)
+            self._check_readable(last_index)
+            return [self._index_record(i)[1] for i in range(first_index, last_index + 1)]
+
+    def read_body(self, pos: int, size: int) -> bytes:
+        """``size`` bytes at data-log position ``pos``, which must lie inside one entry's body.
+
+        The broker's read by physical offset (RocketMQ ``getMessage``): a ConsumeQueue unit
+        names a message by the position of its body. No CRC check here: the entry was checked
+        when the dispatcher read it, and a pull must not pay for it again.
+
+        Raises:
+            IndexOutOfRangeError: the range is not inside the written log.
+            IndexCompactedError: retention already deleted that part of the log.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError(f"store {self._directory} is closed")
+            if pos < 0 or size < 0 or pos + size > self._data_end:
+                raise IndexOutOfRangeError(
+                    f"bytes {pos}..{pos + size} are outside the written log (ends at "
+                    f"{self._data_end})"
+                )
+            segment = self._data.segment_at(pos)
+            if segment is None:
+                raise IndexCompactedError(
+                    f"position {pos} was deleted by retention or was never written"
+                )
+            if pos + size > segment.end:
+                raise IndexOutOfRangeError(
+                    f"bytes {pos}..{pos + size} cross the end of segment {segment.path}"
+                )
+            off = pos - segment.base
+            return segment.mm[off : off + size]
+
     def read_range(self, start_index: int, max_bytes: int) -> list[Entry]:
         """Entries from ``start_index`` on, up to ``max_bytes`` of entry sizes in total.
 

@@ -196,6 +196,29 @@ class MemoryLedgerStore:
     def term_at(self, index: int) -> int:
         return self.get(index).term
 
+    def positions(self, first_index: int, last_index: int) -> list[int]:
+        self._check_readable(first_index)
+        self._check_readable(last_index)
+        entries, base = self._entries, self._begin_index
+        return [entries[i - base].pos for i in range(first_index, last_index + 1)]
+
+    def read_body(self, pos: int, size: int) -> bytes:
+        if self._closed:
+            raise StoreClosedError("memory store is closed")
+        entries = self._entries
+        i = bisect.bisect_right(entries, pos, key=lambda e: e.pos) - 1
+        if i < 0 or size < 0:
+            if self._begin_index > 0 or (entries and pos < entries[0].pos):
+                raise IndexCompactedError(f"position {pos} was deleted by retention")
+            raise IndexOutOfRangeError(f"position {pos} is outside the written log")
+        entry = entries[i]
+        start = pos - entry.pos - 48
+        if start < 0 or start + size > len(entry.body):
+            raise IndexOutOfRangeError(
+                f"bytes {pos}..{pos + size} do not lie inside the body of entry {entry.index}"
+            )
+        return entry.body[start : start + size]
+
     def read_range(self, start_index: int, max_bytes: int) -> list[Entry]:
         if start_index == self.end_index + 1 and start_index >= 0:
             if self._closed:
