@@ -1,0 +1,61 @@
+"""``ledgermq namesrv``: run a NameServer until SIGTERM or SIGINT.
+
+Settings come from a RocketMQ-style ``namesrv.conf`` (``-c``; keys ``listenPort``,
+``listenHost``/``bindAddress``, ``scanNotActiveBrokerInterval``, ``brokerTimeoutMillis``) with
+the flags on top. Once listening it prints ``NameServer listening on HOST:PORT`` on stdout, with
+the real port when ``--listen-port 0`` asked for any free one, so scripts and tests can read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import TYPE_CHECKING
+
+from ledgermq.ledger.config import load_properties
+from ledgermq.namesrv import NameServer, NameServerConfig
+from ledgermq.net import run
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    namesrv = commands.add_parser("namesrv", help="run a NameServer (until SIGTERM)")
+    namesrv.add_argument("--config", "-c", help="namesrv.conf file of key=value settings")
+    namesrv.add_argument(
+        "--listen-port", type=int, help="port to listen on (default 9876; 0: any free port)"
+    )
+    namesrv.add_argument("--listen-host", help="address to listen on (default 127.0.0.1)")
+    namesrv.set_defaults(handler=cmd_namesrv)
+
+
+def namesrv_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The config file's settings with the flags on top, as ``namesrv.conf`` key names."""
+    values = load_properties(args.config) if args.config else {}
+    if args.listen_port is not None:
+        values["listenPort"] = str(args.listen_port)
+    if args.listen_host is not None:
+        values.pop("bindAddress", None)
+        values["listenHost"] = args.listen_host
+    return values
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    config = NameServerConfig.from_properties(namesrv_settings(args))
+    return run(_serve(config))
+
+
+async def _serve(config: NameServerConfig) -> int:
+    server = NameServer(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        print(f"NameServer listening on {config.listen_host}:{server.port}", flush=True)
+        await stop.wait()
+    finally:
+        await server.close()
+    return 0

@@ -1,0 +1,91 @@
+"""The NameServer's settings, from a RocketMQ-style ``namesrv.conf`` or flags.
+
+File keys are RocketMQ's where RocketMQ has one (``listenPort`` of NettyServerConfig,
+``bindAddress`` of 5.x, ``scanNotActiveBrokerInterval`` of 5.x NamesrvConfig); the rest are ours
+in the same style. Unknown keys are refused, with the list of known ones, so a typo never
+silently leaves a default in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.errors import ConfigError
+from ledgermq.namesrv.routes import DEFAULT_BROKER_TIMEOUT_MS
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["FILE_KEYS", "NameServerConfig"]
+
+FILE_KEYS: Final = {
+    "listenPort": "listen_port",
+    "listenHost": "listen_host",
+    "bindAddress": "listen_host",
+    "scanNotActiveBrokerInterval": "scan_interval_ms",
+    "brokerTimeoutMillis": "broker_timeout_ms",
+}
+"""``namesrv.conf`` key -> ``NameServerConfig`` field."""
+
+
+@dataclass(frozen=True, slots=True)
+class NameServerConfig:
+    """Where the NameServer listens and how it judges broker liveness.
+
+    Args:
+        listen_host: address to listen on (default ``127.0.0.1``; ``0.0.0.0`` for all).
+        listen_port: port to listen on (default 9876, RocketMQ's; 0 picks a free one).
+        scan_interval_ms: how often silent brokers are looked for (default 10 000 ms).
+        broker_timeout_ms: how long a broker may stay silent when its registration does not
+            say (``heartbeatTimeoutMillis``); default 120 000 ms.
+    """
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9876
+    scan_interval_ms: int = 10_000
+    broker_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort must be between 0 and 65535, not {self.listen_port}")
+        if self.scan_interval_ms < 1:
+            raise ConfigError(
+                f"scanNotActiveBrokerInterval must be positive, not {self.scan_interval_ms}"
+            )
+        if self.broker_timeout_ms < 1:
+            raise ConfigError(f"brokerTimeoutMillis must be positive, not {self.broker_timeout_ms}")
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, str]) -> NameServerConfig:
+        """A validated config from ``namesrv.conf`` settings (strings, RocketMQ key names)."""
+        unknown = sorted(set(values) - set(FILE_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"unknown NameServer setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(FILE_KEYS))}"
+            )
+        defaults = cls()
+        host = defaults.listen_host
+        numbers: dict[str, int] = {}
+        for key, text in values.items():
+            name = FILE_KEYS[key]
+            if name == "listen_host":
+                host = text.strip()
+                if not host:
+                    raise ConfigError(f"{key} must not be empty")
+            else:
+                numbers[name] = _integer(key, text)
+        return cls(
+            listen_host=host,
+            listen_port=numbers.get("listen_port", defaults.listen_port),
+            scan_interval_ms=numbers.get("scan_interval_ms", defaults.scan_interval_ms),
+            broker_timeout_ms=numbers.get("broker_timeout_ms", defaults.broker_timeout_ms),
+        )
+
+
+def _integer(key: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ConfigError(f"{key} must be an integer, not {text!r}") from None

@@ -1,0 +1,296 @@
+"""The NameServer's route table, as a pure object: no I/O, no clock (time comes in as ``now_ms``).
+
+Theory of operation (RocketMQ's ``RouteInfoManager``; spec-broker.md sections 5.4 and 7):
+
+- A *broker group* is one ``brokerName`` (in DLedger mode, one Raft group). Its members map a
+  broker id to an address; id 0 is the master. In DLedger mode the leader registers as 0 and a
+  follower as ``selfIdNumber + 1`` (``DLedgerCommitLog.id``), so ids change on failover.
+- **Registration** (``register_broker``), in RocketMQ's order:
+  1. every entry of the group with the *same address but another id* is removed ("switch slave
+     to master: first remove <1, IP:PORT>, then add <0, IP:PORT>"), then ``id -> address`` is
+     put, so a new master replaces the old master's id-0 entry;
+  2. only the master's (id 0) topic configs update the topics' queue data; a slave's table is a
+     copy of its master's and is ignored;
+  3. the address's liveness record is refreshed (last heard, timeout, HA address);
+  4. a non-master is answered with its group's master address and HA address, if that master is
+     still live; a master is answered with nothing.
+- **Liveness**: an address not heard from for longer than its heartbeat timeout (default
+  120 s) is removed by ``scan_not_active``; a closed connection removes at once
+  (``channel_closed``). Removing an address deletes every ``id -> address`` entry holding it;
+  a group left empty disappears, with its queue data in every topic. A group whose master has
+  gone but whose slaves remain keeps its queue data, so consumers can still read from slaves.
+- **Routes** list, for a topic, the queue data of each group holding it and those groups'
+  members. During failover a group may briefly have no id 0 (it is listed with its slaves) or a
+  stale id 0 (the old master, until it expires or its connection closes).
+
+Our improvement over RocketMQ: the master claim is ordered by the Raft term. A broker
+registering as id 0 may pass its ledger term. The table keeps, per group, the term of the last
+accepted master claim (the *master epoch*), for as long as the group exists, even while it has no
+id 0. A claim for id 0 from another address with a *lower* term is refused and changes nothing:
+it comes from an ex-master that has not yet noticed it lost leadership, and must not push the
+real master out of the route. A claim with an equal or higher term, or without a term, is taken
+(without a term there is nothing to order by, so RocketMQ's rule applies); the old master's id-0
+entry is replaced. Re-registration from the current master's own address is always taken. The
+epoch is forgotten with the group (when its last member is removed), so a group rebuilt from
+empty stores, whose terms start again from 0, is not locked out.
+
+Output is ordered (sorted by group and topic name), so answers do not depend on hash order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.wire.route import (
+    MASTER_ID,
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicList,
+    TopicRouteData,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ledgermq.wire.route import TopicConfig
+
+__all__ = ["DEFAULT_BROKER_TIMEOUT_MS", "RegisterResult", "RemovedBroker", "RouteTable"]
+
+DEFAULT_BROKER_TIMEOUT_MS: Final = 120_000
+"""RocketMQ's ``BROKER_CHANNEL_EXPIRED_TIME``: a broker silent this long is dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    """What a registering broker is told (``RegisterBrokerResult``).
+
+    ``master_addr`` and ``ha_server_addr`` are its group's live master, for a slave; None for a
+    master or when the group has no live master. ``accepted`` is False only for a refused stale
+    master claim (see the module docstring); ``master_addr`` then names the current master.
+    """
+
+    master_addr: str | None
+    ha_server_addr: str | None
+    accepted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedBroker:
+    """One ``id -> address`` entry taken out of a group (expiry, closed connection, unregister)."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+
+
+@dataclass(slots=True)
+class _Group:
+    cluster: str
+    # broker id -> address; id 0 is the master. Invariant: an address appears at most once.
+    addrs: dict[int, str] = field(default_factory=dict)
+    # Term of the last accepted master claim that carried one; None if none did (or the last
+    # accepted claim from another address had no term). Lives as long as the group.
+    master_term: int | None = None
+
+
+@dataclass(slots=True)
+class _Live:
+    """Liveness of one broker address (``BrokerLiveInfo``)."""
+
+    last_update_ms: int
+    timeout_ms: int
+    data_version: DataVersion
+    ha_server_addr: str
+
+
+class RouteTable:
+    """Broker groups, their members, topics' queue data and liveness (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, _Group] = {}  # brokerName -> group
+        self._clusters: dict[str, set[str]] = {}  # cluster -> brokerNames
+        self._topics: dict[str, dict[str, QueueData]] = {}  # topic -> brokerName -> queues
+        self._live: dict[str, _Live] = {}  # broker address -> liveness
+
+    # ------------------------------------------------------------------ registration
+    def register_broker(
+        self,
+        cluster: str,
+        broker_name: str,
+        broker_addr: str,
+        broker_id: int,
+        *,
+        topic_configs: Mapping[str, TopicConfig] | None = None,
+        data_version: DataVersion | None = None,
+        ha_server_addr: str = "",
+        heartbeat_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS,
+        term: int | None = None,
+        now_ms: int,
+    ) -> RegisterResult:
+        """Record a broker's (re-)registration at ``now_ms``; RocketMQ's rules plus the epoch.
+
+        ``topic_configs`` count only from the master (``broker_id`` 0). ``term`` is the ledger
+        term a master claim is made in (ignored for other ids).
+        """
+        group = self._groups.get(broker_name)
+        if broker_id == MASTER_ID and group and _is_stale_claim(group, broker_addr, term):
+            master = group.addrs.get(MASTER_ID)
+            return RegisterResult(master, self._ha_addr(master), accepted=False)
+        if group is None:
+            group = self._groups[broker_name] = _Group(cluster)
+        self._clusters.setdefault(group.cluster, set()).add(broker_name)
+
+        if broker_id == MASTER_ID and (term is not None or group.addrs.get(0) != broker_addr):
+            group.master_term = term
+        for other_id, addr in list(group.addrs.items()):
+            if addr == broker_addr and other_id != broker_id:
+                del group.addrs[other_id]
+        group.addrs[broker_id] = broker_addr
+
+        if broker_id == MASTER_ID and topic_configs:
+            for config in topic_configs.values():
+                queues = self._topics.setdefault(config.topic_name, {})
+                queues[broker_name] = QueueData.of_topic(broker_name, config)
+
+        self._live[broker_addr] = _Live(
+            now_ms, heartbeat_timeout_ms, data_version or DataVersion(), ha_server_addr
+        )
+        if broker_id == MASTER_ID:
+            return RegisterResult(None, None)
+        master = group.addrs.get(MASTER_ID)
+        if master is None or master not in self._live:
+            return RegisterResult(None, None)
+        return RegisterResult(master, self._ha_addr(master))
+
+    def unregister_broker(
+        self, cluster: str, broker_name: str, broker_addr: str, broker_id: int
+    ) -> list[RemovedBroker]:
+        """A broker says it is leaving: drop its liveness and its ``id -> address`` entry.
+
+        RocketMQ removes whatever holds ``broker_id``; we remove it only if it still holds
+        ``broker_addr``, so a late unregister from an ex-master cannot delete its successor's
+        id-0 entry.
+        """
+        del cluster  # the group knows its cluster; kept for the request's shape
+        self._live.pop(broker_addr, None)
+        group = self._groups.get(broker_name)
+        if group is None or group.addrs.get(broker_id) != broker_addr:
+            return []
+        del group.addrs[broker_id]
+        removed = [RemovedBroker(group.cluster, broker_name, broker_id, broker_addr)]
+        if not group.addrs:
+            self._drop_group(broker_name)
+        return removed
+
+    # ------------------------------------------------------------------ liveness
+    def scan_not_active(self, now_ms: int) -> list[RemovedBroker]:
+        """Remove every address silent for longer than its timeout; return the entries removed."""
+        expired = [
+            addr
+            for addr, live in self._live.items()
+            if live.last_update_ms + live.timeout_ms < now_ms
+        ]
+        removed: list[RemovedBroker] = []
+        for addr in sorted(expired):
+            removed += self.channel_closed(addr)
+        return removed
+
+    def channel_closed(self, broker_addr: str) -> list[RemovedBroker]:
+        """The connection ``broker_addr`` registered over closed: remove that address at once."""
+        self._live.pop(broker_addr, None)
+        removed: list[RemovedBroker] = []
+        for name in sorted(self._groups):
+            group = self._groups[name]
+            for broker_id, addr in sorted(group.addrs.items()):
+                if addr == broker_addr:
+                    del group.addrs[broker_id]
+                    removed.append(RemovedBroker(group.cluster, name, broker_id, addr))
+            if not group.addrs:
+                self._drop_group(name)
+        return removed
+
+    def is_live(self, broker_addr: str) -> bool:
+        return broker_addr in self._live
+
+    # ------------------------------------------------------------------ queries
+    def route(self, topic: str) -> TopicRouteData | None:
+        """The route of ``topic``, or None when no live group holds it."""
+        queues = self._topics.get(topic)
+        if not queues:
+            return None
+        queue_datas: list[QueueData] = []
+        broker_datas: list[BrokerData] = []
+        for name in sorted(queues):
+            data = self.broker_data(name)
+            if data is not None:
+                queue_datas.append(queues[name])
+                broker_datas.append(data)
+        if not broker_datas:
+            return None
+        return TopicRouteData(tuple(queue_datas), tuple(broker_datas))
+
+    def broker_data(self, broker_name: str) -> BrokerData | None:
+        """A group's members (a copy), or None if no such group is registered."""
+        group = self._groups.get(broker_name)
+        if group is None:
+            return None
+        return BrokerData(group.cluster, broker_name, dict(sorted(group.addrs.items())))
+
+    def master_term(self, broker_name: str) -> int | None:
+        """The group's master epoch (term of the last accepted master claim), if known."""
+        group = self._groups.get(broker_name)
+        return None if group is None else group.master_term
+
+    def cluster_info(self) -> ClusterInfo:
+        brokers = {name: data for name in sorted(self._groups) if (data := self.broker_data(name))}
+        clusters = {name: tuple(sorted(self._clusters[name])) for name in sorted(self._clusters)}
+        return ClusterInfo(brokers, clusters)
+
+    def topic_list(self) -> TopicList:
+        return TopicList(tuple(sorted(self._topics)))
+
+    # ------------------------------------------------------------------ admin
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """Forget ``topic`` (only its queues on ``cluster``'s groups, if given); True if any."""
+        queues = self._topics.get(topic)
+        if queues is None:
+            return False
+        if cluster is None:
+            del self._topics[topic]
+            return True
+        names = self._clusters.get(cluster, set())
+        hits = [name for name in queues if name in names]
+        for name in hits:
+            del queues[name]
+        if not queues:
+            del self._topics[topic]
+        return bool(hits)
+
+    # ------------------------------------------------------------------ internals
+    def _ha_addr(self, broker_addr: str | None) -> str | None:
+        live = self._live.get(broker_addr) if broker_addr is not None else None
+        return None if live is None else live.ha_server_addr
+
+    def _drop_group(self, broker_name: str) -> None:
+        """The group's last member is gone: forget it, its cluster entry and its queue data."""
+        group = self._groups.pop(broker_name)
+        names = self._clusters.get(group.cluster)
+        if names is not None:
+            names.discard(broker_name)
+            if not names:
+                del self._clusters[group.cluster]
+        for topic in list(self._topics):
+            queues = self._topics[topic]
+            if queues.pop(broker_name, None) is not None and not queues:
+                del self._topics[topic]
+
+
+def _is_stale_claim(group: _Group, broker_addr: str, term: int | None) -> bool:
+    """True for a master claim from another address with a term below the group's epoch."""
+    if group.addrs.get(MASTER_ID) == broker_addr:
+        return False  # the current master re-registering: always taken
+    return term is not None and group.master_term is not None and term < group.master_term

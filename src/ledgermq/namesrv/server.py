@@ -1,0 +1,299 @@
+"""The NameServer process: the route table served over RocketMQ remoting.
+
+Stateless and replaceable: every broker registers with every NameServer, so several may run side
+by side and a restarted one is refilled within a registration period (30 s). Requests are served
+synchronously in arrival order; nothing here blocks, so no request waits for another's I/O.
+
+Served codes (protocol-remoting-and-grpc.md sections 2.4 to 2.6): 103 REGISTER_BROKER,
+104 UNREGISTER_BROKER, 105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO,
+206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER and 216 DELETE_TOPIC_IN_NAMESRV. Anything else is answered
+REQUEST_CODE_NOT_SUPPORTED. Errors become answers in one place (``_on_frame``): a refused or
+malformed request gets its error's code and message; a bug gets SYSTEM_ERROR, is logged, and the
+server keeps serving. Responses to requests flagged one-way are not sent (a registration sent
+one-way is applied but not answered); the C++ client's "one-way" sends arrive unflagged and are
+answered, which that client ignores.
+
+Liveness (spec-broker.md section 5.4): a task scans for silent brokers every
+``scan_interval_ms``; and when a connection closes, the brokers whose latest registration came
+over it are removed at once (RocketMQ's ``onChannelDestroy``). A broker that re-registers over a
+new connection is not removed when its old connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+from ledgermq.clock import Clock, SystemClock
+from ledgermq.errors import BadRequestError, RequestRejectedError
+from ledgermq.namesrv.routes import RemovedBroker, RouteTable
+from ledgermq.net import TcpNetwork
+from ledgermq.wire import (
+    MQRequestCode,
+    MQResponseCode,
+    RemotingCommand,
+    ext_bool,
+    ext_int,
+    ext_str,
+    optional_int,
+    optional_str,
+)
+from ledgermq.wire.route import RegisterBrokerBody
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ledgermq.namesrv.config import NameServerConfig
+    from ledgermq.net import Connection, Listener, Network
+
+__all__ = ["NameServer"]
+
+logger = logging.getLogger(__name__)
+
+_Processor: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand]
+
+TOPIC_NOT_EXIST_REMARK: Final = "No topic route info in name server for the topic: "
+"""RocketMQ's remark for TOPIC_NOT_EXIST, followed by the topic (clients may show it)."""
+
+
+class NameServer:
+    """Serves the route table (see the module docstring).
+
+    Args:
+        config: where to listen, scan interval, default broker timeout.
+        network: ``TcpNetwork()`` by default; tests pass a ``MemoryNetwork``.
+        clock: source of ``now_ms`` for liveness (``SystemClock()`` by default).
+    """
+
+    def __init__(
+        self,
+        config: NameServerConfig,
+        network: Network | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.routes = RouteTable()
+        self._network: Network = network if network is not None else TcpNetwork()
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._listener: Listener | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+        self._closing = False
+        # Broker address -> the connection its latest accepted registration came over.
+        self._registered_over: dict[str, Connection] = {}
+        # Connections that carry our close callback (each gets it once).
+        self._watched: set[Connection] = set()
+        self._processors: dict[int, _Processor] = {
+            MQRequestCode.REGISTER_BROKER: self._register_broker,
+            MQRequestCode.UNREGISTER_BROKER: self._unregister_broker,
+            MQRequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route,
+            MQRequestCode.GET_BROKER_CLUSTER_INFO: self._get_cluster_info,
+            MQRequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._get_topic_list,
+            MQRequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Listen and start the liveness scan. NetworkError if the address cannot be bound."""
+        cfg = self.config
+        self._listener = await self._network.serve(cfg.listen_host, cfg.listen_port, self._on_frame)
+        self._scan_task = asyncio.get_running_loop().create_task(
+            self._scan_loop(), name="namesrv-liveness-scan"
+        )
+        logger.info(
+            "namesrv started listen=%s:%d scan_interval_ms=%d broker_timeout_ms=%d",
+            cfg.listen_host, self.port, cfg.scan_interval_ms, cfg.broker_timeout_ms,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        """Stop the scan, stop listening and close every connection. Safe to call twice."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+        if self._listener is not None:
+            self._listener.close()
+            await self._listener.wait_closed()
+        logger.info("namesrv stopped")
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the real one when 0 was configured)."""
+        assert self._listener is not None, "start() first"
+        return self._listener.port
+
+    def scan_now(self) -> list[RemovedBroker]:
+        """One liveness scan at the clock's current time (the scan task calls this)."""
+        removed = self.routes.scan_not_active(self._clock.monotonic_ms())
+        for entry in removed:
+            logger.warning(
+                "broker expired cluster=%s broker_name=%s broker_id=%d broker_addr=%s",
+                entry.cluster, entry.broker_name, entry.broker_id, entry.broker_addr,
+            )  # fmt: skip
+        for addr in [a for a in self._registered_over if not self.routes.is_live(a)]:
+            del self._registered_over[addr]
+        return removed
+
+    async def _scan_loop(self) -> None:
+        interval_s = self.config.scan_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.scan_now()
+            except Exception:
+                logger.exception("namesrv liveness scan failed; retrying next interval")
+
+    # ------------------------------------------------------------------ dispatch
+    def _on_frame(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Every frame from every connection: dispatch by code, answer, map errors to codes."""
+        if self._closing or cmd.is_response:
+            return  # the NameServer sends no requests, so a response is nobody's
+        processor = self._processors.get(cmd.code)
+        try:
+            if processor is None:
+                raise RequestRejectedError(  # noqa: TRY301 - one error path for every refusal
+                    f"request type {cmd.code} not supported",
+                    MQResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                )
+            response = processor(conn, cmd)
+        except RequestRejectedError as exc:
+            logger.info(
+                "namesrv refused request code=%d from=%s reason=%s",
+                cmd.code, conn.address, exc,
+            )  # fmt: skip
+            response = cmd.response(exc.code, remark=str(exc))
+        except Exception as exc:
+            logger.exception("namesrv failed on request code=%d from=%s", cmd.code, conn.address)
+            response = cmd.response(
+                MQResponseCode.SYSTEM_ERROR,
+                remark=f"the name server failed on request code {cmd.code}: "
+                f"{type(exc).__name__}: {exc}",
+            )
+        if not cmd.is_oneway and not conn.closed:
+            conn.send(response)
+
+    # ------------------------------------------------------------------ processors
+    def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        fields = cmd.ext_fields
+        cluster = _name(fields, "clusterName")
+        broker_name = _name(fields, "brokerName")
+        broker_addr = _name(fields, "brokerAddr")
+        broker_id = ext_int(fields, "brokerId")
+        timeout_ms = ext_int(fields, "heartbeatTimeoutMillis", self.config.broker_timeout_ms)
+        if timeout_ms <= 0:
+            raise BadRequestError(f"heartbeatTimeoutMillis must be positive, not {timeout_ms}")
+        term = optional_int(fields, "term")
+        body = (
+            RegisterBrokerBody.decode(
+                cmd.body,
+                compressed=ext_bool(fields, "compressed"),
+                expected_crc32=optional_int(fields, "bodyCrc32"),
+            )
+            if cmd.body
+            else RegisterBrokerBody()  # RocketMQ accepts a body-less registration too
+        )
+        before = self.routes.broker_data(broker_name)
+        result = self.routes.register_broker(
+            cluster,
+            broker_name,
+            broker_addr,
+            broker_id,
+            topic_configs=body.topic_configs,
+            data_version=body.data_version,
+            ha_server_addr=optional_str(fields, "haServerAddr") or "",
+            heartbeat_timeout_ms=timeout_ms,
+            term=term,
+            now_ms=self._clock.monotonic_ms(),
+        )
+        if not result.accepted:
+            logger.warning(
+                "refused stale master claim cluster=%s broker_name=%s broker_addr=%s term=%s "
+                "current_master=%s master_term=%s",
+                cluster, broker_name, broker_addr, term, result.master_addr,
+                self.routes.master_term(broker_name),
+            )  # fmt: skip
+        else:
+            self._track(conn, broker_addr)
+            changed = before != self.routes.broker_data(broker_name)
+            logger.log(
+                logging.INFO if changed else logging.DEBUG,
+                "broker registered cluster=%s broker_name=%s broker_id=%d broker_addr=%s "
+                "term=%s topics=%d members=%s",
+                cluster, broker_name, broker_id, broker_addr, term, len(body.topic_configs),
+                self.routes.broker_data(broker_name),
+            )  # fmt: skip
+        return cmd.response(
+            MQResponseCode.SUCCESS,
+            ext_fields={
+                "haServerAddr": result.ha_server_addr or "",
+                "masterAddr": result.master_addr or "",
+            },
+        )
+
+    def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        fields = cmd.ext_fields
+        broker_addr = _name(fields, "brokerAddr")
+        removed = self.routes.unregister_broker(
+            _name(fields, "clusterName"),
+            _name(fields, "brokerName"),
+            broker_addr,
+            ext_int(fields, "brokerId"),
+        )
+        if self._registered_over.get(broker_addr) is conn:
+            del self._registered_over[broker_addr]
+        logger.info("broker unregistered broker_addr=%s removed=%s", broker_addr, removed)
+        return cmd.response(MQResponseCode.SUCCESS)
+
+    def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd.ext_fields, "topic")
+        route = self.routes.route(topic)
+        if route is None:
+            return cmd.response(
+                MQResponseCode.TOPIC_NOT_EXIST, remark=TOPIC_NOT_EXIST_REMARK + topic
+            )
+        return cmd.response(MQResponseCode.SUCCESS, body=route.to_json())
+
+    def _get_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(MQResponseCode.SUCCESS, body=self.routes.cluster_info().to_json())
+
+    def _get_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(MQResponseCode.SUCCESS, body=self.routes.topic_list().to_json())
+
+    def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = ext_str(cmd.ext_fields, "topic")
+        cluster = optional_str(cmd.ext_fields, "clusterName") or None
+        deleted = self.routes.delete_topic(topic, cluster)
+        logger.info("topic deleted topic=%s cluster=%s found=%s", topic, cluster, deleted)
+        return cmd.response(MQResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ connections
+    def _track(self, conn: Connection, broker_addr: str) -> None:
+        """Remember that ``broker_addr`` last registered over ``conn``, to act when it closes."""
+        self._registered_over[broker_addr] = conn
+        if conn not in self._watched:
+            self._watched.add(conn)
+            conn.add_close_callback(self._on_connection_closed)
+
+    def _on_connection_closed(self, conn: Connection) -> None:
+        self._watched.discard(conn)
+        if self._closing:
+            return
+        gone = [addr for addr, c in self._registered_over.items() if c is conn]
+        for addr in gone:
+            del self._registered_over[addr]
+            removed = self.routes.channel_closed(addr)
+            logger.warning("broker connection closed broker_addr=%s removed=%s", addr, removed)
+
+
+def _name(fields: Mapping[str, str], name: str) -> str:
+    """A required, non-empty header field (a name or an address)."""
+    value = ext_str(fields, name)
+    if not value.strip():
+        raise BadRequestError(f"header field {name!r} must not be empty")
+    return value

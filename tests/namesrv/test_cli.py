@@ -1,0 +1,98 @@
+"""``ledgermq namesrv``: a real process on a free port, its announcement line, its shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from ledgermq.cli.main import main
+from ledgermq.errors import ConfigError
+from ledgermq.namesrv import NameServerConfig
+from ledgermq.net import TcpNetwork
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.route import TopicList
+
+pytestmark = pytest.mark.timeout(20)
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def read_line(stream: IO[str] | None, timeout_s: float) -> str:
+    """One line from a child's stdout, or AssertionError after ``timeout_s``."""
+    lines: list[str] = []
+    assert stream is not None
+    reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    assert lines, f"no line within {timeout_s} s"
+    return lines[0]
+
+
+async def topic_list(port: int) -> RemotingCommand:
+    conn = await TcpNetwork().connect("127.0.0.1", port, lambda c, m: None, timeout_s=2)
+    try:
+        request = RemotingCommand(MQRequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 0)
+        return await conn.request(request, timeout_s=2)
+    finally:
+        conn.close()
+        await conn.wait_closed()
+
+
+def test_namesrv_process_announces_its_port_serves_and_stops_on_sigterm() -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ledgermq", "namesrv", "--listen-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = read_line(process.stdout, timeout_s=10)
+        match = re.fullmatch(r"NameServer listening on 127\.0\.0\.1:(\d+)\n", line)
+        assert match, line
+        answer = asyncio.run(topic_list(int(match.group(1))))
+        assert answer.code == MQResponseCode.SUCCESS
+        assert TopicList.from_json(answer.body).topics == ()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_unknown_config_keys_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("# RocketMQ style\nlistenPort=0\nlistenPrt=9876\n")
+    assert main(["namesrv", "-c", str(conf)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "unknown NameServer setting(s) listenPrt; known: bindAddress" in err
+
+
+def test_config_from_properties() -> None:
+    config = NameServerConfig.from_properties(
+        {"listenPort": "9877", "bindAddress": "0.0.0.0", "scanNotActiveBrokerInterval": "5000"}
+    )
+    assert config == NameServerConfig("0.0.0.0", 9877, 5000, 120_000)
+    with pytest.raises(ConfigError, match="listenPort must be an integer, not 'x'"):
+        NameServerConfig.from_properties({"listenPort": "x"})
+    with pytest.raises(ConfigError, match="listenPort must be between 0 and 65535"):
+        NameServerConfig.from_properties({"listenPort": "70000"})
+    with pytest.raises(ConfigError, match="brokerTimeoutMillis must be positive"):
+        NameServerConfig.from_properties({"brokerTimeoutMillis": "0"})

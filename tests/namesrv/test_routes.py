@@ -1,0 +1,277 @@
+"""RouteTable: one test per rule of spec-broker.md section 5.4, plus the master-epoch guard."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledgermq.namesrv.routes import RegisterResult, RemovedBroker, RouteTable
+from ledgermq.wire.route import BrokerData, DataVersion, QueueData, TopicConfig
+
+A, B, C = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
+TOPICS = {"T": TopicConfig("T", 4, 4), "U": TopicConfig("U", 2, 2, perm=4)}
+
+
+def group_of_three(table: RouteTable, now_ms: int = 0, term: int | None = 1) -> None:
+    """broker-a in DLedger mode: A leads (id 0); B and C follow as selfIdNumber + 1."""
+    table.register_broker("c1", "broker-a", A, 0, topic_configs=TOPICS, term=term, now_ms=now_ms)
+    table.register_broker("c1", "broker-a", B, 2, topic_configs=TOPICS, now_ms=now_ms)
+    table.register_broker("c1", "broker-a", C, 3, topic_configs=TOPICS, now_ms=now_ms)
+
+
+def members(table: RouteTable, name: str = "broker-a") -> dict[int, str]:
+    data = table.broker_data(name)
+    return {} if data is None else dict(data.broker_addrs)
+
+
+def test_register_then_route() -> None:
+    table = RouteTable()
+    group_of_three(table)
+    route = table.route("T")
+    assert route is not None
+    assert route.queue_datas == (QueueData("broker-a", 4, 4, 6, 0),)
+    assert route.broker_datas == (BrokerData("c1", "broker-a", {0: A, 2: B, 3: C}),)
+    assert table.route("nope") is None
+
+
+def test_only_the_masters_topic_configs_make_queue_data() -> None:
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", B, 2, topic_configs=TOPICS, now_ms=0)
+    assert table.route("T") is None
+    assert table.topic_list().topics == ()
+    table.register_broker("c1", "broker-a", A, 0, topic_configs={"T": TOPICS["T"]}, now_ms=0)
+    assert table.topic_list().topics == ("T",)
+    # a master's later table updates the queues of its topics
+    table.register_broker(
+        "c1", "broker-a", A, 0, topic_configs={"T": TopicConfig("T", 8, 8)}, now_ms=1
+    )
+    route = table.route("T")
+    assert route is not None
+    assert route.queue_datas[0].read_queue_nums == 8
+
+
+def test_a_slave_is_told_its_live_master_and_a_master_nothing() -> None:
+    table = RouteTable()
+    assert table.register_broker(
+        "c1", "broker-a", A, 0, ha_server_addr="10.0.0.1:10912", now_ms=0
+    ) == RegisterResult(None, None)
+    assert table.register_broker("c1", "broker-a", B, 2, now_ms=0) == RegisterResult(
+        A, "10.0.0.1:10912"
+    )
+
+
+def test_a_slave_of_a_group_without_master_is_told_nothing() -> None:
+    table = RouteTable()
+    assert table.register_broker("c1", "broker-a", B, 2, now_ms=0) == RegisterResult(None, None)
+
+
+def test_failover_remaps_ids() -> None:
+    """spec-broker 5.4: old master 0 -> A; new leader registers 0 -> B and its old entry 2 -> B
+    is removed; A, when it returns, registers as 1 -> A (DLedger: selfIdNumber 0, plus 1)."""
+    table = RouteTable()
+    group_of_three(table, term=1)
+    assert members(table) == {0: A, 2: B, 3: C}
+    table.register_broker("c1", "broker-a", B, 0, topic_configs=TOPICS, term=2, now_ms=10)
+    assert members(table) == {0: B, 3: C}
+    assert table.register_broker("c1", "broker-a", A, 1, now_ms=20) == RegisterResult(B, "")
+    assert members(table) == {0: B, 1: A, 3: C}
+    assert table.master_term("broker-a") == 2
+
+
+def test_a_stale_master_with_a_lower_term_cannot_take_id_0() -> None:
+    table = RouteTable()
+    group_of_three(table, term=5)
+    table.register_broker("c1", "broker-a", B, 0, term=6, now_ms=10)
+    result = table.register_broker(
+        "c1", "broker-a", A, 0, topic_configs={"X": TopicConfig("X")}, term=5, now_ms=20
+    )
+    assert result == RegisterResult(B, "", accepted=False)
+    assert members(table) == {0: B, 3: C}
+    assert table.route("X") is None  # the refused claim changed nothing, topics included
+    assert table.master_term("broker-a") == 6
+
+
+def test_the_epoch_outlives_the_master_entry_while_the_group_exists() -> None:
+    table = RouteTable()
+    group_of_three(table, term=5)
+    table.register_broker("c1", "broker-a", B, 0, term=6, now_ms=0)
+    table.channel_closed(B)  # the real master's connection drops; C is still a member
+    assert members(table) == {3: C}
+    assert not table.register_broker("c1", "broker-a", A, 0, term=5, now_ms=1).accepted
+    assert members(table) == {3: C}
+
+
+def test_the_epoch_is_forgotten_with_the_group() -> None:
+    """A group rebuilt from empty stores starts its terms again; it must not be locked out."""
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", A, 0, term=9, now_ms=0)
+    table.channel_closed(A)
+    assert table.broker_data("broker-a") is None
+    assert table.register_broker("c1", "broker-a", B, 0, term=1, now_ms=1).accepted
+    assert members(table) == {0: B}
+
+
+def test_a_higher_term_claim_replaces_the_master() -> None:
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", A, 0, term=3, now_ms=0)
+    table.register_broker("c1", "broker-a", B, 0, term=4, now_ms=1)
+    assert members(table) == {0: B}
+    assert table.master_term("broker-a") == 4
+
+
+def test_equal_or_missing_terms_follow_rocketmq_last_writer_wins() -> None:
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", A, 0, term=3, now_ms=0)
+    assert table.register_broker("c1", "broker-a", B, 0, term=3, now_ms=1).accepted
+    assert table.register_broker("c1", "broker-a", C, 0, now_ms=2).accepted  # a Java broker
+    assert members(table) == {0: C}
+    assert table.master_term("broker-a") is None
+    assert table.register_broker("c1", "broker-a", A, 0, term=1, now_ms=3).accepted
+
+
+def test_the_current_master_re_registering_is_always_taken() -> None:
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", A, 0, term=7, now_ms=0)
+    assert table.register_broker("c1", "broker-a", A, 0, term=7, now_ms=1).accepted
+    assert table.register_broker("c1", "broker-a", A, 0, now_ms=2).accepted  # no term: kept
+    assert table.master_term("broker-a") == 7
+
+
+def test_silent_brokers_expire_after_their_timeout() -> None:
+    table = RouteTable()
+    group_of_three(table, now_ms=0)
+    table.register_broker("c1", "broker-a", C, 3, heartbeat_timeout_ms=121_000, now_ms=1_000)
+    assert table.scan_not_active(120_000) == []  # silent exactly the timeout: still live
+    assert table.scan_not_active(120_001) == [
+        RemovedBroker("c1", "broker-a", 0, A),
+        RemovedBroker("c1", "broker-a", 2, B),
+    ]
+    assert members(table) == {3: C}
+    route = table.route("T")
+    assert route is not None  # slaves keep the group's queue data readable
+    assert route.broker_datas[0].master_addr is None
+    assert table.scan_not_active(122_000) == []
+    assert table.scan_not_active(122_001) == [RemovedBroker("c1", "broker-a", 3, C)]
+    assert table.route("T") is None
+    assert table.cluster_info().broker_addr_table == {}
+    assert table.cluster_info().cluster_addr_table == {}
+    assert table.topic_list().topics == ()
+
+
+def test_a_refreshed_broker_does_not_expire() -> None:
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", A, 0, now_ms=0)
+    table.register_broker("c1", "broker-a", A, 0, now_ms=100_000)
+    assert table.scan_not_active(200_000) == []
+    assert table.is_live(A)
+
+
+def test_a_closed_channel_removes_the_address_at_once() -> None:
+    table = RouteTable()
+    group_of_three(table)
+    assert table.channel_closed(A) == [RemovedBroker("c1", "broker-a", 0, A)]
+    assert members(table) == {2: B, 3: C}
+    assert not table.is_live(A)
+    assert table.channel_closed(A) == []
+
+
+def test_unregister_removes_only_a_matching_entry() -> None:
+    table = RouteTable()
+    group_of_three(table)
+    table.register_broker("c1", "broker-a", B, 0, now_ms=1)
+    assert table.unregister_broker("c1", "broker-a", A, 0) == []  # a late goodbye from A
+    assert members(table) == {0: B, 3: C}
+    assert table.unregister_broker("c1", "broker-a", B, 0) == [
+        RemovedBroker("c1", "broker-a", 0, B)
+    ]
+    table.unregister_broker("c1", "broker-a", C, 3)
+    assert table.broker_data("broker-a") is None
+    assert table.route("T") is None
+
+
+def test_routes_span_groups_and_list_only_groups_holding_the_topic() -> None:
+    table = RouteTable()
+    table.register_broker(
+        "c1", "broker-b", B, 0, topic_configs={"T": TopicConfig("T", 2, 2)}, now_ms=0
+    )
+    table.register_broker(
+        "c1", "broker-a", A, 0, topic_configs={"T": TopicConfig("T", 4, 4)}, now_ms=0
+    )
+    table.register_broker("c2", "broker-c", C, 0, topic_configs={"V": TopicConfig("V")}, now_ms=0)
+    route = table.route("T")
+    assert route is not None
+    assert [q.broker_name for q in route.queue_datas] == ["broker-a", "broker-b"]
+    assert [b.broker_name for b in route.broker_datas] == ["broker-a", "broker-b"]
+    info = table.cluster_info()
+    assert info.cluster_addr_table == {"c1": ("broker-a", "broker-b"), "c2": ("broker-c",)}
+    assert list(info.broker_addr_table) == ["broker-a", "broker-b", "broker-c"]
+    assert table.topic_list().topics == ("T", "V")
+
+
+def test_delete_topic_everywhere_or_in_one_cluster() -> None:
+    table = RouteTable()
+    table.register_broker("c1", "broker-a", A, 0, topic_configs={"T": TopicConfig("T")}, now_ms=0)
+    table.register_broker("c2", "broker-c", C, 0, topic_configs={"T": TopicConfig("T")}, now_ms=0)
+    assert table.delete_topic("T", "c1")
+    route = table.route("T")
+    assert route is not None
+    assert [b.broker_name for b in route.broker_datas] == ["broker-c"]
+    assert not table.delete_topic("T", "nope")
+    assert table.delete_topic("T")
+    assert table.route("T") is None
+    assert not table.delete_topic("T")
+
+
+def test_data_version_and_ha_address_are_kept_per_address() -> None:
+    table = RouteTable()
+    table.register_broker(
+        "c1", "broker-a", A, 0, data_version=DataVersion(0, 1, 2), ha_server_addr="h:1", now_ms=0
+    )
+    assert table.register_broker("c1", "broker-a", B, 2, now_ms=0).ha_server_addr == "h:1"
+
+
+# ---------------------------------------------------------------------------------- invariants
+Operation = tuple[str, str, str, int, "int | None"]
+"""(kind, broker name, address, broker id or ms to advance, term): one shape for every kind."""
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["register", "register", "unregister", "closed", "scan"]),
+        st.sampled_from(["broker-a", "broker-b"]),
+        st.sampled_from([A, B, C, "10.0.0.4:10911"]),
+        st.integers(0, 3),
+        st.none() | st.integers(0, 5),
+    ),
+    max_size=40,
+)
+
+
+@given(operations)
+def test_the_table_stays_consistent_under_any_operations(ops: list[Operation]) -> None:
+    table = RouteTable()
+    now = 0
+    for kind, name, addr, number, term in ops:
+        if kind == "register":
+            now += 1_000
+            topics = {f"T-{name}": TopicConfig(f"T-{name}")}
+            table.register_broker(
+                "c1", name, addr, number, topic_configs=topics, heartbeat_timeout_ms=5_000,
+                term=term, now_ms=now,
+            )  # fmt: skip
+        elif kind == "unregister":
+            table.unregister_broker("c1", name, addr, number)
+        elif kind == "closed":
+            table.channel_closed(addr)
+        else:
+            now += number * 2_000
+            table.scan_not_active(now)
+        info = table.cluster_info()
+        for group, data in info.broker_addr_table.items():
+            addrs = list(data.broker_addrs.values())
+            assert addrs, f"{group} is listed without members"
+            assert len(addrs) == len(set(addrs)), f"an address holds two ids in {group}"
+            assert group in info.cluster_addr_table[data.cluster]
+        for topic in table.topic_list().topics:
+            route = table.route(topic)
+            assert route is not None
+            assert {q.broker_name for q in route.queue_datas} <= set(info.broker_addr_table)
