@@ -22,6 +22,7 @@ from ledgermq.store import (
     DEFAULT_MAX_BODY_BYTES,
 )
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
+from ledgermq.store.retention import RetentionConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -55,6 +56,8 @@ class LedgerConfig:
     metrics_host: str = "127.0.0.1"
     tick_interval_ms: int = 5
     """How often the core is ticked (its timers are all multiples of this or coarser)."""
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    """When old data files are deleted (``fileReservedHours``, ``deleteWhen``, disk ratios)."""
     raft: Mapping[str, object] = field(default_factory=dict)
     """Extra ``RaftConfig`` fields (snake_case), e.g. heart_beat_time_interval_ms."""
 
@@ -149,6 +152,8 @@ FILE_KEYS: Final = {
     "indexFileSize": "index_segment_bytes",
     "maxBodyBytes": "max_body_bytes",
     "metricsPort": "metrics_port",
+    "fileReservedHours": "retention.file_reserved_hours",
+    "deleteWhen": "retention.delete_when",
     "heartBeatTimeIntervalMs": "raft.heart_beat_time_interval_ms",
     "maxHeartBeatLeak": "raft.max_heart_beat_leak",
     "minVoteIntervalMs": "raft.min_vote_interval_ms",
@@ -186,9 +191,14 @@ def build_config(values: Mapping[str, str]) -> LedgerConfig:
         raise ConfigError(f"missing setting(s): {', '.join(missing)}")
     top: dict[str, object] = {}
     raft: dict[str, object] = {}
+    retention: dict[str, object] = {}
     for key, text in values.items():
         name = FILE_KEYS[key]
-        if name.startswith("raft."):
+        if name == "retention.file_reserved_hours":
+            retention["file_reserved_hours"] = _number(key, text)
+        elif name == "retention.delete_when":
+            retention["delete_when"] = text
+        elif name.startswith("raft."):
             raft[name[5:]] = _raft_value(key, name[5:], text)
         elif name in _INT_FIELDS:
             top[name] = _integer(key, text)
@@ -196,7 +206,16 @@ def build_config(values: Mapping[str, str]) -> LedgerConfig:
             top[name] = parse_peers(text)
         else:
             top[name] = text
+    if retention:
+        top["retention"] = RetentionConfig(**retention)  # type: ignore[arg-type]
     return LedgerConfig(raft=raft, **top)  # type: ignore[arg-type]
+
+
+def _number(key: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{key} must be a number, not {text!r}") from None
 
 
 def _integer(key: str, text: str) -> int:

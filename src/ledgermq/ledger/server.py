@@ -189,6 +189,7 @@ class LedgerServer:
                 data_segment_bytes=cfg.data_segment_bytes,
                 index_segment_entries=cfg.index_segment_bytes // INDEX_UNIT_SIZE,
                 max_body_bytes=cfg.max_body_bytes,
+                retention=cfg.retention,
             )
             self._store = store
             hard_state = read_hard_state(cfg.store_dir)
@@ -305,11 +306,31 @@ class LedgerServer:
         Raises NotLeaderError / LeaderTransferringError / LeaderPendingFullError at once, or an
         error for the DLedger code the proposal ended with.
         """
+        return await self.submit(bodies, channel)
+
+    def submit(self, bodies: Sequence[bytes], channel: int = 0) -> asyncio.Future[AppendResult]:
+        """``append`` in two steps: propose now, and a future that completes on commit.
+
+        A refusal (not the leader, transfer in progress, too many pending, bad entry) raises
+        here, before anything reached the log; once this returns the entries are in the
+        leader's log, and a failed future means "outcome unknown" (they may still commit).
+        The broker needs the difference: it gives back the queue offsets of refused sends.
+        """
         self._check_bodies(bodies)
         pid = self.core.propose(bodies, channel=channel)
         assert self._loop is not None
         future: asyncio.Future[AppendResult] = self._loop.create_future()
         self._appends[pid] = _PendingAppend(None, 0, future, time.perf_counter())
+        self._kick()
+        return future
+
+    async def transfer_leadership(self, to: str) -> int:
+        """Hand the leadership of this group to ``to`` (this replica must lead); the DLedger
+        response code the transfer ended with (0 when ``to`` leads)."""
+        tid = self.core.transfer_leadership(to)
+        assert self._loop is not None
+        future: asyncio.Future[int] = self._loop.create_future()
+        self._transfers[tid] = (None, 0, future)
         self._kick()
         return await future
 

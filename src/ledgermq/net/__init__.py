@@ -10,10 +10,12 @@ from ledgermq.net.memory import MemoryNetwork
 from ledgermq.net.network import Listener, Network
 from ledgermq.net.os_errors import map_os_error
 from ledgermq.net.peer import PeerLink
+from ledgermq.net.pool import ConnectionPool, split_address
 from ledgermq.net.tcp import TcpNetwork
 
 __all__ = [
     "Connection",
+    "ConnectionPool",
     "Handler",
     "Listener",
     "MemoryNetwork",
@@ -22,5 +24,6 @@ __all__ = [
     "TcpNetwork",
     "map_os_error",
     "run",
+    "split_address",
     "uvloop_available",
 ]
