@@ -1,0 +1,29 @@
+"""The LedgerMQ client: producer, consumers and admin over RocketMQ remoting (asyncio), and
+blocking facades of them for threads (the CLI, Spark executors).
+
+Only the names listed here are the public API; modules starting with ``_`` are private.
+"""
+
+from ledgermq.client._routing import MessageQueue, allocate_averagely
+from ledgermq.client.consumer import (
+    ConsumeStatus,
+    PullConsumer,
+    PullResult,
+    PullStatus,
+    PushConsumer,
+)
+from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
+
+__all__ = [
+    "ConsumeStatus",
+    "Message",
+    "MessageQueue",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+    "allocate_averagely",
+]

@@ -1,0 +1,285 @@
+"""Per-queue broker requests shared by the pull and push consumers: pull, offsets, send-back.
+
+Each request finds the broker of the queue's group in the cached route (a pull may go to a
+slave while the group has no master; offset updates go to the master), and, for the idempotent
+ones, tries again once after looking the route up anew when the broker failed or said the route
+is stale. A master failover keeps the queue's broker group, so the new master is found by name.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.client._routing import MessageQueue, master_address, pull_address
+from ledgermq.errors import MQResponseError, NetworkError, NoRouteError
+from ledgermq.wire import (
+    MQRequestCode,
+    MQResponseCode,
+    decode_records,
+    parse_subscription,
+    tags_match,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from ledgermq.client._remoting import ClientInstance
+    from ledgermq.wire import MessageExt, RemotingCommand
+
+__all__ = ["PullResult", "PullStatus", "PullSysFlag", "QueueApi"]
+
+_PULL_CODES: Final = (
+    MQResponseCode.SUCCESS,
+    MQResponseCode.PULL_NOT_FOUND,
+    MQResponseCode.PULL_RETRY_IMMEDIATELY,
+    MQResponseCode.PULL_OFFSET_MOVED,
+)
+
+
+class PullSysFlag:
+    """``PullSysFlag`` bits of a pull request."""
+
+    COMMIT_OFFSET: Final = 1
+    SUSPEND: Final = 2
+    SUBSCRIPTION: Final = 4
+    CLASS_FILTER: Final = 8
+
+
+class PullStatus(enum.Enum):
+    """``PullStatus.java``: what a pull found."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS_OF_CODE: Final = {
+    MQResponseCode.SUCCESS: PullStatus.FOUND,
+    MQResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    MQResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    MQResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull's answer. Pull again from ``next_begin_offset``.
+
+    ``messages`` passed the subscription on the broker (tag hash) and again here (tag string);
+    a FOUND result may hold none when every message was filtered here.
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+
+
+def _int(fields: Mapping[str, str], name: str, default: int = -1) -> int:
+    value = fields.get(name)
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+class QueueApi:
+    """Queue-level requests of one consumer group (see the module docstring)."""
+
+    def __init__(self, client: ClientInstance, group: str) -> None:
+        self.client = client
+        self.group = group
+
+    async def address(self, mq: MessageQueue, *, master: bool, refresh: bool = False) -> str:
+        """The broker serving ``mq``: its group's master, or (``master=False``) any member."""
+        pick = master_address if master else pull_address
+        route = await self.client.topic_route(mq.topic, refresh=refresh)
+        address = pick(route, mq.broker_name)
+        if address is None and not refresh:
+            route = await self.client.topic_route(mq.topic, refresh=True)
+            address = pick(route, mq.broker_name)
+        if address is None:
+            role = "master" if master else "member"
+            raise NoRouteError(f"broker group {mq.broker_name} of {mq} has no {role} in the route")
+        return address
+
+    async def call(
+        self,
+        mq: MessageQueue,
+        code: int,
+        ext_fields: Mapping[str, str],
+        body: bytes = b"",
+        *,
+        master: bool = False,
+        timeout_s: float | None = None,
+        expect: Collection[int] = (MQResponseCode.SUCCESS,),
+        attempts: int = 2,
+    ) -> RemotingCommand:
+        """``code`` to the broker of ``mq``; with ``attempts`` > 1 retried after a route refresh."""
+        refresh = False
+        for attempt in range(attempts):
+            try:
+                address = await self.address(mq, master=master, refresh=refresh)
+                return await self.client.invoke(
+                    address, code, ext_fields, body, timeout_s=timeout_s, expect=expect
+                )
+            except (NetworkError, NoRouteError, MQResponseError) as exc:
+                if attempt + 1 >= attempts or not (exc.retriable or exc.refresh_route):
+                    if exc.refresh_route or isinstance(exc, NetworkError):
+                        self.client.request_route_refresh(mq.topic)
+                    raise
+                refresh = True
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        subscription: str,
+        *,
+        sys_flag: int = PullSysFlag.SUBSCRIPTION,
+        commit_offset: int = -1,
+        suspend_ms: int = 0,
+        timeout_s: float | None = None,
+        attempts: int = 2,
+    ) -> PullResult:
+        ext = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max_nums),
+            "sysFlag": str(sys_flag),
+            "commitOffset": str(commit_offset),
+            "suspendTimeoutMillis": str(suspend_ms),
+            "subscription": subscription,
+            "subVersion": "0",
+            "expressionType": "TAG",
+        }
+        response = await self.call(
+            mq,
+            MQRequestCode.PULL_MESSAGE,
+            ext,
+            timeout_s=timeout_s,
+            expect=_PULL_CODES,
+            attempts=attempts,
+        )
+        fields = response.ext_fields
+        status = _STATUS_OF_CODE[MQResponseCode(response.code)]
+        messages: list[MessageExt] = []
+        if status is PullStatus.FOUND and response.body:
+            messages = decode_records(response.body)
+            tags, _ = parse_subscription(subscription)
+            if tags is not None:
+                messages = [m for m in messages if tags_match(m.properties.get("TAGS"), tags)]
+        return PullResult(
+            status,
+            _int(fields, "nextBeginOffset", offset),
+            _int(fields, "minOffset"),
+            _int(fields, "maxOffset"),
+            messages,
+        )
+
+    async def _offset_call(self, mq: MessageQueue, code: int, **extra: str) -> int:
+        ext = {"topic": mq.topic, "queueId": str(mq.queue_id), **extra}
+        response = await self.call(mq, code, ext)
+        return _int(response.ext_fields, "offset")
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        return await self._offset_call(mq, MQRequestCode.GET_MAX_OFFSET)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._offset_call(mq, MQRequestCode.GET_MIN_OFFSET)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return await self._offset_call(
+            mq, MQRequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp_ms)
+        )
+
+    async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        ext = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+        response = await self.call(mq, MQRequestCode.GET_EARLIEST_MSG_STORETIME, ext)
+        return _int(response.ext_fields, "timestamp")
+
+    async def committed_offset(self, mq: MessageQueue) -> int | None:
+        """The group's committed offset of ``mq``; None if it has none (QUERY_NOT_FOUND)."""
+        ext = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id)}
+        response = await self.call(
+            mq,
+            MQRequestCode.QUERY_CONSUMER_OFFSET,
+            ext,
+            master=True,
+            expect=(MQResponseCode.SUCCESS, MQResponseCode.QUERY_NOT_FOUND),
+        )
+        if response.code == MQResponseCode.QUERY_NOT_FOUND:
+            return None
+        offset = _int(response.ext_fields, "offset")
+        return offset if offset >= 0 else None
+
+    async def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        ext = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "commitOffset": str(offset),
+        }
+        await self.call(mq, MQRequestCode.UPDATE_CONSUMER_OFFSET, ext, master=True)
+
+    async def send_back(
+        self, mq: MessageQueue, message: MessageExt, *, delay_level: int, max_reconsume_times: int
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: the broker re-stores the message in ``%RETRY%<group>``."""
+        ext = {
+            "offset": str(message.commit_log_offset),
+            "group": self.group,
+            "delayLevel": str(delay_level),
+            "originMsgId": message.msg_id,
+            "originTopic": message.topic,
+            "unitMode": "false",
+            "maxReconsumeTimes": str(max_reconsume_times),
+        }
+        await self.call(mq, MQRequestCode.CONSUMER_SEND_MSG_BACK, ext, master=True, attempts=1)
+
+    async def lock(self, broker_name: str, mqs: Collection[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ at ``broker_name``'s master: the queues this client now holds."""
+        if not mqs:
+            return set()
+        first = next(iter(mqs))
+        body = json.dumps(
+            {
+                "consumerGroup": self.group,
+                "clientId": self.client.client_id,
+                "mqSet": [mq.to_object() for mq in sorted(mqs)],
+            }
+        ).encode()
+        response = await self.call(
+            first, MQRequestCode.LOCK_BATCH_MQ, {}, body, master=True, attempts=1
+        )
+        held = json.loads(response.body or b"{}").get("lockOKMQSet") or []
+        return {MessageQueue(q["topic"], q["brokerName"], int(q["queueId"])) for q in held}
+
+    async def unlock(self, mqs: Collection[MessageQueue]) -> None:
+        if not mqs:
+            return
+        first = next(iter(mqs))
+        body = json.dumps(
+            {
+                "consumerGroup": self.group,
+                "clientId": self.client.client_id,
+                "mqSet": [mq.to_object() for mq in sorted(mqs)],
+            }
+        ).encode()
+        await self.call(first, MQRequestCode.UNLOCK_BATCH_MQ, {}, body, master=True, attempts=1)
+
+    async def consumer_ids(self, address: str) -> list[str]:
+        response = await self.client.invoke(
+            address, MQRequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
+        )
+        ids = json.loads(response.body or b"{}").get("consumerIdList") or []
+        return [str(i) for i in ids]

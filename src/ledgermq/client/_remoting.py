@@ -1,0 +1,432 @@
+"""The client's shared machinery (RocketMQ's ``MQClientInstance`` + ``MQClientAPIImpl``).
+
+One ``ClientInstance`` per producer, consumer or admin object. It owns:
+
+- the connection pool (one connection per broker / NameServer address);
+- the NameServer list, used in turn: a NameServer that fails is skipped for the next one;
+- the route cache: a topic's route is looked up on first use, refreshed every
+  ``route_refresh_interval_s`` (30 s) for every topic used, and at once on demand (after a send
+  fails, after TOPIC_NOT_EXIST or SERVICE_NOT_AVAILABLE); listeners hear about routes that
+  changed (a push consumer rebalances);
+- heartbeats (34): right after start and every ``heartbeat_interval_s`` (30 s), to every broker
+  in the routes of the groups' topics (masters only when there is no consumer), carrying the
+  groups and subscriptions (``HeartbeatData``);
+- what brokers ask of the client on the same connection: NOTIFY_CONSUMER_IDS_CHANGED (40) makes
+  the consumer of that group rebalance now; anything else is answered
+  REQUEST_CODE_NOT_SUPPORTED.
+
+Errors are mapped in one place, ``check_response``: an answer whose code is not one the caller
+expects becomes ``MQResponseError(remark, code, address)`` (``TopicNotFoundError`` for 17); its
+``retriable`` / ``refresh_route`` flags follow the code. Transport failures arrive as the
+``NetworkError`` subclasses of ``ledgermq.net`` and say how far the request got.
+
+Client id: ``ip@instanceName[@unitName]`` as in RocketMQ, where the default instance name is
+``pid#n`` with ``n`` counting the client objects of this process (RocketMQ 5 uses
+``pid#nanoTime``): two consumers of one group in one process are two members of the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import json
+import logging
+import os
+import random
+import socket
+from typing import TYPE_CHECKING, Final, Protocol
+
+from ledgermq.clock import Clock, SystemClock
+from ledgermq.errors import (
+    ConfigError,
+    LedgerMQError,
+    MQResponseError,
+    NetworkError,
+    TopicNotFoundError,
+)
+from ledgermq.net import ConnectionPool, TcpNetwork
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.route import MASTER_ID, TopicRouteData
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from ledgermq.net import Connection, Network
+
+__all__ = ["ClientInstance", "ConsumerHandle", "check_response", "parse_namesrv_addr"]
+
+logger = logging.getLogger("ledgermq.client")
+
+_instance_counter = itertools.count(1)
+_SUCCESS: Final = (MQResponseCode.SUCCESS,)
+
+
+def parse_namesrv_addr(namesrv_addr: str) -> list[str]:
+    """``"host:port;host:port"`` (also ``,`` separated) -> a list; ConfigError if empty."""
+    addresses = [a.strip() for a in namesrv_addr.replace(",", ";").split(";") if a.strip()]
+    if not addresses:
+        raise ConfigError(f"no NameServer address in {namesrv_addr!r}; expected host:port[;...]")
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"NameServer address {address!r} is not host:port")
+    return addresses
+
+
+@functools.cache
+def local_ip() -> str:
+    """This host's outward IPv4 address (no packet is sent), or 127.0.0.1."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("10.255.255.255", 1))
+        address = sock.getsockname()[0]
+        if isinstance(address, str) and address != "0.0.0.0":  # noqa: S104 - a result, not a bind
+            return address
+    return "127.0.0.1"
+
+
+def check_response(
+    response: RemotingCommand, address: str, expect: Collection[int] = _SUCCESS
+) -> RemotingCommand:
+    """``response`` if its code is expected; else the typed error for it (the one mapping)."""
+    if response.code in expect:
+        return response
+    remark = response.remark or "(no remark)"
+    try:
+        name = MQResponseCode(response.code).name
+    except ValueError:
+        name = "unknown code"
+    message = f"{address} answered {response.code} {name}: {remark}"
+    if response.code == MQResponseCode.TOPIC_NOT_EXIST:
+        raise TopicNotFoundError(message, response.code, address)
+    raise MQResponseError(message, response.code, address)
+
+
+class ConsumerHandle(Protocol):
+    """What the instance needs from a consumer it serves."""
+
+    @property
+    def group(self) -> str: ...
+
+    def heartbeat_data(self) -> dict[str, object]:
+        """This consumer's entry of ``consumerDataSet``."""
+        ...
+
+    def topics(self) -> Collection[str]:
+        """Topics whose brokers must hear the heartbeat."""
+        ...
+
+    def on_consumer_ids_changed(self) -> None:
+        """The broker says the group's membership changed: rebalance soon."""
+        ...
+
+    def on_route_changed(self, topic: str) -> None: ...
+
+
+class ClientInstance:
+    """Connections, routes, heartbeats of one client (see the module docstring).
+
+    Args:
+        namesrv_addr: ``"host:port;host:port"``.
+        client_id: the full client id; default ``ip@pid#n[@unit_name]``.
+        instance_name: replaces ``pid#n`` in the default client id.
+        unit_name: appended to the client id (RocketMQ's unit mode naming).
+        network: ``TcpNetwork()`` by default; tests pass a ``MemoryNetwork``.
+        clock: monotonic and wall time (default the system's).
+        request_timeout_s: default timeout of one request (3 s).
+        route_refresh_interval_s: period of the route refresh (30 s).
+        heartbeat_interval_s: period of the heartbeat (30 s).
+        rng: randomness for the first NameServer choice and back-offs.
+    """
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        *,
+        client_id: str | None = None,
+        instance_name: str | None = None,
+        unit_name: str | None = None,
+        network: Network | None = None,
+        clock: Clock | None = None,
+        request_timeout_s: float = 3.0,
+        route_refresh_interval_s: float = 30.0,
+        heartbeat_interval_s: float = 30.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
+        self.ip = local_ip()
+        if client_id is None:
+            instance = instance_name or f"{os.getpid()}#{next(_instance_counter)}"
+            client_id = f"{self.ip}@{instance}" + (f"@{unit_name}" if unit_name else "")
+        self.client_id = client_id
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.rng = rng if rng is not None else random.Random()  # noqa: S311 - not security
+        self.request_timeout_s = request_timeout_s
+        self.route_refresh_interval_s = route_refresh_interval_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self._network: Network = network if network is not None else TcpNetwork()
+        self.pool = ConnectionPool(self._network, self._on_server_request)
+        self._namesrv_index = self.rng.randrange(len(self.namesrv_addrs))
+        # topic -> its latest route; topics listed here are refreshed periodically.
+        self._routes: dict[str, TopicRouteData] = {}
+        self._route_locks: dict[str, asyncio.Lock] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self.producer_groups: set[str] = set()
+        self.producer_topics: set[str] = set()
+        self.consumers: dict[str, ConsumerHandle] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<ClientInstance {self.client_id} namesrv={';'.join(self.namesrv_addrs)}>"
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self, *, background: bool = True) -> None:
+        """Start the periodic route refresh and heartbeat (``background=False``: neither)."""
+        if self._started:
+            return
+        self._started = True
+        if background:
+            loop = asyncio.get_running_loop()
+            self._tasks = [
+                loop.create_task(self._route_loop(), name=f"routes {self.client_id}"),
+                loop.create_task(self._heartbeat_loop(), name=f"heartbeat {self.client_id}"),
+            ]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = [*self._tasks, *self._refreshing.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def now_ms(self) -> int:
+        return self.clock.monotonic_ms()
+
+    def wall_ms(self) -> int:
+        return int(self.clock.wall_time_s() * 1000)
+
+    # ------------------------------------------------------------------ requests
+    async def invoke(
+        self,
+        address: str,
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        timeout_s: float | None = None,
+        expect: Collection[int] = _SUCCESS,
+    ) -> RemotingCommand:
+        """One request to ``address``; the answer if its code is in ``expect``, else the error."""
+        command = RemotingCommand(code=code, opaque=0, ext_fields=ext_fields or {}, body=body)
+        response = await self.pool.request(
+            address, command, timeout_s if timeout_s is not None else self.request_timeout_s
+        )
+        return check_response(response, address, expect)
+
+    async def invoke_oneway(
+        self, address: str, code: int, ext_fields: Mapping[str, str], body: bytes = b""
+    ) -> None:
+        command = RemotingCommand(code=code, opaque=0, ext_fields=ext_fields, body=body)
+        await self.pool.oneway(address, command)
+
+    async def invoke_namesrv(
+        self,
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        expect: Collection[int] = _SUCCESS,
+    ) -> RemotingCommand:
+        """A request to a NameServer: the current one, then the others in turn if it fails."""
+        last: NetworkError | None = None
+        n = len(self.namesrv_addrs)
+        for _ in range(n):
+            address = self.namesrv_addrs[self._namesrv_index % n]
+            try:
+                return await self.invoke(address, code, ext_fields, body, expect=expect)
+            except NetworkError as exc:
+                logger.info("name server %s failed (%s); trying the next one", address, exc)
+                last = exc
+                self._namesrv_index = (self._namesrv_index + 1) % n
+        assert last is not None
+        raise last
+
+    # ------------------------------------------------------------------ routes
+    def cached_route(self, topic: str) -> TopicRouteData | None:
+        return self._routes.get(topic)
+
+    async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
+        """The route of ``topic``, from the cache unless ``refresh``.
+
+        Raises TopicNotFoundError (no NameServer knows the topic) or a NetworkError.
+        """
+        route = self._routes.get(topic)
+        if route is not None and not refresh:
+            return route
+        lock = self._route_locks.setdefault(topic, asyncio.Lock())
+        async with lock:
+            cached = self._routes.get(topic)
+            if cached is not None and cached is not route:  # refreshed while we waited
+                return cached
+            return await self._fetch_route(topic)
+
+    async def _fetch_route(self, topic: str) -> TopicRouteData:
+        response = await self.invoke_namesrv(MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        new = TopicRouteData.from_json(response.body)
+        old = self._routes.get(topic)
+        self._routes[topic] = new
+        if old is not None and old != new:
+            logger.info("route of %s changed: %s", topic, _route_summary(new))
+            self._route_changed(topic)
+        return new
+
+    def request_route_refresh(self, topic: str) -> None:
+        """Refresh ``topic``'s route soon, in the background (one refresh at a time per topic)."""
+        if self._closed or topic in self._refreshing:
+            return
+        task = asyncio.get_running_loop().create_task(self._refresh_quietly(topic))
+        self._refreshing[topic] = task
+        task.add_done_callback(lambda _: self._refreshing.pop(topic, None))
+
+    async def _refresh_quietly(self, topic: str) -> None:
+        try:
+            await self.topic_route(topic, refresh=True)
+        except LedgerMQError as exc:
+            logger.debug("route refresh of %s failed: %s", topic, exc)
+
+    def forget_route(self, topic: str) -> None:
+        self._routes.pop(topic, None)
+
+    def _route_changed(self, topic: str) -> None:
+        for consumer in list(self.consumers.values()):
+            if topic in consumer.topics():
+                consumer.on_route_changed(topic)
+
+    def topics_in_use(self) -> set[str]:
+        topics = set(self.producer_topics)
+        for consumer in self.consumers.values():
+            topics.update(consumer.topics())
+        return topics
+
+    async def refresh_all_routes(self) -> None:
+        for topic in sorted(self.topics_in_use() | set(self._routes)):
+            try:
+                await self.topic_route(topic, refresh=True)
+            except TopicNotFoundError:
+                self._routes.pop(topic, None)
+            except LedgerMQError as exc:
+                logger.debug("periodic route refresh of %s failed: %s", topic, exc)
+
+    async def _route_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.route_refresh_interval_s)
+            try:
+                await self.refresh_all_routes()
+            except Exception:
+                logger.exception("route refresh failed; retrying next period")
+
+    # ------------------------------------------------------------------ heartbeats
+    def heartbeat_body(self) -> bytes:
+        data = {
+            "clientID": self.client_id,
+            "producerDataSet": [{"groupName": g} for g in sorted(self.producer_groups)],
+            "consumerDataSet": [self.consumers[g].heartbeat_data() for g in sorted(self.consumers)],
+        }
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    def broker_addresses(self, topics: Collection[str] | None = None) -> list[str]:
+        """Addresses of the brokers in the cached routes of ``topics`` (default all).
+
+        Masters only when this client has no consumer (RocketMQ's producer-only heartbeat).
+        """
+        masters_only = not self.consumers
+        addresses: set[str] = set()
+        for topic, route in self._routes.items():
+            if topics is not None and topic not in topics:
+                continue
+            for data in route.broker_datas:
+                for broker_id, addr in data.broker_addrs.items():
+                    if broker_id == MASTER_ID or not masters_only:
+                        addresses.add(addr)
+        return sorted(addresses)
+
+    async def send_heartbeat(self) -> int:
+        """Heartbeat every broker of the topics in use; the number that answered."""
+        if not self.producer_groups and not self.consumers:
+            return 0
+        body = self.heartbeat_body()
+        addresses = self.broker_addresses(self.topics_in_use())
+        results = await asyncio.gather(
+            *(self.invoke(a, MQRequestCode.HEART_BEAT, {}, body) for a in addresses),
+            return_exceptions=True,
+        )
+        ok = 0
+        for address, result in zip(addresses, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, LedgerMQError):
+                    raise result
+                logger.debug("heartbeat to %s failed: %s", address, result)
+            else:
+                ok += 1
+        return ok
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_s)
+            try:
+                await self.send_heartbeat()
+            except Exception:
+                logger.exception("heartbeat failed; retrying next period")
+
+    async def unregister(self, producer_group: str = "", consumer_group: str = "") -> None:
+        """UNREGISTER_CLIENT (35) to every broker of the topics in use; failures are logged."""
+        ext = {
+            "clientID": self.client_id,
+            "producerGroup": producer_group,
+            "consumerGroup": consumer_group,
+        }
+        for address in self.broker_addresses():
+            try:
+                await self.invoke(address, MQRequestCode.UNREGISTER_CLIENT, ext, timeout_s=1.0)
+            except LedgerMQError as exc:
+                logger.debug("unregister at %s failed: %s", address, exc)
+
+    # ------------------------------------------------------------------ server -> client
+    def _on_server_request(self, conn: Connection, command: RemotingCommand) -> None:
+        if command.is_response:
+            return  # a late answer of a request that timed out
+        if command.code == MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            group = command.ext_fields.get("consumerGroup", "")
+            consumer = self.consumers.get(group)
+            logger.debug("broker %s: consumers of %s changed", conn.address, group)
+            if consumer is not None:
+                consumer.on_consumer_ids_changed()
+            if not command.is_oneway and not conn.closed:
+                conn.send(command.response(MQResponseCode.SUCCESS))
+            return
+        if not command.is_oneway and not conn.closed:
+            conn.send(
+                command.response(
+                    MQResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    remark=f"request code {command.code} is not supported by this client",
+                )
+            )
+
+
+def _route_summary(route: TopicRouteData) -> str:
+    groups = ", ".join(
+        f"{b.broker_name}={dict(sorted(b.broker_addrs.items()))}" for b in route.broker_datas
+    )
+    return groups or "(no broker)"

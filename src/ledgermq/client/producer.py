@@ -1,0 +1,564 @@
+"""The producer: sends messages to a topic's queues, with retries across queues and broker groups.
+
+What a send promises (RocketMQ's ``DefaultMQProducer``, made explicit):
+
+- ``SendStatus.SEND_OK`` means the broker answered code 0: the message is stored (in DLedger
+  mode, committed by the group's quorum). FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT /
+  SLAVE_NOT_AVAILABLE are returned as results too (the broker stored the message but could not
+  confirm durability in time); they are not retried, as in RocketMQ.
+- A plain ``send`` makes up to ``1 + retry_times`` attempts. Each attempt picks the next queue
+  round-robin and avoids the group that failed the previous attempt and, for
+  ``fault_avoid_ms``, any group that failed recently. After a failure the topic's route is looked
+  up again before the next attempt, so a new master (DLedger failover) is found.
+- **Outcome unknown.** A timeout, or a connection that closes after the request went out, leaves
+  the outcome unknown: the broker may have stored the message. Like RocketMQ, the producer retries
+  anyway (at-least-once: the message may be stored twice; consumers deduplicate by ``msg_id``,
+  the ``UNIQ_KEY`` that every copy shares). ``unknown_outcomes`` counts these retries. If the last
+  attempt ends this way its ``RequestTimeoutError`` / ``ConnectionClosedError`` is raised.
+- ``send_orderly`` never moves to another queue (that would reorder); it retries the *same* queue
+  only when nothing was sent (connection refused) or the broker refused it, and raises on an
+  unknown outcome, so the caller decides.
+- A topic with no route borrows the route of ``TBW102`` and sends with ``defaultTopic=TBW102``:
+  a broker with ``autoCreateTopicEnable`` creates the topic (RocketMQ's flow).
+
+Every message gets a ``UNIQ_KEY`` (``UniqueIdGenerator``); single sends use SEND_MESSAGE_V2
+(310), batches SEND_BATCH_MESSAGE (320). Bodies over ``compress_over`` bytes are zlib-deflated
+(SYSFLAG bit 0), as RocketMQ's ``compressMsgBodyOverHowmuch`` does; batches are not compressed.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import secrets
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.client._remoting import ClientInstance
+from ledgermq.client._routing import (
+    DEFAULT_TOPIC,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    LatencyFaultTolerance,
+    MessageQueue,
+    TopicPublishInfo,
+    master_address,
+    publish_info,
+    select_queue,
+    sharding_queue,
+)
+from ledgermq.errors import (
+    ConfigError,
+    ConnectError,
+    InvalidMessageError,
+    LedgerMQError,
+    MQResponseError,
+    NetworkError,
+    NoRouteError,
+    TopicNotFoundError,
+)
+from ledgermq.wire import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    MessageProperty,
+    MQRequestCode,
+    MQResponseCode,
+    SysFlag,
+    UniqueIdGenerator,
+    encode_batch,
+    encode_properties,
+    validate_message,
+    validate_topic,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from ledgermq.clock import Clock
+    from ledgermq.net import Network
+
+__all__ = ["Message", "Producer", "SendResult", "SendStatus"]
+
+logger = logging.getLogger("ledgermq.client.producer")
+
+_SEND_CODES: Final = (
+    MQResponseCode.SUCCESS,
+    MQResponseCode.FLUSH_DISK_TIMEOUT,
+    MQResponseCode.FLUSH_SLAVE_TIMEOUT,
+    MQResponseCode.SLAVE_NOT_AVAILABLE,
+)
+_RETRY_CODES: Final = frozenset(
+    {MQResponseCode.TOPIC_NOT_EXIST, MQResponseCode.NO_PERMISSION}
+)  # besides the codes MQResponseError calls retriable (RocketMQ's retryResponseCodes)
+
+
+class SendStatus(enum.Enum):
+    """``SendStatus.java``; only SEND_OK means stored and confirmed."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+_STATUS_OF_CODE: Final = {
+    MQResponseCode.SUCCESS: SendStatus.SEND_OK,
+    MQResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    MQResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    MQResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What the broker said about a send.
+
+    ``msg_id`` is the producer's ``UNIQ_KEY`` (comma-joined for a batch), what consumers see as
+    ``MessageExt.msg_id``; ``offset_msg_id`` says where the broker stored it.
+    """
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status is SendStatus.SEND_OK
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message of a batch (single sends take the same fields as keyword arguments)."""
+
+    body: bytes
+    tags: str | None = None
+    keys: str | Sequence[str] | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    flag: int = 0
+
+
+def _keys_text(keys: str | Iterable[str] | None) -> str | None:
+    if keys is None:
+        return None
+    text = keys if isinstance(keys, str) else " ".join(keys)
+    return text or None
+
+
+class Producer:
+    """An asyncio producer (see the module docstring).
+
+    Args:
+        group: the producer group.
+        namesrv_addr: ``"host:port;host:port"``.
+        send_timeout_s: timeout of each send attempt (default 3 s).
+        retry_times: extra attempts of a failed ``send`` / ``send_batch`` (default 2).
+        max_message_size: largest body accepted, in bytes (default 4 MiB, the broker's).
+        compress_over: bodies larger than this many bytes are zlib-compressed (default 4 KiB).
+        fault_avoid_ms: how long a failed broker group is avoided (default 30 000 ms).
+        network: ``TcpNetwork()`` by default.
+        client_id, instance_name: see ``ClientInstance``.
+        clock: time source (tests).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        send_timeout_s: float = 3.0,
+        retry_times: int = 2,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES,
+        compress_over: int = 4 * 1024,
+        fault_avoid_ms: int = 30_000,
+        network: Network | None = None,
+        client_id: str | None = None,
+        instance_name: str | None = None,
+        clock: Clock | None = None,
+        route_refresh_interval_s: float = 30.0,
+        heartbeat_interval_s: float = 30.0,
+    ) -> None:
+        if not group:
+            raise ConfigError("the producer group must not be empty")
+        if retry_times < 0 or send_timeout_s <= 0 or max_message_size <= 0:
+            raise ConfigError("retry_times must be >= 0, send_timeout_s and max_message_size > 0")
+        self.group = group
+        self.send_timeout_s = send_timeout_s
+        self.retry_times = retry_times
+        self.max_message_size = max_message_size
+        self.compress_over = compress_over
+        self.fault_avoid_ms = fault_avoid_ms
+        self._client = ClientInstance(
+            namesrv_addr,
+            client_id=client_id,
+            instance_name=instance_name,
+            network=network,
+            clock=clock,
+            request_timeout_s=send_timeout_s,
+            route_refresh_interval_s=route_refresh_interval_s,
+            heartbeat_interval_s=heartbeat_interval_s,
+        )
+        self._ids = UniqueIdGenerator(
+            self._client.ip, os.getpid(), secrets.randbits(32), self._client.wall_ms
+        )
+        self._faults = LatencyFaultTolerance()
+        self._counters: dict[str, int] = {}
+        # Topics that have no route of their own yet: sent with the default topic's queues.
+        self._borrowed: dict[str, TopicPublishInfo] = {}
+        self._started = False
+        self._closed = False
+        #: Retries made after an attempt whose outcome was unknown (possible duplicates).
+        self.unknown_outcomes = 0
+
+    @property
+    def client_id(self) -> str:
+        return self._client.client_id
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._client.producer_groups.add(self.group)
+        await self._client.start()
+
+    async def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._started:
+            await self._client.unregister(producer_group=self.group)
+        await self._client.close()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # ------------------------------------------------------------------ public sends
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        queue: MessageQueue | None = None,
+        flag: int = 0,
+    ) -> SendResult:
+        """Send one message and wait for the broker's answer (see the module docstring).
+
+        ``queue`` pins the message to that queue (one attempt, no retry elsewhere).
+        """
+        request = self._single(topic, body, tags, keys, properties, flag)
+        if queue is not None:
+            info = await self._publish_info(topic)
+            return await self._attempt(info, queue, request)
+        return await self._send_with_retries(topic, request)
+
+    async def send_oneway(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        flag: int = 0,
+    ) -> None:
+        """Send without waiting for an answer: one attempt, nothing confirmed."""
+        request = self._single(topic, body, tags, keys, properties, flag)
+        info = await self._publish_info(topic)
+        mq = select_queue(
+            info, self._next_counter(topic), faults=self._faults, now_ms=self._client.now_ms()
+        )
+        address = self._address(info, mq)
+        await self._client.invoke_oneway(
+            address, request.code, request.ext_fields(mq), request.body
+        )
+
+    async def send_batch(
+        self, topic: str, messages: Sequence[bytes | Message], *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Send ``messages`` in one request (SEND_BATCH_MESSAGE), all to one queue.
+
+        Retried as a whole like ``send``. ``msg_id`` of the result is the comma-joined ids.
+        """
+        if not messages:
+            raise InvalidMessageError("a batch must hold at least one message")
+        validate_topic(topic)
+        items: list[tuple[bytes, int, str]] = []
+        ids: list[str] = []
+        total = 0
+        for item in messages:
+            message = item if isinstance(item, Message) else Message(item)
+            msg_id = self._ids.next_id()
+            props = self._properties(message.tags, message.keys, message.properties, msg_id)
+            validate_message(topic, message.body, props, self.max_message_size)
+            items.append((message.body, message.flag, props))
+            ids.append(msg_id)
+            total += len(message.body)
+        if total > self.max_message_size:
+            raise InvalidMessageError(
+                f"the batch of {len(messages)} messages holds {total} bytes of bodies, more than "
+                f"maxMessageSize {self.max_message_size}; split it"
+            )
+        request = _SendRequest(
+            self,
+            topic,
+            MQRequestCode.SEND_BATCH_MESSAGE,
+            encode_batch(items),
+            0,
+            0,
+            "",
+            ",".join(ids),
+        )
+        if queue is not None:
+            return await self._attempt(await self._publish_info(topic), queue, request)
+        return await self._send_with_retries(topic, request)
+
+    async def send_orderly(
+        self,
+        topic: str,
+        body: bytes,
+        sharding_key: str,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        flag: int = 0,
+    ) -> SendResult:
+        """Send to the queue ``sharding_key`` maps to, so one key's messages stay in order.
+
+        The queue is ``javaHash(sharding_key) % len(queues)`` over the sorted writable queues.
+        Never moved to another queue; see the module docstring for when it is retried.
+        """
+        request = self._single(topic, body, tags, keys, properties, flag)
+        last: LedgerMQError | None = None
+        for attempt in range(1 + self.retry_times):
+            info = await self._publish_info(topic)
+            mq = sharding_queue(info, sharding_key)
+            try:
+                return await self._attempt(info, mq, request)
+            except (ConnectError, NoRouteError, MQResponseError) as exc:
+                if isinstance(exc, MQResponseError) and not self._retriable(exc):
+                    raise
+                last = exc
+                logger.info("orderly send to %s failed (attempt %d): %s", mq, attempt + 1, exc)
+                await self._refresh(topic)
+        assert last is not None
+        raise last
+
+    # ------------------------------------------------------------------ internals
+    def _check_open(self) -> None:
+        if not self._started or self._closed:
+            raise LedgerMQError(
+                f"producer {self.group} is {'closed' if self._closed else 'not started'}"
+            )
+
+    def _properties(
+        self,
+        tags: str | None,
+        keys: str | Iterable[str] | None,
+        user: Mapping[str, str] | None,
+        msg_id: str,
+    ) -> str:
+        props: dict[str, str] = dict(user) if user else {}
+        if tags:
+            props[MessageProperty.TAGS] = tags
+        keys_text = _keys_text(keys)
+        if keys_text:
+            props[MessageProperty.KEYS] = keys_text
+        props.setdefault(MessageProperty.WAIT, "true")
+        props[MessageProperty.UNIQ_KEY] = msg_id
+        return encode_properties(props)
+
+    def _single(
+        self,
+        topic: str,
+        body: bytes,
+        tags: str | None,
+        keys: str | Sequence[str] | None,
+        properties: Mapping[str, str] | None,
+        flag: int,
+    ) -> _SendRequest:
+        self._check_open()
+        msg_id = self._ids.next_id()
+        props = self._properties(tags, keys, properties, msg_id)
+        validate_message(topic, body, props, self.max_message_size)
+        sys_flag = 0
+        if len(body) > self.compress_over:
+            compressed = zlib.compress(body, 5)
+            if len(compressed) < len(body):
+                body, sys_flag = compressed, SysFlag.COMPRESSED
+        return _SendRequest(
+            self, topic, MQRequestCode.SEND_MESSAGE_V2, body, sys_flag, flag, props, msg_id
+        )
+
+    def _next_counter(self, topic: str) -> int:
+        counter = self._counters.get(topic)
+        if counter is None:
+            counter = secrets.randbelow(1 << 16)
+        self._counters[topic] = counter + 1
+        return counter
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        """Writable queues of ``topic``: its own route, else the default topic's (borrowed)."""
+        self._check_open()
+        client = self._client
+        route = client.cached_route(topic)
+        if route is None:
+            borrowed = self._borrowed.get(topic)
+            if borrowed is not None:
+                return borrowed
+            client.producer_topics.add(topic)
+            try:
+                route = await client.topic_route(topic)
+            except TopicNotFoundError:
+                return await self._borrow_default_route(topic)
+        self._borrowed.pop(topic, None)
+        info = publish_info(topic, route)
+        if not info.ok:
+            route = await client.topic_route(topic, refresh=True)
+            info = publish_info(topic, route)
+            if not info.ok:
+                raise NoRouteError(
+                    f"no broker group holding topic {topic!r} has a master with writable "
+                    f"queues now: {route.to_object()}"
+                )
+        return info
+
+    async def _borrow_default_route(self, topic: str) -> TopicPublishInfo:
+        try:
+            default = await self._client.topic_route(DEFAULT_TOPIC)
+        except TopicNotFoundError:
+            raise TopicNotFoundError(
+                f"topic {topic!r} does not exist, and the cluster does not create topics on "
+                f"first send (the NameServer has no route for {DEFAULT_TOPIC}): create the "
+                "topic first (ledgermq admin create-topic)"
+            ) from None
+        info = publish_info(topic, default, borrowed=True)
+        if not info.ok:
+            raise NoRouteError(
+                f"topic {topic!r} does not exist and no master offers {DEFAULT_TOPIC} to create it"
+            )
+        logger.info("topic %s has no route; sending with %s's to create it", topic, DEFAULT_TOPIC)
+        self._borrowed[topic] = info
+        return info
+
+    def _address(self, info: TopicPublishInfo, mq: MessageQueue) -> str:
+        address = master_address(info.route, mq.broker_name)
+        if address is None:
+            raise NoRouteError(f"broker group {mq.broker_name} has no master in the route now")
+        return address
+
+    def _retriable(self, exc: MQResponseError) -> bool:
+        return exc.retriable or exc.code in _RETRY_CODES
+
+    async def _refresh(self, topic: str) -> None:
+        """Look the route up again now (failures are left to the next attempt)."""
+        try:
+            await self._client.topic_route(topic, refresh=True)
+        except TopicNotFoundError:
+            self._client.forget_route(topic)
+        except LedgerMQError as exc:
+            logger.debug("route refresh of %s failed: %s", topic, exc)
+
+    async def _send_with_retries(self, topic: str, request: _SendRequest) -> SendResult:
+        last: LedgerMQError | None = None
+        last_failed: str | None = None
+        attempts = 1 + self.retry_times
+        for attempt in range(attempts):
+            info = await self._publish_info(topic)
+            now = self._client.now_ms()
+            mq = select_queue(
+                info,
+                self._next_counter(topic),
+                last_failed_broker=last_failed,
+                faults=self._faults,
+                now_ms=now,
+            )
+            try:
+                result = await self._attempt(info, mq, request)
+            except (NetworkError, NoRouteError, MQResponseError) as exc:
+                if isinstance(exc, MQResponseError) and not self._retriable(exc):
+                    raise
+                last, last_failed = exc, mq.broker_name
+                self._faults.mark_failed(mq.broker_name, now, self.fault_avoid_ms)
+                unknown = isinstance(exc, NetworkError) and not isinstance(exc, ConnectError)
+                if unknown and attempt + 1 < attempts:
+                    self.unknown_outcomes += 1
+                    logger.warning(
+                        "send of %s to %s: outcome unknown (%s); retrying elsewhere, the "
+                        "message may be stored twice",
+                        request.msg_id, mq, exc,
+                    )  # fmt: skip
+                else:
+                    logger.info("send to %s failed (attempt %d): %s", mq, attempt + 1, exc)
+                if attempt + 1 < attempts:
+                    await self._refresh(topic)
+                continue
+            self._faults.mark_ok(mq.broker_name)
+            if info.borrowed:
+                self._client.request_route_refresh(topic)
+            return result
+        assert last is not None
+        last.add_note(f"(the producer made {attempts} attempts for message {request.msg_id})")
+        raise last
+
+    async def _attempt(
+        self, info: TopicPublishInfo, mq: MessageQueue, request: _SendRequest
+    ) -> SendResult:
+        address = self._address(info, mq)
+        response = await self._client.invoke(
+            address,
+            request.code,
+            request.ext_fields(mq),
+            request.body,
+            timeout_s=self.send_timeout_s,
+            expect=_SEND_CODES,
+        )
+        ext = response.ext_fields
+        queue_id = int(ext.get("queueId", mq.queue_id))
+        return SendResult(
+            _STATUS_OF_CODE[MQResponseCode(response.code)],
+            request.msg_id,
+            ext.get("msgId", ""),
+            MessageQueue(mq.topic, mq.broker_name, queue_id),
+            int(ext.get("queueOffset", "-1")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _SendRequest:
+    """One send, ready for any queue: only ``queueId`` and ``brokerName`` vary per attempt."""
+
+    producer: Producer
+    topic: str
+    code: int
+    body: bytes
+    sys_flag: int
+    flag: int
+    properties: str
+    msg_id: str
+
+    def ext_fields(self, mq: MessageQueue) -> dict[str, str]:
+        """SEND_MESSAGE_V2's one-letter header (protocol-remoting-and-grpc.md section 2.7)."""
+        return {
+            "a": self.producer.group,
+            "b": self.topic,
+            "c": DEFAULT_TOPIC,
+            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
+            "e": str(mq.queue_id),
+            "f": str(self.sys_flag),
+            "g": str(self.producer._client.wall_ms()),
+            "h": str(self.flag),
+            "i": self.properties,
+            "j": "0",
+            "k": "false",
+            "m": "true" if self.code == MQRequestCode.SEND_BATCH_MESSAGE else "false",
+            "n": mq.broker_name,
+        }
