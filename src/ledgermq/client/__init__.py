@@ -5,6 +5,8 @@ Only the names listed here are the public API; modules starting with ``_`` are p
 """
 
 from ledgermq.client._routing import MessageQueue, allocate_averagely
+from ledgermq.client.admin import Admin, ConsumerProgress, QueueStats
+from ledgermq.client.blocking import SyncAdmin, SyncProducer, SyncPullConsumer, SyncPushConsumer
 from ledgermq.client.consumer import (
     ConsumeStatus,
     PullConsumer,
@@ -15,7 +17,9 @@ from ledgermq.client.consumer import (
 from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
 
 __all__ = [
+    "Admin",
     "ConsumeStatus",
+    "ConsumerProgress",
     "Message",
     "MessageQueue",
     "Producer",
@@ -23,7 +27,12 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "QueueStats",
     "SendResult",
     "SendStatus",
+    "SyncAdmin",
+    "SyncProducer",
+    "SyncPullConsumer",
+    "SyncPushConsumer",
     "allocate_averagely",
 ]

@@ -1,0 +1,321 @@
+"""Cluster administration: topics, routes, consumer progress, broker state, leadership, messages.
+
+Requests go to the NameServer (routes, cluster info, topic list) or to every master of the
+groups concerned (topic creation, stats, consumer progress); RocketMQ's ``MQAdminExt`` calls.
+Writes that span several groups (create / delete a topic) are not atomic: each group is asked in
+turn and the first failure is raised, naming the group; asking again is safe (both are
+idempotent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledgermq.client._remoting import ClientInstance
+from ledgermq.client._routing import DEFAULT_TOPIC, master_address
+from ledgermq.errors import LedgerMQError, NoRouteError, TopicNotFoundError
+from ledgermq.wire import (
+    MQRequestCode,
+    MQResponseCode,
+    decode_offset_message_id,
+    decode_records,
+    validate_topic,
+)
+from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ledgermq.clock import Clock
+    from ledgermq.net import Network
+    from ledgermq.wire import MessageExt
+
+__all__ = ["Admin", "ConsumerProgress", "QueueStats"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class QueueStats:
+    """A queue's offsets (GET_TOPIC_STATS_INFO): it holds ``min_offset`` .. ``max_offset - 1``."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ConsumerProgress:
+    """How far a group has consumed a queue (GET_CONSUME_STATS); ``lag`` messages remain."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+def _rows(body: bytes) -> list[dict[str, Any]]:
+    data = json.loads(body or b"{}")
+    rows = data.get("offsetTable") or []
+    if isinstance(rows, dict):  # a Java-style map keyed by queue
+        rows = list(rows.values())
+    return [r for r in rows if isinstance(r, dict)]
+
+
+class Admin:
+    """Administrative requests (see the module docstring).
+
+    Args:
+        namesrv_addr: ``"host:port;host:port"``.
+        request_timeout_s: timeout of one request (default 5 s).
+        network, client_id, clock: see ``ClientInstance``.
+    """
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        *,
+        request_timeout_s: float = 5.0,
+        network: Network | None = None,
+        client_id: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._client = ClientInstance(
+            namesrv_addr,
+            client_id=client_id,
+            network=network,
+            clock=clock,
+            request_timeout_s=request_timeout_s,
+        )
+
+    async def start(self) -> None:
+        await self._client.start(background=False)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ NameServer views
+    async def cluster_info(self) -> ClusterInfo:
+        response = await self._client.invoke_namesrv(MQRequestCode.GET_BROKER_CLUSTER_INFO)
+        return ClusterInfo.from_json(response.body)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """The route of ``topic``; TopicNotFoundError if no NameServer knows it."""
+        return await self._client.topic_route(topic, refresh=True)
+
+    async def topic_list(self) -> list[str]:
+        response = await self._client.invoke_namesrv(
+            MQRequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+        )
+        return sorted(TopicList.from_json(response.body).topics)
+
+    async def _masters(
+        self, cluster: str | None = None, broker_names: Iterable[str] | None = None
+    ) -> dict[str, str]:
+        """broker name -> master address, of ``cluster`` (all when None) or of the names given."""
+        info = await self.cluster_info()
+        names: set[str]
+        if broker_names is not None:
+            names = set(broker_names)
+            unknown = names - set(info.broker_addr_table)
+            if unknown:
+                raise NoRouteError(f"unknown broker group(s): {', '.join(sorted(unknown))}")
+        elif cluster is not None:
+            if cluster not in info.cluster_addr_table:
+                raise NoRouteError(
+                    f"cluster {cluster!r} is unknown; known: {sorted(info.cluster_addr_table)}"
+                )
+            names = set(info.cluster_addr_table[cluster])
+        else:
+            names = set(info.broker_addr_table)
+        masters: dict[str, str] = {}
+        for name in sorted(names):
+            data = info.broker_addr_table.get(name)
+            address = data.master_addr if data is not None else None
+            if address is None:
+                raise NoRouteError(f"broker group {name} has no master now; retry shortly")
+            masters[name] = address
+        return masters
+
+    # ------------------------------------------------------------------ topics
+    async def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        broker_names: Iterable[str] | None = None,
+        perm: int = PERM_READ | PERM_WRITE,
+        order: bool = False,
+    ) -> list[str]:
+        """Create (or update) ``topic`` with ``queue_nums`` queues on every master of
+        ``cluster`` or of ``broker_names`` (default: every group); the group names asked."""
+        validate_topic(topic)
+        if queue_nums < 1:
+            raise ValueError(f"a topic needs at least one queue, not {queue_nums}")
+        masters = await self._masters(cluster, broker_names)
+        ext = {
+            "topic": topic,
+            "defaultTopic": DEFAULT_TOPIC,
+            "readQueueNums": str(queue_nums),
+            "writeQueueNums": str(queue_nums),
+            "perm": str(perm),
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "true" if order else "false",
+        }
+        for name, address in masters.items():
+            try:
+                await self._client.invoke(address, MQRequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+            except LedgerMQError as exc:
+                exc.add_note(f"(creating topic {topic!r} on broker group {name})")
+                raise
+        return list(masters)
+
+    async def wait_for_route(
+        self, topic: str, broker_names: Iterable[str] = (), timeout_s: float = 10.0
+    ) -> TopicRouteData:
+        """Wait until the NameServer routes ``topic`` to (at least) ``broker_names``."""
+        wanted = set(broker_names)
+        async with asyncio.timeout(timeout_s):
+            while True:
+                try:
+                    route = await self.topic_route(topic)
+                except TopicNotFoundError:
+                    pass
+                else:
+                    if wanted <= {q.broker_name for q in route.queue_datas}:
+                        return route
+                await asyncio.sleep(0.05)
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        """Delete ``topic`` on every master of ``cluster`` (default all), then on NameServers."""
+        masters = await self._masters(cluster)
+        for address in masters.values():
+            await self._client.invoke(
+                address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
+            )
+        ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
+        for address in self._client.namesrv_addrs:
+            await self._client.invoke(address, MQRequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
+        self._client.forget_route(topic)
+
+    async def topic_stats(self, topic: str) -> list[QueueStats]:
+        """Every queue of ``topic`` with its min and max offsets."""
+        route = await self.topic_route(topic)
+        rows: list[QueueStats] = []
+        for data in route.broker_datas:
+            address = master_address(route, data.broker_name)
+            if address is None:
+                continue
+            response = await self._client.invoke(
+                address, MQRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}
+            )
+            rows.extend(
+                QueueStats(
+                    str(r.get("topic", topic)),
+                    str(r.get("brokerName", data.broker_name)),
+                    int(r["queueId"]),
+                    int(r.get("minOffset", 0)),
+                    int(r.get("maxOffset", 0)),
+                )
+                for r in _rows(response.body)
+            )
+        return sorted(rows)
+
+    # ------------------------------------------------------------------ consumers
+    async def consumer_progress(
+        self, group: str, topic: str | None = None
+    ) -> list[ConsumerProgress]:
+        """Broker offset, consumer offset and lag of every queue ``group`` consumes."""
+        masters = await self._masters()
+        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        rows: list[ConsumerProgress] = []
+        for name, address in masters.items():
+            response = await self._client.invoke(
+                address,
+                MQRequestCode.GET_CONSUME_STATS,
+                ext,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+            )
+            if response.code != MQResponseCode.SUCCESS:
+                continue
+            rows.extend(
+                ConsumerProgress(
+                    str(r["topic"]),
+                    str(r.get("brokerName", name)),
+                    int(r["queueId"]),
+                    int(r.get("brokerOffset", 0)),
+                    int(r.get("consumerOffset", 0)),
+                )
+                for r in _rows(response.body)
+            )
+        return sorted(rows)
+
+    # ------------------------------------------------------------------ brokers
+    async def broker_runtime_info(self, address: str) -> dict[str, str]:
+        response = await self._client.invoke(address, MQRequestCode.GET_BROKER_RUNTIME_INFO)
+        table = json.loads(response.body or b"{}").get("table") or {}
+        return {str(k): str(v) for k, v in table.items()}
+
+    async def transfer_leadership(self, broker_name: str, to_self_id: str) -> None:
+        """Ask ``broker_name``'s master to hand its ledger leadership to replica ``to_self_id``."""
+        (address,) = (await self._masters(broker_names=[broker_name])).values()
+        await self._client.invoke(
+            address, MQRequestCode.TRANSFER_LEADERSHIP, {"to": to_self_id}, timeout_s=10.0
+        )
+
+    # ------------------------------------------------------------------ messages
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message an offset msgId names (any replica of its group holds it)."""
+        ip, port, offset = decode_offset_message_id(offset_msg_id)
+        address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        response = await self._client.invoke(
+            address, MQRequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}
+        )
+        messages = decode_records(response.body)
+        if not messages:
+            raise LedgerMQError(f"{address} returned no message for {offset_msg_id}")
+        return messages[0]
+
+    async def query_message(
+        self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int = 1 << 62
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS (or UNIQ_KEY) include ``key``, from every group."""
+        route = await self.topic_route(topic)
+        ext = {
+            "topic": topic,
+            "key": key,
+            "maxNum": str(max_num),
+            "beginTimestamp": str(begin_ms),
+            "endTimestamp": str(end_ms),
+        }
+        found: dict[str, MessageExt] = {}
+        for data in route.broker_datas:
+            address = master_address(route, data.broker_name)
+            if address is None:
+                continue
+            response = await self._client.invoke(
+                address,
+                MQRequestCode.QUERY_MESSAGE,
+                ext,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.QUERY_NOT_FOUND),
+            )
+            for message in decode_records(response.body) if response.body else []:
+                found.setdefault(message.offset_msg_id, message)
+        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset))

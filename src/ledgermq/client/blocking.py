@@ -1,0 +1,361 @@
+"""Blocking facades of the asyncio clients, for threads (the CLI, Spark executors).
+
+Each facade owns a private event loop running in its own daemon thread and forwards every call
+to the async client on that loop (STYLE.md section 7.3: no second, generated sync client). The
+methods may be called from any thread, concurrently; they block the caller until the answer.
+Calling one from inside a listener that runs *on the facade's loop* would deadlock and raises
+RuntimeError instead (sync listeners run in worker threads, where calls are fine). ``close()``
+shuts the client down and stops the thread; the facades are context managers that start on
+enter and close on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ledgermq.client.admin import Admin, ConsumerProgress, QueueStats
+from ledgermq.client.consumer import PullConsumer, PushConsumer
+from ledgermq.client.producer import Producer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+
+    from ledgermq.client._routing import MessageQueue
+    from ledgermq.client.consumer import Listener, PullResult
+    from ledgermq.client.producer import Message, SendResult
+    from ledgermq.wire import MessageExt
+    from ledgermq.wire.route import ClusterInfo, TopicRouteData
+
+__all__ = ["SyncAdmin", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer"]
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+
+class _LoopThread:
+    """An event loop in a daemon thread, and a way to run coroutines on it and wait."""
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+        self._lock = threading.Lock()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError(
+                "a blocking client method was called on the client's own event loop; "
+                "it would wait for itself forever"
+            )
+        if self._loop.is_closed():
+            coro.close()
+            raise RuntimeError("the client is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+
+    def build(self, factory: Callable[[], C]) -> C:
+        """``factory()`` called on the loop thread (objects that may touch the running loop)."""
+
+        async def make() -> C:
+            return factory()
+
+        return self.run(make())
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._loop.is_closed():
+                return
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if threading.current_thread() is not self._thread:
+                self._thread.join()
+                self._loop.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._loop.is_closed()
+
+
+class _Facade:
+    _name = "ledgermq-client"
+
+    def __init__(self) -> None:
+        self._runner = _LoopThread(self._name)
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        return self._runner.run(coro, timeout_s)
+
+    async def _aclose(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Shut the client down and stop its thread. Safe to call twice."""
+        if self._runner.closed:
+            return
+        try:
+            self._run(self._aclose())
+        finally:
+            self._runner.stop()
+
+    def __del__(self) -> None:  # a forgotten close() must not leave a thread behind
+        runner = getattr(self, "_runner", None)
+        if runner is not None and not runner.closed:
+            runner.stop()
+
+
+class SyncProducer(_Facade):
+    """``Producer`` with blocking methods; same arguments. Call ``start()`` (or use ``with``)."""
+
+    _name = "ledgermq-producer"
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__()
+        try:
+            self._producer = self._runner.build(lambda: Producer(group, namesrv_addr, **options))
+        except BaseException:
+            self._runner.stop()
+            raise
+
+    @property
+    def producer(self) -> Producer:
+        """The async producer (use it only on its own loop)."""
+        return self._producer
+
+    def start(self) -> None:
+        self._run(self._producer.start())
+
+    async def _aclose(self) -> None:
+        await self._producer.shutdown()
+
+    def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        queue: MessageQueue | None = None,
+        flag: int = 0,
+    ) -> SendResult:
+        return self._run(
+            self._producer.send(
+                topic, body, tags=tags, keys=keys, properties=properties, queue=queue, flag=flag
+            )
+        )
+
+    def send_oneway(self, topic: str, body: bytes, **options: Any) -> None:
+        self._run(self._producer.send_oneway(topic, body, **options))
+
+    def send_batch(self, topic: str, messages: Sequence[bytes | Message]) -> SendResult:
+        return self._run(self._producer.send_batch(topic, messages))
+
+    def send_orderly(
+        self, topic: str, body: bytes, sharding_key: str, **options: Any
+    ) -> SendResult:
+        return self._run(self._producer.send_orderly(topic, body, sharding_key, **options))
+
+    def __enter__(self) -> SyncProducer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SyncPullConsumer(_Facade):
+    """``PullConsumer`` with blocking methods; same arguments."""
+
+    _name = "ledgermq-pull-consumer"
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__()
+        try:
+            self._consumer = self._runner.build(
+                lambda: PullConsumer(group, namesrv_addr, **options)
+            )
+        except BaseException:
+            self._runner.stop()
+            raise
+
+    def start(self) -> None:
+        self._run(self._consumer.start())
+
+    async def _aclose(self) -> None:
+        await self._consumer.shutdown()
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return self._run(self._consumer.fetch_queues(topic))
+
+    def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        *,
+        timeout_s: float | None = None,
+        suspend_ms: int = 0,
+    ) -> PullResult:
+        return self._run(
+            self._consumer.pull(
+                mq, offset, max_nums, subscription, timeout_s=timeout_s, suspend_ms=suspend_ms
+            )
+        )
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._run(self._consumer.min_offset(mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._run(self._consumer.max_offset(mq))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._run(self._consumer.search_offset(mq, timestamp_ms))
+
+    def fetch_committed_offset(self, mq: MessageQueue) -> int | None:
+        return self._run(self._consumer.fetch_committed_offset(mq))
+
+    def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        self._run(self._consumer.commit_offset(mq, offset))
+
+    def __enter__(self) -> SyncPullConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SyncPushConsumer(_Facade):
+    """``PushConsumer`` driven from a thread; the listener runs in the consumer's worker threads.
+
+    ``subscribe`` and ``register_listener`` before ``start``.
+    """
+
+    _name = "ledgermq-push-consumer"
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__()
+        try:
+            self._consumer = self._runner.build(
+                lambda: PushConsumer(group, namesrv_addr, **options)
+            )
+        except BaseException:
+            self._runner.stop()
+            raise
+
+    @property
+    def client_id(self) -> str:
+        return self._consumer.client_id
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        async def go() -> None:
+            self._consumer.subscribe(topic, expression)
+
+        self._run(go())
+
+    def register_listener(self, listener: Listener) -> None:
+        self._consumer.register_listener(listener)
+
+    def start(self) -> None:
+        self._run(self._consumer.start())
+
+    def shutdown(self) -> None:
+        self.close()
+
+    async def _aclose(self) -> None:
+        await self._consumer.shutdown()
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        async def go() -> list[MessageQueue]:
+            return self._consumer.assigned_queues()
+
+        return self._run(go())
+
+    def __enter__(self) -> SyncPushConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SyncAdmin(_Facade):
+    """``Admin`` with blocking methods; same arguments."""
+
+    _name = "ledgermq-admin"
+
+    def __init__(self, namesrv_addr: str, **options: Any) -> None:
+        super().__init__()
+        try:
+            self._admin = self._runner.build(lambda: Admin(namesrv_addr, **options))
+            self._run(self._admin.start())
+        except BaseException:
+            self._runner.stop()
+            raise
+
+    async def _aclose(self) -> None:
+        await self._admin.close()
+
+    def cluster_info(self) -> ClusterInfo:
+        return self._run(self._admin.cluster_info())
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        return self._run(self._admin.topic_route(topic))
+
+    def topic_list(self) -> list[str]:
+        return self._run(self._admin.topic_list())
+
+    def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        broker_names: Iterable[str] | None = None,
+        perm: int = 6,
+        order: bool = False,
+    ) -> list[str]:
+        return self._run(
+            self._admin.create_topic(
+                topic,
+                queue_nums,
+                cluster=cluster,
+                broker_names=broker_names,
+                perm=perm,
+                order=order,
+            )
+        )
+
+    def wait_for_route(
+        self, topic: str, broker_names: Iterable[str] = (), timeout_s: float = 10.0
+    ) -> TopicRouteData:
+        return self._run(self._admin.wait_for_route(topic, broker_names, timeout_s))
+
+    def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
+        self._run(self._admin.delete_topic(topic, cluster=cluster))
+
+    def topic_stats(self, topic: str) -> list[QueueStats]:
+        return self._run(self._admin.topic_stats(topic))
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> list[ConsumerProgress]:
+        return self._run(self._admin.consumer_progress(group, topic))
+
+    def broker_runtime_info(self, address: str) -> dict[str, str]:
+        return self._run(self._admin.broker_runtime_info(address))
+
+    def transfer_leadership(self, broker_name: str, to_self_id: str) -> None:
+        self._run(self._admin.transfer_leadership(broker_name, to_self_id))
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        return self._run(self._admin.view_message(offset_msg_id))
+
+    def query_message(self, topic: str, key: str, **options: Any) -> list[MessageExt]:
+        return self._run(self._admin.query_message(topic, key, **options))
+
+    def __enter__(self) -> SyncAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
