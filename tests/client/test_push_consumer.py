@@ -273,3 +273,37 @@ def test_broadcasting_every_member_gets_every_message_and_keeps_local_offsets(tm
             await again.shutdown()
 
     arun(main())
+
+
+def test_master_failover_consumption_carries_on_with_the_same_offsets() -> None:
+    seen: list[bytes] = []
+
+    def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        seen.extend(m.body for m in messages)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 2}}) as env:
+            (old,) = env.brokers.values()
+            slave = await env.add_slave(old, broker_id=1)
+            c = consumer(env, "g", listener, "c1")
+            await c.start()
+            async with Producer("pg", NAMESRV, network=env.network) as producer:
+                for i in range(10):
+                    await producer.send("T", b"a%d" % i)
+                await eventually(lambda: len(seen) == 10)
+                # the master dies; for a while the group has only a slave (reads still work)
+                env.network.break_link(old.address)
+                await old.unregister()
+                await slave.register(broker_id=0)  # the ledger elected it
+                for i in range(10):
+                    await producer.send("T", b"b%d" % i)
+            await eventually(lambda: len(seen) == 20)
+            await asyncio.sleep(0.2)
+            assert sorted(seen) == sorted(
+                [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
+            )
+            await c.shutdown()
+            assert sum(v for (g, t, _), v in slave.store.offsets.items() if t == "T") == 20
+
+    arun(main())

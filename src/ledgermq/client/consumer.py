@@ -63,6 +63,7 @@ from ledgermq.client._routing import (
 )
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
 from ledgermq.wire import MessageProperty, parse_subscription, validate_topic
+from ledgermq.wire.route import MASTER_ID
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
@@ -552,7 +553,7 @@ class PushConsumer:
             (b.broker_name, addr)
             for b in route.broker_datas
             for i, addr in b.broker_addrs.items()
-            if i == 0
+            if i == MASTER_ID
         )
         members = sorted({addr for b in route.broker_datas for addr in b.broker_addrs.values()})
         candidates = [a for _, a in masters] or members

@@ -72,7 +72,7 @@ from ledgermq.wire import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from ledgermq.clock import Clock
     from ledgermq.net import Network
@@ -307,7 +307,7 @@ class Producer:
                 f"maxMessageSize {self.max_message_size}; split it"
             )
         request = _SendRequest(
-            self,
+            self.group,
             topic,
             MQRequestCode.SEND_BATCH_MESSAGE,
             encode_batch(items),
@@ -315,6 +315,7 @@ class Producer:
             0,
             "",
             ",".join(ids),
+            self._client.wall_ms,
         )
         if queue is not None:
             return await self._attempt(await self._publish_info(topic), queue, request)
@@ -395,7 +396,15 @@ class Producer:
             if len(compressed) < len(body):
                 body, sys_flag = compressed, SysFlag.COMPRESSED
         return _SendRequest(
-            self, topic, MQRequestCode.SEND_MESSAGE_V2, body, sys_flag, flag, props, msg_id
+            self.group,
+            topic,
+            MQRequestCode.SEND_MESSAGE_V2,
+            body,
+            sys_flag,
+            flag,
+            props,
+            msg_id,
+            self._client.wall_ms,
         )
 
     def _next_counter(self, topic: str) -> int:
@@ -536,7 +545,7 @@ class Producer:
 class _SendRequest:
     """One send, ready for any queue: only ``queueId`` and ``brokerName`` vary per attempt."""
 
-    producer: Producer
+    group: str
     topic: str
     code: int
     body: bytes
@@ -544,17 +553,18 @@ class _SendRequest:
     flag: int
     properties: str
     msg_id: str
+    born_ms: Callable[[], int]
 
     def ext_fields(self, mq: MessageQueue) -> dict[str, str]:
         """SEND_MESSAGE_V2's one-letter header (protocol-remoting-and-grpc.md section 2.7)."""
         return {
-            "a": self.producer.group,
+            "a": self.group,
             "b": self.topic,
             "c": DEFAULT_TOPIC,
             "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
             "e": str(mq.queue_id),
             "f": str(self.sys_flag),
-            "g": str(self.producer._client.wall_ms()),
+            "g": str(self.born_ms()),
             "h": str(self.flag),
             "i": self.properties,
             "j": "0",
