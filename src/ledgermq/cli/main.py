@@ -13,7 +13,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from ledgermq import __version__
-from ledgermq.cli import ledger_commands, namesrv_commands, quickstart, store_commands
+from ledgermq.cli import (
+    broker_commands,
+    ledger_commands,
+    namesrv_commands,
+    quickstart,
+    store_commands,
+)
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
@@ -39,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     quickstart.register(commands)
     store_commands.register(commands)
     ledger_commands.register(commands)
+    broker_commands.register(commands)
     namesrv_commands.register(commands)
     return parser
 

@@ -1,0 +1,1 @@
+"""The broker layer: RocketMQ's message store semantics over the replicated ledger."""

@@ -1,0 +1,237 @@
+"""A broker's settings, from a RocketMQ-style ``broker.conf`` or flags, with RocketMQ's key names.
+
+Every replica of a broker group is one LedgerMQ broker process: it serves RocketMQ's remoting
+protocol on ``listenPort`` and runs one ledger replica on its port in ``dLegerPeers``
+(spec-broker.md section 1.4). Keys keep RocketMQ's spellings, "DLeger" with one "d" included, so
+an existing ``conf/dledger/broker-n0.conf`` works unchanged. Every bad key or value is refused at
+start with one line that says which and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.errors import ConfigError
+from ledgermq.ledger.config import LedgerConfig, parse_peers
+from ledgermq.store.retention import RetentionConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
+
+DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+"""RocketMQ's ``messageDelayLevel``: level n (1-based) waits the n-th duration."""
+
+_DURATION = re.compile(r"^(\d+)([smhd])$")
+_UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_SELF_ID = re.compile(r"^[A-Za-z](\d+)$")
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """``"1s 5s 1m"`` -> (1000, 5000, 60000) milliseconds."""
+    levels = []
+    for item in text.split():
+        match = _DURATION.match(item)
+        if match is None:
+            raise ConfigError(f"messageDelayLevel item {item!r} must be a number and s/m/h/d")
+        levels.append(int(match.group(1)) * _UNIT_MS[match.group(2)])
+    if not levels:
+        raise ConfigError("messageDelayLevel is empty")
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """One broker replica. Field names are RocketMQ's ``broker.conf`` keys (snake_case here)."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_ip1: str = "127.0.0.1"
+    """The address clients reach this broker on (what it registers with the NameServers)."""
+    listen_port: int = 10911
+    """Port of the remoting protocol; 0 picks a free one (tests)."""
+    namesrv_addr: tuple[str, ...] = ()
+    """NameServers ("host:port"), ``;``-separated in the file."""
+    store_path_root_dir: str = field(default_factory=lambda: os.path.expanduser("~/store"))
+    enable_dleger_commit_log: bool = True
+    dleger_group: str = ""
+    """Ledger group; defaults to ``brokerName`` (spec-broker 1.4 recommends they be equal)."""
+    dleger_peers: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    dleger_self_id: str = "n0"
+    flush_disk_type: str = "ASYNC_FLUSH"
+    """``ASYNC_FLUSH``: a send is acknowledged once a majority has written it (flushed within
+    10 ms); ``SYNC_FLUSH``: once a majority has fsynced it."""
+    delete_when: str = "04"
+    file_reserved_time: float = 72.0
+    """Hours a commit-log file is kept; the ledger keeps ``fileReservedTime + 1`` (spec 1.4)."""
+    clean_file_forcibly_enable: bool = True
+    disk_max_used_space_ratio: int = 75
+    mapped_file_size_commit_log: int = 1 << 30
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_message_size: int = 4 * 1024 * 1024
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    broker_permission: int = 6
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    register_name_server_period: int = 30_000
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    max_wait_ack_time_ms: int = 2500
+    preferred_leader_id: str = ""
+    metrics_port: int | None = None
+    """Prometheus ``/metrics`` port (ours; 0 picks a free one)."""
+    index_file_size: int = 5_242_880 * 32
+    """Size of one ledger index file (DLedger's ``indexFileSize``); small in tests."""
+
+    def __post_init__(self) -> None:
+        if not self.enable_dleger_commit_log:
+            raise ConfigError(
+                "enableDLegerCommitLog=false is not supported: every LedgerMQ broker keeps its "
+                "commit log in a ledger group (a group of one replica is a single broker)"
+            )
+        if not self.dleger_peers:
+            raise ConfigError("dLegerPeers is required, e.g. n0-127.0.0.1:40911;n1-...")
+        if self.dleger_self_id not in self.dleger_peers:
+            raise ConfigError(
+                f"dLegerSelfId {self.dleger_self_id!r} is not in dLegerPeers "
+                f"({', '.join(self.dleger_peers)})"
+            )
+        for peer in self.dleger_peers:
+            if _SELF_ID.match(peer) is None:
+                raise ConfigError(
+                    f"dLegerPeers id {peer!r} must be a letter and a number, e.g. n0 (the slave "
+                    "brokerId is that number + 1)"
+                )
+        if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            raise ConfigError(
+                f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}"
+            )
+        if not 0 <= self.listen_port < 65536:
+            raise ConfigError(f"listenPort {self.listen_port} is out of range")
+        if self.max_message_size < 1024:
+            raise ConfigError(f"maxMessageSize {self.max_message_size} is below 1024 bytes")
+        if self.default_topic_queue_nums < 1:
+            raise ConfigError("defaultTopicQueueNums must be at least 1")
+        if self.broker_permission not in (2, 4, 6):
+            raise ConfigError("brokerPermission must be 2 (write), 4 (read) or 6 (read+write)")
+        if self.mapped_file_size_consume_queue % 20:
+            raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20 bytes")
+        parse_delay_levels(self.message_delay_level)
+        self.ledger_config()  # validates the ledger side now, not at the first election
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def group(self) -> str:
+        return self.dleger_group or self.broker_name
+
+    @property
+    def address(self) -> str:
+        """``brokerIP1:listenPort``: the address registered with the NameServers."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def slave_broker_id(self) -> int:
+        """The brokerId this replica registers as while it is a slave: selfId's number + 1."""
+        match = _SELF_ID.match(self.dleger_self_id)
+        assert match is not None
+        return int(match.group(1)) + 1
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def broker_dir(self) -> str:
+        """Where the broker's own files (queues, key index, metadata) live."""
+        return self.store_path_root_dir
+
+    def ledger_config(self) -> LedgerConfig:
+        """The ledger replica under this broker (spec-broker 1.4's mapping)."""
+        retention = RetentionConfig(
+            file_reserved_hours=self.file_reserved_time + 1,
+            delete_when=self.delete_when,
+            enable_force_clean=self.clean_file_forcibly_enable,
+            disk_ratio_check_expired=self.disk_max_used_space_ratio / 100,
+        )
+        raft: dict[str, object] = {"max_wait_ack_time_ms": self.max_wait_ack_time_ms}
+        if self.preferred_leader_id:
+            raft["preferred_leader_ids"] = tuple(
+                p.strip() for p in self.preferred_leader_id.split(";") if p.strip()
+            )
+        return LedgerConfig(
+            group=self.group,
+            self_id=self.dleger_self_id,
+            peers=self.dleger_peers,
+            store_base_dir=self.store_path_root_dir,
+            flush="sync" if self.flush_disk_type == "SYNC_FLUSH" else "async",
+            data_segment_bytes=self.mapped_file_size_commit_log,
+            index_segment_bytes=self.index_file_size,
+            max_body_bytes=self.max_message_size + 4096,
+            metrics_port=self.metrics_port,
+            retention=retention,
+            raft=raft,
+        )
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
+        """A validated config from ``broker.conf`` keys (merged with flags by the caller)."""
+        known = _file_keys()
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ConfigError(
+                f"unknown broker setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        kwargs: dict[str, object] = {}
+        types = {f.name: f.type for f in fields(cls)}
+        for key, text in values.items():
+            name = known[key]
+            kind = str(types[name])
+            kwargs[name] = _convert(key, name, kind, text.strip())
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+
+def _file_keys() -> dict[str, str]:
+    """``broker.conf`` key -> field name: camelCase of the field, with RocketMQ's odd spellings."""
+    special = {
+        "broker_ip1": "brokerIP1",
+        "dleger_group": "dLegerGroup",
+        "dleger_peers": "dLegerPeers",
+        "dleger_self_id": "dLegerSelfId",
+        "enable_dleger_commit_log": "enableDLegerCommitLog",
+    }
+    keys = {}
+    for f in fields(BrokerConfig):
+        head, *rest = f.name.split("_")
+        keys[special.get(f.name, head + "".join(w.capitalize() for w in rest))] = f.name
+    # RocketMQ's older spellings of the same settings.
+    keys["mapedFileSizeCommitLog"] = "mapped_file_size_commit_log"
+    keys["mapedFileSizeConsumeQueue"] = "mapped_file_size_consume_queue"
+    return keys
+
+
+def _convert(key: str, name: str, kind: str, text: str) -> object:
+    if name == "dleger_peers":
+        return parse_peers(text)
+    if name == "namesrv_addr":
+        return tuple(a.strip() for a in text.split(";") if a.strip())
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, not {text!r}")
+        return text.lower() == "true"
+    if kind in ("int", "int | None"):
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, not {text!r}") from None
+    if kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{key} must be a number, not {text!r}") from None
+    return text

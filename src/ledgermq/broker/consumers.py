@@ -1,0 +1,283 @@
+"""Clients of a broker: heartbeats, consumer groups, their members, and orderly-consumption locks.
+
+HEART_BEAT (34) tells the broker which producer and consumer groups a client belongs to and what
+its consumers subscribe to; GET_CONSUMER_LIST_BY_GROUP (38) lets each member of a group compute
+the same queue assignment; UNREGISTER_CLIENT (35) and a closed connection remove a member at once,
+and a member silent for 120 s expires (RocketMQ's ``ConsumerManager``, ``ClientHousekeeping``).
+When a group's membership changes the broker tells its members (NOTIFY_CONSUMER_IDS_CHANGED, 40,
+one-way), so they rebalance now instead of at their next 10-20 s rebalance tick.
+
+LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (41 / 42) implement RocketMQ's ``RebalanceLockManager``: an
+orderly consumer locks each queue it consumes; a lock held by another live client is refused;
+locks expire after 60 s unless renewed (clients renew every 20 s).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from ledgermq.errors import BadRequestError
+from ledgermq.wire import MQRequestCode, RemotingCommand
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ledgermq.net import Connection
+
+__all__ = ["ConsumerGroupInfo", "ConsumerManager", "QueueLockManager", "parse_heartbeat"]
+
+_log = logging.getLogger(__name__)
+
+CLIENT_EXPIRY_MS: Final = 120_000
+LOCK_EXPIRY_MS: Final = 60_000
+
+_CONSUME_TYPES: Final = {0: "CONSUME_ACTIVELY", 1: "CONSUME_PASSIVELY", 2: "CONSUME_POP"}
+_MESSAGE_MODELS: Final = {0: "BROADCASTING", 1: "CLUSTERING"}
+_CONSUME_FROM: Final = {
+    0: "CONSUME_FROM_LAST_OFFSET",
+    1: "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    2: "CONSUME_FROM_MIN_OFFSET",
+    3: "CONSUME_FROM_MAX_OFFSET",
+    4: "CONSUME_FROM_FIRST_OFFSET",
+    5: "CONSUME_FROM_TIMESTAMP",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData:
+    group: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    subscriptions: dict[str, str]
+    """topic -> subscription expression."""
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    client_id: str
+    producer_groups: tuple[str, ...]
+    consumers: tuple[ConsumerData, ...]
+
+
+def _enum(value: object, names: dict[int, str], default: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names.get(value, default)
+    if isinstance(value, str) and value:
+        return value
+    return default
+
+
+def parse_heartbeat(body: bytes) -> Heartbeat:
+    """``HeartbeatData`` JSON: Java's enum names or the C++ client's integers, both accepted."""
+    try:
+        data = json.loads(body)
+        client_id = data["clientID"]
+        if not isinstance(client_id, str) or not client_id:
+            raise TypeError("clientID must be a non-empty string")  # noqa: TRY301 - one handler for every malformation
+        producers = tuple(str(p["groupName"]) for p in data.get("producerDataSet") or ())
+        consumers = []
+        for c in data.get("consumerDataSet") or ():
+            subs = {}
+            for s in c.get("subscriptionDataSet") or ():
+                subs[str(s["topic"])] = str(s.get("subString") or "*")
+            consumers.append(
+                ConsumerData(
+                    group=str(c["groupName"]),
+                    consume_type=_enum(c.get("consumeType"), _CONSUME_TYPES, "CONSUME_PASSIVELY"),
+                    message_model=_enum(c.get("messageModel"), _MESSAGE_MODELS, "CLUSTERING"),
+                    consume_from_where=_enum(
+                        c.get("consumeFromWhere"), _CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"
+                    ),
+                    subscriptions=subs,
+                )
+            )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadRequestError(
+            f"the heartbeat body is not valid HeartbeatData JSON: {exc}"
+        ) from None
+    return Heartbeat(client_id, producers, tuple(consumers))
+
+
+@dataclass
+class _Member:
+    connection: Connection | None
+    last_seen_ms: int
+    language: str
+    version: int
+
+
+@dataclass
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: dict[str, str] = field(default_factory=dict)
+    members: dict[str, _Member] = field(default_factory=dict)
+
+    def client_ids(self) -> list[str]:
+        return sorted(self.members)
+
+
+class ConsumerManager:
+    def __init__(self) -> None:
+        self.groups: dict[str, ConsumerGroupInfo] = {}
+        self.producer_groups: dict[str, dict[str, int]] = {}
+        """producer group -> client id -> last seen (ms)."""
+
+    def heartbeat(
+        self,
+        heartbeat: Heartbeat,
+        connection: Connection | None,
+        command: RemotingCommand,
+        now_ms: int,
+    ) -> list[str]:
+        """Record a heartbeat; returns the consumer groups whose membership changed."""
+        changed = []
+        for group in heartbeat.producer_groups:
+            self.producer_groups.setdefault(group, {})[heartbeat.client_id] = now_ms
+        for data in heartbeat.consumers:
+            info = self.groups.setdefault(data.group, ConsumerGroupInfo(data.group))
+            info.consume_type = data.consume_type
+            info.message_model = data.message_model
+            info.consume_from_where = data.consume_from_where
+            info.subscriptions = dict(data.subscriptions)
+            member = info.members.get(heartbeat.client_id)
+            if member is None or member.connection is not connection:
+                changed.append(data.group)
+            info.members[heartbeat.client_id] = _Member(
+                connection, now_ms, command.language, command.version
+            )
+        return changed
+
+    def unregister(self, client_id: str, consumer_group: str | None) -> list[str]:
+        changed = []
+        for name, info in list(self.groups.items()):
+            if consumer_group and name != consumer_group:
+                continue
+            if info.members.pop(client_id, None) is not None:
+                changed.append(name)
+            if not info.members:
+                del self.groups[name]
+        for clients in self.producer_groups.values():
+            clients.pop(client_id, None)
+        return changed
+
+    def connection_closed(self, connection: Connection) -> list[str]:
+        changed = []
+        for name, info in list(self.groups.items()):
+            gone = [cid for cid, m in info.members.items() if m.connection is connection]
+            for cid in gone:
+                del info.members[cid]
+            if gone:
+                changed.append(name)
+            if not info.members:
+                del self.groups[name]
+        return changed
+
+    def expire(self, now_ms: int) -> list[str]:
+        changed = []
+        for name, info in list(self.groups.items()):
+            gone = [
+                c for c, m in info.members.items() if now_ms - m.last_seen_ms > CLIENT_EXPIRY_MS
+            ]
+            for cid in gone:
+                _log.info("consumer %s of group %s expired (silent %d s)", cid, name,
+                          CLIENT_EXPIRY_MS // 1000)  # fmt: skip
+                del info.members[cid]
+            if gone:
+                changed.append(name)
+            if not info.members:
+                del self.groups[name]
+        for clients in self.producer_groups.values():
+            for cid in [c for c, seen in clients.items() if now_ms - seen > CLIENT_EXPIRY_MS]:
+                del clients[cid]
+        return changed
+
+    def client_ids(self, group: str) -> list[str]:
+        info = self.groups.get(group)
+        return info.client_ids() if info is not None else []
+
+    def notify_changed(self, groups: Iterable[str]) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (one-way) to every member of each group."""
+        for group in set(groups):
+            info = self.groups.get(group)
+            if info is None:
+                continue
+            for member in info.members.values():
+                conn = member.connection
+                if conn is None or conn.closed:
+                    continue
+                try:
+                    conn.send_oneway(
+                        RemotingCommand(
+                            code=MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                            opaque=0,
+                            ext_fields={"consumerGroup": group},
+                        )
+                    )
+                except Exception:  # noqa: BLE001 - a notification is a hint; rebalance ticks anyway
+                    _log.debug("could not notify a member of %s", group)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueId:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_object(self) -> dict[str, Any]:
+        return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
+
+    @classmethod
+    def from_object(cls, value: Any) -> QueueId:
+        return cls(str(value["topic"]), str(value["brokerName"]), int(value["queueId"]))
+
+
+def parse_lock_body(body: bytes) -> tuple[str, str, list[QueueId]]:
+    """``LockBatchRequestBody`` / ``UnlockBatchRequestBody``: (clientId, group, queues)."""
+    try:
+        data = json.loads(body)
+        queues = [QueueId.from_object(q) for q in data.get("mqSet") or ()]
+        return str(data["clientId"]), str(data["consumerGroup"]), queues
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadRequestError(f"the lock request body is not valid JSON: {exc}") from None
+
+
+class QueueLockManager:
+    """Which client of a group may consume each queue in order (``RebalanceLockManager``)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, dict[QueueId, tuple[str, int]]] = {}
+
+    def lock(
+        self, group: str, client_id: str, queues: Iterable[QueueId], now_ms: int
+    ) -> list[QueueId]:
+        """Lock (or renew) what is free or expired or already ours; returns what we hold."""
+        table = self._locks.setdefault(group, {})
+        held = []
+        for queue in queues:
+            owner = table.get(queue)
+            if owner is None or owner[0] == client_id or now_ms - owner[1] > LOCK_EXPIRY_MS:
+                if owner is not None and owner[0] != client_id:
+                    _log.info("queue lock %s of %s moves from %s to %s (expired)", queue, group,
+                              owner[0], client_id)  # fmt: skip
+                table[queue] = (client_id, now_ms)
+                held.append(queue)
+        return held
+
+    def unlock(self, group: str, client_id: str, queues: Iterable[QueueId]) -> None:
+        table = self._locks.get(group, {})
+        for queue in queues:
+            owner = table.get(queue)
+            if owner is not None and owner[0] == client_id:
+                del table[queue]
+
+    def release_client(self, client_id: str) -> None:
+        for table in self._locks.values():
+            for queue in [q for q, (c, _) in table.items() if c == client_id]:
+                del table[queue]

@@ -1,0 +1,202 @@
+"""The dispatcher (RocketMQ's ReputMessageService): committed entries -> queues, index, metadata.
+
+Runs on every replica, leader and followers alike, and reads **only committed** entries
+(spec-broker.md section 3.7): consumers never see a message that a new leader could truncate,
+and every replica builds the same ConsumeQueues and metadata from the same bytes.
+
+For each committed entry, in log order:
+
+- a message record (channel MESSAGES): a ConsumeQueue unit at the queue offset the leader stamped
+  in the record, and the record's keys and unique id in the key index;
+- a metadata change (channel METADATA): applied to ``BrokerMetadata``;
+- anything else (the NOOP a new leader appends, entries of other channels): skipped.
+
+Progress is made durable in two steps: queues and index are flushed, then the dispatch
+checkpoint records the ledger index they cover; the metadata snapshot records its own index. On
+start, dispatch resumes after the older of the two. Re-dispatching is harmless: a unit is
+written at its queue offset (the same bytes again), the index ignores a (key, offset) it has,
+and metadata entries at or below the snapshot's index are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_METADATA
+from ledgermq.broker.metadata import decode_op
+from ledgermq.errors import IndexCompactedError, MessageFormatError
+from ledgermq.store import EntryType
+from ledgermq.wire.message import read_dispatch_info
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ledgermq.broker.consume_queue_store import ConsumeQueueStore
+    from ledgermq.broker.key_index import KeyIndex
+    from ledgermq.broker.metadata import BrokerMetadata
+    from ledgermq.clock import Clock
+    from ledgermq.store import Entry, LogStore
+
+__all__ = ["Dispatcher"]
+
+_log = logging.getLogger(__name__)
+
+_READ_BYTES: Final = 4 << 20
+"""Entry bytes read per store call."""
+_ENTRIES_PER_PASS: Final = 20_000
+"""Entries dispatched before yielding to the event loop (a long catch-up must not starve
+heartbeats and requests)."""
+
+
+class Dispatcher:
+    """Feeds committed entries to the queues, the key index and the metadata, in order."""
+
+    def __init__(
+        self,
+        store: LogStore,
+        queues: ConsumeQueueStore,
+        keys: KeyIndex,
+        metadata: BrokerMetadata,
+        clock: Clock,
+        *,
+        start_index: int,
+    ) -> None:
+        self._store = store
+        self._queues = queues
+        self._keys = keys
+        self._metadata = metadata
+        self._clock = clock
+        self.next_index = start_index
+        """The next ledger index to dispatch."""
+        self._committed = store.committed_index
+        self._scheduled = False
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.on_arrival: Callable[[str, int, int], None] | None = None
+        """Called with (topic, queue id, new max offset) after messages reach a queue: wakes
+        held pulls."""
+        self.on_progress: Callable[[], None] | None = None
+        """Called after each pass (the role handler waits for dispatch to catch up)."""
+        self.failure: BaseException | None = None
+
+    # ------------------------------------------------------------------ progress
+    @property
+    def dispatched_index(self) -> int:
+        return self.next_index - 1
+
+    @property
+    def caught_up(self) -> bool:
+        """Everything committed locally has been dispatched (``dispatchBehindBytes() == 0``)."""
+        return self.next_index > self._store.committed_index
+
+    def on_commit(self, committed_index: int) -> None:
+        """Commit listener of the ledger: schedule a pass."""
+        self._committed = committed_index
+        self._schedule()
+
+    async def wait_dispatched(self, index: int) -> None:
+        """Return once the entry at ``index`` has been dispatched (applied, for metadata)."""
+        if self.next_index > index:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((index, future))
+        self._schedule()
+        await future
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._pass)
+
+    # ------------------------------------------------------------------ dispatching
+    def catch_up(self) -> int:
+        """Dispatch everything committed now, synchronously (start-up); returns entries done."""
+        done = 0
+        while True:
+            count = self._dispatch(1 << 62)
+            if count == 0:
+                return done
+            done += count
+
+    def _pass(self) -> None:
+        self._scheduled = False
+        try:
+            count = self._dispatch(_ENTRIES_PER_PASS)
+        except Exception as exc:  # noqa: BLE001 - reported, and the broker stops serving reads
+            _log.exception("dispatch stopped at ledger index %d", self.next_index)
+            self.failure = exc
+            for _, future in self._waiters:
+                if not future.done():
+                    future.set_exception(exc)
+            self._waiters.clear()
+            return
+        if count >= _ENTRIES_PER_PASS:
+            self._schedule()  # more to do: yield first
+        if self._waiters:
+            still = []
+            for index, future in self._waiters:
+                if self.next_index > index:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still.append((index, future))
+            self._waiters = still
+        if self.on_progress is not None:
+            self.on_progress()
+
+    def _dispatch(self, limit: int) -> int:
+        store = self._store
+        committed = store.committed_index
+        done = 0
+        while self.next_index <= committed and done < limit:
+            try:
+                entries = store.read_range(self.next_index, _READ_BYTES)
+            except IndexCompactedError:
+                # Retention removed entries this replica never dispatched (it was down longer
+                # than fileReservedTime): those messages are gone; go on from the log's start.
+                _log.error(
+                    "entries from %d were deleted before they were dispatched; resuming at %d",
+                    self.next_index,
+                    store.begin_index,
+                )
+                self.next_index = store.begin_index
+                continue
+            arrivals: dict[tuple[str, int], int] = {}
+            for entry in entries:
+                if entry.index > committed:
+                    break
+                self._dispatch_entry(entry, arrivals)
+                self.next_index = entry.index + 1
+                done += 1
+            if self.on_arrival is not None:
+                for (topic, queue_id), max_offset in arrivals.items():
+                    self.on_arrival(topic, queue_id, max_offset)
+        return done
+
+    def _dispatch_entry(self, entry: Entry, arrivals: dict[tuple[str, int], int]) -> None:
+        if entry.magic != EntryType.NORMAL:
+            return
+        if entry.channel == CHANNEL_MESSAGES:
+            try:
+                info = read_dispatch_info(entry.body)
+            except MessageFormatError as exc:
+                # The leader encoded it, so every replica skips it alike; never expected.
+                _log.error("entry %d holds no valid message record (%s); skipped", entry.index, exc)
+                return
+            offset = entry.pos + BODY_OFFSET
+            queue = self._queues.get_or_create(info.topic, info.queue_id)
+            queue.put(info.queue_offset, offset, info.total_size, info.tags_code)
+            keys = list(info.keys)
+            if info.uniq_key:
+                keys.append(info.uniq_key)
+            if keys:
+                self._keys.add(info.topic, keys, offset, info.store_timestamp)
+            arrivals[(info.topic, info.queue_id)] = info.queue_offset + 1
+        elif entry.channel == CHANNEL_METADATA:
+            try:
+                op = decode_op(entry.body)
+            except ValueError as exc:
+                _log.error("metadata entry %d does not parse (%s); skipped", entry.index, exc)
+                return
+            self._metadata.apply(entry.index, op, int(self._clock.wall_time_s() * 1000))

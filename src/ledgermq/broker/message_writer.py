@@ -1,0 +1,126 @@
+"""Storing messages on the master: queue offsets, records, the ledger append, and its outcome.
+
+One path for every way a message enters the log (a producer's send, a consumer's send-back, a
+delayed message coming due), so they all get the same offsets, errors and statistics.
+Refusals follow spec-broker.md section 3.6, with one correction: RocketMQ answers a refused
+append (not leader, transfer in progress) with SYSTEM_ERROR because DLedger hides the reason
+behind ``pos == -1``; we answer SERVICE_NOT_AVAILABLE, which tells the client to look the route
+up again, and keep SYSTEM_ERROR for "not acknowledged in time" (the message may still be
+stored, so a retry can duplicate it, as in RocketMQ) and SYSTEM_BUSY for back-pressure.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledgermq.errors import (
+    LeaderPendingFullError,
+    LedgerMQError,
+    LedgerRequestError,
+    RequestRejectedError,
+)
+from ledgermq.wire import MQResponseCode
+from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_record
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ledgermq.broker.broker_state import BrokerState
+
+__all__ = ["MessageWriter", "PutResult", "split_host_port"]
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    msg_ids: list[str]
+    """Offset message ids, one per message."""
+    physical_offsets: list[int]
+    first_queue_offset: int
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``"ip:port"`` as the record's host fields want it; ``0.0.0.0:0`` when it is not an
+    IPv4 address (an in-memory test connection, a host name)."""
+    host, _, port = address.rpartition(":")
+    try:
+        ipaddress.IPv4Address(host)
+        return host, int(port)
+    except ValueError:
+        return "0.0.0.0", 0  # noqa: S104 - a record field, not a bind address
+
+
+class MessageWriter:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+
+    async def put(
+        self,
+        topic: str,
+        queue_id: int,
+        items: Sequence[tuple[bytes, int, str]],
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        reconsume_times: int = 0,
+    ) -> PutResult:
+        """Store ``items`` (body, flag, properties string) in one queue; returns once committed."""
+        state = self._state
+        state.require_master("storing messages")
+        now = state.now_ms()
+        store_host = split_host_port(state.config.address)
+        born = split_host_port(born_host)
+        table = state.queue_offsets
+        first = table.assign(topic, queue_id, len(items))
+        records = [
+            encode_record(
+                topic=topic,
+                queue_id=queue_id,
+                body=body,
+                flag=flag,
+                properties=properties,
+                sys_flag=sys_flag & ~SysFlag.TRANSACTION_MASK,
+                born_timestamp=born_timestamp or now,
+                born_host=born,
+                store_timestamp=now,
+                store_host=store_host,
+                reconsume_times=reconsume_times,
+                queue_offset=first + i,
+            )
+            for i, (body, flag, properties) in enumerate(items)
+        ]
+        try:
+            future = state.commitlog.submit_messages(records)
+        except LedgerMQError as exc:
+            # Refused before reaching the log: nothing was stored, the offsets go back.
+            table.roll_back(topic, queue_id, first)
+            raise _refusal(state.config.broker_name, exc) from None
+        try:
+            result = await future
+        except LedgerMQError as exc:
+            raise RequestRejectedError(
+                f"the message was not acknowledged by a quorum ({exc}); it may still be stored, "
+                "so a retry can duplicate it",
+                MQResponseCode.SYSTEM_ERROR,
+            ) from None
+        offsets = state.commitlog.physical_offsets(result)
+        host, port = store_host
+        state.stats.record_put(topic, len(records), sum(len(r) for r in records))
+        return PutResult(
+            [create_offset_message_id(host, port, offset) for offset in offsets], offsets, first
+        )
+
+
+def _refusal(broker_name: str, exc: LedgerMQError) -> RequestRejectedError:
+    if isinstance(exc, LeaderPendingFullError):
+        return RequestRejectedError(
+            f"[PC_SYNCHRONIZED] broker busy: {exc}", MQResponseCode.SYSTEM_BUSY
+        )
+    if isinstance(exc, LedgerRequestError):  # too large for the ledger, or its disk is full
+        return RequestRejectedError(f"the message was refused: {exc}", MQResponseCode.SYSTEM_ERROR)
+    return RequestRejectedError(
+        f"broker {broker_name} cannot accept messages now: {exc}",
+        MQResponseCode.SERVICE_NOT_AVAILABLE,
+    )

@@ -1,0 +1,231 @@
+"""PULL_MESSAGE (11), with long polling.
+
+Status mapping as RocketMQ's PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9):
+messages found -> SUCCESS; all filtered out -> PULL_RETRY_IMMEDIATELY; offset at the end of the
+queue -> PULL_NOT_FOUND; before the queue's start or past its end -> PULL_OFFSET_MOVED with the
+offset to go on from. A pull with the SUSPEND flag that finds nothing is held until a message
+reaches the queue or its ``suspendTimeoutMillis`` passes (long polling), so a consumer gets a new
+message as soon as it is committed and dispatched, without polling.
+
+Any replica serves pulls: queues hold only committed messages, so a slave never returns one a
+new leader could take back. A slave does not move a consumer's offset forward or backward (its
+queues may lag the master's by a few entries); it answers "nothing yet" instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.consume_queue import BLANK_SIZE
+from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, RequestRejectedError
+from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.wire.message import parse_subscription
+from ledgermq.wire.route import is_readable
+
+if TYPE_CHECKING:
+    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.wire import RemotingCommand
+
+__all__ = ["PullProcessor", "PullResult"]
+
+FLAG_COMMIT_OFFSET: Final = 1
+FLAG_SUSPEND: Final = 2
+FLAG_SUBSCRIPTION: Final = 4
+MAX_MESSAGES_PER_PULL: Final = 1024
+MAX_BYTES_PER_PULL: Final = 4 << 20
+MAX_SUSPEND_MS: Final = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes]
+
+
+class PullProcessor:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+        self._held: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+
+    # ------------------------------------------------------------------ long polling
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Dispatcher callback: wake pulls held on this queue below ``max_offset``."""
+        held = self._held.get((topic, queue_id))
+        if not held:
+            return
+        still = []
+        for offset, future in held:
+            if offset < max_offset:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still.append((offset, future))
+        if still:
+            self._held[(topic, queue_id)] = still
+        else:
+            del self._held[(topic, queue_id)]
+
+    def wake_all(self) -> None:
+        """On a role change or shutdown: answer every held pull now."""
+        for held in self._held.values():
+            for _, future in held:
+                if not future.done():
+                    future.set_result(None)
+        self._held.clear()
+
+    async def _hold(self, topic: str, queue_id: int, offset: int, timeout_ms: int) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._held.setdefault((topic, queue_id), []).append((offset, future))
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(future), timeout_ms / 1000)
+        finally:
+            if not future.done():
+                future.cancel()
+                held = self._held.get((topic, queue_id))
+                if held is not None:
+                    held[:] = [h for h in held if h[1] is not future]
+                    if not held:
+                        del self._held[(topic, queue_id)]
+
+    # ------------------------------------------------------------------ the request
+    async def process(self, command: RemotingCommand) -> RemotingCommand:
+        state = self._state
+        fields = command.ext_fields
+        group = ext_str(fields, "consumerGroup")
+        topic = ext_str(fields, "topic")
+        queue_id = ext_int(fields, "queueId")
+        offset = ext_int(fields, "queueOffset")
+        max_nums = max(1, min(ext_int(fields, "maxMsgNums", 32), MAX_MESSAGES_PER_PULL))
+        max_bytes = max(
+            1, min(ext_int(fields, "maxMsgBytes", MAX_BYTES_PER_PULL), MAX_BYTES_PER_PULL)
+        )
+        sys_flag = ext_int(fields, "sysFlag", 0)
+        commit_offset = ext_int(fields, "commitOffset", -1)
+        suspend_ms = min(max(ext_int(fields, "suspendTimeoutMillis", 15_000), 0), MAX_SUSPEND_MS)
+        tags, codes = parse_subscription(fields.get("subscription") or "*")
+        tag_codes = None if tags is None else codes
+
+        if not is_readable(state.config.broker_permission):
+            raise RequestRejectedError(
+                f"the broker[{state.config.broker_name}] pulling message is forbidden",
+                MQResponseCode.NO_PERMISSION,
+            )
+        topic_config = state.topics.find(topic)
+        if topic_config is None:
+            raise RequestRejectedError(
+                f"topic[{topic}] not exist, apply first please!", MQResponseCode.TOPIC_NOT_EXIST
+            )
+        if not is_readable(topic_config.perm):
+            raise RequestRejectedError(
+                f"the topic[{topic}] pulling message is forbidden", MQResponseCode.NO_PERMISSION
+            )
+        if not 0 <= queue_id < topic_config.read_queue_nums:
+            raise RequestRejectedError(
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{topic_config.read_queue_nums}]",
+                MQResponseCode.SYSTEM_ERROR,
+            )
+        group_config = state.topics.group(group)
+        if not group_config.consume_enable:
+            raise RequestRejectedError(
+                f"subscription group [{group}] does not have permission to consume",
+                MQResponseCode.NO_PERMISSION,
+            )
+        if state.is_master and group not in state.metadata.groups:
+            state.spawn(state.topics.ensure_group(group))
+        if sys_flag & FLAG_COMMIT_OFFSET and commit_offset >= 0 and state.is_master:
+            state.writer.stage_offset(group, topic, queue_id, commit_offset)
+
+        result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes)
+        if (
+            result.code == MQResponseCode.PULL_NOT_FOUND
+            and sys_flag & FLAG_SUSPEND
+            and suspend_ms > 0
+        ):
+            wait_ms = (
+                suspend_ms
+                if state.config.long_polling_enable
+                else min(suspend_ms, state.config.short_polling_time_mills)
+            )
+            await self._hold(topic, queue_id, offset, wait_ms)
+            result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes)
+        if result.records:
+            state.stats.record_get(topic, len(result.records))
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        return command.response(result.code, ext_fields=ext, body=b"".join(result.records))
+
+    def read(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        max_bytes: int,
+        tag_codes: frozenset[int] | None,
+    ) -> PullResult:
+        """What a pull at ``offset`` gets now (RocketMQ ``DefaultMessageStore.getMessage``)."""
+        state = self._state
+        queue = state.queues.find(topic, queue_id)
+        if queue is None:
+            min_offset = max_offset = 0
+        else:
+            min_offset, max_offset = queue.min_offset, queue.max_offset
+        master = state.is_master
+        if max_offset == 0 and min_offset == 0:
+            if offset == 0 or not master:
+                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, 0, 0, [])
+            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, 0, 0, 0, [])
+        if offset < min_offset:
+            return PullResult(
+                MQResponseCode.PULL_OFFSET_MOVED, min_offset, min_offset, max_offset, []
+            )
+        if offset == max_offset:
+            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset, [])
+        if offset > max_offset:
+            if not master:
+                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset, [])
+            return PullResult(
+                MQResponseCode.PULL_OFFSET_MOVED, max_offset, min_offset, max_offset, []
+            )
+        assert queue is not None
+        units = queue.read(offset, max_nums)
+        wanted: list[tuple[int, int]] = []
+        total = 0
+        next_offset = offset
+        for phy, size, tags_code in units:
+            if size == BLANK_SIZE:  # a gap the queue filled (messages lost to a crash)
+                next_offset += 1
+                continue
+            if total + size > max_bytes and wanted:
+                break
+            next_offset += 1
+            if tag_codes is not None and tags_code not in tag_codes:
+                continue
+            wanted.append((phy, size))
+            total += size
+        try:
+            records = state.commitlog.read_records(wanted)
+        except IndexCompactedError:
+            # Retention removed these messages since the queue was read: start over after them.
+            return PullResult(
+                MQResponseCode.PULL_RETRY_IMMEDIATELY, offset, min_offset, max_offset, []
+            )
+        except IndexOutOfRangeError:
+            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset, [])
+        if not records:
+            return PullResult(
+                MQResponseCode.PULL_RETRY_IMMEDIATELY, next_offset, min_offset, max_offset, []
+            )
+        return PullResult(MQResponseCode.SUCCESS, next_offset, min_offset, max_offset, records)

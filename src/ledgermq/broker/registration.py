@@ -1,0 +1,128 @@
+"""Registering with the NameServers: at once on every role change, and every 30 s.
+
+RocketMQ registers a role change with a one-way request whose failure is ignored, and leaves
+slaves without a master address until the next periodic registration (spec-broker.md 5.4).
+Here every registration is a request to every NameServer in parallel, retried soon (1 s) if any
+failed, and carries the ledger ``term``: a NameServer keeps the master claim of the highest
+term, so a deposed master that has not noticed yet cannot take id 0 back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.errors import LedgerMQError
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.route import RegisterBrokerBody
+
+if TYPE_CHECKING:
+    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.ledger.server import LedgerServer
+    from ledgermq.net import ConnectionPool
+
+__all__ = ["NameServerRegistrar"]
+
+_log = logging.getLogger(__name__)
+
+_TIMEOUT_S: Final = 3.0
+_RETRY_S: Final = 1.0
+
+
+class NameServerRegistrar:
+    def __init__(self, state: BrokerState, ledger: LedgerServer, pool: ConnectionPool) -> None:
+        self._state = state
+        self._ledger = ledger
+        self._pool = pool
+        self._task: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def register_soon(self) -> None:
+        """Register with every NameServer now (role or topics changed)."""
+        self._kick.set()
+
+    async def _run(self) -> None:
+        period_s = max(self._state.config.register_name_server_period, 1000) / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), period_s)
+            self._kick.clear()
+            if self._state.broker_id < 0:
+                continue  # no role yet (DLedger mode skips the initial registration)
+            ok = await self.register_all()
+            if not ok:
+                await asyncio.sleep(_RETRY_S)
+                self._kick.set()
+
+    async def register_all(self) -> bool:
+        """One registration with every NameServer; True if all of them took it."""
+        addresses = self._state.config.namesrv_addr
+        if not addresses:
+            return True
+        command = self._command()
+        results = await asyncio.gather(*(self._register(address, command) for address in addresses))
+        return all(results)
+
+    def _command(self) -> RemotingCommand:
+        state = self._state
+        config = state.config
+        body, crc = RegisterBrokerBody(
+            topic_configs=dict(state.metadata.topics),
+            data_version=state.metadata.topic_version,
+        ).encode(compressed=False)
+        return RemotingCommand(
+            code=MQRequestCode.REGISTER_BROKER,
+            opaque=0,
+            ext_fields={
+                "brokerName": config.broker_name,
+                "brokerAddr": config.address,
+                "clusterName": config.broker_cluster_name,
+                "haServerAddr": config.address,
+                "brokerId": str(state.broker_id),
+                "heartbeatTimeoutMillis": "120000",
+                "compressed": "false",
+                "bodyCrc32": str(crc),
+                "term": str(self._ledger.core.term),
+            },
+            body=body,
+        )
+
+    async def _register(self, address: str, command: RemotingCommand) -> bool:
+        try:
+            response = await self._pool.request(address, command, _TIMEOUT_S)
+        except LedgerMQError as exc:
+            _log.warning("registration with NameServer %s failed: %s", address, exc)
+            return False
+        if response.code != MQResponseCode.SUCCESS:
+            _log.warning("NameServer %s refused the registration: %s (code %d)", address,
+                         response.remark, response.code)  # fmt: skip
+            return False
+        return True
+
+    async def unregister_all(self) -> None:
+        state = self._state
+        config = state.config
+        command = RemotingCommand(
+            code=MQRequestCode.UNREGISTER_BROKER,
+            opaque=0,
+            ext_fields={
+                "brokerName": config.broker_name,
+                "brokerAddr": config.address,
+                "clusterName": config.broker_cluster_name,
+                "brokerId": str(state.broker_id),
+            },
+        )
+        for address in config.namesrv_addr:
+            with contextlib.suppress(LedgerMQError):
+                await self._pool.request(address, command, 1.0)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -1,0 +1,220 @@
+"""Redelivery: CONSUMER_SEND_MSG_BACK (36) and the delay-level scheduler.
+
+A push consumer that fails a message sends it back (RocketMQ ``SendMessageProcessor.
+consumerSendMsgBack``): the broker stores a copy in the group's retry topic ``%RETRY%<group>``
+with ``reconsumeTimes + 1``, delayed by level ``3 + reconsumeTimes`` (10 s, 30 s, 1 min, ...)
+unless the consumer asked for a level; after ``maxReconsumeTimes`` (16) the copy goes to the
+dead-letter topic ``%DLQ%<group>`` instead, where it stays for an operator.
+
+Delayed messages wait in ``SCHEDULE_TOPIC_XXXX``, one queue per level, in arrival order, so each
+queue is due in order. The master's scheduler walks each level's queue, and when a message's
+time has come stores it again in its real topic and queue (``ScheduleMessageService``). Its
+progress per level is a metadata change through the ledger, so a new master goes on where the
+old one stopped (a message delivered just before a failover may be delivered twice, never lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.metadata import delay_offsets_op
+from ledgermq.broker.topics import SCHEDULE_TOPIC
+from ledgermq.errors import (
+    IndexCompactedError,
+    IndexOutOfRangeError,
+    LedgerMQError,
+    MessageFormatError,
+    RequestRejectedError,
+)
+from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.wire.message import MessageProperty, decode_records, encode_properties
+
+if TYPE_CHECKING:
+    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.message import MessageExt
+
+__all__ = ["DelayScheduler", "SendBackProcessor"]
+
+_log = logging.getLogger(__name__)
+
+_IDLE_POLL_S: Final = 0.1
+_PROGRESS_EVERY_S: Final = 0.2
+
+
+def _read_message(state: BrokerState, offset: int) -> MessageExt:
+    """The stored message at physical ``offset`` (any size up to the record's own)."""
+    try:
+        size = state.commitlog.record_size(offset)
+        messages = decode_records(state.commitlog.read_record(offset, size))
+    except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError) as exc:
+        raise RequestRejectedError(
+            f"no message at commit-log offset {offset}: {exc}", MQResponseCode.SYSTEM_ERROR
+        ) from None
+    if len(messages) != 1:
+        raise RequestRejectedError(
+            f"no single message at commit-log offset {offset}", MQResponseCode.SYSTEM_ERROR
+        )
+    return messages[0]
+
+
+class SendBackProcessor:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+        self._rng = random.Random()  # noqa: S311 - spreads retries over retry queues
+
+    async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
+        state = self._state
+        fields = command.ext_fields
+        offset = ext_int(fields, "offset")
+        group = ext_str(fields, "group")
+        delay_level = ext_int(fields, "delayLevel", 0)
+        max_times_field = fields.get("maxReconsumeTimes")
+        state.require_master("send-back")
+        group_config = await state.topics.ensure_group(group)
+        max_times = int(max_times_field) if max_times_field else group_config.retry_max_times
+        message = _read_message(state, offset)
+        properties = dict(message.properties)
+        properties.setdefault(MessageProperty.RETRY_TOPIC, message.topic)
+        properties.setdefault(MessageProperty.ORIGIN_MESSAGE_ID, message.msg_id)
+        properties.pop(MessageProperty.DELAY, None)
+        properties.pop(MessageProperty.REAL_TOPIC, None)
+        properties.pop(MessageProperty.REAL_QID, None)
+        times = message.reconsume_times
+        if times >= max_times or delay_level < 0:
+            topic_config = await state.topics.ensure_dlq_topic(group)
+            topic, queue_id = topic_config.topic_name, 0
+            _log.info("message %s of group %s goes to %s after %d attempts",
+                      message.msg_id, group, topic, times + 1)  # fmt: skip
+        else:
+            retry = await state.topics.ensure_retry_topic(group)
+            level = delay_level or 3 + times
+            level = min(level, len(state.config.delay_levels_ms))
+            properties[MessageProperty.REAL_TOPIC] = retry.topic_name
+            properties[MessageProperty.REAL_QID] = str(self._rng.randrange(retry.write_queue_nums))
+            properties[MessageProperty.DELAY] = str(level)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+        await state.messages.put(
+            topic,
+            queue_id,
+            [(message.body, message.flag, encode_properties(properties))],
+            sys_flag=message.sys_flag & ~1,  # stored inflated
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            reconsume_times=times + 1,
+        )
+        return command.response(MQResponseCode.SUCCESS)
+
+
+class DelayScheduler:
+    """Runs on the master only: brings delayed messages to their real topic when due."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+        self._tasks: list[asyncio.Task[None]] = []
+        self._progress: dict[int, int] = {}
+        self._saved: dict[int, int] = {}
+        self._wake: dict[int, asyncio.Event] = {}
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    def start(self) -> None:
+        if self._tasks:
+            return
+        loop = asyncio.get_running_loop()
+        levels = len(self._state.config.delay_levels_ms)
+        offsets = self._state.metadata.delay_offsets
+        self._progress = {level: offsets.get(level, 0) for level in range(1, levels + 1)}
+        self._saved = dict(self._progress)
+        self._wake = {level: asyncio.Event() for level in self._progress}
+        self._tasks = [loop.create_task(self._run_level(level)) for level in self._progress]
+        self._tasks.append(loop.create_task(self._save_progress()))
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def on_arrival(self, topic: str, queue_id: int) -> None:
+        if topic == SCHEDULE_TOPIC:
+            event = self._wake.get(queue_id + 1)
+            if event is not None:
+                event.set()
+
+    async def _run_level(self, level: int) -> None:
+        state = self._state
+        delay_ms = state.config.delay_levels_ms[level - 1]
+        while True:
+            queue = state.queues.find(SCHEDULE_TOPIC, level - 1)
+            offset = self._progress[level]
+            unit = queue.get(offset) if queue is not None and offset < queue.max_offset else None
+            if queue is not None and offset < queue.min_offset:
+                self._progress[level] = queue.min_offset
+                continue
+            if unit is None:
+                await self._sleep(level, _IDLE_POLL_S)
+                continue
+            phy, _size, _tags = unit
+            try:
+                message = _read_message(state, phy)
+            except RequestRejectedError as exc:
+                _log.error("delay level %d offset %d unreadable (%s); skipped", level, offset, exc)
+                self._progress[level] = offset + 1
+                continue
+            due = message.store_timestamp + delay_ms
+            now = state.now_ms()
+            if due > now:
+                await self._sleep(level, min((due - now) / 1000, 1.0))
+                continue
+            try:
+                await self._deliver(message)
+            except (LedgerMQError, RequestRejectedError) as exc:
+                _log.warning("delayed message %s not delivered yet: %s", message.msg_id, exc)
+                await asyncio.sleep(1.0)
+                continue
+            self._progress[level] = offset + 1
+
+    async def _sleep(self, level: int, seconds: float) -> None:
+        event = self._wake[level]
+        event.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
+
+    async def _deliver(self, message: MessageExt) -> None:
+        properties = dict(message.properties)
+        topic = properties.pop(MessageProperty.REAL_TOPIC, None)
+        queue_text = properties.pop(MessageProperty.REAL_QID, None)
+        properties.pop(MessageProperty.DELAY, None)
+        if not topic or queue_text is None:
+            _log.error("delayed message %s lacks its real topic; dropped", message.msg_id)
+            return
+        await self._state.messages.put(
+            topic,
+            int(queue_text),
+            [(message.body, message.flag, encode_properties(properties))],
+            sys_flag=message.sys_flag & ~1,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            reconsume_times=message.reconsume_times,
+        )
+
+    async def _save_progress(self) -> None:
+        while True:
+            await asyncio.sleep(_PROGRESS_EVERY_S)
+            changed = {k: v for k, v in self._progress.items() if self._saved.get(k) != v}
+            if not changed:
+                continue
+            try:
+                await self._state.writer.submit(delay_offsets_op(changed))
+                self._saved.update(changed)
+            except (LedgerMQError, RequestRejectedError) as exc:
+                _log.debug("delay progress not saved yet: %s", exc)

@@ -1,0 +1,261 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+Parses and checks the request (topic, size, permissions, queue), creates the topic if the rules
+allow it, and stores the messages through ``MessageWriter`` (offsets, records, ledger append);
+the producer is answered once a majority has them (spec-broker.md sections 3.3-3.6).
+
+Messages to a retry topic that have been reconsumed ``maxReconsumeTimes`` times go to the
+group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.topics import RETRY_PREFIX, SCHEDULE_TOPIC
+from ledgermq.errors import (
+    BadRequestError,
+    InvalidMessageError,
+    MessageFormatError,
+    RequestRejectedError,
+)
+from ledgermq.wire import MQRequestCode, MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire.message import (
+    MessageProperty,
+    SysFlag,
+    decode_batch,
+    decode_properties,
+    encode_properties,
+    validate_message,
+    validate_topic,
+)
+from ledgermq.wire.route import is_writable
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.wire import RemotingCommand
+
+__all__ = ["SendProcessor", "SendRequest", "parse_send_request"]
+
+_log = logging.getLogger(__name__)
+
+_V2_NAMES: Final = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+"""SEND_MESSAGE_V2's one-letter header names (``SendMessageRequestHeaderV2``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    producer_group: str
+    topic: str
+    default_topic: str | None
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str
+    reconsume_times: int
+    max_reconsume_times: int | None
+    batch: bool
+
+
+def parse_send_request(command: RemotingCommand) -> SendRequest:
+    fields: Mapping[str, str] = command.ext_fields
+    if command.code in (MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE):
+        fields = {_V2_NAMES.get(k, k): v for k, v in fields.items()}
+    max_reconsume = fields.get("maxReconsumeTimes")
+    return SendRequest(
+        producer_group=fields.get("producerGroup", ""),
+        topic=ext_str(fields, "topic"),
+        default_topic=fields.get("defaultTopic") or None,
+        default_topic_queue_nums=ext_int(fields, "defaultTopicQueueNums", 4),
+        queue_id=ext_int(fields, "queueId", -1),
+        sys_flag=ext_int(fields, "sysFlag", 0),
+        born_timestamp=ext_int(fields, "bornTimestamp", 0),
+        flag=ext_int(fields, "flag", 0),
+        properties=fields.get("properties", ""),
+        reconsume_times=ext_int(fields, "reconsumeTimes", 0),
+        max_reconsume_times=int(max_reconsume) if max_reconsume not in (None, "") else None,
+        batch=command.code == MQRequestCode.SEND_BATCH_MESSAGE or ext_bool(fields, "batch"),
+    )
+
+
+class SendProcessor:
+    def __init__(self, state: BrokerState) -> None:
+        self._state = state
+        self._rng = random.Random()  # noqa: S311 - spreads sends without a queue id
+
+    async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
+        state = self._state
+        request = parse_send_request(command)
+        state.require_master("send")
+        try:
+            validate_topic(request.topic)
+        except InvalidMessageError as exc:
+            raise RequestRejectedError(str(exc), MQResponseCode.MESSAGE_ILLEGAL) from None
+        if request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_PREPARED:
+            raise RequestRejectedError(
+                "transactional (half) messages are not supported by this broker",
+                MQResponseCode.NO_PERMISSION,
+            )
+        items = self._messages(request, command.body)
+        config = state.config
+        if not is_writable(config.broker_permission):
+            raise RequestRejectedError(
+                f"the broker[{config.broker_name}] sending message is forbidden",
+                MQResponseCode.NO_PERMISSION,
+            )
+        topic = request.topic
+        queue_id = request.queue_id
+        reconsume_times = request.reconsume_times
+        properties_list = [p for _, _, p in items]
+        if topic.startswith(RETRY_PREFIX):
+            topic, queue_id = await self._route_retry(request, queue_id)
+        topic_config = await state.topics.ensure_for_send(
+            topic, request.default_topic, request.default_topic_queue_nums
+        )
+        if not is_writable(topic_config.perm):
+            raise RequestRejectedError(
+                f"the topic[{topic}] sending message is forbidden", MQResponseCode.NO_PERMISSION
+            )
+        if queue_id < 0:
+            queue_id = self._rng.randrange(topic_config.write_queue_nums)
+        elif queue_id >= topic_config.write_queue_nums:
+            raise RequestRejectedError(
+                f"queueId[{queue_id}] is illegal, topic {topic} has "
+                f"{topic_config.write_queue_nums} write queues",
+                MQResponseCode.SYSTEM_ERROR,
+            )
+        # Delayed messages (single sends only, as RocketMQ) wait in the delay topic's queue of
+        # their level, with the real destination in their properties.
+        store_topic, store_queue = topic, queue_id
+        if not request.batch:
+            props = decode_properties(properties_list[0])
+            level = _delay_level(props)
+            if level > 0:
+                level = min(level, len(config.delay_levels_ms))
+                props[MessageProperty.REAL_TOPIC] = topic
+                props[MessageProperty.REAL_QID] = str(queue_id)
+                props[MessageProperty.DELAY] = str(level)
+                properties_list = [encode_properties(props)]
+                store_topic, store_queue = SCHEDULE_TOPIC, level - 1
+        return await self._store(
+            command,
+            store_topic,
+            store_queue,
+            topic,
+            queue_id,
+            [
+                (body, flag, props)
+                for (body, flag, _), props in zip(items, properties_list, strict=True)
+            ],
+            request,
+            reconsume_times,
+            client_address,
+        )
+
+    def _messages(self, request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
+        max_bytes = self._state.config.max_message_size
+        if request.batch:
+            try:
+                batch = decode_batch(body)
+            except MessageFormatError as exc:
+                raise BadRequestError(f"the batch body does not parse: {exc}") from None
+            if not batch:
+                raise RequestRejectedError("the batch is empty", MQResponseCode.MESSAGE_ILLEGAL)
+            if len(body) > max_bytes:
+                raise RequestRejectedError(
+                    f"the batch of {len(body)} bytes exceeds maxMessageSize ({max_bytes})",
+                    MQResponseCode.MESSAGE_ILLEGAL,
+                )
+            items = [(item.body, item.flag, item.properties) for item in batch]
+        else:
+            items = [(body, request.flag, request.properties)]
+        for item_body, _, properties in items:
+            try:
+                validate_message(request.topic, item_body, properties, max_bytes)
+            except InvalidMessageError as exc:
+                raise RequestRejectedError(str(exc), MQResponseCode.MESSAGE_ILLEGAL) from None
+        return items
+
+    async def _route_retry(self, request: SendRequest, queue_id: int) -> tuple[str, int]:
+        """A message back in its group's retry topic: to the dead-letter topic after too many."""
+        group = request.topic[len(RETRY_PREFIX) :]
+        max_times = request.max_reconsume_times
+        if max_times is None:
+            max_times = self._state.topics.group(group).retry_max_times
+        if request.reconsume_times >= max_times:
+            dlq = await self._state.topics.ensure_dlq_topic(group)
+            _log.info(
+                "message of group %s reconsumed %d times goes to %s",
+                group, request.reconsume_times, dlq.topic_name,
+            )  # fmt: skip
+            return dlq.topic_name, 0
+        return request.topic, queue_id
+
+    async def _store(
+        self,
+        command: RemotingCommand,
+        store_topic: str,
+        store_queue: int,
+        topic: str,
+        queue_id: int,
+        items: list[tuple[bytes, int, str]],
+        request: SendRequest,
+        reconsume_times: int,
+        client_address: str,
+    ) -> RemotingCommand:
+        result = await self._state.messages.put(
+            store_topic,
+            store_queue,
+            items,
+            sys_flag=request.sys_flag,
+            born_timestamp=request.born_timestamp,
+            born_host=client_address,
+            reconsume_times=reconsume_times,
+        )
+        ext = {
+            "msgId": ",".join(result.msg_ids),
+            "queueId": str(queue_id if store_topic == topic else store_queue),
+            "queueOffset": str(result.first_queue_offset),
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        }
+        if len(items) == 1:
+            uniq = decode_properties(items[0][2]).get(MessageProperty.UNIQ_KEY)
+            if uniq:
+                ext["transactionId"] = uniq
+        return command.response(MQResponseCode.SUCCESS, ext_fields=ext)
+
+
+def _delay_level(properties: Mapping[str, str]) -> int:
+    text = properties.get(MessageProperty.DELAY)
+    if not text:
+        return 0
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise RequestRejectedError(
+            f"property DELAY must be a delay level number, not {text!r}",
+            MQResponseCode.MESSAGE_ILLEGAL,
+        ) from None

@@ -1,0 +1,94 @@
+"""``ledgermq broker -c broker.conf``: run one broker replica until SIGTERM / SIGINT.
+
+Settings come from a RocketMQ ``broker.conf`` (its key names, ``dLegerPeers`` and friends), with
+``--set key=value`` flags and a few common ones on top. Once serving it prints
+``Broker NAME replica ID serving on HOST:PORT (ledger HOST:PORT)`` on stdout, so scripts and
+tests can read the port when ``listenPort=0``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING
+
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.server import BrokerServer
+from ledgermq.errors import ConfigError
+from ledgermq.ledger.config import load_properties
+from ledgermq.net import run
+
+if TYPE_CHECKING:
+    import argparse
+
+_FLAGS = {
+    "listen_port": "listenPort",
+    "namesrv_addr": "namesrvAddr",
+    "store_dir": "storePathRootDir",
+    "self_id": "dLegerSelfId",
+    "peers": "dLegerPeers",
+    "broker_name": "brokerName",
+}
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("broker", help="run one broker replica (until SIGTERM)")
+    parser.add_argument("--config", "-c", help="broker.conf (RocketMQ key=value settings)")
+    parser.add_argument("--listen-port", type=int, help="remoting port (0: any free port)")
+    parser.add_argument("--namesrv-addr", "-n", help='NameServers, "host:port;host:port"')
+    parser.add_argument("--store-dir", help="storePathRootDir")
+    parser.add_argument("--self-id", help="dLegerSelfId, e.g. n0")
+    parser.add_argument("--peers", help='dLegerPeers, "n0-host:port;n1-host:port;..."')
+    parser.add_argument("--broker-name", help="brokerName (and ledger group)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any broker.conf setting, e.g. --set flushDiskType=SYNC_FLUSH (repeatable)",
+    )
+    parser.set_defaults(handler=cmd_broker)
+
+
+def broker_settings(args: argparse.Namespace) -> dict[str, str]:
+    values = load_properties(args.config) if args.config else {}
+    for attr, key in _FLAGS.items():
+        value = getattr(args, attr)
+        if value is not None:
+            values[key] = str(value)
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    config = BrokerConfig.from_properties(broker_settings(args))
+    return run(_serve(config))
+
+
+async def _serve(config: BrokerConfig) -> int:
+    server = BrokerServer(config)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ledger_host, ledger_port = config.ledger_config().address
+    print(
+        f"Broker {config.broker_name} replica {config.dleger_self_id} serving on "
+        f"{server.address} (ledger {ledger_host}:{ledger_port})",
+        flush=True,
+    )
+    closed = asyncio.ensure_future(server.wait_closed())
+    waiter = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({closed, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiter
+    await server.close()
+    failure = server.ledger.failure
+    return 1 if failure is not None else 0

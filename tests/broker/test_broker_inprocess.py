@@ -1,0 +1,312 @@
+"""A broker group of three replicas and a NameServer in one process, over the in-memory network:
+RocketMQ's requests end to end, roles, auto-creation, offsets through the ledger, failover."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.message import decode_offset_message_id, decode_records
+from ledgermq.wire.route import TopicRouteData
+
+from .harness import NAMESRV, Cluster
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp, **settings)
+        try:
+            await cluster.start()
+            await test(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 80))
+
+
+async def _route(cluster: Cluster, topic: str) -> TopicRouteData:
+    response = await cluster.request(
+        NAMESRV, MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+    )
+    assert response.code == MQResponseCode.SUCCESS, response.remark
+    return TopicRouteData.from_json(response.body)
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+def test_send_pull_roles_and_routes(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+
+        async def routed() -> bool:
+            response = await cluster.request(
+                NAMESRV, MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}
+            )
+            if response.code != 0:
+                return False
+            route = TopicRouteData.from_json(response.body)
+            return route.broker_datas[0].master_addr == master.address
+
+        await _eventually(routed)
+        # A new topic is created on first send (defaultTopic TBW102, 4 queues asked).
+        sent = await cluster.send(
+            master.address,
+            "Orders",
+            b"hello",
+            queue_id=1,
+            properties={"TAGS": "a", "KEYS": "k1 k2", "UNIQ_KEY": "U1"},
+        )
+        assert sent.code == MQResponseCode.SUCCESS, sent.remark
+        assert sent.ext_fields["queueOffset"] == "0"
+        assert sent.ext_fields["queueId"] == "1"
+        assert sent.ext_fields["transactionId"] == "U1"
+        _, port, physical = decode_offset_message_id(sent.ext_fields["msgId"])
+        assert port == master.port
+        second = await cluster.send(master.address, "Orders", b"world", queue_id=1)
+        assert second.ext_fields["queueOffset"] == "1"
+        route = await _route(cluster, "Orders")
+        assert route.queue_datas[0].write_queue_nums == 4
+
+        pulled = await cluster.pull(master.address, "Orders", 1, 0)
+        assert pulled.code == MQResponseCode.SUCCESS, pulled.remark
+        messages = decode_records(pulled.body, check_crc=True)
+        assert [m.body for m in messages] == [b"hello", b"world"]
+        assert [m.queue_offset for m in messages] == [0, 1]
+        assert messages[0].commit_log_offset == physical
+        assert messages[0].keys == ["k1", "k2"]
+        assert messages[0].tags == "a"
+        assert pulled.ext_fields["nextBeginOffset"] == "2"
+        assert pulled.ext_fields["maxOffset"] == "2"
+        # Tag filtering by the broker, offsets at and past the end.
+        filtered = await cluster.pull(master.address, "Orders", 1, 0, subscription="b")
+        assert filtered.code == MQResponseCode.PULL_RETRY_IMMEDIATELY
+        at_end = await cluster.pull(master.address, "Orders", 1, 2)
+        assert at_end.code == MQResponseCode.PULL_NOT_FOUND
+        past = await cluster.pull(master.address, "Orders", 1, 9)
+        assert past.code == MQResponseCode.PULL_OFFSET_MOVED
+        assert past.ext_fields["nextBeginOffset"] == "2"
+
+        # Every replica dispatches the same committed messages; slaves refuse sends.
+        for broker in cluster.brokers.values():
+            if broker is master:
+                continue
+
+            async def has_both(b: object = broker) -> bool:
+                r = await cluster.pull(b.address, "Orders", 1, 0)  # type: ignore[attr-defined]
+                return r.code == 0 and len(decode_records(r.body)) == 2
+
+            await _eventually(has_both)
+            refused = await cluster.send(broker.address, "Orders", b"no")
+            assert refused.code == MQResponseCode.SERVICE_NOT_AVAILABLE
+            assert "slave" in (refused.remark or "")
+
+        # View by offset message id, query by key.
+        viewed = await cluster.request(
+            master.address, MQRequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(physical)}
+        )
+        assert decode_records(viewed.body)[0].body == b"hello"
+        queried = await cluster.request(
+            master.address, MQRequestCode.QUERY_MESSAGE,
+            {"topic": "Orders", "key": "k2", "maxNum": "8"},
+        )  # fmt: skip
+        assert queried.code == 0, queried.remark
+        assert [m.body for m in decode_records(queried.body)] == [b"hello"]
+
+    _run(tmp_path, test)
+
+
+def test_bad_requests_get_clear_answers(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        unknown = await cluster.request(master.address, 4242)
+        assert unknown.code == MQResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        missing = await cluster.request(master.address, MQRequestCode.SEND_MESSAGE, {})
+        assert missing.code == MQResponseCode.SYSTEM_ERROR
+        assert "topic" in (missing.remark or "")
+        bad_topic = await cluster.send(master.address, "bad topic!", b"x")
+        assert bad_topic.code == MQResponseCode.MESSAGE_ILLEGAL
+        too_big = await cluster.send(master.address, "T", b"x" * (5 << 20))
+        assert too_big.code == MQResponseCode.MESSAGE_ILLEGAL
+        no_topic = await cluster.pull(master.address, "Nope", 0, 0)
+        assert no_topic.code == MQResponseCode.TOPIC_NOT_EXIST
+        bad_heartbeat = await cluster.request(master.address, MQRequestCode.HEART_BEAT, body=b"{")
+        assert bad_heartbeat.code == MQResponseCode.SYSTEM_ERROR
+        # the connection is still usable after every refusal
+        ok = await cluster.send(master.address, "T", b"fine")
+        assert ok.code == MQResponseCode.SUCCESS, ok.remark
+
+    _run(tmp_path, test)
+
+
+def test_long_polling_answers_when_a_message_arrives(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        assert (await cluster.send(master.address, "Poll", b"first")).code == 0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        held = asyncio.ensure_future(
+            cluster.pull(master.address, "Poll", 0, 1, sys_flag=4 | 2, suspend_ms=5000)
+        )
+        await asyncio.sleep(0.3)
+        assert not held.done()
+        assert (await cluster.send(master.address, "Poll", b"second")).code == 0
+        response = await held
+        assert response.code == MQResponseCode.SUCCESS
+        assert [m.body for m in decode_records(response.body)] == [b"second"]
+        assert loop.time() - started < 3
+        # and without a message it answers PULL_NOT_FOUND when the suspend time is up
+        empty = await cluster.pull(master.address, "Poll", 0, 2, sys_flag=6, suspend_ms=200)
+        assert empty.code == MQResponseCode.PULL_NOT_FOUND
+
+    _run(tmp_path, test)
+
+
+def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        for i in range(5):
+            assert (await cluster.send(master.address, "F", b"m%d" % i)).code == 0
+        update = await cluster.request(
+            master.address, MQRequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": "cg", "topic": "F", "queueId": "0", "commitOffset": "3"},
+        )  # fmt: skip
+        assert update.code == 0, update.remark
+        old = next(n for n, b in cluster.brokers.items() if b is master)
+        await cluster.stop_broker(old)
+        new = await cluster.master(timeout_s=15)
+        query = await cluster.request(
+            new.address, MQRequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": "cg", "topic": "F", "queueId": "0"},
+        )  # fmt: skip
+        assert query.code == 0
+        assert query.ext_fields["offset"] == "3"
+
+        async def registered() -> bool:
+            route = await _route(cluster, "F")
+            return route.broker_datas[0].master_addr == new.address
+
+        await _eventually(registered)
+        sent = await cluster.send(new.address, "F", b"after")
+        assert sent.code == 0, sent.remark
+        assert sent.ext_fields["queueOffset"] == "5"
+        pulled = await cluster.pull(new.address, "F", 0, 0)
+        assert [m.body for m in decode_records(pulled.body)] == [
+            b"m0",
+            b"m1",
+            b"m2",
+            b"m3",
+            b"m4",
+            b"after",
+        ]
+        # the old master comes back as a slave and catches up
+        await cluster.start_broker(old)
+
+        async def caught_up() -> bool:
+            r = await cluster.pull(cluster.brokers[old].address, "F", 0, 0)
+            return r.code == 0 and len(decode_records(r.body)) == 6
+
+        await _eventually(caught_up, 15)
+        assert not cluster.brokers[old].state.is_master  # type: ignore[union-attr]
+
+    _run(tmp_path, test)
+
+
+def test_send_back_goes_to_retry_then_dead_letter(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        sent = await cluster.send(master.address, "R", b"payload", properties={"UNIQ_KEY": "X"})
+        assert sent.code == 0
+        _, _, offset = decode_offset_message_id(sent.ext_fields["msgId"])
+        back = await cluster.request(
+            master.address, MQRequestCode.CONSUMER_SEND_MSG_BACK,
+            {"offset": str(offset), "group": "cg", "delayLevel": "1", "originMsgId": "X",
+             "originTopic": "R", "unitMode": "false", "maxReconsumeTimes": "1"},
+        )  # fmt: skip
+        assert back.code == 0, back.remark
+
+        async def in_retry() -> bool:
+            r = await cluster.pull(master.address, "%RETRY%cg", 0, 0)
+            return r.code == 0
+
+        await _eventually(in_retry, 10)
+        retried = decode_records((await cluster.pull(master.address, "%RETRY%cg", 0, 0)).body)[0]
+        assert retried.body == b"payload"
+        assert retried.reconsume_times == 1
+        assert retried.properties["RETRY_TOPIC"] == "R"
+        # once more: reconsumeTimes (1) reached maxReconsumeTimes (1) -> dead-letter queue
+        back = await cluster.request(
+            master.address, MQRequestCode.CONSUMER_SEND_MSG_BACK,
+            {"offset": str(retried.commit_log_offset), "group": "cg", "delayLevel": "0",
+             "maxReconsumeTimes": "1"},
+        )  # fmt: skip
+        assert back.code == 0, back.remark
+        dead = await cluster.pull(master.address, "%DLQ%cg", 0, 0)
+        assert dead.code == 0, dead.remark
+        assert decode_records(dead.body)[0].body == b"payload"
+
+    _run(tmp_path, test)
+
+
+def test_heartbeat_consumer_list_locks_and_admin(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        heartbeat = {
+            "clientID": "c1",
+            "producerDataSet": [],
+            "consumerDataSet": [{"groupName": "g1", "consumeType": 1, "messageModel": 1,
+                                 "consumeFromWhere": 0, "unitMode": False,
+                                 "subscriptionDataSet": [{"topic": "T", "subString": "*"}]}],
+        }  # fmt: skip
+        hb = await cluster.request(
+            master.address, MQRequestCode.HEART_BEAT, body=json.dumps(heartbeat).encode() + b"\n"
+        )
+        assert hb.code == 0
+        listed = await cluster.request(
+            master.address, MQRequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g1"}
+        )
+        assert json.loads(listed.body) == {"consumerIdList": ["c1"]}
+
+        async def retry_topic_made() -> bool:
+            return master.state is not None and master.state.topics.find("%RETRY%g1") is not None
+
+        await _eventually(retry_topic_made)
+        mq = {"topic": "T", "brokerName": "broker-a", "queueId": 0}
+        lock = {"clientId": "c1", "consumerGroup": "g1", "mqSet": [mq]}
+        locked = await cluster.request(
+            master.address, MQRequestCode.LOCK_BATCH_MQ, body=json.dumps(lock).encode()
+        )
+        assert json.loads(locked.body)["lockOKMQSet"] == [mq]
+        other = dict(lock, clientId="c2")
+        refused = await cluster.request(
+            master.address, MQRequestCode.LOCK_BATCH_MQ, body=json.dumps(other).encode()
+        )
+        assert json.loads(refused.body)["lockOKMQSet"] == []
+        created = await cluster.request(
+            master.address, MQRequestCode.UPDATE_AND_CREATE_TOPIC,
+            {"topic": "Made", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6"},
+        )  # fmt: skip
+        assert created.code == 0, created.remark
+        route = await _route(cluster, "Made")
+        assert route.queue_datas[0].read_queue_nums == 2
+        info = await cluster.request(master.address, MQRequestCode.GET_BROKER_RUNTIME_INFO)
+        assert json.loads(info.body)["table"]["brokerRole"] == "SYNC_MASTER"
+
+    _run(tmp_path, test)
