@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,15 +15,36 @@ from ledgermq.cli.main import main
 from ledgermq.store import LedgerStore
 
 
-def test_quickstart_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["quickstart", "--dir", str(tmp_path), "--entries", "500", "--batch", "32"])
+def _free_port_offset() -> int:
+    """An offset that makes every quickstart port free (NameServer, brokers, ledger)."""
+    rng = random.Random()
+    for _ in range(50):
+        offset = rng.randrange(1000, 20000)
+        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913]
+        try:
+            for port in ports:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + offset))
+        except OSError:
+            continue
+        return offset
+    raise AssertionError("no free port offset found")
+
+
+@pytest.mark.timeout(120)
+def test_quickstart_runs_a_cluster_and_checks_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    offset = _free_port_offset()
+    args = ["quickstart", "--dir", str(tmp_path), "--port-offset", str(offset), "--run-for", "0.2"]
+    assert main(args) == 0
     out = capsys.readouterr().out
-    assert code == 0
-    assert "entries/s" in out
-    assert "log ends at index 499" in out
-    # running it again continues the same log
-    assert main(["quickstart", "--dir", str(tmp_path), "--entries", "100"]) == 0
-    assert "log ends at index 599" in capsys.readouterr().out
+    assert f"NameServer      127.0.0.1:{9876 + offset}" in out
+    assert out.count("(master;") == 1
+    assert "self-check: 100 messages sent" in out
+    # running it again reuses the data (and the same topic keeps its messages)
+    assert main(args) == 0
+    assert "self-check" in capsys.readouterr().out
 
 
 def make_store(path: Path) -> None:

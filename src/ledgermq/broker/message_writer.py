@@ -11,6 +11,7 @@ stored, so a retry can duplicate it, as in RocketMQ) and SYSTEM_BUSY for back-pr
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ class PutResult:
     first_queue_offset: int
 
 
+@functools.lru_cache(maxsize=4096)
 def split_host_port(address: str) -> tuple[str, int]:
     """``"ip:port"`` as the record's host fields want it; ``0.0.0.0:0`` when it is not an
     IPv4 address (an in-memory test connection, a host name)."""

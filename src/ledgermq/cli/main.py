@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from ledgermq import __version__
 from ledgermq.cli import (
+    bench_commands,
     broker_commands,
+    client_commands,
     ledger_commands,
     namesrv_commands,
     quickstart,
@@ -46,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.register(commands)
     ledger_commands.register(commands)
     broker_commands.register(commands)
+    client_commands.register(commands)
+    bench_commands.register(commands)
     namesrv_commands.register(commands)
     return parser
 

@@ -1,86 +1,181 @@
-"""``ledgermq quickstart``: run LedgerMQ locally with sensible defaults, in one command.
+"""``ledgermq quickstart``: a NameServer and one 3-replica broker group on loopback, in one command.
 
-Today LedgerMQ is its replicated log's storage engine, so the quickstart exercises that end to
-end on a local folder: it appends a workload of 1 KiB entries in batches, reads every entry back
-(verifying CRCs and the chain), closes the store, re-opens it (crash recovery runs) and prints
-what it measured. Later releases turn this into a NameServer plus a 3-replica broker group.
+Everything runs in this process (one event loop), with its data under a local folder
+(``./ledgermq-data`` by default; delete it to start afresh). Once the group has elected a
+master, the quickstart sends a few messages through the Python client and reads them back, so a
+broken install shows at once; then it prints the addresses and serves until Ctrl-C (or for
+``--run-for`` seconds). Any RocketMQ client can use it: point it at the NameServer address.
+
+Ports follow RocketMQ's DLedger sample configs: NameServer 9876, brokers 30911 / 30921 / 30931,
+ledger replicas 40911 / 40912 / 40913; ``--port-offset`` moves them all.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.server import BrokerServer
+from ledgermq.client import Producer, PullConsumer
 from ledgermq.errors import LedgerMQError
-from ledgermq.store import LedgerStore
+from ledgermq.namesrv import NameServer, NameServerConfig
+from ledgermq.net import run
 
 if TYPE_CHECKING:
     import argparse
 
-DEFAULT_DIR = "ledgermq-data"
+DEFAULT_DIR: Final = "ledgermq-data"
+HOST: Final = "127.0.0.1"
+NODES: Final = ("n0", "n1", "n2")
+_CHECK_TOPIC: Final = "QuickstartTopic"
+_CHECK_MESSAGES: Final = 100
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
-        "quickstart", help="run LedgerMQ on a local folder and show what it does"
+        "quickstart",
+        help="run a NameServer and a 3-replica broker group on loopback (until Ctrl-C)",
     )
     parser.add_argument(
         "--dir", default=DEFAULT_DIR, help=f"data folder (default: ./{DEFAULT_DIR})"
     )
-    parser.add_argument("--entries", type=int, default=100_000, help="entries to append")
-    parser.add_argument("--body-bytes", type=int, default=1024, help="body size of each entry")
-    parser.add_argument("--batch", type=int, default=64, help="entries per append call")
-    parser.add_argument("--flush", choices=["async", "sync"], default="sync")
-    parser.set_defaults(handler=run)
+    parser.add_argument(
+        "--port-offset", type=int, default=0, help="add this to every port (default: 0)"
+    )
+    parser.add_argument(
+        "--flush",
+        choices=["ASYNC_FLUSH", "SYNC_FLUSH"],
+        default="ASYNC_FLUSH",
+        help="flushDiskType of the brokers (default: ASYNC_FLUSH)",
+    )
+    parser.add_argument(
+        "--run-for", type=float, default=None, help="stop after this many seconds (scripts)"
+    )
+    parser.set_defaults(handler=cmd_quickstart)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.entries < 1 or args.batch < 1 or args.body_bytes < 0:
-        raise LedgerMQError("--entries and --batch must be positive, --body-bytes not negative")
-    directory = os.path.join(args.dir, "quickstart-store")
-    print(f"LedgerMQ quickstart: ledger store in {os.path.abspath(directory)} (flush={args.flush})")
-    with LedgerStore.open(directory, flush=args.flush) as store:
-        start_index = store.end_index + 1
-        term = max(store.end_term, 1)
-        body = os.urandom(args.body_bytes)
-        bodies = [body] * args.batch
-        started = time.perf_counter()
-        written = 0
-        while written < args.entries:
-            n = min(args.batch, args.entries - written)
-            store.append_batch(term, bodies[:n])
-            written += n
-        append_s = time.perf_counter() - started
-        store.set_committed_index(store.end_index)
-        started = time.perf_counter()
-        index = start_index
-        while index <= store.end_index:
-            batch = store.read_range(index, 4 << 20)
-            for entry in batch:
-                if entry.body != body:
-                    raise LedgerMQError(f"entry {entry.index} read back differently")
-            index = batch[-1].index + 1
-        read_s = time.perf_counter() - started
-        end_index = store.end_index
-    started = time.perf_counter()
-    with LedgerStore.open(directory, flush=args.flush, background=False) as reopened:
-        recover_s = time.perf_counter() - started
-        if reopened.end_index != end_index:
-            raise LedgerMQError(
-                f"recovery found end index {reopened.end_index}, expected {end_index}"
-            )
-        committed = reopened.committed_index
-    mib = args.entries * (args.body_bytes + 48) / (1 << 20)
-    rows = [
-        ("entries appended", f"{args.entries:,} x {args.body_bytes} B in batches of {args.batch}"),
-        ("append", f"{args.entries / append_s:,.0f} entries/s ({mib / append_s:,.1f} MiB/s)"),
-        ("read back + verify", f"{args.entries / read_s:,.0f} entries/s"),
-        ("re-open (recovery)", f"{recover_s * 1000:,.1f} ms, log ends at index {end_index}"),
-        ("committed index", f"{committed} (restored from the checkpoint)"),
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    data_dir = os.path.abspath(args.dir)
+    os.makedirs(data_dir, exist_ok=True)
+    return run(_quickstart(args, data_dir))
+
+
+def broker_configs(
+    data_dir: str, port_offset: int = 0, flush: str = "ASYNC_FLUSH"
+) -> list[BrokerConfig]:
+    """The three replicas of group ``broker-a``, as RocketMQ's conf/dledger samples."""
+    namesrv = f"{HOST}:{9876 + port_offset}"
+    peers = {node: (HOST, 40911 + i + port_offset) for i, node in enumerate(NODES)}
+    return [
+        BrokerConfig(
+            broker_cluster_name="RaftCluster",
+            broker_name="broker-a",
+            broker_ip1=HOST,
+            listen_port=30911 + 10 * i + port_offset,
+            namesrv_addr=(namesrv,),
+            store_path_root_dir=os.path.join(data_dir, node),
+            dleger_peers=peers,
+            dleger_self_id=node,
+            flush_disk_type=flush,
+            mapped_file_size_commit_log=64 << 20,
+            index_file_size=4 << 20,
+        )
+        for i, node in enumerate(NODES)
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"  {key:<{width}}  {value}")
-    print("Done. Inspect it with: ledgermq store info " + directory)
+
+
+async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
+    namesrv = NameServer(NameServerConfig(listen_host=HOST, listen_port=9876 + args.port_offset))
+    brokers = [BrokerServer(c) for c in broker_configs(data_dir, args.port_offset, args.flush)]
+    started = time.perf_counter()
+    try:
+        await namesrv.start()
+        for broker in brokers:
+            await broker.start()
+        namesrv_addr = f"{HOST}:{namesrv.port}"
+        master = await _wait_for_master(brokers, 15.0)
+        elected_s = time.perf_counter() - started
+        sent_s, received_s = await _self_check(namesrv_addr)
+        print(f"LedgerMQ quickstart: data in {data_dir}")
+        print(f"  NameServer      {namesrv_addr}")
+        for broker in brokers:
+            role = "master" if broker is master else "slave"
+            ledger_host, ledger_port = broker.config.ledger_config().address
+            print(
+                f"  broker-a {broker.config.dleger_self_id}    {broker.address}  ({role}; "
+                f"ledger {ledger_host}:{ledger_port})"
+            )
+        print(
+            f"  master elected in {elected_s:.2f} s; self-check: {_CHECK_MESSAGES} messages sent "
+            f"in {sent_s * 1000:.0f} ms and read back in {received_s * 1000:.0f} ms"
+        )
+        print(f'Try: ledgermq produce -n "{namesrv_addr}" -t Demo hello')
+        print(f'     ledgermq consume -n "{namesrv_addr}" -t Demo -g demo-group')
+        print("Serving until Ctrl-C." if args.run_for is None else f"Serving for {args.run_for} s.")
+        await _wait_for_stop(args.run_for, brokers)
+    finally:
+        for broker in brokers:
+            with contextlib.suppress(Exception):
+                await broker.close()
+        await namesrv.close()
     return 0
+
+
+async def _wait_for_master(brokers: list[BrokerServer], timeout_s: float) -> BrokerServer:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        for broker in brokers:
+            if broker.state is not None and broker.state.is_master:
+                return broker
+        await asyncio.sleep(0.02)
+    raise LedgerMQError(f"no broker became master within {timeout_s:.0f} s")
+
+
+async def _self_check(namesrv_addr: str) -> tuple[float, float]:
+    """Send messages and read them back through the client: proof that the install works."""
+    producer = Producer("quickstart-producer", namesrv_addr)
+    consumer = PullConsumer("quickstart-consumer", namesrv_addr)
+    await producer.start()
+    await consumer.start()
+    try:
+        started = time.perf_counter()
+        bodies = {b"quickstart message %d" % i for i in range(_CHECK_MESSAGES)}
+        await asyncio.gather(*(producer.send(_CHECK_TOPIC, body) for body in bodies))
+        sent_s = time.perf_counter() - started
+        started = time.perf_counter()
+        received: set[bytes] = set()
+        for queue in await consumer.fetch_queues(_CHECK_TOPIC):
+            offset = await consumer.min_offset(queue)
+            high = await consumer.max_offset(queue)
+            while offset < high:
+                result = await consumer.pull(queue, offset, max_nums=256)
+                received.update(m.body for m in result.messages)
+                offset = result.next_begin_offset
+        received_s = time.perf_counter() - started
+    finally:
+        await producer.shutdown()
+        await consumer.shutdown()
+    missing = bodies - received
+    if missing:
+        raise LedgerMQError(f"self-check: {len(missing)} sent messages were not read back")
+    return sent_s, received_s
+
+
+async def _wait_for_stop(run_for: float | None, brokers: list[BrokerServer]) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.ensure_future(stop.wait())
+    closed = [asyncio.ensure_future(b.ledger.wait_closed()) for b in brokers]
+    try:
+        await asyncio.wait({waiter, *closed}, timeout=run_for, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in (waiter, *closed):
+            future.cancel()

@@ -1,0 +1,168 @@
+"""``ledgermq bench produce | consume``: throughput and latency of a running cluster.
+
+``produce`` keeps ``producers`` sends in flight (each a batch of ``batch`` messages when batch > 1,
+SEND_BATCH_MESSAGE) for ``duration`` seconds, or paces them at ``rate`` messages/s to measure
+latency under a given load; every send is acknowledged by a quorum before it counts. ``consume``
+pulls a topic's queues as fast as it can, from each queue's first offset, until it has read what
+was there when it started (or ``duration`` passes). Both print a table and can write JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledgermq.bench.stats import LatencyRecorder, Progress, RunResult
+from ledgermq.client import Message, Producer, PullConsumer
+from ledgermq.errors import LedgerMQError
+
+if TYPE_CHECKING:
+    from ledgermq.client import MessageQueue
+
+__all__ = ["ConsumeOptions", "ProduceOptions", "run_consume", "run_produce"]
+
+
+@dataclass(frozen=True)
+class ProduceOptions:
+    namesrv_addr: str
+    topic: str = "BenchTopic"
+    body_bytes: int = 1024
+    batch: int = 1
+    producers: int = 16
+    duration_s: float = 10.0
+    warmup_s: float = 1.0
+    rate: float | None = None
+    """Messages per second to offer (None: as fast as acknowledgements allow)."""
+    mode: str = "produce"
+
+
+@dataclass(frozen=True)
+class ConsumeOptions:
+    namesrv_addr: str
+    topic: str = "BenchTopic"
+    duration_s: float = 30.0
+    pull_batch: int = 256
+    max_messages: int | None = None
+    mode: str = "consume"
+
+
+async def run_produce(options: ProduceOptions, progress: Progress | None = None) -> RunResult:
+    producer = Producer("ledgermq-bench-producer", options.namesrv_addr, send_timeout_s=10.0)
+    await producer.start()
+    body = b"x" * options.body_bytes
+    batch = [Message(body) for _ in range(options.batch)]
+    latencies = LatencyRecorder()
+    acked = 0
+    errors = 0
+    loop = asyncio.get_running_loop()
+    # Create the topic and warm the route and connections before the clock starts.
+    await producer.send(options.topic, body)
+    start = loop.time() + options.warmup_s
+    end = start + options.duration_s
+    interval = (
+        options.producers * options.batch / options.rate if options.rate else 0.0
+    )  # seconds between sends of one producer at the offered rate
+
+    async def one_producer(index: int) -> None:
+        nonlocal acked, errors
+        next_at = loop.time() + (interval * index / options.producers if interval else 0.0)
+        while True:
+            now = loop.time()
+            if now >= end:
+                return
+            if interval:
+                if now < next_at:
+                    await asyncio.sleep(next_at - now)
+                next_at += interval
+            sent = time.perf_counter()
+            try:
+                if options.batch > 1:
+                    await producer.send_batch(options.topic, batch)
+                else:
+                    await producer.send(options.topic, body)
+            except LedgerMQError:
+                errors += 1
+                continue
+            done = loop.time()
+            if start <= done <= end:
+                latencies.record(time.perf_counter() - sent)
+                acked += options.batch
+            if progress is not None and done >= start:
+                progress.update(options.mode, done - start, options.duration_s, acked)
+
+    try:
+        await asyncio.gather(*(one_producer(i) for i in range(options.producers)))
+    finally:
+        await producer.shutdown()
+        if progress is not None:
+            progress.finish()
+    seconds = options.duration_s
+    return RunResult(
+        system="ledgermq",
+        mode=options.mode,
+        clients=options.producers,
+        batch=options.batch,
+        body_bytes=options.body_bytes,
+        flush="",
+        entries=acked,
+        seconds=seconds,
+        entries_per_s=acked / seconds,
+        p50_ms=latencies.percentile(50),
+        p99_ms=latencies.percentile(99),
+        max_ms=latencies.max_ms(),
+        errors=errors,
+        note=f"offered {options.rate:,.0f} msgs/s" if options.rate else "",
+    )
+
+
+async def run_consume(options: ConsumeOptions, progress: Progress | None = None) -> RunResult:
+    consumer = PullConsumer("ledgermq-bench-consumer", options.namesrv_addr)
+    await consumer.start()
+    latencies = LatencyRecorder()
+    received = 0
+    try:
+        queues = await consumer.fetch_queues(options.topic)
+        bounds = {q: (await consumer.min_offset(q), await consumer.max_offset(q)) for q in queues}
+        total = sum(high - low for low, high in bounds.values())
+        target = min(total, options.max_messages) if options.max_messages else total
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        end = start + options.duration_s
+
+        async def drain(queue: MessageQueue, offset: int, high: int) -> None:
+            nonlocal received
+            while offset < high and loop.time() < end and received < target:
+                sent = time.perf_counter()
+                result = await consumer.pull(queue, offset, max_nums=options.pull_batch)
+                latencies.record(time.perf_counter() - sent)
+                received += len(result.messages)
+                if result.next_begin_offset <= offset:
+                    return
+                offset = result.next_begin_offset
+                if progress is not None:
+                    progress.update(options.mode, loop.time() - start, options.duration_s, received)
+
+        await asyncio.gather(*(drain(q, low, high) for q, (low, high) in bounds.items()))
+        seconds = max(loop.time() - start, 1e-9)
+    finally:
+        await consumer.shutdown()
+        if progress is not None:
+            progress.finish()
+    return RunResult(
+        system="ledgermq",
+        mode=options.mode,
+        clients=len(bounds),
+        batch=options.pull_batch,
+        body_bytes=0,
+        flush="",
+        entries=received,
+        seconds=seconds,
+        entries_per_s=received / seconds,
+        p50_ms=latencies.percentile(50),
+        p99_ms=latencies.percentile(99),
+        max_ms=latencies.max_ms(),
+        errors=0,
+        note=f"{received:,} of {total:,} messages in {len(bounds)} queues",
+    )

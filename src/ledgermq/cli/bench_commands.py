@@ -1,0 +1,79 @@
+"""``ledgermq bench produce | consume``: throughput and latency against a running cluster.
+
+(``ledgermq ledger bench`` measures the ledger alone, starting its own replicas;
+``python benchmarks/broker.py`` starts a whole cluster and runs every workload of the README.)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
+from ledgermq.bench.stats import Progress, format_table, write_json
+from ledgermq.net import run
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ledgermq.bench.stats import RunResult
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = commands.add_parser("bench", help="measure produce / consume on a running cluster")
+    sub = bench.add_subparsers(dest="bench_command", metavar="BENCH_COMMAND", required=True)
+    for name, help_text in (
+        ("produce", "send for a while; TPS and latency p50 / p99 / max"),
+        ("consume", "read a topic from its start as fast as possible; TPS"),
+    ):
+        parser = sub.add_parser(name, help=help_text)
+        parser.add_argument(
+            "-n",
+            "--namesrv-addr",
+            default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
+            help="NameServers (default: $NAMESRV_ADDR or 127.0.0.1:9876)",
+        )
+        parser.add_argument("-t", "--topic", default="BenchTopic")
+        parser.add_argument("--duration", type=float, default=10.0, help="seconds to measure")
+        parser.add_argument("--json", help="also write the result to this JSON file")
+        if name == "produce":
+            parser.add_argument("--size", type=int, default=1024, help="body bytes")
+            parser.add_argument("--batch", type=int, default=1, help="messages per send")
+            parser.add_argument("--producers", type=int, default=16, help="sends in flight")
+            parser.add_argument("--rate", type=float, help="offer this many messages/s")
+            parser.set_defaults(handler=cmd_bench_produce)
+        else:
+            parser.add_argument("--pull-batch", type=int, default=256, help="messages per pull")
+            parser.add_argument("--max", type=int, help="stop after this many messages")
+            parser.set_defaults(handler=cmd_bench_consume)
+
+
+def _report(result: RunResult, json_path: str | None) -> int:
+    print(format_table([result]))
+    if json_path:
+        write_json(json_path, [result], {"command": "ledgermq bench"})
+    return 0
+
+
+def cmd_bench_produce(args: argparse.Namespace) -> int:
+    options = ProduceOptions(
+        args.namesrv_addr,
+        args.topic,
+        body_bytes=args.size,
+        batch=args.batch,
+        producers=args.producers,
+        duration_s=args.duration,
+        rate=args.rate,
+    )
+    return _report(run(run_produce(options, Progress())), args.json)
+
+
+def cmd_bench_consume(args: argparse.Namespace) -> int:
+    options = ConsumeOptions(
+        args.namesrv_addr,
+        args.topic,
+        duration_s=args.duration,
+        pull_batch=args.pull_batch,
+        max_messages=args.max,
+    )
+    return _report(run(run_consume(options, Progress())), args.json)

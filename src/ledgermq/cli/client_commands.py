@@ -1,0 +1,342 @@
+"""``ledgermq produce``, ``consume`` and ``admin ...``: the client library from the shell.
+
+Every command takes the NameServer list with ``-n`` (``host:port;host:port``), as RocketMQ's
+``mqadmin`` does, defaulting to ``$NAMESRV_ADDR`` or ``127.0.0.1:9876``. Output is one line per
+message or a table; errors are one line on stderr (main.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ledgermq.client import Admin, ConsumeStatus, Producer, PushConsumer
+from ledgermq.errors import ConfigError
+from ledgermq.net import run
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ledgermq.wire.message import MessageExt
+
+_DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
+def _namesrv_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n",
+        "--namesrv-addr",
+        default=os.environ.get("NAMESRV_ADDR", _DEFAULT_NAMESRV),
+        help="NameServers, 'host:port;host:port' (default: $NAMESRV_ADDR or 127.0.0.1:9876)",
+    )
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    produce = commands.add_parser("produce", help="send messages (arguments, or stdin lines)")
+    _namesrv_arg(produce)
+    produce.add_argument("-t", "--topic", required=True)
+    produce.add_argument("--tags", help="tag of every message")
+    produce.add_argument("--keys", help="keys of every message, space-separated")
+    produce.add_argument("-g", "--group", default="ledgermq-cli-producer", help="producer group")
+    produce.add_argument("--sharding-key", help="send orderly: same key, same queue, in order")
+    produce.add_argument("bodies", nargs="*", help="message bodies (default: read lines of stdin)")
+    produce.set_defaults(handler=cmd_produce)
+
+    consume = commands.add_parser("consume", help="consume a topic as a member of a group")
+    _namesrv_arg(consume)
+    consume.add_argument("-t", "--topic", required=True)
+    consume.add_argument("-g", "--group", required=True, help="consumer group")
+    consume.add_argument("-s", "--subscription", default="*", help="tags, e.g. 'a || b'")
+    consume.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="a new group starts at the first message (default: the last, like RocketMQ)",
+    )
+    consume.add_argument("--broadcast", action="store_true", help="every member gets every message")
+    consume.add_argument("--orderly", action="store_true", help="one message at a time per queue")
+    consume.add_argument("--max", type=int, help="stop after this many messages")
+    consume.add_argument("--timeout", type=float, help="stop after this many idle seconds")
+    consume.add_argument("--json", action="store_true", help="one JSON object per message")
+    consume.set_defaults(handler=cmd_consume)
+
+    admin = commands.add_parser("admin", help="topics, clusters, consumer progress, leadership")
+    _namesrv_arg(admin)
+    sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
+    create = sub.add_parser("topic-create", help="create or update a topic on every master")
+    create.add_argument("-t", "--topic", required=True)
+    create.add_argument("-q", "--queues", type=int, default=8, help="read and write queues")
+    create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
+    create.add_argument("-b", "--broker", action="append", help="only these broker groups")
+    create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.set_defaults(handler=cmd_topic_create)
+    sub.add_parser("topic-list", help="every topic the NameServer knows").set_defaults(
+        handler=cmd_topic_list
+    )
+    route = sub.add_parser("topic-route", help="which broker groups serve a topic")
+    route.add_argument("-t", "--topic", required=True)
+    route.set_defaults(handler=cmd_topic_route)
+    stats = sub.add_parser("topic-stats", help="min / max offset of every queue of a topic")
+    stats.add_argument("-t", "--topic", required=True)
+    stats.set_defaults(handler=cmd_topic_stats)
+    delete = sub.add_parser("topic-delete", help="delete a topic from brokers and NameServers")
+    delete.add_argument("-t", "--topic", required=True)
+    delete.set_defaults(handler=cmd_topic_delete)
+    sub.add_parser("cluster-list", help="broker groups, their replicas and roles").set_defaults(
+        handler=cmd_cluster_list
+    )
+    progress = sub.add_parser("consumer-progress", help="a group's offsets and lag per queue")
+    progress.add_argument("-g", "--group", required=True)
+    progress.add_argument("-t", "--topic")
+    progress.set_defaults(handler=cmd_consumer_progress)
+    transfer = sub.add_parser("transfer-leader", help="move a broker group's master")
+    transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
+    transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
+    transfer.set_defaults(handler=cmd_transfer)
+
+
+async def _with_admin(args: argparse.Namespace, work: Any) -> int:
+    admin = Admin(args.namesrv_addr)
+    await admin.start()
+    try:
+        result: int = await work(admin)
+        return result
+    finally:
+        await admin.close()
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+    cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+# ---------------------------------------------------------------------- produce / consume
+def cmd_produce(args: argparse.Namespace) -> int:
+    bodies = [b.encode() for b in args.bodies] or [line.rstrip("\n").encode() for line in sys.stdin]
+    if not bodies:
+        raise ConfigError("nothing to send: give bodies as arguments or lines on stdin")
+
+    async def main() -> int:
+        producer = Producer(args.group, args.namesrv_addr)
+        await producer.start()
+        try:
+            for body in bodies:
+                if args.sharding_key:
+                    result = await producer.send_orderly(
+                        args.topic, body, args.sharding_key, tags=args.tags, keys=args.keys
+                    )
+                else:
+                    result = await producer.send(args.topic, body, tags=args.tags, keys=args.keys)
+                mq = result.message_queue
+                print(
+                    f"{result.status.name} msgId={result.msg_id} {mq.broker_name}:{mq.queue_id}"
+                    f"@{result.queue_offset}",
+                    flush=True,
+                )
+        finally:
+            await producer.shutdown()
+        return 0
+
+    return run(main())
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    async def main() -> int:
+        consumer = PushConsumer(
+            args.group,
+            args.namesrv_addr,
+            message_model="BROADCASTING" if args.broadcast else "CLUSTERING",
+            consume_from_where=(
+                "CONSUME_FROM_FIRST_OFFSET" if args.from_beginning else "CONSUME_FROM_LAST_OFFSET"
+            ),
+            orderly=args.orderly,
+        )
+        consumer.subscribe(args.topic, args.subscription)
+        done = asyncio.Event()
+        seen = 0
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+
+        def listener(messages: list[MessageExt]) -> ConsumeStatus:
+            nonlocal seen, last
+            for m in messages:
+                if args.max is not None and seen >= args.max:
+                    break
+                seen += 1
+                _print_message(m, as_json=args.json)
+            last = loop.time()
+            if args.max is not None and seen >= args.max:
+                done.set()
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        consumer.register_listener(listener)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, done.set)
+        await consumer.start()
+        try:
+            while not done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), 0.5)
+                if args.timeout is not None and loop.time() - last > args.timeout:
+                    break
+        finally:
+            await consumer.shutdown()
+        print(f"consumed {seen} message(s)", file=sys.stderr)
+        return 0
+
+    return run(main())
+
+
+def _print_message(m: MessageExt, *, as_json: bool) -> None:
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "topic": m.topic,
+                    "queueId": m.queue_id,
+                    "queueOffset": m.queue_offset,
+                    "msgId": m.msg_id,
+                    "tags": m.tags,
+                    "keys": m.keys,
+                    "body": m.body.decode("utf-8", "backslashreplace"),
+                    "bornTimestamp": m.born_timestamp,
+                    "storeTimestamp": m.store_timestamp,
+                    "reconsumeTimes": m.reconsume_times,
+                }
+            ),
+            flush=True,
+        )
+    else:
+        body = m.body.decode("utf-8", "backslashreplace")
+        print(f"{m.topic}:{m.queue_id}@{m.queue_offset} {m.msg_id} {body}", flush=True)
+
+
+# ---------------------------------------------------------------------- admin
+def cmd_topic_create(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        brokers = await admin.create_topic(
+            args.topic,
+            args.queues,
+            cluster=args.cluster,
+            broker_names=args.broker,
+            order=args.order,
+        )
+        print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_topic_list(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        for topic in sorted(await admin.topic_list()):
+            print(topic)
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_topic_route(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        route = await admin.topic_route(args.topic)
+        rows: list[tuple[object, ...]] = []
+        queues = {q.broker_name: q for q in route.queue_datas}
+        for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            q = queues.get(broker.broker_name)
+            addrs = " ".join(f"{i}={a}" for i, a in sorted(broker.broker_addrs.items()))
+            rows.append(
+                (
+                    broker.broker_name,
+                    q.read_queue_nums if q else "-",
+                    q.write_queue_nums if q else "-",
+                    q.perm if q else "-",
+                    addrs,
+                )
+            )
+        _table(("broker", "read", "write", "perm", "replicas (0 = master)"), rows)
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_topic_stats(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        stats = await admin.topic_stats(args.topic)
+        _table(
+            ("broker", "queue", "min", "max"),
+            [(s.broker_name, s.queue_id, s.min_offset, s.max_offset) for s in sorted(
+                stats, key=lambda s: (s.broker_name, s.queue_id))],
+        )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_topic_delete(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        await admin.delete_topic(args.topic)
+        print(f"topic {args.topic} deleted")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_cluster_list(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        info = await admin.cluster_info()
+        rows: list[tuple[object, ...]] = []
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            for name in sorted(names):
+                broker = info.broker_addr_table.get(name)
+                if broker is None:
+                    continue
+                for broker_id, address in sorted(broker.broker_addrs.items()):
+                    try:
+                        table = await admin.broker_runtime_info(address)
+                    except Exception as exc:  # noqa: BLE001 - shown in the table
+                        table = {"brokerRole": f"unreachable ({type(exc).__name__})"}
+                    rows.append(
+                        (
+                            cluster,
+                            name,
+                            broker_id,
+                            address,
+                            table.get("brokerRole", "?"),
+                            table.get("dLegerSelfId", "?"),
+                            table.get("dLegerTerm", "?"),
+                            table.get("committedIndex", "?"),
+                        )
+                    )
+        _table(("cluster", "broker", "id", "address", "role", "replica", "term", "committed"), rows)
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_consumer_progress(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        rows = await admin.consumer_progress(args.group, args.topic)
+        _table(
+            ("topic", "broker", "queue", "broker offset", "consumer offset", "lag"),
+            [(r.topic, r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset, r.lag)
+             for r in sorted(rows)],
+        )  # fmt: skip
+        print(f"total lag: {sum(r.lag for r in rows)}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_transfer(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        await admin.transfer_leadership(args.broker, args.to)
+        print(f"{args.to} leads broker group {args.broker}")
+        return 0
+
+    return run(_with_admin(args, work))
