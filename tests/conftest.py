@@ -1,5 +1,5 @@
 """Shared test settings: hypothesis profiles, leak hygiene (STYLE.md section 7.13.5) and the
-replica-process fixture (section 7.13.4)."""
+process fixtures of real replicas and clusters (section 7.13.4)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from ledgermq.testing.broker_cluster import BrokerCluster
 from ledgermq.testing.processes import ReplicaGroup
 
 if TYPE_CHECKING:
@@ -66,6 +67,34 @@ def replica_groups(
 _GROUPS = pytest.StashKey[list[ReplicaGroup]]()
 
 
+@pytest.fixture
+def broker_clusters(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., BrokerCluster]]:
+    """A factory of ``BrokerCluster``s (NameServers and broker replicas as real processes), all
+    killed when the test ends; on failure every process's log tail is attached to the report."""
+    clusters: list[BrokerCluster] = []
+    request.node.stash[_CLUSTERS] = clusters
+
+    def make(**options: Any) -> BrokerCluster:
+        base = tmp_path / f"cluster{len(clusters)}"
+        # Appended before it starts: a cluster that fails to start is still reaped and its
+        # logs still attached.
+        cluster = BrokerCluster(base, start=False, **options)
+        clusters.append(cluster)
+        cluster.start()
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in clusters:
+            cluster.close()
+
+
+_CLUSTERS = pytest.StashKey[list[BrokerCluster]]()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -75,4 +104,8 @@ def pytest_runtest_makereport(
     if report.failed and groups:
         for i, group in enumerate(groups):
             report.sections.append((f"replica logs of group {i}", group.log_tails(40)))
+    clusters = item.stash.get(_CLUSTERS, [])
+    if report.failed and clusters:
+        for i, cluster in enumerate(clusters):
+            report.sections.append((f"process logs of cluster {i}", cluster.log_tails(40)))
     return report

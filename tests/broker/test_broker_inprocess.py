@@ -4,16 +4,21 @@ RocketMQ's requests end to end, roles, auto-creation, offsets through the ledger
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.broker.server import BrokerServer
+from ledgermq.ledger.server import LedgerServer
+from ledgermq.namesrv import NameServer, NameServerConfig
+from ledgermq.raft import Role
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_offset_message_id, decode_records
 from ledgermq.wire.route import TopicRouteData
 
-from .harness import NAMESRV, Cluster
+from .harness import LEDGER_PEERS, NAMESRV, Cluster
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -310,3 +315,55 @@ def test_heartbeat_consumer_list_locks_and_admin(tmp_path: Path) -> None:
         assert json.loads(info.body)["table"]["brokerRole"] == "SYNC_MASTER"
 
     _run(tmp_path, test)
+
+
+def test_a_role_taken_while_the_broker_starts_is_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger may take its role before the broker has put its role listener on it: a group of
+    one replica elects itself at once, and any replica may hear of a leader while the broker is
+    still opening its queues. Found by ``BrokerCluster`` with two one-replica groups on a busy
+    machine: the broker stayed SLAVE with brokerId -1, so it never registered with the
+    NameServers and clients never got a route. Here the ledger is made to lead before
+    ``BrokerServer.start`` returns; the broker must still become master and be routable."""
+    original_start = LedgerServer.start
+
+    async def start_and_lead(self: LedgerServer) -> None:
+        await original_start(self)
+
+        async def leads() -> bool:
+            return self.core.role is Role.LEADER
+
+        await _eventually(leads)
+
+    monkeypatch.setattr(LedgerServer, "start", start_and_lead)
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        host, port = NAMESRV.split(":")
+        cluster.namesrv = NameServer(
+            NameServerConfig(listen_host=host, listen_port=int(port)), network=cluster.network
+        )
+        await cluster.namesrv.start()
+        config = dataclasses.replace(cluster.config("n0"), dleger_peers={"n0": LEDGER_PEERS["n0"]})
+        broker = BrokerServer(config, network=cluster.network)
+        cluster.brokers["n0"] = broker
+        try:
+            await broker.start()
+
+            async def routed() -> bool:
+                response = await cluster.request(
+                    NAMESRV, MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}
+                )
+                if response.code != MQResponseCode.SUCCESS:
+                    return False
+                route = TopicRouteData.from_json(response.body)
+                return route.broker_datas[0].broker_addrs.get(0) == broker.address
+
+            await _eventually(routed)
+            assert broker.state is not None
+            assert broker.state.is_master
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -21,14 +21,13 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.broker_state import BrokerRole
-from ledgermq.raft import Role
+from ledgermq.raft import Role, RoleChange
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ledgermq.broker.broker_state import BrokerState
     from ledgermq.ledger.server import LedgerServer
-    from ledgermq.raft import RoleChange
 
 __all__ = ["RoleHandler"]
 
@@ -50,21 +49,39 @@ class RoleHandler:
         self._on_master = on_master
         self._on_slave = on_slave
         self._waiting_term: int | None = None
+        self._master_term: int | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     def on_role_change(self, change: RoleChange) -> None:
         """The ledger's role listener."""
         state = self._state
         if change.role is Role.LEADER:
+            if change.term in (self._master_term, self._waiting_term):
+                return  # told twice (the broker replays the role the ledger had at its start)
             self._waiting_term = change.term
             _log.info("replica %s leads term %d: waiting for commit and dispatch to catch up",
                       state.config.dleger_self_id, change.term)  # fmt: skip
             self.check()
             return
         self._waiting_term = None
+        self._master_term = None
         if change.role is Role.CANDIDATE and state.role is BrokerRole.SLAVE and state.broker_id > 0:
             return
         self._become_slave()
+
+    def follow_current_role(self) -> None:
+        """Act on the role the ledger holds now; called once the listener is in place.
+
+        The ledger runs from ``LedgerServer.start()`` on, before the broker has opened its
+        queues and put this listener on it, and may take its role meanwhile: a one-replica group
+        elects itself at once, a follower may hear of a leader. That change reached no listener,
+        and the broker stayed SLAVE with brokerId -1, so it never registered with the NameServers
+        and no client ever got a route to it. A change that is reported later as well is
+        ignored by ``on_role_change`` (same term).
+        """
+        core = self._ledger.core
+        if core.role is not Role.CANDIDATE:
+            self.on_role_change(RoleChange(core.term, core.role, core.leader_id))
 
     def check(self) -> None:
         """Promote if waiting and ready; called on dispatch progress and by a fallback timer."""
@@ -94,6 +111,7 @@ class RoleHandler:
         )
         state.role = BrokerRole.MASTER
         state.broker_id = 0
+        self._master_term = self._ledger.core.term
         _log.info("broker %s replica %s is MASTER (term %d)", state.config.broker_name,
                   state.config.dleger_self_id, self._ledger.core.term)  # fmt: skip
         self._on_master()

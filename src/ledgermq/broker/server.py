@@ -186,6 +186,7 @@ class BrokerServer:
         self._role = RoleHandler(state, self.ledger, self._on_master, self._on_slave)
         dispatcher.on_progress = self._role.check
         self.ledger.add_role_listener(self._role.on_role_change)
+        self._role.follow_current_role()  # one taken before the listener was there
         self._handlers = self._handler_table()
         self._registrar.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
