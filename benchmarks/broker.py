@@ -1,0 +1,174 @@
+"""The broker benchmark: ``python benchmarks/broker.py [--duration S] [--failover-trials N]``.
+
+Starts a NameServer and one 3-replica broker group as real processes on loopback
+(``ledgermq.testing.broker_cluster``), then measures, with 1 KiB messages:
+
+- produce, batched: 4 producers x SEND_BATCH of 64 messages (issue 5 goal: >= 50k msgs/s);
+- produce, single: 16 producers x one message per send;
+- send latency at 10k msgs/s offered (8 producers x batches of 16, paced; goal p99 <= 5 ms);
+- consume: a pull consumer reads everything produced, from each queue's start (>= 100k msgs/s);
+- failover write gap: kill -9 of the master under a paced load, time to the first acknowledged
+  send after the kill, over several trials (the killed replica is restarted between trials;
+  goal: median <= 2 s).
+
+Prints a table and writes benchmarks/results/broker.json (``--json FILE`` elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
+from ledgermq.bench.stats import Progress, format_table
+from ledgermq.client import Admin, Producer
+from ledgermq.errors import LedgerMQError
+from ledgermq.testing.broker_cluster import BrokerCluster
+
+GROUP = "broker-a"
+
+
+def _options() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per workload")
+    parser.add_argument("--failover-trials", type=int, default=5)
+    parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
+    parser.add_argument(
+        "--json",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "broker.json"),
+    )
+    return parser.parse_args()
+
+
+async def _create_topics(namesrv: str, topics: list[str]) -> None:
+    admin = Admin(namesrv)
+    await admin.start()
+    try:
+        for topic in topics:
+            await admin.create_topic(topic, 8)
+            await admin.wait_for_route(topic)
+    finally:
+        await admin.close()
+
+
+async def _failover_gap(cluster: BrokerCluster, topic: str) -> float:
+    """Seconds from kill -9 of the master to the first send acknowledged after it."""
+    producer = Producer("bench-failover", cluster.namesrv_addr, send_timeout_s=2.0)
+    await producer.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    acked_after_kill = asyncio.Event()
+    acks: list[float] = []
+    killed_at = float("inf")
+
+    async def sender() -> None:
+        while not stop.is_set():
+            try:
+                await producer.send(topic, b"x" * 1024)
+            except LedgerMQError:
+                await asyncio.sleep(0.01)
+                continue
+            now = loop.time()
+            acks.append(now)
+            if now > killed_at:
+                acked_after_kill.set()
+
+    senders = [asyncio.ensure_future(sender()) for _ in range(4)]
+    try:
+        await asyncio.sleep(1.0)
+        master = await asyncio.to_thread(cluster.master, GROUP)
+        assert master is not None
+        killed_at = loop.time()
+        cluster.kill9(GROUP, master)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(acked_after_kill.wait(), 30)
+        after = [t for t in acks if t > killed_at]
+        gap = (min(after) - killed_at) if after else float("inf")
+    finally:
+        stop.set()
+        await asyncio.gather(*senders, return_exceptions=True)
+        await producer.shutdown()
+    await asyncio.to_thread(cluster.restart, GROUP, master)
+    await asyncio.to_thread(cluster.wait_master, GROUP, 30.0)
+    return gap
+
+
+async def _bench(cluster: BrokerCluster, args: argparse.Namespace) -> dict[str, object]:
+    namesrv = cluster.namesrv_addr
+    await _create_topics(namesrv, ["BenchBatched", "BenchSingle", "BenchLatency", "BenchFailover"])
+    progress = Progress()
+    results = [
+        await run_produce(
+            ProduceOptions(namesrv, "BenchBatched", batch=64, producers=4,
+                           duration_s=args.duration, mode="produce batched"),
+            progress,
+        ),
+        await run_produce(
+            ProduceOptions(namesrv, "BenchSingle", batch=1, producers=16,
+                           duration_s=args.duration, mode="produce single"),
+            progress,
+        ),
+        await run_produce(
+            ProduceOptions(namesrv, "BenchLatency", batch=16, producers=8, rate=10_000,
+                           duration_s=args.duration, mode="latency @10k/s"),
+            progress,
+        ),
+        await run_consume(
+            ConsumeOptions(namesrv, "BenchBatched", duration_s=max(args.duration, 30.0),
+                           mode="consume"),
+            progress,
+        ),
+    ]  # fmt: skip
+    gaps = [await _failover_gap(cluster, "BenchFailover") for _ in range(args.failover_trials)]
+    return {"results": results, "failover_gaps_s": gaps}
+
+
+def main() -> int:
+    args = _options()
+    logging.basicConfig(level=logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="ledgermq-broker-bench-") as tmp:
+        settings = {"mappedFileSizeCommitLog": str(256 << 20)}
+        cluster = BrokerCluster(tmp, replicas=3, flush=args.flush, extra_settings=settings)
+        try:
+            cluster.wait_master(GROUP, 30.0)
+            outcome = asyncio.run(_bench(cluster, args))
+        finally:
+            cluster.close()
+    results = outcome["results"]
+    gaps = outcome["failover_gaps_s"]
+    assert isinstance(results, list)
+    assert isinstance(gaps, list)
+    results = [dataclasses.replace(r, flush=args.flush) for r in results]
+    print(format_table(results))
+    if gaps:
+        print(
+            f"failover write gap (kill -9 master -> first ack), {len(gaps)} trials: median "
+            f"{statistics.median(gaps) * 1000:,.0f} ms, min {min(gaps) * 1000:,.0f}, "
+            f"max {max(gaps) * 1000:,.0f}"
+        )
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w", encoding="utf-8") as f:
+        json.dump(
+            {
+                "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "flush": args.flush,
+                "results": [r.to_json() for r in results],
+                "failover_gaps_s": gaps,
+            },
+            f,
+            indent=2,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
