@@ -10,12 +10,18 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.broker.commitlog import CHANNEL_MESSAGES
 from ledgermq.broker.server import BrokerServer
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.raft import Role
 from ledgermq.wire import MQRequestCode, MQResponseCode
-from ledgermq.wire.message import decode_offset_message_id, decode_records
+from ledgermq.wire.message import (
+    decode_offset_message_id,
+    decode_records,
+    encode_batch,
+    encode_properties,
+)
 from ledgermq.wire.route import TopicRouteData
 
 from .harness import LEDGER_PEERS, NAMESRV, Cluster
@@ -367,3 +373,74 @@ def test_a_role_taken_while_the_broker_starts_is_not_lost(
             await cluster.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_batch_is_one_entry_and_each_record_is_addressable(tmp_path: Path) -> None:
+    """SEND_BATCH_MESSAGE stores one ledger entry holding every record (commitlog's docstring);
+    pull, view by msgId, query by key and send-back reach the k-th record as any other."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        store = master.state.commitlog._ledger.store  # type: ignore[union-attr]
+        before = store.end_index
+        items = [
+            (
+                f"m{i}".encode() * (i + 1),
+                i,
+                encode_properties({"KEYS": f"key{i}", "UNIQ_KEY": f"U{i}"}),
+            )
+            for i in range(5)
+        ]
+        sent = await cluster.request(
+            master.address, MQRequestCode.SEND_BATCH_MESSAGE,
+            {"a": "pg", "b": "Batched", "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": "1",
+             "h": "0", "i": "", "j": "0", "k": "false", "m": "true"},
+            encode_batch(items),
+        )  # fmt: skip
+        assert sent.code == MQResponseCode.SUCCESS, sent.remark
+        offsets = [decode_offset_message_id(i)[2] for i in sent.ext_fields["msgId"].split(",")]
+        assert len(offsets) == 5
+        # One entry for the whole batch (the others are the new topic's metadata).
+        added = store.read_range(before + 1, 1 << 20)
+        (entry,) = [e for e in added if e.channel == CHANNEL_MESSAGES]
+        assert offsets[0] == entry.pos + 48
+        assert offsets[-1] < entry.pos + 48 + len(entry.body)
+        for replica in cluster.brokers.values():
+
+            async def has_all(b: object = replica) -> bool:
+                r = await cluster.pull(b.address, "Batched", 2, 0)  # type: ignore[attr-defined]
+                return r.code == 0 and len(decode_records(r.body)) == 5
+
+            await _eventually(has_all)
+            pulled = decode_records(
+                (await cluster.pull(replica.address, "Batched", 2, 0)).body, check_crc=True
+            )
+            assert [(m.body, m.flag) for m in pulled] == [(b, f) for b, f, _ in items]
+            assert [m.queue_offset for m in pulled] == list(range(5))
+            assert [m.commit_log_offset for m in pulled] == offsets
+            assert [m.msg_id for m in pulled] == [f"U{i}" for i in range(5)]
+            # The k-th record from the middle of the queue.
+            third = await cluster.pull(replica.address, "Batched", 2, 3, max_nums=1)
+            assert [m.body for m in decode_records(third.body)] == [items[3][0]]
+        viewed = await cluster.request(
+            master.address, MQRequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offsets[2])}
+        )
+        assert decode_records(viewed.body)[0].body == items[2][0]
+        for key in ("key4", "U4"):
+            queried = await cluster.request(
+                master.address, MQRequestCode.QUERY_MESSAGE,
+                {"topic": "Batched", "key": key, "maxNum": "8"},
+            )  # fmt: skip
+            assert queried.code == 0, queried.remark
+            assert [m.body for m in decode_records(queried.body)] == [items[4][0]]
+        back = await cluster.request(
+            master.address, MQRequestCode.CONSUMER_SEND_MSG_BACK,
+            {"offset": str(offsets[1]), "group": "cg", "delayLevel": "0", "originMsgId": "U1",
+             "originTopic": "Batched", "unitMode": "false", "maxReconsumeTimes": "0"},
+        )  # fmt: skip
+        assert back.code == 0, back.remark
+        dead = await cluster.pull(master.address, "%DLQ%cg", 0, 0)
+        assert dead.code == 0, dead.remark
+        assert decode_records(dead.body)[0].body == items[1][0]
+
+    _run(tmp_path, test)

@@ -217,3 +217,34 @@ def test_closed_index_refuses(tmp_path: Path, opened: list[KeyIndex]) -> None:
         index.add("T", ["a"], 48, 1)
     with pytest.raises(StoreClosedError):
         index.query("T", "a", 1)
+
+
+def test_add_many_is_add_per_message(tmp_path: Path, opened: list[KeyIndex]) -> None:
+    one = open_index(tmp_path / "one", opened)
+    many = open_index(tmp_path / "many", opened)
+    messages = [
+        (
+            "T",
+            [f"k{i}", "even" if i % 2 == 0 else "odd", f"uniq-{i}", "", f"k{i}"],
+            phy(i),
+            1000 + i,
+        )
+        for i in range(11)
+    ]
+    expected = sum(one.add(*message) for message in messages)
+    assert many.add_many(messages[:4]) + many.add_many(messages[4:]) == expected == 33
+    for key in ("k3", "even", "odd", "uniq-10", "absent"):
+        assert many.query("T", key, 20) == one.query("T", key, 20)
+    assert (many.record_count, many.last_phy_offset) == (one.record_count, one.last_phy_offset)
+    # Repeats (a re-dispatch) add nothing, even mixed with new messages; a partly indexed
+    # message is completed, as by ``add``.
+    assert many.add_many(messages[8:]) == 0
+    more = [("T", ["k10", "late"], phy(10), 1010), ("T", ["k11"], phy(11), 1011)]
+    assert many.add_many([*messages[5:], *more]) == 2
+    assert many.query("T", "late", 5) == [phy(10)]
+    assert many.query("T", "k11", 5) == [phy(11)]
+    with pytest.raises(ValueError, match="must be >= 0"):
+        many.add_many([("T", ["x"], -1, 0)])
+    reopened = reopen(tmp_path / "many", opened, many)
+    assert reopened.query("T", "uniq-7", 5) == [phy(7)]
+    assert reopened.record_count == 35

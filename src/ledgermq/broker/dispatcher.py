@@ -6,8 +6,9 @@ and every replica builds the same ConsumeQueues and metadata from the same bytes
 
 For each committed entry, in log order:
 
-- a message record (channel MESSAGES): a ConsumeQueue unit at the queue offset the leader stamped
-  in the record, and the record's keys and unique id in the key index;
+- message records (channel MESSAGES; one, or a batch's, see ``commitlog``): for each record a
+  ConsumeQueue unit at the queue offset the leader stamped in it, and its keys and unique id in
+  the key index (added once per pass, in one write);
 - a metadata change (channel METADATA): applied to ``BrokerMetadata``;
 - anything else (the NOOP a new leader appends, entries of other channels): skipped.
 
@@ -28,7 +29,7 @@ from ledgermq.broker.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_MET
 from ledgermq.broker.metadata import decode_op
 from ledgermq.errors import IndexCompactedError, MessageFormatError
 from ledgermq.store import EntryType
-from ledgermq.wire.message import read_dispatch_info
+from ledgermq.wire.message import scan_dispatch_records
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -163,36 +164,56 @@ class Dispatcher:
                 self.next_index = store.begin_index
                 continue
             arrivals: dict[tuple[str, int], int] = {}
-            for entry in entries:
-                if entry.index > committed:
-                    break
-                self._dispatch_entry(entry, arrivals)
-                self.next_index = entry.index + 1
-                done += 1
+            keys: list[tuple[str, list[str], int, int]] = []
+            try:
+                for entry in entries:
+                    if entry.index > committed:
+                        break
+                    self._dispatch_entry(entry, arrivals, keys)
+                    self.next_index = entry.index + 1
+                    done += 1
+            finally:
+                if keys:
+                    self._keys.add_many(keys)
             if self.on_arrival is not None:
                 for (topic, queue_id), max_offset in arrivals.items():
                     self.on_arrival(topic, queue_id, max_offset)
         return done
 
-    def _dispatch_entry(self, entry: Entry, arrivals: dict[tuple[str, int], int]) -> None:
+    def _dispatch_entry(
+        self,
+        entry: Entry,
+        arrivals: dict[tuple[str, int], int],
+        keys: list[tuple[str, list[str], int, int]],
+    ) -> None:
         if entry.magic != EntryType.NORMAL:
             return
         if entry.channel == CHANNEL_MESSAGES:
             try:
-                info = read_dispatch_info(entry.body)
+                records = scan_dispatch_records(entry.body)
             except MessageFormatError as exc:
                 # The leader encoded it, so every replica skips it alike; never expected.
-                _log.error("entry %d holds no valid message record (%s); skipped", entry.index, exc)
+                _log.error(
+                    "entry %d holds no valid message records (%s); skipped", entry.index, exc
+                )
                 return
-            offset = entry.pos + BODY_OFFSET
-            queue = self._queues.get_or_create(info.topic, info.queue_id)
-            queue.put(info.queue_offset, offset, info.total_size, info.tags_code)
-            keys = list(info.keys)
-            if info.uniq_key:
-                keys.append(info.uniq_key)
-            if keys:
-                self._keys.add(info.topic, keys, offset, info.store_timestamp)
-            arrivals[(info.topic, info.queue_id)] = info.queue_offset + 1
+            base = entry.pos + BODY_OFFSET
+            queues = self._queues
+            for (
+                pos,
+                size,
+                topic,
+                queue_id,
+                queue_offset,
+                store_ts,
+                tags_code,
+                record_keys,
+            ) in records:
+                offset = base + pos
+                queues.get_or_create(topic, queue_id).put(queue_offset, offset, size, tags_code)
+                if record_keys:
+                    keys.append((topic, record_keys, offset, store_ts))
+                arrivals[(topic, queue_id)] = queue_offset + 1
         elif entry.channel == CHANNEL_METADATA:
             try:
                 op = decode_op(entry.body)

@@ -52,7 +52,7 @@ from ledgermq.broker._files import discard_from, make_dirs_durably, open_segment
 from ledgermq.errors import StoreClosedError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["DEFAULT_RECORDS_PER_FILE", "INDEX_DIR", "MAX_TIMESTAMP", "KeyIndex", "key_hash"]
 
@@ -170,6 +170,63 @@ class KeyIndex:
                 chain.append(n + i)
         self._next = n + len(hashes)
         self._last_phy = phy_offset
+        return len(hashes)
+
+    def add_many(self, messages: Iterable[tuple[str, Sequence[str], int, int]]) -> int:
+        """``add`` for each (topic, keys, phy offset, store timestamp), in one file write; returns
+        records added. The dispatcher's way: one call per pass instead of one per message.
+
+        Raises:
+            ValueError: an offset is negative; the messages before it were added.
+            DiskFullError: a new file could not be allocated; nothing more was added.
+        """
+        self._check_open()
+        added = 0
+        data = bytearray()
+        hashes: list[int] = []
+        last = self._last_phy
+        pack = _BODY.pack
+        pack_crc = _CRC.pack
+        for topic, keys, phy_offset, store_timestamp in messages:
+            if phy_offset < 0 or phy_offset <= last:
+                # Negative, or a repeat from a re-dispatch: ``add`` knows what to do.
+                added += self._add_records(data, hashes, last)
+                data = bytearray()
+                hashes = []
+                added += self.add(topic, keys, phy_offset, store_timestamp)
+                last = self._last_phy
+                continue
+            mine = len(hashes)
+            for key in keys:
+                if not key:
+                    continue
+                h = key_hash(topic, key)
+                if h in hashes[mine:]:
+                    continue
+                hashes.append(h)
+                body = pack(h, phy_offset, store_timestamp)
+                data += body
+                data += pack_crc(crc32(body))
+            if len(hashes) > mine:
+                last = phy_offset
+        return added + self._add_records(data, hashes, last)
+
+    def _add_records(self, data: bytearray, hashes: list[int], last_phy: int) -> int:
+        """Write the records ``data`` (of ``hashes``, in order) and take them into the chains."""
+        if not hashes:
+            return 0
+        self._append(bytes(data))
+        n = self._next
+        chains = self._chains
+        for h in hashes:
+            chain = chains.get(h)
+            if chain is None:
+                chains[h] = [n]
+            else:
+                chain.append(n)
+            n += 1
+        self._next = n
+        self._last_phy = last_phy
         return len(hashes)
 
     def query(

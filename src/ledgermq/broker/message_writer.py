@@ -23,14 +23,14 @@ from ledgermq.errors import (
     RequestRejectedError,
 )
 from ledgermq.wire import MQResponseCode
-from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_record
+from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_records
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ledgermq.broker.broker_state import BrokerState
 
-__all__ = ["MessageWriter", "PutResult", "split_host_port"]
+__all__ = ["MessageWriter", "PutResult", "pack_entries", "split_host_port"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,11 @@ class MessageWriter:
         born_host: str = "127.0.0.1:0",
         reconsume_times: int = 0,
     ) -> PutResult:
-        """Store ``items`` (body, flag, properties string) in one queue; returns once committed."""
+        """Store ``items`` (body, flag, properties string) in one queue; returns once committed.
+
+        All the records go into one ledger entry (``commitlog``'s module docstring says why), so
+        a batch is stored or refused as a whole, unless it needs more than one entry's bytes.
+        """
         state = self._state
         state.require_master("storing messages")
         now = state.now_ms()
@@ -76,25 +80,22 @@ class MessageWriter:
         born = split_host_port(born_host)
         table = state.queue_offsets
         first = table.assign(topic, queue_id, len(items))
-        records = [
-            encode_record(
-                topic=topic,
-                queue_id=queue_id,
-                body=body,
-                flag=flag,
-                properties=properties,
-                sys_flag=sys_flag & ~SysFlag.TRANSACTION_MASK,
-                born_timestamp=born_timestamp or now,
-                born_host=born,
-                store_timestamp=now,
-                store_host=store_host,
-                reconsume_times=reconsume_times,
-                queue_offset=first + i,
-            )
-            for i, (body, flag, properties) in enumerate(items)
-        ]
+        blob, starts = encode_records(
+            topic=topic,
+            queue_id=queue_id,
+            items=items,
+            first_queue_offset=first,
+            sys_flag=sys_flag & ~SysFlag.TRANSACTION_MASK,
+            born_timestamp=born_timestamp or now,
+            born_host=born,
+            store_timestamp=now,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+        )
+        commitlog = state.commitlog
+        bodies, firsts = pack_entries(blob, starts, commitlog.max_entry_bytes)
         try:
-            future = state.commitlog.submit_messages(records)
+            future = commitlog.submit_messages(bodies)
         except LedgerMQError as exc:
             # Refused before reaching the log: nothing was stored, the offsets go back.
             table.roll_back(topic, queue_id, first)
@@ -107,12 +108,36 @@ class MessageWriter:
                 "so a retry can duplicate it",
                 MQResponseCode.SYSTEM_ERROR,
             ) from None
-        offsets = state.commitlog.physical_offsets(result)
+        offsets = commitlog.physical_offsets(result, starts, firsts)
         host, port = store_host
-        state.stats.record_put(topic, len(records), sum(len(r) for r in records))
+        state.stats.record_put(topic, len(items), len(blob))
         return PutResult(
             [create_offset_message_id(host, port, offset) for offset in offsets], offsets, first
         )
+
+
+def pack_entries(blob: bytes, starts: list[int], limit: int) -> tuple[list[bytes], list[int]]:
+    """Split concatenated records into ledger entry bodies of at most ``limit`` bytes each.
+
+    Returns the bodies and, for each, the number of its first record. Nearly always one body
+    (a batch is at most ``maxMessageSize`` and an entry may take that plus 4 KiB); a batch of
+    many tiny messages, whose records outgrow its send body, spills into further entries. A
+    record larger than ``limit`` gets an entry of its own, which the ledger then refuses.
+    """
+    if len(blob) <= limit:
+        return [blob], [0]
+    bodies: list[bytes] = []
+    firsts: list[int] = []
+    ends = [*starts[1:], len(blob)]
+    first = 0
+    for i, end in enumerate(ends):
+        if end - starts[first] > limit and i > first:
+            bodies.append(blob[starts[first] : starts[i]])
+            firsts.append(first)
+            first = i
+    bodies.append(blob[starts[first] :])
+    firsts.append(first)
+    return bodies, firsts
 
 
 def _refusal(broker_name: str, exc: LedgerMQError) -> RequestRejectedError:

@@ -1,0 +1,124 @@
+"""The dispatcher over entries that hold one record or a batch's records (broker.commitlog)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from ledgermq.broker.commitlog import CHANNEL_MESSAGES, CommitLog
+from ledgermq.broker.consume_queue_store import ConsumeQueueStore
+from ledgermq.broker.dispatcher import Dispatcher
+from ledgermq.broker.key_index import KeyIndex
+from ledgermq.broker.message_writer import pack_entries
+from ledgermq.broker.metadata import BrokerMetadata
+from ledgermq.clock import SystemClock
+from ledgermq.ledger.server import AppendResult
+from ledgermq.store.memory_store import MemoryLedgerStore
+from ledgermq.wire.message import decode_records, encode_properties, encode_record, encode_records
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _items(n: int, tag: str) -> list[tuple[bytes, int, str]]:
+    return [
+        (
+            f"{tag}-{i}".encode() * (i + 1),
+            i,
+            encode_properties({"TAGS": tag, "KEYS": f"{tag}k{i} shared", "UNIQ_KEY": f"{tag}U{i}"}),
+        )
+        for i in range(n)
+    ]
+
+
+def _records(topic: str, queue_id: int, first: int, items: list[tuple[bytes, int, str]]) -> bytes:
+    blob, _ = encode_records(
+        topic=topic, queue_id=queue_id, items=items, first_queue_offset=first,
+        born_timestamp=1, born_host=("10.0.0.1", 5), store_timestamp=7,
+        store_host=("10.0.0.2", 6),
+    )  # fmt: skip
+    return blob
+
+
+class _Ledger:
+    def __init__(self, store: MemoryLedgerStore) -> None:
+        self.store = store
+
+
+def test_multi_record_entries_give_one_unit_and_index_records_per_message(tmp_path: Path) -> None:
+    store = MemoryLedgerStore()
+    single = encode_record(
+        topic="T", queue_id=0, body=b"alone", properties=encode_properties({"KEYS": "solo"}),
+        born_timestamp=1, born_host=("10.0.0.1", 5), store_timestamp=7,
+        store_host=("10.0.0.2", 6), queue_offset=0,
+    )  # fmt: skip
+    batch_a = _records("T", 0, 1, _items(4, "a"))
+    batch_b = _records("T", 1, 0, _items(3, "b"))
+    entries = store.append_batch(1, [single, batch_a, batch_b], CHANNEL_MESSAGES)
+    store.set_committed_index(entries[-1].index)
+    queues = ConsumeQueueStore(str(tmp_path))
+    keys = KeyIndex(str(tmp_path))
+    dispatcher = Dispatcher(
+        store, queues, keys, BrokerMetadata(), SystemClock(), start_index=entries[0].index
+    )
+    assert dispatcher.catch_up() == 3
+    commitlog = CommitLog(_Ledger(store))  # type: ignore[arg-type]
+
+    q0 = queues.find("T", 0)
+    q1 = queues.find("T", 1)
+    assert q0 is not None
+    assert q1 is not None
+    assert (q0.max_offset, q1.max_offset) == (5, 3)
+    units = q0.read(0, 10)
+    assert units[0].phy_offset == entries[0].pos + 48
+    assert units[1].phy_offset == entries[1].pos + 48
+    # Records of a batch follow each other inside the entry body.
+    for before, after in itertools.pairwise(units[1:]):
+        assert after.phy_offset == before.phy_offset + before.size
+    assert units[-1].phy_offset + units[-1].size == entries[2].pos
+    read = decode_records(b"".join(commitlog.read_records([(u.phy_offset, u.size) for u in units])))
+    assert [m.body for m in read] == [b"alone"] + [b for b, _, _ in _items(4, "a")]
+    assert [m.queue_offset for m in read] == list(range(5))
+    assert [m.commit_log_offset for m in read] == [u.phy_offset for u in units]
+    assert commitlog.record_size(units[3].phy_offset) == units[3].size
+    # The k-th record of a batch alone, by its offset.
+    (third,) = decode_records(commitlog.read_record(units[3].phy_offset, units[3].size))
+    assert third.body == _items(4, "a")[2][0]
+    assert third.commit_log_offset == units[3].phy_offset
+    # Key index: KEYS and UNIQ_KEY of every record of every entry.
+    assert keys.query("T", "ak2", 8) == [units[3].phy_offset]
+    assert keys.query("T", "bU1", 8) == [q1.read(1, 1)[0].phy_offset]
+    assert keys.query("T", "solo", 8) == [units[0].phy_offset]
+    assert len(keys.query("T", "shared", 16)) == 7
+    # Re-dispatching (from a checkpoint) changes nothing.
+    count = keys.record_count
+    dispatcher.next_index = entries[0].index
+    assert dispatcher.catch_up() == 3
+    assert keys.record_count == count
+    assert q0.max_offset == 5
+    keys.close()
+    queues.close()
+
+
+def test_pack_entries_and_physical_offsets() -> None:
+    blob = _records("T", 0, 0, _items(6, "p"))
+    _, starts = encode_records(
+        topic="T", queue_id=0, items=_items(6, "p"), first_queue_offset=0, born_timestamp=1,
+        born_host=("10.0.0.1", 5), store_timestamp=7, store_host=("10.0.0.2", 6),
+    )  # fmt: skip
+    assert pack_entries(blob, starts, len(blob)) == ([blob], [0])
+    sizes = [b - a for a, b in zip(starts, [*starts[1:], len(blob)], strict=True)]
+    limit = sizes[0] + sizes[1] + sizes[2]
+    bodies, firsts = pack_entries(blob, starts, limit)
+    assert b"".join(bodies) == blob
+    assert all(len(body) <= limit for body in bodies)
+    assert firsts[0] == 0
+    assert len(bodies) == len(firsts) > 1
+    # A record larger than the limit gets an entry of its own (the ledger refuses it).
+    bodies, firsts = pack_entries(blob, starts, 1)
+    assert firsts == list(range(6))
+
+    positions = [1000 + 100 * i for i in range(len(firsts))]
+    result = AppendResult(0, len(firsts) - 1, 1, positions)
+    offsets = CommitLog.physical_offsets(result, starts, firsts)
+    assert offsets == [1000 + 100 * i + 48 for i in range(6)]
