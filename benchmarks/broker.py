@@ -142,7 +142,7 @@ def main() -> int:
         settings = {"mappedFileSizeCommitLog": str(256 << 20)}
         cluster = BrokerCluster(tmp, replicas=3, flush=args.flush, extra_settings=settings)
         try:
-            cluster.wait_master(GROUP, 30.0)
+            cluster.wait_routable()
             outcome = asyncio.run(_bench(cluster, args))
         finally:
             cluster.close()

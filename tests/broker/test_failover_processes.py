@@ -71,10 +71,15 @@ async def _scenario(cluster: BrokerCluster, fault: Callable[[str], None], heal: 
         [str], None] | None = None) -> tuple[Run, float]:  # fmt: skip
     namesrv = cluster.namesrv_addr
     master = await asyncio.to_thread(cluster.wait_master, GROUP, 30.0)
+    # The master answers before the NameServer has its registration: wait for the route.
+    await asyncio.to_thread(cluster.wait_routable)
     admin = Admin(namesrv)
     await admin.start()
-    await admin.create_topic(TOPIC, 4)
-    await admin.wait_for_route(TOPIC)
+    try:
+        await admin.create_topic(TOPIC, 4)
+        await admin.wait_for_route(TOPIC)
+    finally:
+        await admin.close()
     run = Run()
     consumer = PushConsumer(
         "failover-consumers",
@@ -121,7 +126,6 @@ async def _scenario(cluster: BrokerCluster, fault: Callable[[str], None], heal: 
             with contextlib.suppress(BaseException):
                 await task
         await consumer.shutdown()
-        await admin.close()
     after = sorted(t for t in run.ack_times if t >= fault_at)
     gap = (after[0] - fault_at) if after else float("inf")
     return run, gap

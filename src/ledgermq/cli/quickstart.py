@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
-from ledgermq.client import Producer, PullConsumer
+from ledgermq.broker.topics import AUTO_CREATE_TOPIC
+from ledgermq.client import Admin, Producer, PullConsumer
 from ledgermq.errors import LedgerMQError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
@@ -100,6 +101,7 @@ async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
         namesrv_addr = f"{HOST}:{namesrv.port}"
         master = await _wait_for_master(brokers, 15.0)
         elected_s = time.perf_counter() - started
+        await _wait_for_auto_create_route(namesrv_addr, 15.0)
         sent_s, received_s = await _self_check(namesrv_addr)
         print(f"LedgerMQ quickstart: data in {data_dir}")
         print(f"  NameServer      {namesrv_addr}")
@@ -135,6 +137,25 @@ async def _wait_for_master(brokers: list[BrokerServer], timeout_s: float) -> Bro
                 return broker
         await asyncio.sleep(0.02)
     raise LedgerMQError(f"no broker became master within {timeout_s:.0f} s")
+
+
+async def _wait_for_auto_create_route(namesrv_addr: str, timeout_s: float) -> None:
+    """Until the NameServer routes TBW102 to a master: a new master creates it and registers
+    just after it is elected, and producers need it to create topics on first send."""
+    admin = Admin(namesrv_addr)
+    await admin.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    try:
+        while loop.time() < deadline:
+            with contextlib.suppress(LedgerMQError):
+                route = await admin.topic_route(AUTO_CREATE_TOPIC)
+                if any(b.master_addr for b in route.broker_datas):
+                    return
+            await asyncio.sleep(0.05)
+    finally:
+        await admin.close()
+    raise LedgerMQError(f"the master did not register with the NameServer in {timeout_s:.0f} s")
 
 
 async def _self_check(namesrv_addr: str) -> tuple[float, float]:
