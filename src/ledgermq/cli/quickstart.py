@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -91,6 +92,9 @@ def broker_configs(
 
 
 async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
+    # The replicas start one after another in this process, so the first ones cannot reach
+    # the later ones for a moment; that is expected here, not worth a warning.
+    logging.getLogger("ledgermq.net.peer").setLevel(logging.ERROR)
     namesrv = NameServer(NameServerConfig(listen_host=HOST, listen_port=9876 + args.port_offset))
     brokers = [BrokerServer(c) for c in broker_configs(data_dir, args.port_offset, args.flush)]
     started = time.perf_counter()
