@@ -444,3 +444,31 @@ def test_a_batch_is_one_entry_and_each_record_is_addressable(tmp_path: Path) -> 
         assert decode_records(dead.body)[0].body == items[1][0]
 
     _run(tmp_path, test)
+
+
+def test_an_unusable_key_index_is_rebuilt_from_the_commit_log(tmp_path: Path) -> None:
+    """The key index is derived data: a damaged (or old-format) index file does not stop the
+    broker; it is rebuilt by re-dispatching the commit log."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        sent = await cluster.send(master.address, "Keyed", b"find me", properties={"KEYS": "k9"})
+        assert sent.code == 0, sent.remark
+        node = next(n for n, b in cluster.brokers.items() if b is not master)
+
+        async def indexed(address: str) -> bool:
+            r = await cluster.request(
+                address, MQRequestCode.QUERY_MESSAGE, {"topic": "Keyed", "key": "k9"}
+            )
+            return r.code == 0
+
+        await _eventually(lambda: indexed(cluster.brokers[node].address))
+        await cluster.stop_broker(node)
+        index_dir = tmp_path / node / "index"
+        for path in index_dir.iterdir():
+            with path.open("r+b") as f:
+                f.truncate(1000)  # not a valid index file any more
+        restarted = await cluster.start_broker(node)
+        assert await indexed(restarted.address)
+
+    _run(tmp_path, test)

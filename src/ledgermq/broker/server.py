@@ -18,6 +18,7 @@ import dataclasses
 import fcntl
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,7 +38,7 @@ from ledgermq.broker.dispatch_checkpoint import (
     read_dispatch_checkpoint,
 )
 from ledgermq.broker.dispatcher import Dispatcher
-from ledgermq.broker.key_index import KeyIndex
+from ledgermq.broker.key_index import INDEX_DIR, KeyIndex
 from ledgermq.broker.message_writer import MessageWriter
 from ledgermq.broker.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.metadata_writer import MetadataWriter
@@ -51,6 +52,7 @@ from ledgermq.broker.topics import TopicManager, retry_topic
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
     BadRequestError,
+    CorruptLogError,
     LedgerMQError,
     NetworkError,
     RequestRejectedError,
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
 
     from ledgermq.broker.config import BrokerConfig
     from ledgermq.net import Connection, Listener, Network
+    from ledgermq.store import LogStore
     from ledgermq.wire import RemotingCommand
 
 __all__ = ["BrokerServer"]
@@ -129,23 +132,7 @@ class BrokerServer:
         self._lock_fd = _lock_root(root)
         await self.ledger.start()
         store = self.ledger.store
-        metadata = BrokerMetadata()
-        config_dir = os.path.join(root, "config")
-        os.makedirs(config_dir, exist_ok=True)
-        metadata.load(config_dir)
-        queues = ConsumeQueueStore(root, units_per_file=config.mapped_file_size_consume_queue // 20)
-        queues.load()
-        keys = KeyIndex(root)
-        dispatched = read_dispatch_checkpoint(root).dispatched_index
-        # Units that point past the ledger's end describe entries this replica no longer has
-        # (RocketMQ's truncateDirtyLogicFiles, spec-broker 2.3 step 4); re-dispatch rebuilds
-        # whatever is still committed.
-        queues.truncate_dirty(store.write_pos + BODY_OFFSET)
-        keys.truncate_dirty(store.write_pos + BODY_OFFSET)
-        if store.begin_index > 0:
-            first = store.positions(store.begin_index, store.begin_index)[0] + BODY_OFFSET
-            queues.delete_expired(first)
-            keys.delete_expired(first)
+        metadata, queues, keys, dispatched = _open_broker_stores(root, config, store)
         start_index = max(min(dispatched, metadata.applied_index) + 1, store.begin_index, 0)
         dispatcher = Dispatcher(store, queues, keys, metadata, self._clock, start_index=start_index)
         commitlog = CommitLog(self.ledger)
@@ -506,6 +493,40 @@ class BrokerServer:
         client_id, group, queues = parse_lock_body(command.body)
         self.locks.unlock(group, client_id, queues)
         return command.response(MQResponseCode.SUCCESS)
+
+
+def _open_broker_stores(
+    root: str, config: BrokerConfig, store: LogStore
+) -> tuple[BrokerMetadata, ConsumeQueueStore, KeyIndex, int]:
+    """Metadata snapshot, queues and key index, recovered and trimmed to the ledger
+    (spec-broker 2.2-2.3); also the ledger index dispatch had made durable."""
+    metadata = BrokerMetadata()
+    config_dir = os.path.join(root, "config")
+    os.makedirs(config_dir, exist_ok=True)
+    metadata.load(config_dir)
+    queues = ConsumeQueueStore(root, units_per_file=config.mapped_file_size_consume_queue // 20)
+    queues.load()
+    dispatched = read_dispatch_checkpoint(root).dispatched_index
+    try:
+        keys = KeyIndex(root)
+    except CorruptLogError as exc:
+        # The index is derived data: rebuild it from the commit log rather than refuse to
+        # start (a damaged file, or one of an older format). Re-dispatching from the start
+        # rewrites identical queue units and skips metadata the snapshot already has.
+        _log.warning("key index unusable (%s); rebuilding it from the commit log", exc)
+        shutil.rmtree(os.path.join(root, INDEX_DIR), ignore_errors=True)
+        keys = KeyIndex(root)
+        dispatched = -1
+    # Units that point past the ledger's end describe entries this replica no longer has
+    # (RocketMQ's truncateDirtyLogicFiles, spec-broker 2.3 step 4); re-dispatch rebuilds
+    # whatever is still committed.
+    queues.truncate_dirty(store.write_pos + BODY_OFFSET)
+    keys.truncate_dirty(store.write_pos + BODY_OFFSET)
+    if store.begin_index > 0:
+        first = store.positions(store.begin_index, store.begin_index)[0] + BODY_OFFSET
+        queues.delete_expired(first)
+        keys.delete_expired(first)
+    return metadata, queues, keys, dispatched
 
 
 def _lock_root(root: str) -> int:
