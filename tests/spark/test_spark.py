@@ -1,0 +1,137 @@
+"""The ``ledgermq`` Spark data source end to end: local[2] Spark against real broker processes.
+
+Few, coarse tests (each Spark action costs a fraction of a second, the session ~10 s): one
+session and one cluster for the module, a topic per test.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'ledgermq[spark]')")
+pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'ledgermq[spark]')")
+
+from ledgermq.client import Message, SyncProducer
+from tests.spark.conftest import create_topic
+
+if TYPE_CHECKING:
+    from ledgermq.testing.broker_cluster import BrokerCluster
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def _produce(namesrv: str, topic: str, batches: int, per_batch: int, tag: str = "") -> list[
+        dict[str, Any]]:  # fmt: skip
+    """Send ``batches`` batches; what each message is and where the broker stored it."""
+    sent: list[dict[str, Any]] = []
+    with SyncProducer(f"spark-test-{topic}", namesrv) as producer:
+        for b in range(batches):
+            messages = [
+                Message(
+                    json.dumps({"b": b, "i": i, "tag": tag}).encode(),
+                    tags=f"t{i % 3}",
+                    keys=[f"k{b}", f"i{i}"],
+                    properties={"batch": str(b)},
+                )
+                for i in range(per_batch)
+            ]
+            result = producer.send_batch(topic, messages)
+            assert result.ok
+            for i, (message, msg_id) in enumerate(
+                zip(messages, result.msg_id.split(","), strict=True)
+            ):
+                sent.append(
+                    {
+                        "queueId": result.message_queue.queue_id,
+                        "queueOffset": result.queue_offset + i,
+                        "msgId": msg_id,
+                        "body": message.body,
+                        "tags": message.tags,
+                        "keys": " ".join(message.keys or ()),
+                        "properties": {"batch": str(b)},
+                    }
+                )
+    return sent
+
+
+def _reader(spark: Any, namesrv: str, topic: str) -> Any:
+    return spark.read.format("ledgermq").option("namesrvAddr", namesrv).option("topic", topic)
+
+
+def test_batch_read_equals_what_was_produced(spark: Any, cluster: BrokerCluster) -> None:
+    from ledgermq.spark import LedgerMQDataSource
+
+    spark.dataSource.register(LedgerMQDataSource)
+    namesrv = cluster.namesrv_addr
+    create_topic(namesrv, "SparkBatch", 4)
+    sent = _produce(namesrv, "SparkBatch", 12, 25)
+
+    df = _reader(spark, namesrv, "SparkBatch").load()
+    assert df.rdd.getNumPartitions() == 4  # one per queue
+    rows = df.collect()
+    got = sorted(
+        (
+            {
+                "queueId": r.queueId,
+                "queueOffset": r.queueOffset,
+                "msgId": r.msgId,
+                "body": bytes(r.body),
+                "tags": r.tags,
+                "keys": r.keys,
+                "properties": dict(r.properties),
+            }
+            for r in rows
+        ),
+        key=lambda d: (d["queueId"], d["queueOffset"]),
+    )
+    assert got == sorted(sent, key=lambda d: (d["queueId"], d["queueOffset"]))
+    assert {r.topic for r in rows} == {"SparkBatch"}
+    assert {r.brokerName for r in rows} == {"broker-a"}
+    assert all(r.storeTimestamp >= r.bornTimestamp for r in rows)
+
+    # offsets as JSON, and minPartitions splitting the ranges
+    q = sent[0]["queueId"]
+    ranged = (
+        _reader(spark, namesrv, "SparkBatch")
+        .option("startingOffsets", json.dumps({"SparkBatch": {"broker-a": {str(q): 10}}}))
+        .option("endingOffsets", json.dumps({"SparkBatch": {"broker-a": {str(q): 40}}}))
+        .option("minPartitions", "12")
+        .load()
+    )
+    assert ranged.rdd.getNumPartitions() >= 12
+    offsets = sorted(r.queueOffset for r in ranged.where(ranged.queueId == q).collect())
+    assert offsets == list(range(10, 40))
+    # another queue: from earliest (not named in startingOffsets) to latest
+    expected_others = sum(1 for s in sent if s["queueId"] != q)
+    assert ranged.where(ranged.queueId != q).count() == expected_others
+
+    # a timestamp start: everything is at or after the epoch
+    assert _reader(spark, namesrv, "SparkBatch").option(
+        "startingOffsets", "0"
+    ).load().count() == len(sent)
+
+
+def test_options_are_validated(spark: Any, cluster: BrokerCluster) -> None:
+    namesrv = cluster.namesrv_addr
+    cases = [
+        ({"topic": "NoSuchTopic"}, "unknown topic 'NoSuchTopic'"),
+        (
+            {"topic": "SparkBatch", "startingOfsets": "earliest"},
+            "(?i)unknown option 'startingOfsets'",
+        ),
+        (
+            {"topic": "SparkBatch", "startingOffsets": "{not json"},
+            "startingOffsets is not valid JSON",
+        ),
+        ({"topic": "SparkBatch", "endingOffsets": "earliest"}, "endingOffsets cannot be earliest"),
+        ({"topicPattern": "Spark.*", "topic": "SparkBatch"}, "exactly one of the options topic"),
+    ]
+    for options, message in cases:
+        reader = spark.read.format("ledgermq").option("namesrvAddr", namesrv)
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        with pytest.raises(Exception, match=message):
+            reader.load().count()
