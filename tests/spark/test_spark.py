@@ -7,6 +7,9 @@ session and one cluster for the module, a topic per test.
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,10 +18,13 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'le
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'ledgermq[spark]')")
 
 from ledgermq.client import Message, SyncProducer
+from ledgermq.errors import LedgerMQError
 from tests.spark.conftest import create_topic
 
 if TYPE_CHECKING:
     from ledgermq.testing.broker_cluster import BrokerCluster
+
+OUT_SCHEMA = "queueId INT, queueOffset BIGINT, msgId STRING"
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -135,3 +141,120 @@ def test_options_are_validated(spark: Any, cluster: BrokerCluster) -> None:
             reader = reader.option(key, value)
         with pytest.raises(Exception, match=message):
             reader.load().count()
+
+
+def _stream(spark: Any, namesrv: str, topic: str, **options: str) -> Any:
+    reader = spark.readStream.format("ledgermq").option("namesrvAddr", namesrv)
+    reader = reader.option("topic", topic).option("startingOffsets", "earliest")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _run_available_now(df: Any, out: str, checkpoint: str) -> list[int]:
+    """Run the query until it has read what was there at its start; rows per micro-batch."""
+    query = (
+        df.select("queueId", "queueOffset", "msgId", "body")
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert not query.isActive, "the availableNow query did not end"
+    assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+def test_stream_restarts_from_checkpoint_exactly_once(
+    spark: Any, cluster: BrokerCluster, tmp_path: Any
+) -> None:
+    namesrv = cluster.namesrv_addr
+    create_topic(namesrv, "SparkStream", 4)
+    sent = _produce(namesrv, "SparkStream", 8, 25)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    df = _stream(spark, namesrv, "SparkStream", maxMessagesPerTrigger="70")
+    sizes = _run_available_now(df, out, checkpoint)
+    assert sum(sizes) == 200
+    assert max(sizes) <= 70  # admission control
+    assert len(sizes) >= 3
+
+    # more messages, and two more queues, then the same query again from its checkpoint
+    create_topic(namesrv, "SparkStream", 6)
+    sent += _produce(namesrv, "SparkStream", 12, 10)
+    assert {s["queueId"] for s in sent} & {4, 5}, "nothing landed in the new queues"
+    df = _stream(spark, namesrv, "SparkStream", maxMessagesPerTrigger="70")
+    sizes = _run_available_now(df, out, checkpoint)
+    assert sum(sizes) == 120
+
+    rows = spark.read.parquet(out).collect()
+    positions = [(r.queueId, r.queueOffset) for r in rows]
+    assert len(positions) == len(set(positions)) == len(sent)  # each message exactly once
+    assert sorted(positions) == sorted((s["queueId"], s["queueOffset"]) for s in sent)
+    assert {r.msgId for r in rows} == {s["msgId"] for s in sent}
+
+
+def test_stream_through_a_master_failover_loses_nothing(
+    spark: Any, broker_clusters: Any, tmp_path: Any
+) -> None:
+    failover = broker_clusters(replicas=3)
+    master = failover.wait_master("broker-a", 30.0)
+    failover.wait_routable()
+    namesrv = failover.namesrv_addr
+    create_topic(namesrv, "SparkFailover", 4)
+    acked: set[str] = set()
+    stop = threading.Event()
+
+    def produce() -> None:
+        with SyncProducer("spark-failover", namesrv, send_timeout_s=3.0, retry_times=3) as p:
+            seq = 0
+            while not stop.is_set():
+                try:
+                    result = p.send("SparkFailover", b"m%06d" % seq)
+                except LedgerMQError:
+                    stop.wait(0.05)
+                    continue
+                seq += 1
+                acked.add(result.msg_id)
+
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    query = (
+        _stream(spark, namesrv, "SparkFailover")
+        .select("queueId", "queueOffset", "msgId")
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(acked) < 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        failover.kill9("broker-a", master)
+        time.sleep(6.0)
+        stop.set()
+        producer.join(30)
+        assert len(acked) > 200
+        deadline = time.monotonic() + 90
+        rows: list[Any] = []
+        while time.monotonic() < deadline:
+            assert query.exception() is None
+            rows = (
+                spark.read.schema(OUT_SCHEMA).parquet(out).collect() if os.path.isdir(out) else []
+            )
+            if acked <= {r.msgId for r in rows}:
+                break
+            time.sleep(1.0)
+    finally:
+        stop.set()
+        producer.join(30)
+        query.stop()
+    missing = acked - {r.msgId for r in rows}
+    assert not missing, f"{len(missing)} acknowledged messages never reached the sink"
+    positions = [(r.queueId, r.queueOffset) for r in rows]
+    assert len(positions) == len(set(positions))  # no queue offset read twice
