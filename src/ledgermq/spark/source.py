@@ -36,6 +36,7 @@ from ledgermq.spark.planning import (
     cap_offsets,
     flatten,
     nest,
+    parse_sink_options,
     parse_source_options,
     plan_ranges,
     split_ranges,
@@ -44,6 +45,7 @@ from ledgermq.spark.planning import (
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter
     from pyspark.sql.types import StructType
 
 __all__ = ["SCHEMA", "LedgerMQDataSource", "LedgerMQPartition"]
@@ -70,6 +72,16 @@ class LedgerMQDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return LedgerMQStreamReader(parse_source_options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from ledgermq.spark.sink import LedgerMQBatchWriter  # noqa: PLC0415
+
+        return LedgerMQBatchWriter(parse_sink_options(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from ledgermq.spark.sink import LedgerMQStreamWriter  # noqa: PLC0415
+
+        return LedgerMQStreamWriter(parse_sink_options(self.options), schema)
 
 
 @dataclass
