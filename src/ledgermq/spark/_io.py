@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.client import MessageQueue, PullResult, PullStatus, SyncAdmin, SyncPullConsumer
@@ -123,22 +124,19 @@ class Resolver:
                 out[key] = wanted
         return out
 
-    def heads(self, previous: Mapping[QueueKey, int]) -> tuple[dict[QueueKey, int], dict[
-            QueueKey, int]]:  # fmt: skip
-        """``(max offsets, min offsets)`` of every queue now routable; a queue whose broker
-        does not answer (failover in progress) keeps ``previous``."""
+    def heads(self, previous: Mapping[QueueKey, int]) -> dict[QueueKey, int]:
+        """The max offset of every queue now routable; a queue whose broker does not answer
+        (failover in progress) keeps ``previous``."""
         heads: dict[QueueKey, int] = {}
-        mins: dict[QueueKey, int] = {}
         for mq in self.queues(strict=False):
             key = key_of(mq)
             try:
                 heads[key] = self.consumer.max_offset(mq)
-                mins[key] = self.consumer.min_offset(mq)
             except LedgerMQError as exc:
                 logger.warning("offsets of %s not refreshed: %s", mq, exc)
                 if key in previous:
                     heads[key] = previous[key]
-        return heads, mins
+        return heads
 
 
 # ---------------------------------------------------------------------- executor side
@@ -238,28 +236,43 @@ def read_range(
     mq = MessageQueue(topic, broker, queue_id)
     consumer = SyncPullConsumer(group, namesrv_addr, request_timeout_s=5.0)
     check_gaps = sub_expression.strip() in ("", "*")
+    prefetch = ThreadPoolExecutor(1, thread_name_prefix="ledgermq-prefetch")
+    ahead_offset = -1
     try:
         consumer.start()
         offset = start
         columns = _Columns()
         deadline = _CLOCK.monotonic_ms() + pull_timeout_ms
         backoff = 0.05
+        ahead: Future[PullResult] | None = None
         while offset < end:
             try:
-                result = consumer.pull(
-                    mq, offset, min(pull_batch_size, end - offset), sub_expression
-                )
+                if ahead is not None and ahead_offset == offset:
+                    result = ahead.result()
+                else:
+                    result = consumer.pull(
+                        mq, offset, min(pull_batch_size, end - offset), sub_expression
+                    )
             except LedgerMQError as exc:
+                ahead = None
                 if _CLOCK.monotonic_ms() > deadline:
                     raise
                 logger.info("pull of %s at %d failed (%s); retrying", mq, offset, exc)
                 _pause(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
-            status = result.status
+            # Pull the next chunk while this one is turned into columns.
+            ahead, ahead_offset = None, result.next_begin_offset
+            if result.messages and offset < ahead_offset < end:
+                ahead = prefetch.submit(
+                    consumer.pull,
+                    mq,
+                    ahead_offset,
+                    min(pull_batch_size, end - ahead_offset),
+                    sub_expression,
+                )
             next_offset = _advance(mq, result, offset, end, columns, check_gaps, fail_on_data_loss)
-            progressed = next_offset > offset
-            offset = next_offset
+            progressed, offset = next_offset > offset, next_offset
             if len(columns) >= rows_per_batch:
                 yield columns.as_lists()
                 columns = _Columns()
@@ -271,13 +284,14 @@ def read_range(
                 raise LedgerMQError(
                     f"{mq}: offsets {offset}..{end} were committed when the batch was planned "
                     f"but no replica served them for {pull_timeout_ms} ms (last pull: "
-                    f"{status.value}, min {result.min_offset}, max {result.max_offset})"
+                    f"{result.status.value}, min {result.min_offset}, max {result.max_offset})"
                 )
             _pause(backoff)
             backoff = min(backoff * 2, 1.0)
         if len(columns):
             yield columns.as_lists()
     finally:
+        prefetch.shutdown(wait=True, cancel_futures=True)
         consumer.close()
 
 

@@ -187,7 +187,7 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def _heads(self, start: dict[QueueKey, int]) -> dict[QueueKey, int]:
-        heads, _ = self._lookups().heads(start)
+        heads = self._lookups().heads(start)
         merged = dict(start)
         for key, head in heads.items():
             merged[key] = max(head, start.get(key, 0))
