@@ -148,8 +148,14 @@ class SyncProducer(_Facade):
     def send_oneway(self, topic: str, body: bytes, **options: Any) -> None:
         self._run(self._producer.send_oneway(topic, body, **options))
 
-    def send_batch(self, topic: str, messages: Sequence[bytes | Message]) -> SendResult:
-        return self._run(self._producer.send_batch(topic, messages))
+    def send_batch(
+        self,
+        topic: str,
+        messages: Sequence[bytes | Message],
+        *,
+        queue: MessageQueue | None = None,
+    ) -> SendResult:
+        return self._run(self._producer.send_batch(topic, messages, queue=queue))
 
     def send_orderly(
         self, topic: str, body: bytes, sharding_key: str, **options: Any

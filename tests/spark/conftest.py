@@ -1,0 +1,69 @@
+"""Fixtures of the Spark tests: one local Spark session and one broker cluster per module."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import ledgermq
+from ledgermq.client import SyncAdmin
+from ledgermq.testing.broker_cluster import BrokerCluster
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """``local[2]`` on 127.0.0.1, its Python workers on this interpreter and this checkout."""
+    pytest.importorskip(
+        "pyspark", reason="pyspark is not installed (pip install 'ledgermq[spark]')"
+    )
+    pytest.importorskip(
+        "pyarrow", reason="pyarrow is not installed (pip install 'ledgermq[spark]')"
+    )
+    from pyspark.sql import SparkSession
+
+    src = str(Path(ledgermq.__file__).resolve().parents[1])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        patch.setenv("PYSPARK_PYTHON", sys.executable)
+        patch.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
+        )
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("ledgermq-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        try:
+            yield session
+        finally:
+            session.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    """A NameServer and one 3-replica broker group, shared by the module's tests."""
+    started = BrokerCluster(tmp_path_factory.mktemp("spark-cluster"), replicas=3)
+    try:
+        started.wait_master("broker-a", 30.0)
+        started.wait_routable()
+        yield started
+    finally:
+        started.close()
+
+
+def create_topic(namesrv: str, topic: str, queues: int = 4) -> None:
+    with SyncAdmin(namesrv) as admin:
+        admin.create_topic(topic, queues)
+        admin.wait_for_route(topic)
