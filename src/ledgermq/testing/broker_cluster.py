@@ -23,32 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import json
 import signal
 import string
-import subprocess
-import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.bench.processes import child_env, free_ports, ledgermq_command
+from ledgermq.bench.processes import free_ports, ledgermq_command
 from ledgermq.errors import LedgerMQError
 from ledgermq.net import ConnectionPool, TcpNetwork
+from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait_until
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
 __all__ = ["BrokerCluster", "ClusterStartError"]
 
 HOST: Final = "127.0.0.1"
 _NAMESRV_MARK: Final = b"NameServer listening on "
 _BROKER_MARK: Final = b" serving on "
-_ADDRESS_IN_USE: Final = ("address already in use", "Errno 98")
-_POLL_S: Final = 0.05
 _START_ATTEMPTS: Final = 3
 _ASK_TIMEOUT_S: Final = 1.0
 SMALL_FILES: Final = {
@@ -61,135 +57,8 @@ SMALL_FILES: Final = {
 _live_clusters: weakref.WeakSet[BrokerCluster] = weakref.WeakSet()
 
 
-class ClusterStartError(LedgerMQError):
-    """A process did not print its ready line in time, or exited; carries its log tail."""
-
-    def __init__(self, message: str, *, address_in_use: bool = False) -> None:
-        super().__init__(message)
-        self.address_in_use = address_in_use
-
-
-def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL_S)
-
-
-class _Child:
-    """One child process: its command, its log file (appended to across runs), its state."""
-
-    def __init__(self, name: str, log_path: Path, ready_mark: bytes) -> None:
-        self.name = name
-        self.log_path = log_path
-        self.ready_mark = ready_mark
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.stopped = False
-        self.ready_line = ""
-        self._offset = 0
-
-    def spawn(self, command: list[str]) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"=== start {self.name}: {' '.join(command)}\n".encode())
-            log.flush()
-            self._offset = log.tell()
-            self.proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-                start_new_session=True,  # a Ctrl-C in the terminal goes to pytest, not to us
-            )
-        self.stopped = False
-        self.ready_line = ""
-
-    def wait_ready(self, timeout_s: float) -> None:
-        """Until the ready line is in the log; ClusterStartError (process killed) otherwise."""
-        proc = self.proc
-        assert proc is not None
-
-        def ready() -> bool:
-            text = self.read_log(self._offset)
-            at = text.find(self.ready_mark)
-            if at >= 0:
-                end = text.find(b"\n", at)
-                if end >= 0:
-                    line_start = text.rfind(b"\n", 0, at) + 1
-                    self.ready_line = text[line_start:end].decode(errors="replace")
-                    return True
-            return proc.poll() is not None
-
-        if not _wait_until(ready, timeout_s) or not self.ready_line:
-            exited = proc.poll()
-            self.kill()
-            tail = self.log_tail()
-            state = f"exited with code {exited}" if exited is not None else "did not start"
-            raise ClusterStartError(
-                f"{self.name} {state} within {timeout_s:g} s; its log ends:\n{tail}",
-                address_in_use=any(mark in tail for mark in _ADDRESS_IN_USE),
-            )
-
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def signal(self, sig: signal.Signals) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            code = None if self.proc is None else self.proc.returncode
-            raise ClusterStartError(f"{self.name} is not running (exit code {code})")
-        self.proc.send_signal(sig)
-        if sig is signal.SIGSTOP:
-            self.stopped = True
-        elif sig is signal.SIGCONT:
-            self.stopped = False
-
-    def terminate(self, timeout_s: float) -> int:
-        proc = self.proc
-        if proc is None:
-            raise ClusterStartError(f"{self.name} was never started")
-        if self.stopped:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGCONT)
-            self.stopped = False
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise ClusterStartError(
-                f"{self.name} ignored SIGTERM for {timeout_s:g} s and was killed; "
-                f"its log ends:\n{self.log_tail()}"
-            ) from None
-
-    def kill(self) -> None:
-        """SIGKILL (after SIGCONT: a stopped process dies only once resumed) and reap."""
-        proc = self.proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        self.stopped = False
-
-    def read_log(self, offset: int = 0) -> bytes:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                return f.read()
-        except FileNotFoundError:
-            return b""
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.read_log().decode("utf-8", errors="backslashreplace")
-        return "\n".join(text.splitlines()[-lines:])
+class ClusterStartError(ProcessStartError):
+    """A process of the cluster did not print its ready line in time, or exited."""
 
 
 class BrokerCluster:
@@ -232,11 +101,12 @@ class BrokerCluster:
         self.nodes: list[str] = [f"n{i}" for i in range(replicas)]
         logs = self.base_dir / "logs"
         self._namesrvs = [
-            _Child(f"namesrv{i}", logs / f"namesrv{i}.log", _NAMESRV_MARK) for i in range(namesrvs)
+            ChildProcess(f"namesrv{i}", logs / f"namesrv{i}.log", _NAMESRV_MARK, ClusterStartError)
+            for i in range(namesrvs)
         ]
         self._namesrv_ports: list[int] = []
-        self._brokers: dict[tuple[str, str], _Child] = {
-            (g, n): _Child(f"{g}/{n}", logs / f"{g}-{n}.log", _BROKER_MARK)
+        self._brokers: dict[tuple[str, str], ChildProcess] = {
+            (g, n): ChildProcess(f"{g}/{n}", logs / f"{g}-{n}.log", _BROKER_MARK, ClusterStartError)
             for g in self.groups
             for n in self.nodes
         }
@@ -395,7 +265,7 @@ class BrokerCluster:
             )
         return (group, node)
 
-    def _child(self, group: str, node: str) -> _Child:
+    def _child(self, group: str, node: str) -> ChildProcess:
         return self._brokers[self._key(group, node)]
 
     # ------------------------------------------------------------------ questions
@@ -483,7 +353,7 @@ class BrokerCluster:
                 return True
             return False
 
-        if not _wait_until(elected, timeout_s):
+        if not wait_until(elected, timeout_s):
             shown = "\n".join(f"{node}: {view}" for node, view in views.items())
             raise AssertionError(
                 f"no master of {group} within {timeout_s:g} s; last views:\n{shown}\n"
@@ -523,7 +393,7 @@ class BrokerCluster:
                     return False
             return True
 
-        if not _wait_until(listed, timeout_s):
+        if not wait_until(listed, timeout_s):
             raise AssertionError(
                 f"the route of {topic} does not list the masters {masters} within "
                 f"{timeout_s:g} s; last routes: {last}\n{self.log_tails()}"

@@ -22,8 +22,6 @@ import asyncio
 import atexit
 import contextlib
 import signal
-import subprocess
-import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -32,10 +30,12 @@ from ledgermq.bench.processes import child_env, free_ports, ledgermq_command
 from ledgermq.errors import LedgerMQError
 from ledgermq.ledger.client import AsyncLedgerClient, LedgerClient
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
+from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait_until
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Iterable, Sequence
+    import subprocess
+    from collections.abc import Iterable, Sequence
 
     from ledgermq.ledger.requests import LedgerEntry, Metadata
 
@@ -43,7 +43,6 @@ __all__ = ["ReplicaGroup", "ReplicaStartError", "child_env", "free_ports", "ledg
 
 READY_MARK: Final = b" serving on "
 """What ``ledger serve`` prints on stdout once it listens."""
-_ADDRESS_IN_USE: Final = ("address already in use", "Errno 98")
 _POLL_S: Final = 0.02
 _START_ATTEMPTS: Final = 3
 """Fresh ports are tried this often when another process took one between probe and bind."""
@@ -51,22 +50,8 @@ _START_ATTEMPTS: Final = 3
 _live_groups: weakref.WeakSet[ReplicaGroup] = weakref.WeakSet()
 
 
-class ReplicaStartError(LedgerMQError):
+class ReplicaStartError(ProcessStartError):
     """A replica did not print its "serving on" line in time, or exited; carries its log tail."""
-
-    def __init__(self, message: str, *, address_in_use: bool = False) -> None:
-        super().__init__(message)
-        self.address_in_use = address_in_use
-
-
-def _wait_until(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL_S)
 
 
 class ReplicaGroup:
@@ -114,8 +99,12 @@ class ReplicaGroup:
             "indexFileSize": str(index_segment_entries * INDEX_UNIT_SIZE),
         }
         self.ports: dict[str, int] = {}
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._stopped: set[str] = set()
+        self._children = {
+            node: ChildProcess(
+                f"replica {node}", self.log_path(node), READY_MARK, ReplicaStartError
+            )
+            for node in self.nodes
+        }
         self._clients: list[LedgerClient] = []
         self._probe: LedgerClient | None = None
         self._ever_started = False
@@ -156,34 +145,9 @@ class ReplicaGroup:
             raise ReplicaStartError(f"replica {node} is already running")
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
-        log_path = self.log_path(node)
-        with open(log_path, "ab") as log:
-            log.write(f"=== start {node}: {' '.join(self.serve_command(node))}\n".encode())
-            log.flush()
-            offset = log.tell()
-            proc = subprocess.Popen(
-                self.serve_command(node),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env(),
-                start_new_session=True,  # a Ctrl-C in the terminal goes to pytest, not to us
-            )
-        self._procs[node] = proc
-        self._stopped.discard(node)
-
-        def ready() -> bool:
-            return proc.poll() is not None or READY_MARK in self._read_log(node, offset)
-
-        if not _wait_until(ready, self.start_timeout_s) or proc.poll() is not None:
-            exited = proc.poll()
-            self._kill_and_reap(node)
-            tail = self.log_tail(node)
-            state = f"exited with code {exited}" if exited is not None else "did not start"
-            raise ReplicaStartError(
-                f"replica {node} {state} within {self.start_timeout_s:g} s; its log ends:\n{tail}",
-                address_in_use=any(mark in tail for mark in _ADDRESS_IN_USE),
-            )
+        child = self._children[node]
+        child.spawn(self.serve_command(node))
+        child.wait_ready(self.start_timeout_s)
         self._ever_started = True
 
     def start_all(self) -> None:
@@ -197,7 +161,7 @@ class ReplicaGroup:
                 if not exc.address_in_use or self._ever_started or attempt + 1 == _START_ATTEMPTS:
                     raise
                 for node in self.nodes:  # nobody knows these ports yet but our own children
-                    self._kill_and_reap(node)
+                    self._children[node].kill()
                 self._pick_ports()
             else:
                 return
@@ -210,91 +174,53 @@ class ReplicaGroup:
 
     def kill9(self, node: str) -> None:
         """SIGKILL: the replica dies at once, with whatever it had not written."""
-        self._kill_and_reap(node)
+        self._child(node).kill()
 
     def sigstop(self, node: str) -> None:
         """SIGSTOP: the replica freezes; its sockets stay open, nobody answers."""
-        self._signal(node, signal.SIGSTOP)
-        self._stopped.add(node)
+        self._child(node).signal(signal.SIGSTOP)
 
     def sigcont(self, node: str) -> None:
-        self._signal(node, signal.SIGCONT)
-        self._stopped.discard(node)
+        self._child(node).signal(signal.SIGCONT)
 
     def terminate(self, node: str) -> int:
         """SIGTERM and wait for a clean exit; SIGKILL after ``stop_timeout_s``. The exit code."""
-        proc = self._proc(node)
-        if node in self._stopped:
-            self.sigcont(node)
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(self.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            self._kill_and_reap(node)
-            raise ReplicaStartError(
-                f"replica {node} ignored SIGTERM for {self.stop_timeout_s:g} s and was killed; "
-                f"its log ends:\n{self.log_tail(node)}"
-            ) from None
+        return self._child(node).terminate(self.stop_timeout_s)
 
     def is_running(self, node: str) -> bool:
         """True while ``node``'s process exists (stopped ones too)."""
-        proc = self._procs.get(node)
-        return proc is not None and proc.poll() is None
+        return self._child(node).is_running()
 
     def is_live(self, node: str) -> bool:
         """Running and not stopped: a replica that can answer."""
-        return self.is_running(node) and node not in self._stopped
+        child = self._child(node)
+        return child.is_running() and not child.stopped
 
     def pid(self, node: str) -> int:
         return self._proc(node).pid
 
     def exit_code(self, node: str) -> int | None:
-        proc = self._procs.get(node)
+        proc = self._child(node).proc
         return None if proc is None else proc.poll()
 
     def _proc(self, node: str) -> subprocess.Popen[bytes]:
-        self._check_node(node)
-        proc = self._procs.get(node)
+        proc = self._child(node).proc
         if proc is None:
             raise ReplicaStartError(f"replica {node} was never started")
         return proc
+
+    def _child(self, node: str) -> ChildProcess:
+        self._check_node(node)
+        return self._children[node]
 
     def _check_node(self, node: str) -> None:
         if node not in self.nodes:
             raise ValueError(f"unknown replica {node!r}; this group has {', '.join(self.nodes)}")
 
-    def _signal(self, node: str, sig: signal.Signals) -> None:
-        proc = self._proc(node)
-        if proc.poll() is not None:
-            raise ReplicaStartError(f"replica {node} is not running (exit code {proc.returncode})")
-        proc.send_signal(sig)
-
-    def _kill_and_reap(self, node: str) -> None:
-        proc = self._procs.get(node)
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGCONT)  # a stopped process dies only once resumed
-                proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        self._stopped.discard(node)
-
     # ------------------------------------------------------------------ logs
-    def _read_log(self, node: str, offset: int = 0) -> bytes:
-        try:
-            with open(self.log_path(node), "rb") as f:
-                f.seek(offset)
-                return f.read()
-        except FileNotFoundError:
-            return b""
-
     def log_tail(self, node: str, lines: int = 30) -> str:
         """The last ``lines`` lines ``node`` wrote (all its runs, in one file)."""
-        text = self._read_log(node).decode("utf-8", errors="backslashreplace")
-        return "\n".join(text.splitlines()[-lines:])
+        return self._child(node).log_tail(lines)
 
     def log_tails(self, lines: int = 15) -> str:
         """Every replica's log tail, for a failure message."""
@@ -379,7 +305,7 @@ class ReplicaGroup:
             found.append(leader)
             return True
 
-        if not _wait_until(agreed, timeout_s):
+        if not wait_until(agreed, timeout_s, _POLL_S):
             shown = "\n".join(f"{node}: {view}" for node, view in views.items())
             raise AssertionError(
                 f"no agreed leader among {', '.join(candidates)} within {timeout_s:g} s; "
@@ -402,7 +328,7 @@ class ReplicaGroup:
                     seen[node] = str(exc)
             return all(isinstance(v, int) and v >= index for v in seen.values())
 
-        if not _wait_until(reached, timeout_s):
+        if not wait_until(reached, timeout_s, _POLL_S):
             raise AssertionError(
                 f"index {index} not committed on {', '.join(targets)} within {timeout_s:g} s: "
                 f"{seen}\n{self.log_tails()}"
@@ -419,7 +345,7 @@ class ReplicaGroup:
             with contextlib.suppress(Exception):
                 client.close()
         for node in self.nodes:
-            self._kill_and_reap(node)
+            self._children[node].kill()
         _live_groups.discard(self)
 
     def __enter__(self) -> ReplicaGroup:
