@@ -31,25 +31,10 @@ from ledgermq.wire import (
     parse_subscription,
     read_dispatch_info,
 )
+from ledgermq.wire.ext_fields import expand_send_v2_fields
 from ledgermq.wire.route import RegisterBrokerBody, TopicConfig
 
 HOST = "127.0.0.1"
-V2_NAMES = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "brokerName",
-}
 
 
 @dataclass
@@ -183,7 +168,7 @@ class FakeBroker:
         return self._send(conn, cmd, dict(cmd.ext_fields))
 
     def _code_310(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        fields = {V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
+        fields = expand_send_v2_fields(cmd.ext_fields)
         return self._send(conn, cmd, fields)
 
     _code_320 = _code_310

@@ -212,8 +212,7 @@ def consumer_connections(
 def view_message(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
     offset = ext_int(command.ext_fields, "offset")
     try:
-        size = state.commitlog.record_size(offset)
-        record = state.commitlog.read_record(offset, size)
+        record = state.commitlog.read_record_at(offset)
         decode_records(record)  # it must be one whole, valid record
     except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError) as exc:
         raise RequestRejectedError(
@@ -233,7 +232,7 @@ def query_message(state: BrokerState, command: RemotingCommand) -> RemotingComma
     records = []
     for offset in state.keys.query(topic, key, max_num * 4, begin, end):
         try:
-            record = state.commitlog.read_record(offset, state.commitlog.record_size(offset))
+            record = state.commitlog.read_record_at(offset)
             (message,) = decode_records(record)
         except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError, ValueError):
             continue

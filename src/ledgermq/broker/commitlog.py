@@ -4,7 +4,7 @@ Spec-broker.md section 1.2: a message's physical offset is the position of its r
 first (often only) record of an entry that is the entry's position plus the 48-byte entry
 header; the k-th record of an entry starts where the (k-1)-th ends, at ``pos + 48 + its offset
 in the body``. ConsumeQueue units and message ids mean exactly what they mean in RocketMQ, and
-every reader by offset (``read_record``, ``record_size``, ``LedgerStore.read_body``, the key
+every reader by offset (``read_record``, ``read_record_at``, ``LedgerStore.read_body``, the key
 index, send-back, view-by-id) works unchanged because every record still starts at its own
 physical offset. Entries carry a channel: messages and metadata changes share the log (and its
 order) and are told apart by it; NOOP entries of new leaders carry neither.
@@ -100,6 +100,11 @@ class CommitLog:
         """The TOTALSIZE of the record at ``physical_offset`` (a message id names no size)."""
         head = self._ledger.store.read_body(physical_offset, 4)
         return int.from_bytes(head, "big", signed=True)
+
+    def read_record_at(self, physical_offset: int) -> bytes:
+        """The whole record at ``physical_offset`` (a message id or a send-back names an
+        offset, not a size)."""
+        return self.read_record(physical_offset, self.record_size(physical_offset))
 
     def read_records(self, units: Sequence[tuple[int, int]]) -> list[bytes]:
         """``read_record`` for many (physical offset, size) pairs (one pull's worth)."""

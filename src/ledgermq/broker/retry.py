@@ -49,8 +49,7 @@ _PROGRESS_EVERY_S: Final = 0.2
 def _read_message(state: BrokerState, offset: int) -> MessageExt:
     """The stored message at physical ``offset`` (any size up to the record's own)."""
     try:
-        size = state.commitlog.record_size(offset)
-        messages = decode_records(state.commitlog.read_record(offset, size))
+        messages = decode_records(state.commitlog.read_record_at(offset))
     except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError) as exc:
         raise RequestRejectedError(
             f"no message at commit-log offset {offset}: {exc}", MQResponseCode.SYSTEM_ERROR

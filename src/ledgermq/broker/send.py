@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from ledgermq.broker.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import (
@@ -23,6 +23,7 @@ from ledgermq.errors import (
     RequestRejectedError,
 )
 from ledgermq.wire import MQRequestCode, MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire.ext_fields import expand_send_v2_fields
 from ledgermq.wire.message import (
     MessageProperty,
     SysFlag,
@@ -44,24 +45,6 @@ __all__ = ["SendProcessor", "SendRequest", "parse_send_request"]
 
 _log = logging.getLogger(__name__)
 
-_V2_NAMES: Final = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "brokerName",
-}
-"""SEND_MESSAGE_V2's one-letter header names (``SendMessageRequestHeaderV2``)."""
-
 
 @dataclass(frozen=True, slots=True)
 class SendRequest:
@@ -82,7 +65,7 @@ class SendRequest:
 def parse_send_request(command: RemotingCommand) -> SendRequest:
     fields: Mapping[str, str] = command.ext_fields
     if command.code in (MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE):
-        fields = {_V2_NAMES.get(k, k): v for k, v in fields.items()}
+        fields = expand_send_v2_fields(fields)
     max_reconsume = fields.get("maxReconsumeTimes")
     return SendRequest(
         producer_group=fields.get("producerGroup", ""),

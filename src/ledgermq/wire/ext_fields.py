@@ -17,7 +17,39 @@ from ledgermq.errors import BadRequestError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ext_bool", "ext_int", "ext_str", "optional_int", "optional_str"]
+__all__ = [
+    "SEND_V2_FIELD_NAMES",
+    "expand_send_v2_fields",
+    "ext_bool",
+    "ext_int",
+    "ext_str",
+    "optional_int",
+    "optional_str",
+]
+
+SEND_V2_FIELD_NAMES: Final = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+"""SEND_MESSAGE_V2's one-letter header names (``SendMessageRequestHeaderV2``) -> SEND_MESSAGE's."""
+
+
+def expand_send_v2_fields(fields: Mapping[str, str]) -> dict[str, str]:
+    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with SEND_MESSAGE's field names."""
+    return {SEND_V2_FIELD_NAMES.get(k, k): v for k, v in fields.items()}
+
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _TRUE: Final = frozenset({"true", "1"})
