@@ -43,6 +43,7 @@ __all__ = [
     "create_topic",
     "delete_group",
     "delete_topic",
+    "json_body",
     "query_message",
     "runtime_info",
     "topic_stats",
@@ -51,7 +52,8 @@ __all__ = [
 ]
 
 
-def _json(value: object) -> bytes:
+def json_body(value: object) -> bytes:
+    """A response body in compact JSON."""
     return json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -114,7 +116,7 @@ def all_topics(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
         "topicConfigTable": {n: c.to_object() for n, c in sorted(metadata.topics.items())},
         "dataVersion": metadata.topic_version.to_object(),
     }
-    return command.response(MQResponseCode.SUCCESS, body=_json(body))
+    return command.response(MQResponseCode.SUCCESS, body=json_body(body))
 
 
 def all_groups(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
@@ -123,7 +125,7 @@ def all_groups(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
         "subscriptionGroupTable": {n: g.to_object() for n, g in sorted(metadata.groups.items())},
         "dataVersion": metadata.group_version.to_object(),
     }
-    return command.response(MQResponseCode.SUCCESS, body=_json(body))
+    return command.response(MQResponseCode.SUCCESS, body=json_body(body))
 
 
 def all_offsets(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
@@ -131,7 +133,7 @@ def all_offsets(state: BrokerState, command: RemotingCommand) -> RemotingCommand
         f"{topic}@{group}": {str(q): o for q, o in sorted(queues.items())}
         for (topic, group), queues in sorted(state.metadata.offsets.items())
     }
-    return command.response(MQResponseCode.SUCCESS, body=_json({"offsetTable": table}))
+    return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
 
 
 def topic_stats(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
@@ -151,7 +153,7 @@ def topic_stats(state: BrokerState, command: RemotingCommand) -> RemotingCommand
                 "maxOffset": queue.max_offset if queue else 0,
             }
         )
-    return command.response(MQResponseCode.SUCCESS, body=_json({"offsetTable": rows}))
+    return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
 
 def consume_stats(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
@@ -177,7 +179,7 @@ def consume_stats(state: BrokerState, command: RemotingCommand) -> RemotingComma
                     "consumerOffset": -1 if consumer is None else consumer,
                 }
             )
-    return command.response(MQResponseCode.SUCCESS, body=_json({"offsetTable": rows}))
+    return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
 
 def consumer_connections(
@@ -206,7 +208,7 @@ def consumer_connections(
         "messageModel": info.message_model,
         "consumeFromWhere": info.consume_from_where,
     }
-    return command.response(MQResponseCode.SUCCESS, body=_json(body))
+    return command.response(MQResponseCode.SUCCESS, body=json_body(body))
 
 
 def view_message(state: BrokerState, command: RemotingCommand) -> RemotingCommand:
@@ -278,7 +280,7 @@ def runtime_info(
         "putMessages": str(sum(state.stats.put_messages.values())),
         "getMessages": str(sum(state.stats.get_messages.values())),
     }
-    return command.response(MQResponseCode.SUCCESS, body=_json({"table": table}))
+    return command.response(MQResponseCode.SUCCESS, body=json_body({"table": table}))
 
 
 async def transfer_leadership(

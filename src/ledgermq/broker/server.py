@@ -132,7 +132,11 @@ class BrokerServer:
         self._lock_fd = _lock_root(root)
         await self.ledger.start()
         store = self.ledger.store
-        metadata, queues, keys, dispatched = _open_broker_stores(root, config, store)
+        # Recovery reads files and may re-dispatch much of the log: off the event loop, which
+        # already runs the ledger replica (its heartbeats must not wait for us).
+        metadata, queues, keys, dispatched = await asyncio.to_thread(
+            _open_broker_stores, root, config, store
+        )
         start_index = max(min(dispatched, metadata.applied_index) + 1, store.begin_index, 0)
         dispatcher = Dispatcher(store, queues, keys, metadata, self._clock, start_index=start_index)
         commitlog = CommitLog(self.ledger)
@@ -152,7 +156,7 @@ class BrokerServer:
         )
         state.messages = MessageWriter(state)
         self.state = state
-        done = dispatcher.catch_up()
+        done = await asyncio.to_thread(dispatcher.catch_up)
         _log.info("broker %s replica %s dispatched %d committed entries on start (up to %d)",
                   config.broker_name, config.dleger_self_id, done,
                   dispatcher.dispatched_index)  # fmt: skip
@@ -162,6 +166,7 @@ class BrokerServer:
         self._delay = DelayScheduler(state)
         dispatcher.on_arrival = self._on_arrival
         self.ledger.add_commit_listener(dispatcher.on_commit)
+        dispatcher.on_commit(store.committed_index)  # whatever committed during the catch-up
         self._listener = await self._network.serve(
             config.broker_ip1, config.listen_port, self._on_frame
         )
@@ -479,14 +484,14 @@ class BrokerServer:
             raise RequestRejectedError(
                 f"no consumer of group {group} is online", MQResponseCode.SYSTEM_ERROR
             )
-        body = admin._json({"consumerIdList": ids})
+        body = admin.json_body({"consumerIdList": ids})
         return command.response(MQResponseCode.SUCCESS, body=body)
 
     async def _lock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
         assert self.state is not None
         client_id, group, queues = parse_lock_body(command.body)
         held = self.locks.lock(group, client_id, queues, self.state.now_ms())
-        body = admin._json({"lockOKMQSet": [q.to_object() for q in held]})
+        body = admin.json_body({"lockOKMQSet": [q.to_object() for q in held]})
         return command.response(MQResponseCode.SUCCESS, body=body)
 
     async def _unlock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
