@@ -8,13 +8,11 @@ tests can read the port when ``listenPort=0``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 from typing import TYPE_CHECKING
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
+from ledgermq.cli.serving import wait_for_stop
 from ledgermq.errors import ConfigError
 from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
@@ -73,22 +71,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
 async def _serve(config: BrokerConfig) -> int:
     server = BrokerServer(config)
     await server.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     ledger_host, ledger_port = config.ledger_config().address
     print(
         f"Broker {config.broker_name} replica {config.dleger_self_id} serving on "
         f"{server.address} (ledger {ledger_host}:{ledger_port})",
         flush=True,
     )
-    closed = asyncio.ensure_future(server.wait_closed())
-    waiter = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({closed, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    waiter.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiter
+    await wait_for_stop(server.wait_closed())
     await server.close()
     failure = server.ledger.failure
     return 1 if failure is not None else 0

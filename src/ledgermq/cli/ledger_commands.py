@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.bench.ledger import DEFAULT_WORKLOADS, BenchOptions, run_bench
+from ledgermq.cli.serving import wait_for_stop
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import build_config, load_properties
@@ -138,10 +138,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(config: LedgerConfig) -> int:
     server = LedgerServer(config)
     await server.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     host = config.address[0]
     print(
         f"ledgermq ledger: replica {config.self_id} of group {config.group} serving on "
@@ -150,12 +146,8 @@ async def _serve(config: LedgerConfig) -> int:
         + ")",
         flush=True,
     )
-    stopped = asyncio.ensure_future(stop.wait())
-    closed = asyncio.ensure_future(server.wait_closed())
-    await asyncio.wait({stopped, closed}, return_when=asyncio.FIRST_COMPLETED)
-    stopped.cancel()
+    await wait_for_stop(server.wait_closed())
     await server.close()
-    closed.cancel()
     if server.failure is not None:
         raise LedgerMQError(f"replica {config.self_id} stopped: {server.failure}")
     return 0

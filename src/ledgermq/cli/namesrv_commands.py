@@ -8,10 +8,9 @@ the real port when ``--listen-port 0`` asked for any free one, so scripts and te
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from typing import TYPE_CHECKING
 
+from ledgermq.cli.serving import wait_for_stop
 from ledgermq.ledger.config import load_properties
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
@@ -49,13 +48,9 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 async def _serve(config: NameServerConfig) -> int:
     server = NameServer(config)
     await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         print(f"NameServer listening on {config.listen_host}:{server.port}", flush=True)
-        await stop.wait()
+        await wait_for_stop()
     finally:
         await server.close()
     return 0

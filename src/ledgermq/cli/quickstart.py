@@ -16,13 +16,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import time
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
 from ledgermq.broker.topics import AUTO_CREATE_TOPIC
+from ledgermq.cli.serving import wait_for_stop
 from ledgermq.client import Admin, Producer, PullConsumer
 from ledgermq.errors import LedgerMQError
 from ledgermq.namesrv import NameServer, NameServerConfig
@@ -123,7 +123,7 @@ async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
         print(f'Try: ledgermq produce -n "{namesrv_addr}" -t Demo hello')
         print(f'     ledgermq consume -n "{namesrv_addr}" -t Demo -g demo-group')
         print("Serving until Ctrl-C." if args.run_for is None else f"Serving for {args.run_for} s.")
-        await _wait_for_stop(args.run_for, brokers)
+        await wait_for_stop(*(b.ledger.wait_closed() for b in brokers), timeout_s=args.run_for)
     finally:
         for broker in brokers:
             with contextlib.suppress(Exception):
@@ -190,17 +190,3 @@ async def _self_check(namesrv_addr: str) -> tuple[float, float]:
     if missing:
         raise LedgerMQError(f"self-check: {len(missing)} sent messages were not read back")
     return sent_s, received_s
-
-
-async def _wait_for_stop(run_for: float | None, brokers: list[BrokerServer]) -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    waiter = asyncio.ensure_future(stop.wait())
-    closed = [asyncio.ensure_future(b.ledger.wait_closed()) for b in brokers]
-    try:
-        await asyncio.wait({waiter, *closed}, timeout=run_for, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for future in (waiter, *closed):
-            future.cancel()

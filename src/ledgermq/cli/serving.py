@@ -1,0 +1,32 @@
+"""How a long-running command waits: until SIGTERM or Ctrl-C, or until a server stops by itself.
+
+Shared by ``ledgermq namesrv``, ``broker``, ``ledger serve`` and ``quickstart``, so every
+server stops the same way: the signal ends the wait, the command closes its servers cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+__all__ = ["wait_for_stop"]
+
+
+async def wait_for_stop(*closed: Awaitable[object], timeout_s: float | None = None) -> None:
+    """Return on SIGTERM / SIGINT, when any of ``closed`` completes, or after ``timeout_s``."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waiters = [asyncio.ensure_future(stop.wait()), *(asyncio.ensure_future(c) for c in closed)]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
