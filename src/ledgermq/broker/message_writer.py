@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledgermq.errors import (
+    ConnectError,
     LeaderPendingFullError,
     LedgerMQError,
     LedgerRequestError,
     RequestRejectedError,
 )
+from ledgermq.net import split_address
 from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_records
 
@@ -45,12 +47,12 @@ class PutResult:
 def split_host_port(address: str) -> tuple[str, int]:
     """``"ip:port"`` as the record's host fields want it; ``0.0.0.0:0`` when it is not an
     IPv4 address (an in-memory test connection, a host name)."""
-    host, _, port = address.rpartition(":")
     try:
+        host, port = split_address(address)
         ipaddress.IPv4Address(host)
-        return host, int(port)
-    except ValueError:
+    except (ConnectError, ValueError):
         return "0.0.0.0", 0  # noqa: S104 - a record field, not a bind address
+    return host, port
 
 
 class MessageWriter:
