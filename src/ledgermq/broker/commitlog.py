@@ -116,11 +116,3 @@ class CommitLog:
             raw = read(offset, size)
             parts.append(b"".join((raw[:at], pack(offset), raw[at + 8 :])))
         return parts
-
-    @property
-    def committed_index(self) -> int:
-        return self._ledger.store.committed_index
-
-    @property
-    def end_index(self) -> int:
-        return self._ledger.store.end_index

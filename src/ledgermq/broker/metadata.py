@@ -150,9 +150,6 @@ class BrokerMetadata:
     def offset(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.offsets.get((topic, group), {}).get(queue_id)
 
-    def groups_of_topic(self, topic: str) -> list[str]:
-        return sorted(group for (t, group) in self.offsets if t == topic)
-
     def topics_of_group(self, group: str) -> list[str]:
         return sorted(t for (t, g) in self.offsets if g == group)
 

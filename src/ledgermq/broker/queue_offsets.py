@@ -33,9 +33,6 @@ class QueueOffsetTable:
         """Give back what ``assign`` reserved (only valid before anyone else assigned)."""
         self._next[(topic, queue_id)] = first
 
-    def next_offset(self, topic: str, queue_id: int) -> int:
-        return self._next.get((topic, queue_id), 0)
-
     def rebuild(self, queues: Iterable[tuple[str, int, int]]) -> None:
         """From (topic, queue id, max offset) of every ConsumeQueue (``recoverTopicQueueTable``)."""
         self._next = {(topic, queue_id): max_offset for topic, queue_id, max_offset in queues}

@@ -119,10 +119,6 @@ class DelayScheduler:
         self._saved: dict[int, int] = {}
         self._wake: dict[int, asyncio.Event] = {}
 
-    @property
-    def running(self) -> bool:
-        return bool(self._tasks)
-
     def start(self) -> None:
         if self._tasks:
             return
