@@ -23,15 +23,14 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import ledgermq
 from ledgermq.client import Admin, Message, Producer, SyncProducer
+from ledgermq.spark.local import local_session, worker_environment
 from ledgermq.testing.broker_cluster import BrokerCluster
 
 GROUP = "broker-a"
@@ -84,23 +83,8 @@ async def _setup_and_produce(namesrv: str, args: argparse.Namespace) -> float:
 
 
 def _session() -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    src = str(Path(ledgermq.__file__).resolve().parents[1])
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("ledgermq-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    os.environ.update(worker_environment())
+    return local_session("ledgermq-spark-bench")
 
 
 def _batch_read(spark: Any, namesrv: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import ledgermq
 from ledgermq.client import SyncAdmin
+from ledgermq.spark.local import local_session, worker_environment
 from ledgermq.testing.broker_cluster import BrokerCluster
 
 if TYPE_CHECKING:
@@ -26,25 +23,10 @@ def spark() -> Iterator[Any]:
     pytest.importorskip(
         "pyarrow", reason="pyarrow is not installed (pip install 'ledgermq[spark]')"
     )
-    from pyspark.sql import SparkSession
-
-    src = str(Path(ledgermq.__file__).resolve().parents[1])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-        patch.setenv("PYSPARK_PYTHON", sys.executable)
-        patch.setenv(
-            "PYTHONPATH", os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
-        )
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("ledgermq-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .getOrCreate()
-        )
-        session.sparkContext.setLogLevel("ERROR")
+        for name, value in worker_environment().items():
+            patch.setenv(name, value)
+        session = local_session("ledgermq-tests")
         try:
             yield session
         finally:
