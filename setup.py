@@ -1,7 +1,8 @@
-"""The C extension; everything else about the package is in pyproject.toml.
+"""The C extensions; everything else about the package is in pyproject.toml.
 
-``optional=True``: where it cannot be compiled (no C compiler), the package installs without it
-and ``ledgermq.store.append_plan`` uses its pure-Python planner.
+``optional=True``: where they cannot be compiled (no C compiler), the package installs without
+them, ``ledgermq.store.append_plan`` uses its pure-Python planner and the Spark connector
+decodes records in Python (``ledgermq.spark.arrow_rows``).
 """
 
 from setuptools import Extension, setup
@@ -13,6 +14,12 @@ setup(
             ["src/ledgermq/store/_speedups.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "ledgermq.wire._record_columns",
+            ["src/ledgermq/wire/_record_columns.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

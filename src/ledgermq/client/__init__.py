@@ -13,6 +13,7 @@ from ledgermq.client.consumer import (
     PullResult,
     PullStatus,
     PushConsumer,
+    RecordsPullResult,
 )
 from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
 
@@ -28,6 +29,7 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "QueueStats",
+    "RecordsPullResult",
     "SendResult",
     "SendStatus",
     "SyncAdmin",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ledgermq.client._remoting import ClientInstance
     from ledgermq.wire import MessageExt, RemotingCommand
 
-__all__ = ["PullResult", "PullStatus", "PullSysFlag", "QueueApi"]
+__all__ = ["PullResult", "PullStatus", "PullSysFlag", "QueueApi", "RecordsPullResult"]
 
 _PULL_CODES: Final = (
     MQResponseCode.SUCCESS,
@@ -78,6 +78,19 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsPullResult:
+    """One pull's answer with the messages left as the broker sent them: ``records`` is the
+    concatenated CommitLog records (``decode_records`` reads them), filtered by the broker's tag
+    hash only. For readers that decode records their own way (the Spark connector's columns)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: bytes
 
 
 def _int(fields: Mapping[str, str], name: str, default: int = -1) -> int:
@@ -136,7 +149,7 @@ class QueueApi:
                 refresh = True
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def pull(
+    async def pull_records(
         self,
         mq: MessageQueue,
         offset: int,
@@ -148,7 +161,7 @@ class QueueApi:
         suspend_ms: int = 0,
         timeout_s: float | None = None,
         attempts: int = 2,
-    ) -> PullResult:
+    ) -> RecordsPullResult:
         ext = {
             "consumerGroup": self.group,
             "topic": mq.topic,
@@ -172,18 +185,46 @@ class QueueApi:
         )
         fields = response.ext_fields
         status = _STATUS_OF_CODE[MQResponseCode(response.code)]
-        messages: list[MessageExt] = []
-        if status is PullStatus.FOUND and response.body:
-            messages = decode_records(response.body)
-            tags, _ = parse_subscription(subscription)
-            if tags is not None:
-                messages = [m for m in messages if tags_match(m.properties.get("TAGS"), tags)]
-        return PullResult(
+        return RecordsPullResult(
             status,
             _int(fields, "nextBeginOffset", offset),
             _int(fields, "minOffset"),
             _int(fields, "maxOffset"),
-            messages,
+            response.body if status is PullStatus.FOUND else b"",
+        )
+
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        subscription: str,
+        *,
+        sys_flag: int = PullSysFlag.SUBSCRIPTION,
+        commit_offset: int = -1,
+        suspend_ms: int = 0,
+        timeout_s: float | None = None,
+        attempts: int = 2,
+    ) -> PullResult:
+        raw = await self.pull_records(
+            mq,
+            offset,
+            max_nums,
+            subscription,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_ms=suspend_ms,
+            timeout_s=timeout_s,
+            attempts=attempts,
+        )
+        messages: list[MessageExt] = []
+        if raw.records:
+            messages = decode_records(raw.records)
+            tags, _ = parse_subscription(subscription)
+            if tags is not None:
+                messages = [m for m in messages if tags_match(m.properties.get("TAGS"), tags)]
+        return PullResult(
+            raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages
         )
 
     async def _offset_call(self, mq: MessageQueue, code: int, **extra: str) -> int:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 
     from ledgermq.client._routing import MessageQueue
-    from ledgermq.client.consumer import Listener, PullResult
+    from ledgermq.client.consumer import Listener, PullResult, RecordsPullResult
     from ledgermq.client.producer import Message, SendResult
     from ledgermq.wire import MessageExt
     from ledgermq.wire.route import ClusterInfo, TopicRouteData
@@ -208,6 +208,19 @@ class SyncPullConsumer(_Facade):
             self._consumer.pull(
                 mq, offset, max_nums, subscription, timeout_s=timeout_s, suspend_ms=suspend_ms
             )
+        )
+
+    def pull_records(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        *,
+        timeout_s: float | None = None,
+    ) -> RecordsPullResult:
+        return self._run(
+            self._consumer.pull_records(mq, offset, max_nums, subscription, timeout_s=timeout_s)
         )
 
     def min_offset(self, mq: MessageQueue) -> int:

@@ -52,7 +52,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-from ledgermq.client._queue_api import PullResult, PullStatus, PullSysFlag, QueueApi
+from ledgermq.client._queue_api import (
+    PullResult,
+    PullStatus,
+    PullSysFlag,
+    QueueApi,
+    RecordsPullResult,
+)
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import (
     MessageQueue,
@@ -79,6 +85,7 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "RecordsPullResult",
 ]
 
 logger = logging.getLogger("ledgermq.client.consumer")
@@ -196,6 +203,21 @@ class PullConsumer:
             suspend_ms=suspend_ms,
             timeout_s=timeout + suspend_ms / 1000,
         )
+
+    async def pull_records(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        *,
+        timeout_s: float | None = None,
+    ) -> RecordsPullResult:
+        """``pull`` without decoding: the records as the broker sent them, for readers that
+        decode them their own way. Only the broker's tag-hash filter applies (check the tags
+        again when ``subscription`` names any: different tags can share a hash)."""
+        timeout = timeout_s if timeout_s is not None else self.request_timeout_s
+        return await self._api.pull_records(mq, offset, max_nums, subscription, timeout_s=timeout)
 
     async def min_offset(self, mq: MessageQueue) -> int:
         """The lowest offset still stored in ``mq``."""

@@ -1,33 +1,42 @@
 """The connector's talks with the cluster, through the blocking clients (no pyspark here).
 
 Driver side: which queues a source reads and where they start and end. Executor side: reading
-one queue range completely (``read_range``), retrying through a master failover.
+one queue range completely into Arrow rows (``read_range``), retrying through a master failover.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from ledgermq.client import MessageQueue, PullResult, PullStatus, SyncAdmin, SyncPullConsumer
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledgermq.client import (
+    MessageQueue,
+    PullStatus,
+    RecordsPullResult,
+    SyncAdmin,
+    SyncPullConsumer,
+)
 from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
+from ledgermq.spark.arrow_rows import ARROW_SCHEMA, rows_of_records
 from ledgermq.spark.planning import EARLIEST, LATEST, OffsetSpec, QueueKey, SourceOptions
+from ledgermq.wire import parse_subscription
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from ledgermq.wire import MessageExt
-
-__all__ = ["DataLossError", "Resolver", "read_range"]
+__all__ = ["DataLossError", "Resolver", "read_range", "shared_consumer"]
 
 logger = logging.getLogger("ledgermq.spark")
 
 _CLOCK: Final = SystemClock()
-_HIDDEN_PROPERTIES: Final = frozenset({"UNIQ_KEY", "KEYS", "TAGS", "WAIT"})
-"""Properties shown as their own columns (msgId, keys, tags) or of no use to a reader."""
+_OFFSET_COLUMN: Final = ARROW_SCHEMA.get_field_index("queueOffset")
 
 
 class DataLossError(LedgerMQError):
@@ -140,75 +149,85 @@ class Resolver:
 
 
 # ---------------------------------------------------------------------- executor side
-class _Columns:
-    """Column lists of the source schema, filled message by message."""
+_PULLS_AHEAD: Final = 2
+"""Pulls of a queue range in flight while the reader turns the last one into rows: enough to
+keep a broker busy while the reader works, few enough that a mispredicted one wastes little."""
 
-    __slots__ = (
-        "body",
-        "born",
-        "broker",
-        "keys",
-        "msg_id",
-        "offset",
-        "properties",
-        "queue_id",
-        "reconsume",
-        "store",
-        "tags",
-        "topic",
-    )
+_consumers: dict[tuple[str, str], SyncPullConsumer] = {}
+_consumers_lock = threading.Lock()
 
-    def __init__(self) -> None:
-        self.topic: list[str] = []
-        self.broker: list[str] = []
-        self.queue_id: list[int] = []
-        self.offset: list[int] = []
-        self.msg_id: list[str] = []
-        self.keys: list[str | None] = []
-        self.tags: list[str | None] = []
-        self.body: list[bytes] = []
-        self.properties: list[list[tuple[str, str]]] = []
-        self.born: list[int] = []
-        self.store: list[int] = []
-        self.reconsume: list[int] = []
 
-    def __len__(self) -> int:
-        return len(self.offset)
+def shared_consumer(namesrv_addr: str, group: str) -> SyncPullConsumer:
+    """One pull consumer per NameServer and group in this process, kept between tasks.
 
-    def add(self, broker: str, messages: list[MessageExt]) -> None:
-        hidden = _HIDDEN_PROPERTIES
-        for m in messages:
-            props = m.properties
-            self.topic.append(m.topic)
-            self.broker.append(broker)
-            self.queue_id.append(m.queue_id)
-            self.offset.append(m.queue_offset)
-            self.msg_id.append(m.msg_id)
-            self.keys.append(props.get("KEYS"))
-            self.tags.append(props.get("TAGS"))
-            self.body.append(m.body)
-            self.properties.append([(k, v) for k, v in props.items() if k not in hidden])
-            self.born.append(m.born_timestamp * 1000)
-            self.store.append(m.store_timestamp * 1000)
-            self.reconsume.append(m.reconsume_times)
+    Spark reuses its Python workers across tasks (``spark.python.worker.reuse``), so starting
+    a client (loop thread, route lookups) per partition would be paid on every micro-batch;
+    closed when the worker exits.
+    """
+    key = (namesrv_addr, group)
+    with _consumers_lock:
+        consumer = _consumers.get(key)
+        if consumer is None:
+            consumer = SyncPullConsumer(group, namesrv_addr, request_timeout_s=5.0)
+            consumer.start()
+            if not _consumers:
+                atexit.register(_close_consumers)
+            _consumers[key] = consumer
+        return consumer
 
-    def as_lists(self) -> list[list[Any]]:
-        """In schema order: topic, brokerName, queueId, queueOffset, msgId, keys, tags, body,
-        properties, bornTimestamp (us), storeTimestamp (us), reconsumeTimes."""
-        return [
-            self.topic,
-            self.broker,
-            self.queue_id,
-            self.offset,
-            self.msg_id,
-            self.keys,
-            self.tags,
-            self.body,
-            self.properties,
-            self.born,
-            self.store,
-            self.reconsume,
-        ]
+
+def _close_consumers() -> None:
+    with _consumers_lock:
+        consumers = list(_consumers.values())
+        _consumers.clear()
+    for consumer in consumers:
+        try:
+            consumer.close()
+        except Exception:  # the process is exiting; nothing is lost here
+            logger.debug("closing a pull consumer at exit failed", exc_info=True)
+
+
+class _Pulls:
+    """The pulls of one queue range, with up to ``_PULLS_AHEAD`` more in flight at the offsets
+    the next ones will most likely start at (the last pull's step on from its end).
+
+    A pull ahead that is not at the offset asked for next (the step changed) is dropped; a
+    failed one fails the ``pull`` that takes it, and that caller retries.
+    """
+
+    def __init__(
+        self, consumer: SyncPullConsumer, mq: MessageQueue, end: int, batch: int, sub: str
+    ) -> None:
+        self._consumer = consumer
+        self._mq = mq
+        self._end = end
+        self._batch = batch
+        self._sub = sub
+        self._pool = ThreadPoolExecutor(_PULLS_AHEAD, thread_name_prefix="ledgermq-pull")
+        self._ahead: dict[int, Future[RecordsPullResult]] = {}
+
+    def _pull(self, offset: int) -> RecordsPullResult:
+        count = min(self._batch, self._end - offset)
+        return self._consumer.pull_records(self._mq, offset, count, self._sub)
+
+    def pull(self, offset: int) -> RecordsPullResult:
+        """The pull at ``offset``: from the pulls ahead if one is there, else made now."""
+        ahead = self._ahead.pop(offset, None)
+        self._ahead = {o: f for o, f in self._ahead.items() if o > offset}
+        result = ahead.result() if ahead is not None else self._pull(offset)
+        step = result.next_begin_offset - offset
+        if result.status is PullStatus.FOUND and step > 0:
+            for k in range(_PULLS_AHEAD):
+                at = result.next_begin_offset + k * step
+                if at >= self._end:
+                    break
+                if at not in self._ahead:
+                    self._ahead[at] = self._pool.submit(self._pull, at)
+        return result
+
+    def close(self) -> None:
+        self._ahead.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def read_range(
@@ -222,10 +241,9 @@ def read_range(
     pull_timeout_ms: int = 30_000,
     fail_on_data_loss: bool = True,
     sub_expression: str = "*",
-    rows_per_batch: int = 16_384,
-) -> Iterator[list[list[Any]]]:
-    """Every stored message of queue ``key`` at offsets ``[start, end)``, as column lists of
-    up to about ``rows_per_batch`` rows (see ``_Columns.as_lists``).
+) -> Iterator[pa.RecordBatch]:
+    """Every stored message of queue ``key`` at offsets ``[start, end)`` (matching
+    ``sub_expression``), as Arrow record batches of one pull each (``arrow_rows``).
 
     The range was below the queue's max offset when it was planned, so its messages are
     committed: a pull that finds nothing (a lagging replica, a failover in progress) is
@@ -234,48 +252,27 @@ def read_range(
     """
     topic, broker, queue_id = key
     mq = MessageQueue(topic, broker, queue_id)
-    consumer = SyncPullConsumer(group, namesrv_addr, request_timeout_s=5.0)
-    check_gaps = sub_expression.strip() in ("", "*")
-    prefetch = ThreadPoolExecutor(1, thread_name_prefix="ledgermq-prefetch")
-    ahead_offset = -1
+    tags, _ = parse_subscription(sub_expression)
+    pulls = _Pulls(shared_consumer(namesrv_addr, group), mq, end, pull_batch_size,
+                   sub_expression)  # fmt: skip
     try:
-        consumer.start()
         offset = start
-        columns = _Columns()
         deadline = _CLOCK.monotonic_ms() + pull_timeout_ms
         backoff = 0.05
-        ahead: Future[PullResult] | None = None
         while offset < end:
             try:
-                if ahead is not None and ahead_offset == offset:
-                    result = ahead.result()
-                else:
-                    result = consumer.pull(
-                        mq, offset, min(pull_batch_size, end - offset), sub_expression
-                    )
+                result = pulls.pull(offset)
             except LedgerMQError as exc:
-                ahead = None
                 if _CLOCK.monotonic_ms() > deadline:
                     raise
                 logger.info("pull of %s at %d failed (%s); retrying", mq, offset, exc)
                 _pause(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
-            # Pull the next chunk while this one is turned into columns.
-            ahead, ahead_offset = None, result.next_begin_offset
-            if result.messages and offset < ahead_offset < end:
-                ahead = prefetch.submit(
-                    consumer.pull,
-                    mq,
-                    ahead_offset,
-                    min(pull_batch_size, end - ahead_offset),
-                    sub_expression,
-                )
-            next_offset = _advance(mq, result, offset, end, columns, check_gaps, fail_on_data_loss)
+            rows, next_offset = _advance(mq, result, offset, end, tags, fail_on_data_loss)
+            if rows is not None:
+                yield rows
             progressed, offset = next_offset > offset, next_offset
-            if len(columns) >= rows_per_batch:
-                yield columns.as_lists()
-                columns = _Columns()
             if progressed:
                 deadline = _CLOCK.monotonic_ms() + pull_timeout_ms
                 backoff = 0.05
@@ -288,39 +285,37 @@ def read_range(
                 )
             _pause(backoff)
             backoff = min(backoff * 2, 1.0)
-        if len(columns):
-            yield columns.as_lists()
     finally:
-        prefetch.shutdown(wait=True, cancel_futures=True)
-        consumer.close()
+        pulls.close()
 
 
 def _advance(
     mq: MessageQueue,
-    result: PullResult,
+    result: RecordsPullResult,
     offset: int,
     end: int,
-    columns: _Columns,
-    check_gaps: bool,
+    tags: frozenset[str] | None,
     fail_on_data_loss: bool,
-) -> int:
-    """Take what one pull at ``offset`` found into ``columns``; the offset to pull next."""
+) -> tuple[pa.RecordBatch | None, int]:
+    """The rows one pull at ``offset`` found (None: none) and the offset to pull next."""
     status = result.status
-    if status is PullStatus.FOUND and result.messages:
-        messages = result.messages
-        first = messages[0].queue_offset
-        if check_gaps and first > offset:
+    if status is PullStatus.FOUND and result.records:
+        rows = rows_of_records(mq.broker_name, result.records, tags)
+        if rows.num_rows == 0:  # every message filtered out by its tag string
+            return None, max(offset, min(end, result.next_begin_offset))
+        offsets = rows.column(_OFFSET_COLUMN)
+        first = offsets[0].as_py()
+        if tags is None and first > offset:
             _data_loss(mq, offset, first, fail_on_data_loss)
-        if messages[-1].queue_offset >= end:
-            messages = [m for m in messages if m.queue_offset < end]
-        columns.add(mq.broker_name, messages)
-        return max(offset + 1, min(end, result.next_begin_offset))
+        if offsets[-1].as_py() >= end:
+            rows = rows.slice(0, pc.sum(pc.less(offsets, end)).as_py() or 0)
+        return rows, max(offset + 1, min(end, result.next_begin_offset))
     if status in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
-        return max(offset, min(end, result.next_begin_offset))
+        return None, max(offset, min(end, result.next_begin_offset))
     if status is PullStatus.OFFSET_ILLEGAL and 0 <= offset < result.min_offset:
         _data_loss(mq, offset, min(end, result.min_offset), fail_on_data_loss)
-        return min(end, result.min_offset)
-    return offset  # NO_NEW_MSG (a lagging replica), or past the max: try again
+        return None, min(end, result.min_offset)
+    return None, offset  # NO_NEW_MSG (a lagging replica), or past the max: try again
 
 
 def _data_loss(mq: MessageQueue, begin: int, end: int, fail: bool) -> None:

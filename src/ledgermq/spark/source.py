@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -28,7 +27,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from ledgermq.errors import ConfigError
 from ledgermq.spark._io import Resolver, read_range
+from ledgermq.spark.arrow_rows import ARROW_SCHEMA
 from ledgermq.spark.planning import (
     OffsetSpec,
     QueueKey,
@@ -45,6 +46,7 @@ from ledgermq.spark.planning import (
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    import pyarrow as pa
     from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter
     from pyspark.sql.types import StructType
 
@@ -68,9 +70,11 @@ class LedgerMQDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        _check_schema(schema)
         return LedgerMQBatchReader(parse_source_options(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
         return LedgerMQStreamReader(parse_source_options(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -102,12 +106,18 @@ def _partitions(
     return [LedgerMQPartition(r.topic, r.broker_name, r.queue_id, r.start, r.end) for r in ranges]
 
 
-def _read(
-    options: SourceOptions, schema: StructType, partition: LedgerMQPartition
-) -> Iterator[pa.RecordBatch]:
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    types = [field.type for field in arrow_schema]
-    for columns in read_range(
+def _check_schema(schema: StructType) -> None:
+    """The rows are built as ``ARROW_SCHEMA``; Spark refuses batches of any other schema, so a
+    user-given one (``.schema(...)``) is refused here, where the message can say why."""
+    if not to_arrow_schema(schema, timezone="UTC").equals(ARROW_SCHEMA):
+        raise ConfigError(
+            f"the ledgermq source's schema is fixed ({SCHEMA}); select or cast columns "
+            "instead of passing a schema"
+        )
+
+
+def _read(options: SourceOptions, partition: LedgerMQPartition) -> Iterator[pa.RecordBatch]:
+    return read_range(
         options.namesrv_addr,
         options.consumer_group,
         (partition.topic, partition.broker_name, partition.queue_id),
@@ -117,9 +127,7 @@ def _read(
         pull_timeout_ms=options.pull_timeout_ms,
         fail_on_data_loss=options.fail_on_data_loss,
         sub_expression=options.sub_expression,
-    ):
-        arrays = [pa.array(values, type=t) for values, t in zip(columns, types, strict=True)]
-        yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+    )
 
 
 class LedgerMQBatchReader(DataSourceReader):
@@ -143,7 +151,7 @@ class LedgerMQBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LedgerMQPartition)
-        return _read(self.options, self.schema, partition)
+        return _read(self.options, partition)
 
 
 class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -216,7 +224,7 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LedgerMQPartition)
-        return _read(self.options, self.schema, partition)
+        return _read(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the checkpoint is the truth (Spark calls this lazily)."""
