@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -80,6 +81,9 @@ def test_c_speedups_are_built_where_required() -> None:
         assert HAVE_SPEEDUPS, "the C extension ledgermq.store._speedups was not built"
         # An extension built before the codec functions existed imports, but lacks them.
         assert codec.HAVE_SPEEDUPS, "ledgermq.store._speedups lacks the entry codec: rebuild it"
+        assert importlib.util.find_spec("ledgermq.wire._record_columns") is not None, (
+            "the C extension ledgermq.wire._record_columns (the Spark read path) was not built"
+        )
 
 
 def test_import_linter_contracts_hold() -> None:
