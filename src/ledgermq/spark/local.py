@@ -2,8 +2,8 @@
 
 The gotchas of anchors-spark.md section 0, in one place: the driver bound to 127.0.0.1 (else
 Spark picks the first NIC), Python workers running this interpreter (``PYSPARK_PYTHON``) with
-this ``ledgermq`` importable (``PYTHONPATH``), no UI, few shuffle partitions. Used by the tests
-and the benchmark; handy for notebooks and local jobs.
+this ``ledgermq`` importable (``PYTHONPATH``), no UI or progress bars, few shuffle partitions.
+Used by the tests and the benchmark; handy for notebooks and local jobs.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def local_session(app_name: str, *, cores: int = 2, log_level: str = "ERROR") ->
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # stage bars would bury the output
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
