@@ -13,6 +13,8 @@ and neither output gets a window twice.
 
 ``--demo-events N`` first sends N events to the input topic (creating the topics), so the
 example runs on an empty cluster; ``--available-now`` processes what is there and exits.
+Called as ``main([...])`` from a process that already has a Spark session (a notebook, the
+tests), it runs in that session and leaves it running.
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyspark.sql import SparkSession
 
 
-def _options() -> argparse.Namespace:
+def _options(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namesrv", default="127.0.0.1:9876")
     parser.add_argument("--input-topic", default="Events")
@@ -32,7 +40,7 @@ def _options() -> argparse.Namespace:
     parser.add_argument("--checkpoint", default="/tmp/ledgermq-spark-pipeline/checkpoint")
     parser.add_argument("--demo-events", type=int, default=0)
     parser.add_argument("--available-now", action="store_true")
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def _demo_events(namesrv: str, args: argparse.Namespace) -> None:
@@ -65,22 +73,38 @@ def _demo_events(namesrv: str, args: argparse.Namespace) -> None:
             producer.send_batch(args.input_topic, events[start : start + 64])
 
 
-def main() -> None:
-    args = _options()
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the pipeline; ``argv`` as on the command line (default: ``sys.argv[1:]``)."""
+    args = _options(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.demo_events:
         _demo_events(args.namesrv, args)
 
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F  # noqa: N812
 
-    spark = (
+    existing = SparkSession.getActiveSession()
+    spark = existing or (
         SparkSession.builder.appName("ledgermq-pipeline")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("WARN")
+    if existing is None:
+        spark.sparkContext.setLogLevel("WARN")
+    try:
+        _run(spark, args)
+        windows = spark.read.parquet(args.output_dir)
+        print(f"{windows.count()} windows in {args.output_dir}")
+        windows.orderBy("windowStart", "tag").show(10, truncate=False)
+    finally:
+        if existing is None:  # a session someone else started is theirs to stop
+            spark.stop()
+
+
+def _run(spark: SparkSession, args: argparse.Namespace) -> None:
+    """Start both queries and wait for them: until Ctrl-C, or with ``--available-now``
+    until they have processed what was there when they started."""
+    from pyspark.sql import functions as F  # noqa: N812
 
     events = (
         spark.readStream.format("ledgermq")  # found through the pyspark_ledgermq module
@@ -146,10 +170,6 @@ def main() -> None:
     finally:
         for query in (parquet, to_topic):
             query.stop()
-    windows = spark.read.parquet(args.output_dir)
-    print(f"{windows.count()} windows in {args.output_dir}")
-    windows.orderBy("windowStart", "tag").show(10, truncate=False)
-    spark.stop()
 
 
 if __name__ == "__main__":

@@ -76,3 +76,49 @@ def test_two_groups_and_two_namesrvs(broker_clusters: MakeCluster) -> None:
     masters = cluster.wait_routable()
     assert sorted(masters) == ["broker-a", "broker-b"]
     assert cluster.terminate("broker-b", "n0") == 0
+
+
+def test_aged_commit_log_files_expire_and_pulls_move_past_them(
+    broker_clusters: MakeCluster,
+) -> None:
+    """``age_commit_log`` with ``deleteWhen`` at every hour: every replica deletes the aged
+    files at once, the queues' min offset moves past their messages, and a pull below it gets
+    PULL_OFFSET_MOVED with the first kept offset (what the Spark source's failOnDataLoss and
+    a consumer's offset reset rely on)."""
+    from ledgermq.client import Message, PullStatus, SyncAdmin, SyncProducer, SyncPullConsumer
+    from ledgermq.testing.child_process import wait_until
+
+    every_hour = ";".join(f"{hour:02d}" for hour in range(24))
+    cluster = broker_clusters(
+        replicas=3,
+        extra_settings={"mappedFileSizeCommitLog": str(64 << 10), "deleteWhen": every_hour},
+    )
+    cluster.wait_routable()
+    namesrv = cluster.namesrv_addr
+    with SyncAdmin(namesrv) as admin:
+        admin.create_topic("Aging", 1)
+        admin.wait_for_route("Aging")
+    with SyncProducer("aging", namesrv) as producer:
+        for _ in range(40):  # ~330 KiB: six files
+            assert producer.send_batch("Aging", [Message(b"x" * 1000)] * 8).ok
+    assert cluster.age_commit_log("broker-a", 7 * 24 * 3600.0, keep=2) >= 3
+
+    with SyncPullConsumer("aging", namesrv) as consumer:
+        mq = consumer.fetch_queues("Aging")[0]
+        assert wait_until(lambda: consumer.min_offset(mq) > 0, 15.0), "nothing expired"
+        first_kept, end = consumer.min_offset(mq), consumer.max_offset(mq)
+        assert 0 < first_kept < end == 320
+        below = consumer.pull(mq, 0, 32)
+        assert (below.status, below.next_begin_offset) == (PullStatus.OFFSET_ILLEGAL, first_kept)
+        kept = consumer.pull(mq, first_kept, 32)
+        assert kept.status is PullStatus.FOUND
+        assert kept.messages[0].queue_offset == first_kept
+    files: dict[str, list[str]] = {}
+
+    def deleted_on_every_replica() -> bool:
+        for node in cluster.nodes:
+            data = cluster.store_dir("broker-a", node).glob("dledger-*/data/*")
+            files[node] = sorted(path.name for path in data)
+        return all(len(names) == 2 for names in files.values())
+
+    assert wait_until(deleted_on_every_replica, 10.0), f"commit-log files left: {files}"

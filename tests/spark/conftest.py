@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -11,7 +12,8 @@ from ledgermq.spark.local import local_session, worker_environment
 from ledgermq.testing.broker_cluster import BrokerCluster
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +35,26 @@ def spark() -> Iterator[Any]:
             session.stop()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
-    """A NameServer and one 3-replica broker group, shared by the module's tests."""
-    started = BrokerCluster(tmp_path_factory.mktemp("spark-cluster"), replicas=3)
+@contextmanager
+def running_cluster(
+    base_dir: Path, settings: Mapping[str, str] | None = None
+) -> Iterator[BrokerCluster]:
+    """A NameServer and one 3-replica broker group with a routable master; ``settings`` are
+    more ``broker.conf`` keys. Killed on exit."""
+    started = BrokerCluster(base_dir, replicas=3, extra_settings=settings)
     try:
         started.wait_master("broker-a", 30.0)
         started.wait_routable()
         yield started
     finally:
         started.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    """A NameServer and one 3-replica broker group, shared by the module's tests."""
+    with running_cluster(tmp_path_factory.mktemp("spark-cluster")) as started:
+        yield started
 
 
 def create_topic(namesrv: str, topic: str, queues: int = 4) -> None:

@@ -15,8 +15,9 @@ broker-level twin of ``testing.processes.ReplicaGroup`` and keeps the same rules
   runs on ``with`` exit, from the test suite's fixture finalizer and, as a last resort, at exit.
 
 Faults are injected per replica: ``kill9`` (a crash), ``sigstop``/``sigcont`` (a pause),
-``terminate`` (a clean stop) and ``restart``. ``master`` / ``wait_master`` ask the replicas
-themselves (GET_BROKER_RUNTIME_INFO, code 28), ``route`` asks a NameServer (code 105).
+``terminate`` (a clean stop) and ``restart``; ``age_commit_log`` makes retention due now.
+``master`` / ``wait_master`` ask the replicas themselves (GET_BROKER_RUNTIME_INFO, code 28),
+``route`` asks a NameServer (code 105).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import os
 import signal
 import string
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -33,11 +36,11 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.bench.processes import free_ports, ledgermq_command
 from ledgermq.errors import LedgerMQError
 from ledgermq.net import ConnectionPool, TcpNetwork
+from ledgermq.store.layout import parse_segment_name
 from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait_until
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Mapping
 
 __all__ = ["BrokerCluster", "ClusterStartError"]
@@ -242,6 +245,32 @@ class BrokerCluster:
     def terminate(self, group: str, node: str) -> int:
         """SIGTERM and wait for a clean exit (SIGKILL after ``stop_timeout_s``); the exit code."""
         return self._child(group, node).terminate(self.stop_timeout_s)
+
+    def age_commit_log(self, group: str, age_s: float, *, keep: int = 2) -> int:
+        """Backdate every replica's commit-log files of ``group``, all but the newest ``keep``,
+        by ``age_s`` seconds (their mtime); returns the fewest files aged on one replica.
+
+        Retention judges a file's age by its mtime, and keeps a file at least
+        ``fileReservedTime + 1`` hours (the ledger's floor is one hour, as DLedger's). With
+        ``deleteWhen`` listing every hour and ``age_s`` past that, the stores delete the aged
+        files within their next check (every 100 ms), and the brokers then drop the
+        ConsumeQueue units of the deleted messages (within a second): messages expire now
+        instead of days from now. The newest file is never deleted; keep it and the one
+        before young so that something of the log stays.
+        """
+        aged: list[int] = []
+        now = time.time()
+        for node in self.nodes:
+            data = sorted(
+                path
+                for path in self.store_dir(group, node).glob("dledger-*/data/*")
+                if parse_segment_name(path.name) is not None
+            )
+            doomed = data[: max(0, len(data) - keep)]
+            for path in doomed:
+                os.utime(path, (now - age_s, now - age_s))
+            aged.append(len(doomed))
+        return min(aged)
 
     def is_running(self, group: str, node: str) -> bool:
         return self._child(group, node).is_running()
