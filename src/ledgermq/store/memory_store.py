@@ -219,6 +219,24 @@ class MemoryLedgerStore:
             )
         return entry.body[start : start + size]
 
+    def read_bodies(
+        self, positions: Sequence[int], sizes: Sequence[int], *, stamp_at: int | None = None
+    ) -> bytes:
+        if len(sizes) != len(positions):
+            raise ValueError(f"{len(positions)} positions but {len(sizes)} sizes")
+        if self._closed:
+            raise StoreClosedError("memory store is closed")
+        out = bytearray(b"".join(map(self.read_body, positions, sizes)))
+        if stamp_at is not None and positions:
+            if not 0 <= stamp_at <= min(sizes) - 8:
+                raise ValueError(
+                    f"a range of {min(sizes)} bytes has no room for a stamp at offset {stamp_at}"
+                )
+            for pos, size in zip(positions, sizes, strict=True):
+                out[stamp_at : stamp_at + 8] = pos.to_bytes(8, "big", signed=True)
+                stamp_at += size
+        return bytes(out)
+
     def read_range(self, start_index: int, max_bytes: int) -> list[Entry]:
         if start_index == self.end_index + 1 and start_index >= 0:
             if self._closed:
