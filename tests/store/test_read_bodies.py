@@ -89,6 +89,11 @@ def test_stamp_writes_each_range_position_into_its_copy(make_store: StoreFactory
         _read(store, ranges[:3], stamp_at=-1)
     with pytest.raises(ValueError, match="2 positions but 1 sizes"):
         store.read_bodies([1, 2], [3])
+    # The stamp is checked before the ranges; a negative size is a range error first.
+    with pytest.raises(ValueError, match="no room for a stamp"):
+        _read(store, [ranges[0], (-5, RECORD)], stamp_at=RECORD)
+    with pytest.raises(IndexOutOfRangeError):
+        _read(store, [ranges[0], (ranges[1][0], -1)], stamp_at=RECORD)
 
 
 def test_file_store_run_crossing_a_segment_boundary(tmp_path: Path) -> None:

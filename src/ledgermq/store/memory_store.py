@@ -226,12 +226,17 @@ class MemoryLedgerStore:
             raise ValueError(f"{len(positions)} positions but {len(sizes)} sizes")
         if self._closed:
             raise StoreClosedError("memory store is closed")
+        if not positions:
+            return b""
+        shortest = min(sizes)
+        # The file store's order of checks: a negative size is refused by the range checks,
+        # then the stamp is checked, then the ranges.
+        if stamp_at is not None and shortest >= 0 and not 0 <= stamp_at <= shortest - 8:
+            raise ValueError(
+                f"a range of {shortest} bytes has no room for a stamp at offset {stamp_at}"
+            )
         out = bytearray(b"".join(map(self.read_body, positions, sizes)))
-        if stamp_at is not None and positions:
-            if not 0 <= stamp_at <= min(sizes) - 8:
-                raise ValueError(
-                    f"a range of {min(sizes)} bytes has no room for a stamp at offset {stamp_at}"
-                )
+        if stamp_at is not None:
             for pos, size in zip(positions, sizes, strict=True):
                 out[stamp_at : stamp_at + 8] = pos.to_bytes(8, "big", signed=True)
                 stamp_at += size
