@@ -106,6 +106,31 @@ def test_put_get_read_across_files(root: str, opened: list[ConsumeQueue]) -> Non
     assert len(files(queue)) == 3
 
 
+def columns(units: list[CqUnit]) -> tuple[tuple[int, ...], ...]:
+    return tuple(zip(*units, strict=True)) if units else ((), (), ())
+
+
+def test_read_columns_is_read_transposed(root: str, opened: list[ConsumeQueue]) -> None:
+    """The PULL path's read: the same units as ``read``, as (offsets, sizes, tags codes)."""
+    queue = open_queue(root, opened)
+    assert queue.read_columns(0, 32) == ((), (), ())
+    fill(queue, 0, 11)
+    assert queue.put(14, *unit(14))  # offsets 11..13 are filled with blanks
+    assert queue.read(11, 3) == [BLANK] * 3
+    for start, count in ((0, 32), (3, 6), (5, 1), (10, 5), (12, 3), (14, 9), (15, 5), (2, 0)):
+        assert queue.read_columns(start, count) == columns(queue.read(start, count))
+    assert queue.read_columns(0, 32)[0] == tuple(u.phy_offset for u in queue.read(0, 32))
+    assert queue.read_columns(0, 32)[1][11:14] == (BLANK_SIZE,) * 3
+    assert len(queue.read_columns(0, 1000)[0]) == 15
+    queue.correct_min_offset(phy(6))
+    assert queue.min_offset == 6
+    assert queue.read_columns(5, 4) == ((), (), ())
+    assert queue.read_columns(6, 4) == columns([unit(q) for q in range(6, 10)])
+    queue.close()
+    with pytest.raises(StoreClosedError):
+        queue.read_columns(6, 4)
+
+
 def test_reopen_after_close(root: str, opened: list[ConsumeQueue]) -> None:
     queue = open_queue(root, opened)
     fill(queue, 0, 9)

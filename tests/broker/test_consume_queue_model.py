@@ -130,6 +130,14 @@ class QueueMachine(RuleBasedStateMachine):
         queue = self.queue
         assert (queue.min_offset, queue.max_offset) == (self.min, self.max)
         assert queue.read(self.min, 1000) == self.model_read(self.min, self.max)
+        # The PULL path's columns hold the same units (blanks included), from any offset.
+        for start in (self.min, (self.min + self.max) // 2):
+            model = self.model_read(start, self.max)
+            assert queue.read_columns(start, 1000) == (
+                tuple(u.phy_offset for u in model),
+                tuple(u.size for u in model),
+                tuple(u.tags_code for u in model),
+            )
         reals = [q for q in self.units if self.min <= q < self.max]
         if reals:  # (a unit below min may be gone from the disk with its file)
             assert queue.last_phy_offset == self.units[max(reals)].phy_offset

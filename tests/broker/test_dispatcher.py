@@ -76,7 +76,9 @@ def test_multi_record_entries_give_one_unit_and_index_records_per_message(tmp_pa
     for before, after in itertools.pairwise(units[1:]):
         assert after.phy_offset == before.phy_offset + before.size
     assert units[-1].phy_offset + units[-1].size == entries[2].pos
-    read = decode_records(b"".join(commitlog.read_records([(u.phy_offset, u.size) for u in units])))
+    read = decode_records(
+        commitlog.read_records([u.phy_offset for u in units], [u.size for u in units])
+    )
     assert [m.body for m in read] == [b"alone"] + [b for b, _, _ in _items(4, "a")]
     assert [m.queue_offset for m in read] == list(range(5))
     assert [m.commit_log_offset for m in read] == [u.phy_offset for u in units]

@@ -10,7 +10,7 @@ import pytest
 
 from ledgermq.errors import ConnectionClosedError
 from ledgermq.net import Connection
-from ledgermq.wire import FrameDecoder, RemotingCommand, encode_frame
+from ledgermq.wire import SEPARATE_BODY_BYTES, FrameDecoder, RemotingCommand, encode_frame
 
 from .conftest import arun, ignore, request
 
@@ -23,12 +23,18 @@ class RecordingTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__({"peername": ("10.0.0.9", 40911)})
         self.writes: list[bytes] = []
+        self.writelines_calls: list[list[bytes]] = []
         self.buffered = 0
         self.closing = False
         self.aborted = False
 
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        pieces = list(list_of_data)
+        self.writelines_calls.append(pieces)
+        self.writes.append(b"".join(pieces))
 
     def get_write_buffer_size(self) -> int:
         return self.buffered
@@ -64,6 +70,32 @@ def test_frames_queued_in_one_loop_pass_leave_in_one_write() -> None:
         conn.send(commands[0])
         await asyncio.sleep(0)
         assert len(transport.writes) == 2  # the next pass is the next batch
+        conn.close()
+
+    arun(main())
+
+
+def test_a_large_body_leaves_uncopied_in_the_same_write() -> None:
+    """Frames with a large body go out through one ``writelines``, the body object itself among
+    the pieces (uvloop writes them with one writev); small frames around it still ride along."""
+
+    async def main() -> None:
+        conn, transport = connect()
+        body = b"b" * SEPARATE_BODY_BYTES
+        commands = [request(body=b"small"), request(body=body), request(body=b"after")]
+        for command in commands:
+            conn.send(command)
+        assert conn.write_buffer_size() == sum(len(encode_frame(c)) for c in commands)
+        await asyncio.sleep(0)
+        assert transport.writes == [b"".join(encode_frame(c) for c in commands)]
+        (pieces,) = transport.writelines_calls
+        assert any(piece is body for piece in pieces)
+        assert conn.write_buffer_size() == 0
+        # Many small frames that add up past the limit are not joined either.
+        for _ in range(SEPARATE_BODY_BYTES // 1000 + 1):
+            conn.send(request(body=b"s" * 1000))
+        await asyncio.sleep(0)
+        assert len(transport.writelines_calls) == 2
         conn.close()
 
     arun(main())

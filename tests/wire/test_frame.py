@@ -14,10 +14,12 @@ from ledgermq.errors import ProtocolError
 from ledgermq.wire import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
+    SEPARATE_BODY_BYTES,
     FrameDecoder,
     LedgerRequestCode,
     RemotingCommand,
     encode_frame,
+    encode_frame_parts,
 )
 
 
@@ -38,6 +40,21 @@ def test_round_trip_whole() -> None:
     (decoded,) = FrameDecoder().feed(encode_frame(REQUEST))
     assert decoded == REQUEST
     assert not decoded.is_response
+
+
+def test_frame_parts_leave_a_large_body_as_it_is() -> None:
+    """A large body (a PULL response's) is its own piece, the very object given, so a transport
+    can send it without copying it; the pieces in a row are ``encode_frame``'s bytes."""
+    small = REQUEST.response(0, body=b"x" * (SEPARATE_BODY_BYTES - 1))
+    assert encode_frame_parts(small) == (encode_frame(small),)
+    body = bytes(range(256)) * (SEPARATE_BODY_BYTES // 256)
+    large = REQUEST.response(0, remark="r", body=body)
+    head, piece = encode_frame_parts(large)
+    assert piece is body
+    assert head + piece == encode_frame(large)
+    (decoded,) = FrameDecoder().feed(head + piece)
+    assert decoded == large
+    assert encode_frame_parts(REQUEST) == (encode_frame(REQUEST),)
 
 
 def test_byte_by_byte_and_trailing_bytes() -> None:

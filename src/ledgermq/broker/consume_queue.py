@@ -51,12 +51,13 @@ Durability is ``flush``'s job; the dispatch checkpoint is written only after it 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
 import struct
 from itertools import chain
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 
 from ledgermq.broker._files import discard_from, make_dirs_durably, open_segment_log
 from ledgermq.errors import InvalidMessageError, StoreClosedError
@@ -73,6 +74,7 @@ __all__ = [
     "UNIT_SIZE",
     "ConsumeQueue",
     "CqUnit",
+    "UnitColumns",
     "check_topic_name",
     "is_topic_name",
     "queue_directory",
@@ -111,6 +113,19 @@ class CqUnit(NamedTuple):
 
 
 _make_unit: Final = CqUnit._make
+
+UnitColumns: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+"""Units as columns: (physical offsets, sizes, tags codes), one item per unit, in queue order."""
+
+
+@functools.lru_cache(maxsize=8)
+def _units_struct(count: int) -> struct.Struct:
+    """The layout of ``count`` units in a row: one ``unpack`` reads all their fields.
+
+    Cached: compiling one for 1024 units takes about 35 us and it is about 100 KB; pulls mostly
+    ask for the same few counts.
+    """
+    return struct.Struct(">" + "qiq" * count)
 
 
 def is_topic_name(name: str) -> bool:
@@ -216,33 +231,48 @@ class ConsumeQueue:
         return self._unit(queue_offset)
 
     def read(self, queue_offset: int, max_units: int) -> list[CqUnit]:
-        """Up to ``max_units`` units from ``queue_offset`` on (the PULL path).
+        """Up to ``max_units`` units from ``queue_offset`` on.
 
         Returns an empty list when ``queue_offset`` is outside ``[min_offset, max_offset)``; the
         caller tells "too small" from "caught up" with those two. Blank units are included, so
         the units returned are for offsets ``queue_offset, queue_offset + 1, ...``.
         """
+        return list(map(_make_unit, _UNIT.iter_unpack(self._read_bytes(queue_offset, max_units))))
+
+    def read_columns(self, queue_offset: int, max_units: int) -> UnitColumns:
+        """``read`` as columns: the physical offsets, sizes and tags codes of the units.
+
+        The PULL path: a pull of 1024 messages wants the offsets and sizes as sequences for the
+        commit-log read. One unpack of all the units and three slices cost a fifth of ``read``
+        (about 0.05 us per unit against 0.25 us for a ``CqUnit`` each).
+        """
+        raw = self._read_bytes(queue_offset, max_units)
+        fields = _units_struct(len(raw) // UNIT_SIZE).unpack(raw)
+        return fields[0::3], fields[1::3], fields[2::3]
+
+    def _read_bytes(self, queue_offset: int, max_units: int) -> bytes:
+        """The units of ``read`` as stored (20 bytes each)."""
         if self._closed:
             raise StoreClosedError(f"{self._what} is closed")
         if queue_offset < self._min or queue_offset >= self._max or max_units <= 0:
-            return []
+            return b""
         stop = min(self._max, queue_offset + max_units)
         pos = queue_offset * UNIT_SIZE
         end = stop * UNIT_SIZE
         segment = self._log.segment_at(pos)
         assert segment is not None
-        if end <= segment.end:  # nearly always: one slice, one unpack
+        if end <= segment.end:  # nearly always: one slice
             off = pos - segment.base
-            return list(map(_make_unit, _UNIT.iter_unpack(segment.mm[off : off + end - pos])))
-        units: list[CqUnit] = []
+            return segment.mm[off : off + end - pos]
+        chunks: list[bytes] = []
         while pos < end:
             segment = self._log.segment_at(pos)
             assert segment is not None
             off = pos - segment.base
             n = min(end, segment.end) - pos
-            units.extend(map(_make_unit, _UNIT.iter_unpack(segment.mm[off : off + n])))
+            chunks.append(segment.mm[off : off + n])
             pos += n
-        return units
+        return b"".join(chunks)
 
     def bisect_offset(self, key: Callable[[int], int], target: int) -> int:
         """The first queue offset whose message has ``key(phy_offset) >= target``.

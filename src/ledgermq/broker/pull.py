@@ -15,7 +15,9 @@ queues may lag the master's by a few entries); it answers "nothing yet" instead.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +28,8 @@ from ledgermq.wire.message import parse_subscription
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ledgermq.broker.broker_state import BrokerState
     from ledgermq.wire import RemotingCommand
 
@@ -45,7 +49,10 @@ class PullResult:
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    records: list[bytes]
+    body: bytes = b""
+    """The records found, back to back (the response body)."""
+    count: int = 0
+    """How many records ``body`` holds."""
 
 
 class PullProcessor:
@@ -156,15 +163,15 @@ class PullProcessor:
             )
             await self._hold(topic, queue_id, offset, wait_ms)
             result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes)
-        if result.records:
-            state.stats.record_get(topic, len(result.records))
+        if result.count:
+            state.stats.record_get(topic, result.count)
         ext = {
             "suggestWhichBrokerId": "0",
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
-        return command.response(result.code, ext_fields=ext, body=b"".join(result.records))
+        return command.response(result.code, ext_fields=ext, body=result.body)
 
     def read(
         self,
@@ -185,47 +192,73 @@ class PullProcessor:
         master = state.is_master
         if max_offset == 0 and min_offset == 0:
             if offset == 0 or not master:
-                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, 0, 0, [])
-            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, 0, 0, 0, [])
+                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, 0, 0)
+            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, 0, 0, 0)
         if offset < min_offset:
-            return PullResult(
-                MQResponseCode.PULL_OFFSET_MOVED, min_offset, min_offset, max_offset, []
-            )
+            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, min_offset, min_offset, max_offset)
         if offset == max_offset:
-            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset, [])
+            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset)
         if offset > max_offset:
             if not master:
-                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset, [])
-            return PullResult(
-                MQResponseCode.PULL_OFFSET_MOVED, max_offset, min_offset, max_offset, []
-            )
+                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset)
+            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, max_offset, min_offset, max_offset)
         assert queue is not None
-        units = queue.read(offset, max_nums)
-        wanted: list[tuple[int, int]] = []
-        total = 0
-        next_offset = offset
-        for phy, size, tags_code in units:
-            if size == BLANK_SIZE:  # a gap the queue filled (messages lost to a crash)
-                next_offset += 1
-                continue
-            if total + size > max_bytes and wanted:
-                break
-            next_offset += 1
-            if tag_codes is not None and tags_code not in tag_codes:
-                continue
-            wanted.append((phy, size))
-            total += size
+        phy_offsets: Sequence[int]
+        sizes: Sequence[int]
+        phy_offsets, sizes, tags_codes = queue.read_columns(offset, max_nums)
+        next_offset = offset + len(sizes)
+        # Most pulls want every unit read (subscription "*", no gap): they take a prefix of the
+        # columns, found without a loop over the units in Python (that loop cost about 0.3 us
+        # per message); only filtered pulls and gaps go unit by unit.
+        if tag_codes is not None or BLANK_SIZE in sizes:
+            phy_offsets, sizes, next_offset = _select(
+                phy_offsets, sizes, tags_codes, offset, max_bytes, tag_codes
+            )
+        elif sum(sizes) > max_bytes:  # every unit is wanted, up to max_bytes (at least one)
+            count = max(1, bisect.bisect_right(list(itertools.accumulate(sizes)), max_bytes))
+            phy_offsets, sizes = phy_offsets[:count], sizes[:count]
+            next_offset = offset + count
+        if not sizes:
+            return PullResult(
+                MQResponseCode.PULL_RETRY_IMMEDIATELY, next_offset, min_offset, max_offset
+            )
         try:
-            records = state.commitlog.read_records(wanted)
+            body = state.commitlog.read_records(phy_offsets, sizes)
         except IndexCompactedError:
             # Retention removed these messages since the queue was read: start over after them.
-            return PullResult(
-                MQResponseCode.PULL_RETRY_IMMEDIATELY, offset, min_offset, max_offset, []
-            )
+            return PullResult(MQResponseCode.PULL_RETRY_IMMEDIATELY, offset, min_offset, max_offset)
         except IndexOutOfRangeError:
-            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset, [])
-        if not records:
-            return PullResult(
-                MQResponseCode.PULL_RETRY_IMMEDIATELY, next_offset, min_offset, max_offset, []
-            )
-        return PullResult(MQResponseCode.SUCCESS, next_offset, min_offset, max_offset, records)
+            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset)
+        return PullResult(
+            MQResponseCode.SUCCESS, next_offset, min_offset, max_offset, body, len(sizes)
+        )
+
+
+def _select(
+    phy_offsets: Sequence[int],
+    sizes: Sequence[int],
+    tags_codes: Sequence[int],
+    offset: int,
+    max_bytes: int,
+    tag_codes: frozenset[int] | None,
+) -> tuple[list[int], list[int], int]:
+    """The units a pull at ``offset`` returns when some are skipped: blanks, and units whose
+    tags code the subscription does not name. Returns their offsets and sizes, and the queue
+    offset to go on from (after the last unit looked at)."""
+    wanted_offsets: list[int] = []
+    wanted_sizes: list[int] = []
+    total = 0
+    next_offset = offset
+    for phy, size, tags_code in zip(phy_offsets, sizes, tags_codes, strict=True):
+        if size == BLANK_SIZE:  # a gap the queue filled (messages lost to a crash)
+            next_offset += 1
+            continue
+        if total + size > max_bytes and wanted_sizes:
+            break
+        next_offset += 1
+        if tag_codes is not None and tags_code not in tag_codes:
+            continue
+        wanted_offsets.append(phy)
+        wanted_sizes.append(size)
+        total += size
+    return wanted_offsets, wanted_sizes, next_offset

@@ -6,7 +6,8 @@ It does four things and nothing else:
 
 - frames out: commands are encoded and queued; everything queued during one pass of the event
   loop leaves in a single ``transport.write`` (one system call for a whole burst of Raft pushes
-  or responses, instead of one per frame);
+  or responses, instead of one per frame), or a single ``writelines`` when it holds a large
+  body, which is then not copied;
 - frames in: bytes go through one ``FrameDecoder``; a broken stream closes the connection;
 - request ids: ``request`` gives each command a fresh ``opaque`` and completes its future when a
   response with that ``opaque`` arrives; timed-out answers that arrive late are dropped;
@@ -32,9 +33,10 @@ from ledgermq.net.os_errors import format_address, map_os_error
 from ledgermq.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_ONEWAY,
+    SEPARATE_BODY_BYTES,
     FrameDecoder,
     RemotingCommand,
-    encode_frame,
+    encode_frame_parts,
 )
 
 __all__ = ["Connection", "Handler"]
@@ -134,12 +136,12 @@ class Connection(asyncio.Protocol):
 
     def send(self, command: RemotingCommand) -> None:
         """Queue ``command`` exactly as given (a response, or a request with its own opaque)."""
-        self._queue(encode_frame(command))
+        self._queue(encode_frame_parts(command))
 
     def send_request_nowait(self, command: RemotingCommand) -> int:
         """Queue ``command`` with a fresh opaque and return it; its answer goes to the handler."""
         opaque = self._take_opaque()
-        self._queue(encode_frame(replace(command, opaque=opaque)))
+        self._queue(encode_frame_parts(replace(command, opaque=opaque)))
         return opaque
 
     def send_oneway(self, command: RemotingCommand) -> int:
@@ -153,7 +155,7 @@ class Connection(asyncio.Protocol):
         late answer dropped) and ConnectionClosedError if the connection closes first.
         """
         opaque = self._take_opaque()
-        frame = encode_frame(replace(command, opaque=opaque))
+        frame = encode_frame_parts(replace(command, opaque=opaque))
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._queue(frame)
         self._pending[opaque] = future
@@ -206,26 +208,37 @@ class Connection(asyncio.Protocol):
         if len(self._abandoned) > _ABANDONED_MEMORY:
             self._abandoned.popitem(last=False)
 
-    def _queue(self, frame: bytes) -> None:
+    def _queue(self, frame: tuple[bytes, ...]) -> None:
+        """Queue the pieces of one frame (``encode_frame_parts``) for the next ``_flush``."""
         self._raise_if_closed()
-        self._out.append(frame)
-        self._out_bytes += len(frame)
+        self._out += frame
+        self._out_bytes += sum(map(len, frame))
         if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Write every queued frame in one call."""
+        """Write every queued frame in one call.
+
+        Small frames are joined into one buffer. Past ``SEPARATE_BODY_BYTES`` in all, the pieces
+        go to ``writelines`` as they are: uvloop sends them with one ``writev`` and no copy,
+        where a join would copy a large body into a fresh block (see ``encode_frame_parts``).
+        """
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
         if not self._out:
             return
-        out = self._out
+        out, out_bytes = self._out, self._out_bytes
         self._out = []
         self._out_bytes = 0
         if self._transport is None or self._transport.is_closing():
             return
-        self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if len(out) == 1:
+            self._transport.write(out[0])
+        elif out_bytes < SEPARATE_BODY_BYTES:
+            self._transport.write(b"".join(out))
+        else:
+            self._transport.writelines(out)
 
     def _is_closed(self) -> bool:
         """``closed`` as a call: handlers run in between, and mypy must not narrow it."""

@@ -33,11 +33,13 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
+    "SEPARATE_BODY_BYTES",
     "FrameDecoder",
     "LanguageCode",
     "RemotingCommand",
     "SerializeType",
     "encode_frame",
+    "encode_frame_parts",
 ]
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
@@ -46,6 +48,8 @@ FLAG_RESPONSE: Final = 1
 """``RPC_TYPE`` bit: 0 request, 1 response."""
 FLAG_ONEWAY: Final = 2
 """``RPC_ONEWAY`` bit: no response expected."""
+SEPARATE_BODY_BYTES: Final = 64 * 1024
+"""From this body size on, ``encode_frame_parts`` leaves the body out of the header's piece."""
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _PREFIX = struct.Struct(">ii")
@@ -121,6 +125,27 @@ class RemotingCommand:
 
 def encode_frame(command: RemotingCommand) -> bytes:
     """The whole frame, JSON header, ready to write to a socket."""
+    return b"".join((_encode_head(command), command.body))
+
+
+def encode_frame_parts(command: RemotingCommand) -> tuple[bytes, ...]:
+    """``encode_frame`` as the pieces to write one after the other.
+
+    One piece, or, for a body of ``SEPARATE_BODY_BYTES`` or more, the length prefix and header
+    followed by the body itself. Why: a PULL response body is about a megabyte; joining it to
+    its header copied it into a fresh block of memory, which the allocator takes from the kernel
+    as zeroed pages, a page fault per 4 KiB. A transport's ``writelines`` sends both pieces in
+    one system call (uvloop: ``writev``) without that copy.
+    """
+    head = _encode_head(command)
+    body = command.body
+    if len(body) >= SEPARATE_BODY_BYTES:
+        return head, body
+    return (head + body,)
+
+
+def _encode_head(command: RemotingCommand) -> bytes:
+    """The length prefix and the JSON header: everything of the frame but its body."""
     header: dict[str, object] = {
         "code": command.code,
         "language": command.language,
@@ -133,9 +158,7 @@ def encode_frame(command: RemotingCommand) -> bytes:
     if command.remark is not None:
         header["remark"] = command.remark
     encoded = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
-    return b"".join(
-        (_PREFIX.pack(4 + len(encoded) + len(command.body), len(encoded)), encoded, command.body)
-    )
+    return _PREFIX.pack(4 + len(encoded) + len(command.body), len(encoded)) + encoded
 
 
 class FrameDecoder:
