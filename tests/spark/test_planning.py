@@ -16,6 +16,7 @@ from ledgermq.spark.planning import (
     cap_offsets,
     flatten,
     nest,
+    pack_ranges,
     parse_offset_spec,
     parse_sink_options,
     parse_source_options,
@@ -53,6 +54,29 @@ def test_split_ranges_cover_every_range_exactly(
     total = sum(r.size for r in ranges)
     if total >= min_partitions:
         assert len(parts) >= min(min_partitions, total) - len(ranges)
+
+
+@given(st.lists(st.integers(1, 300), max_size=20), st.integers(1, 250))
+def test_pack_ranges_keeps_every_range_once(sizes: list[int], per_partition: int) -> None:
+    ranges = [QueueRange("T", "b", q, 10, 10 + n) for q, n in enumerate(sizes)]
+    groups = pack_ranges(ranges, per_partition)
+    assert sorted((r for g in groups for r in g), key=lambda r: r.queue_id) == ranges
+    assert groups == pack_ranges(list(ranges), per_partition)  # a replayed batch: same split
+    for i, group in enumerate(groups):
+        rows = sum(r.size for r in group)
+        if len(group) > 1:  # packed: only small ranges, in order, until the group is full
+            assert all(r.size < per_partition for r in group)
+            assert [r.queue_id for r in group] == sorted(r.queue_id for r in group)
+            assert rows - group[-1].size < per_partition
+        if i < len(groups) - 1 and len(group) > 1:
+            assert rows >= per_partition  # only the last group may be short
+
+
+def test_pack_ranges_examples() -> None:
+    small = [QueueRange("T", "b", q, 0, 100) for q in range(8)]
+    assert pack_ranges(small, 20_000) == [small]  # a small micro-batch: one task
+    big = QueueRange("T", "b", 9, 0, 50_000)
+    assert pack_ranges([small[0], big, small[1]], 150) == [[big], [small[0], small[1]]]
 
 
 @given(

@@ -34,6 +34,7 @@ __all__ = [
     "cap_offsets",
     "flatten",
     "nest",
+    "pack_ranges",
     "parse_offset_spec",
     "parse_sink_options",
     "parse_source_options",
@@ -132,7 +133,8 @@ class SinkOptions:
 
 @dataclass(frozen=True, slots=True)
 class QueueRange:
-    """Queue offsets ``[start, end)`` of one queue: one Spark partition."""
+    """Queue offsets ``[start, end)`` of one queue: one Spark partition, or part of one
+    (``pack_ranges``)."""
 
     topic: str
     broker_name: str
@@ -360,6 +362,32 @@ def split_ranges(ranges: list[QueueRange], min_partitions: int) -> list[QueueRan
             begin = stop
         assert begin == r.end
     return out
+
+
+def pack_ranges(ranges: list[QueueRange], rows_per_partition: int) -> list[list[QueueRange]]:
+    """Ranges grouped into partitions: one of ``rows_per_partition`` messages or more stays
+    alone; smaller ones are packed together, in order, until a group reaches that size (the
+    big ones come first).
+
+    For micro-batches: a Spark task costs tens of milliseconds however few rows it reads, so
+    a micro-batch of a few hundred messages over many queues would pay that once per queue.
+    Deterministic, as a replayed batch must be split the same way.
+    """
+    groups: list[list[QueueRange]] = []
+    small: list[QueueRange] = []
+    rows = 0
+    for r in ranges:
+        if r.size >= rows_per_partition:
+            groups.append([r])
+            continue
+        small.append(r)
+        rows += r.size
+        if rows >= rows_per_partition:
+            groups.append(small)
+            small, rows = [], 0
+    if small:
+        groups.append(small)
+    return groups
 
 
 def cap_offsets(
