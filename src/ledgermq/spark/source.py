@@ -123,7 +123,11 @@ def _check_schema(schema: StructType) -> None:
         )
 
 
-def _read(options: SourceOptions, partition: LedgerMQPartition) -> Iterator[pa.RecordBatch]:
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, LedgerMQPartition):
+        # Nothing to read: when ``partitions()`` plans none, Spark still runs one task with
+        # ``InputPartition(None)`` (plan_data_source_read.py).
+        return
     for r in partition.ranges:
         yield from read_range(
             options.namesrv_addr,
@@ -158,7 +162,6 @@ class LedgerMQBatchReader(DataSourceReader):
         return list(self._partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, LedgerMQPartition)
         return _read(self.options, partition)
 
 
@@ -231,7 +234,6 @@ class LedgerMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return list(_partitions(self.options, flatten(start), flatten(end), pack=True))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, LedgerMQPartition)
         return _read(self.options, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
