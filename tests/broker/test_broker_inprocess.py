@@ -240,6 +240,35 @@ def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> 
     _run(tmp_path, test)
 
 
+def test_a_topic_made_again_after_deletion_keeps_every_acknowledged_message(
+    tmp_path: Path,
+) -> None:
+    """Regression: DELETE_TOPIC reset the master's next queue offsets while the ConsumeQueue
+    kept its units, so a topic made again under the same name acknowledged new messages at
+    offsets 0.. that pulls answered with the old messages: the new ones were unreachable. The
+    queue offsets now carry on (what the ConsumeQueue and a new master agree on)."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        for i in range(3):
+            assert (await cluster.send(master.address, "D", b"old%d" % i)).code == 0
+        deleted = await cluster.request(
+            master.address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "D"}
+        )
+        assert deleted.code == 0, deleted.remark
+        acked = {}
+        for i in range(2):
+            sent = await cluster.send(master.address, "D", b"new%d" % i)
+            assert sent.code == 0, sent.remark
+            acked[int(sent.ext_fields["queueOffset"])] = b"new%d" % i
+        assert acked == {3: b"new0", 4: b"new1"}
+        pulled = await cluster.pull(master.address, "D", 0, 0)
+        stored = {m.queue_offset: m.body for m in decode_records(pulled.body)}
+        assert {o: stored.get(o) for o in acked} == acked
+
+    _run(tmp_path, test)
+
+
 def test_send_back_goes_to_retry_then_dead_letter(tmp_path: Path) -> None:
     async def test(cluster: Cluster) -> None:
         master = await cluster.master()

@@ -87,7 +87,9 @@ async def delete_topic(state: BrokerState, command: RemotingCommand) -> Remoting
     topic = ext_str(command.ext_fields, "topic")
     state.require_master("deleting a topic")
     await state.writer.submit(delete_topic_op(topic))
-    state.queue_offsets.delete_topic(topic)
+    # The queue offsets carry on: the ConsumeQueues keep their units (on every replica; a new
+    # master rebuilds its offsets from them), so a topic made again under the same name must
+    # not hand out offsets that already name the old messages, or its new ones are unreachable.
     if state.topics.on_topics_changed is not None:
         await state.topics.on_topics_changed()
     return command.response(MQResponseCode.SUCCESS)

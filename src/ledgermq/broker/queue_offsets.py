@@ -36,7 +36,3 @@ class QueueOffsetTable:
     def rebuild(self, queues: Iterable[tuple[str, int, int]]) -> None:
         """From (topic, queue id, max offset) of every ConsumeQueue (``recoverTopicQueueTable``)."""
         self._next = {(topic, queue_id): max_offset for topic, queue_id, max_offset in queues}
-
-    def delete_topic(self, topic: str) -> None:
-        for key in [k for k in self._next if k[0] == topic]:
-            del self._next[key]
