@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import threading
 import zlib
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import pytest
@@ -161,26 +161,30 @@ def test_tags_filter_by_the_tag_string() -> None:
 
 
 class _FakeConsumer:
-    """Serves a queue of ``size`` messages, ``per_pull`` at most per pull; notes every pull."""
+    """Serves a queue of ``size`` messages, ``per_pull`` at most per pull; notes every pull.
+
+    A pull is answered when it is submitted (the future is done at once), so the order of the
+    pulls asked is that of the submissions."""
 
     def __init__(self, size: int, per_pull: int, fail_at: int | None = None) -> None:
         self.size = size
         self.per_pull = per_pull
         self.fail_at = fail_at
         self.asked: list[int] = []
-        self.lock = threading.Lock()
 
-    def pull_records(
+    def submit_pull_records(
         self, mq: MessageQueue, offset: int, max_nums: int, sub: str
-    ) -> RecordsPullResult:
-        with self.lock:
-            self.asked.append(offset)
-            if offset == self.fail_at:
-                self.fail_at = None
-                raise NetworkError("connection reset")
+    ) -> Future[RecordsPullResult]:
+        future: Future[RecordsPullResult] = Future()
+        self.asked.append(offset)
+        if offset == self.fail_at:
+            self.fail_at = None
+            future.set_exception(NetworkError("connection reset"))
+            return future
         count = min(max_nums, self.per_pull, self.size - offset)
         body = b"".join(_record() for _ in range(count))
-        return RecordsPullResult(PullStatus.FOUND, offset + count, 0, self.size, body)
+        future.set_result(RecordsPullResult(PullStatus.FOUND, offset + count, 0, self.size, body))
+        return future
 
 
 def _read_offsets(consumer: _FakeConsumer, end: int, batch: int) -> list[int]:

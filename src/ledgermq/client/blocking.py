@@ -20,6 +20,7 @@ from ledgermq.client.consumer import PullConsumer, PushConsumer
 from ledgermq.client.producer import Producer
 
 if TYPE_CHECKING:
+    import concurrent.futures
     from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 
     from ledgermq.client._routing import MessageQueue
@@ -50,10 +51,14 @@ class _LoopThread:
                 "a blocking client method was called on the client's own event loop; "
                 "it would wait for itself forever"
             )
+        return self.submit(coro).result(timeout_s)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop; its future (``cancel()`` cancels it there too)."""
         if self._loop.is_closed():
             coro.close()
             raise RuntimeError("the client is closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def build(self, factory: Callable[[], C]) -> C:
         """``factory()`` called on the loop thread (objects that may touch the running loop)."""
@@ -210,18 +215,14 @@ class SyncPullConsumer(_Facade):
             )
         )
 
-    def pull_records(
-        self,
-        mq: MessageQueue,
-        offset: int,
-        max_nums: int = 32,
-        subscription: str = "*",
-        *,
-        timeout_s: float | None = None,
-    ) -> RecordsPullResult:
-        return self._run(
-            self._consumer.pull_records(mq, offset, max_nums, subscription, timeout_s=timeout_s)
-        )
+    def submit_pull_records(
+        self, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+    ) -> concurrent.futures.Future[RecordsPullResult]:
+        """``PullConsumer.pull_records``, started on the client's loop without waiting: the one
+        call here that does not block, for readers that keep several pulls in flight (the
+        Spark connector) without a thread per pull. ``result()`` waits; ``cancel()`` drops it.
+        """
+        return self._runner.submit(self._consumer.pull_records(mq, offset, max_nums, subscription))
 
     def min_offset(self, mq: MessageQueue) -> int:
         return self._run(self._consumer.min_offset(mq))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
@@ -30,6 +29,7 @@ from ledgermq.wire import parse_subscription
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
+    from concurrent.futures import Future
 
 __all__ = ["DataLossError", "Resolver", "read_range", "shared_consumer"]
 
@@ -191,8 +191,9 @@ class _Pulls:
     """The pulls of one queue range, with up to ``_PULLS_AHEAD`` more in flight at the offsets
     the next ones will most likely start at (the last pull's step on from its end).
 
-    A pull ahead that is not at the offset asked for next (the step changed) is dropped; a
-    failed one fails the ``pull`` that takes it, and that caller retries.
+    The pulls run on the consumer's own event loop (``submit_pull_records``). A pull ahead that
+    is not at the offset asked for next (the step changed) is cancelled; a failed one fails the
+    ``pull`` that takes it, and that caller retries.
     """
 
     def __init__(
@@ -203,18 +204,18 @@ class _Pulls:
         self._end = end
         self._batch = batch
         self._sub = sub
-        self._pool = ThreadPoolExecutor(_PULLS_AHEAD, thread_name_prefix="ledgermq-pull")
         self._ahead: dict[int, Future[RecordsPullResult]] = {}
 
-    def _pull(self, offset: int) -> RecordsPullResult:
+    def _start(self, offset: int) -> Future[RecordsPullResult]:
         count = min(self._batch, self._end - offset)
-        return self._consumer.pull_records(self._mq, offset, count, self._sub)
+        return self._consumer.submit_pull_records(self._mq, offset, count, self._sub)
 
     def pull(self, offset: int) -> RecordsPullResult:
-        """The pull at ``offset``: from the pulls ahead if one is there, else made now."""
-        ahead = self._ahead.pop(offset, None)
-        self._ahead = {o: f for o, f in self._ahead.items() if o > offset}
-        result = ahead.result() if ahead is not None else self._pull(offset)
+        """The pull at ``offset``: from the pulls ahead if one is there, else started now."""
+        pulled = self._ahead.pop(offset, None) or self._start(offset)
+        for stale in [o for o in self._ahead if o < offset]:
+            self._ahead.pop(stale).cancel()
+        result = pulled.result()
         step = result.next_begin_offset - offset
         if result.status is PullStatus.FOUND and step > 0:
             for k in range(_PULLS_AHEAD):
@@ -222,12 +223,13 @@ class _Pulls:
                 if at >= self._end:
                     break
                 if at not in self._ahead:
-                    self._ahead[at] = self._pool.submit(self._pull, at)
+                    self._ahead[at] = self._start(at)
         return result
 
     def close(self) -> None:
+        for pending in self._ahead.values():
+            pending.cancel()
         self._ahead.clear()
-        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def read_range(
