@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledgermq.client import Admin, Message, MessageQueue, Producer, SyncPullConsumer
+from ledgermq.bench.broker import fill_topic
+from ledgermq.client import Admin, MessageQueue, SyncPullConsumer
 from ledgermq.testing.broker_cluster import BrokerCluster
 
 GROUP = "broker-a"
@@ -55,24 +56,9 @@ async def _setup_and_produce(namesrv: str, args: argparse.Namespace) -> float:
         await admin.wait_for_route(TOPIC)
     finally:
         await admin.close()
-    body = b"x" * args.body_bytes
-    per_batch, producers = 64, 4
-    counter = iter(range(-(-args.messages // per_batch)))
-
-    async def one(i: int) -> None:
-        producer = Producer(f"pull-cpu-{i}", namesrv, send_timeout_s=10.0)
-        await producer.start()
-        try:
-            for n in counter:
-                count = min(per_batch, args.messages - n * per_batch)
-                result = await producer.send_batch(TOPIC, [Message(body)] * count)
-                assert result.ok, result
-        finally:
-            await producer.shutdown()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(producers)))
-    return float(args.messages / (time.perf_counter() - start))
+    return await fill_topic(
+        namesrv, TOPIC, args.messages, body_bytes=args.body_bytes, client_name="pull-cpu"
+    )
 
 
 def _cpu_times(pid: int) -> tuple[float, float]:

@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledgermq.client import Admin, Message, Producer, SyncProducer
+from ledgermq.bench.broker import fill_topic
+from ledgermq.client import Admin, SyncProducer
 from ledgermq.spark.local import local_session, worker_environment
 from ledgermq.testing.broker_cluster import BrokerCluster
 
@@ -61,25 +62,9 @@ async def _setup_and_produce(namesrv: str, args: argparse.Namespace) -> float:
             await admin.wait_for_route(topic)
     finally:
         await admin.close()
-    body = b"x" * args.body_bytes
-    per_batch, producers = 64, 4
-    batches = -(-args.messages // per_batch)
-    counter = iter(range(batches))
-
-    async def one(i: int) -> None:
-        producer = Producer(f"spark-bench-{i}", namesrv, send_timeout_s=10.0)
-        await producer.start()
-        try:
-            for n in counter:
-                count = min(per_batch, args.messages - n * per_batch)
-                result = await producer.send_batch(TOPIC, [Message(body)] * count)
-                assert result.ok, result
-        finally:
-            await producer.shutdown()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(producers)))
-    return float(args.messages / (time.perf_counter() - start))
+    return await fill_topic(
+        namesrv, TOPIC, args.messages, body_bytes=args.body_bytes, client_name="spark-bench"
+    )
 
 
 def _session() -> Any:

@@ -21,7 +21,7 @@ from ledgermq.errors import LedgerMQError
 if TYPE_CHECKING:
     from ledgermq.client import MessageQueue
 
-__all__ = ["ConsumeOptions", "ProduceOptions", "run_consume", "run_produce"]
+__all__ = ["ConsumeOptions", "ProduceOptions", "fill_topic", "run_consume", "run_produce"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,42 @@ class ConsumeOptions:
     pull_batch: int = 256
     max_messages: int | None = None
     mode: str = "consume"
+
+
+async def fill_topic(
+    namesrv_addr: str,
+    topic: str,
+    messages: int,
+    *,
+    body_bytes: int = 1024,
+    producers: int = 4,
+    batch: int = 64,
+    client_name: str = "ledgermq-bench-fill",
+) -> float:
+    """Send ``messages`` messages of ``body_bytes`` to ``topic`` (which must exist), in batches
+    of ``batch`` from ``producers`` producers; the msgs/s it took.
+
+    The set-up of the read benchmarks (a topic of known size to read back), unlike
+    ``run_produce``, which measures for a duration.
+    """
+    body = b"x" * body_bytes
+    batches = iter(range(-(-messages // batch)))
+
+    async def one(index: int) -> None:
+        producer = Producer(f"{client_name}-{index}", namesrv_addr, send_timeout_s=10.0)
+        await producer.start()
+        try:
+            for n in batches:
+                count = min(batch, messages - n * batch)
+                result = await producer.send_batch(topic, [Message(body)] * count)
+                if not result.ok:
+                    raise LedgerMQError(f"filling {topic}: a batch was not stored ({result})")
+        finally:
+            await producer.shutdown()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(producers)))
+    return messages / (time.perf_counter() - start)
 
 
 async def run_produce(options: ProduceOptions, progress: Progress | None = None) -> RunResult:
