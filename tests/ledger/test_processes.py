@@ -121,11 +121,13 @@ def check_history(
     """
     assert acked, "nothing was acknowledged: the test proved nothing"
     indexes = sorted(acked)
+    targets = [n for n in group.nodes if group.is_live(n)] if nodes is None else list(nodes)
+    # A leader elected a moment ago may not have committed its NOOP yet (its followers had not
+    # learnt the old leader's commit index): wait, rather than read and race it.
+    group.wait_for_commit(indexes[-1], targets)
     truth = group.read_entries(indexes)
     lost = {i: (acked[i], truth[i].body) for i in indexes if truth[i].body != acked[i]}
     assert not lost, f"acknowledged entries lost or replaced (index: (acked, stored)): {lost}"
-    targets = [n for n in group.nodes if group.is_live(n)] if nodes is None else list(nodes)
-    group.wait_for_commit(indexes[-1], targets)
     for node in targets:
         seen = group.read_entries(indexes, node)
         differ = [i for i in indexes if seen[i] != truth[i]]

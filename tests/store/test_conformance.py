@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ledgermq.errors import (
@@ -167,6 +169,47 @@ def test_reset_begin_never_drops_uncommitted_data(make_store: StoreFactory) -> N
     with pytest.raises(StoreError, match="uncommitted"):
         store.reset_begin(9)
     assert store.begin_index == 0
+
+
+def test_rebuild_from_begins_the_log_again_at_a_leaders_oldest_entry(
+    make_store: StoreFactory,
+) -> None:
+    """A follower whose log ends before its leader's oldest entry (issue 13 item 2): the whole
+    log goes, committed entries too, and the log begins at the leader's entry and position."""
+    leader = MemoryLedgerStore(data_segment_bytes=SMALL_SEGMENT)
+    fill_segments(leader, 12)  # segments hold 0-3, 4-7, 8-11
+    leader.set_committed_index(11)
+    assert leader.reset_begin(9) == 8
+    follower = make_store()
+    fill_segments(follower, 3)
+    follower.set_committed_index(2)
+    with pytest.raises(InconsistentLogError, match="does not start a data segment"):
+        follower.rebuild_from([leader.get(9)])
+    assert follower.end_index == 2  # refused before anything was deleted
+    follower.rebuild_from([leader.get(8)])
+    assert (follower.begin_index, follower.end_index, follower.committed_index) == (8, 8, 8)
+    assert follower.get(8) == leader.get(8)
+    with pytest.raises(IndexCompactedError):
+        follower.get(2)
+    follower.append_entries(leader.read_range(9, 1 << 20))  # the chain continues from there
+    assert [follower.get(i) for i in range(8, 12)] == [leader.get(i) for i in range(8, 12)]
+
+
+def test_rebuild_from_survives_a_reopen(tmp_path: Path) -> None:
+    from ledgermq.store import LedgerStore
+
+    leader = MemoryLedgerStore(data_segment_bytes=SMALL_SEGMENT)
+    fill_segments(leader, 12)
+    leader.set_committed_index(11)
+    leader.reset_begin(5)
+    directory = str(tmp_path / "f")
+    with LedgerStore.open(directory, data_segment_bytes=SMALL_SEGMENT) as follower:
+        fill_segments(follower, 2)
+        follower.rebuild_from(leader.read_range(4, 1 << 20))
+    with LedgerStore.open(directory, data_segment_bytes=SMALL_SEGMENT) as reopened:
+        assert (reopened.begin_index, reopened.end_index) == (4, 11)
+        assert reopened.committed_index >= 4
+        assert [reopened.get(i) for i in range(4, 12)] == leader.read_range(4, 1 << 20)
 
 
 def test_replicated_append_copies_the_leader_byte_for_byte(make_store: StoreFactory) -> None:

@@ -38,10 +38,13 @@ def read_hard_state(directory: str) -> HardState:
     if term < 0:
         raise CorruptLogError(path, 0, f"negative currTerm {term}")
     vote = values.get("voteLeader") or None
-    return HardState(term, vote)
+    return HardState(term, vote, values.get("rebuilding") == "true")
 
 
 def write_hard_state(directory: str, state: HardState) -> None:
     """Durably replace the saved state."""
-    data = f"currTerm={state.term}\nvoteLeader={state.voted_for or ''}\n".encode()
+    text = f"currTerm={state.term}\nvoteLeader={state.voted_for or ''}\n"
+    if state.rebuilding:  # a key of ours; DLedger's reader ignores keys it does not know
+        text += "rebuilding=true\n"
+    data = text.encode()
     replace_file_durably(directory, HARD_STATE_NAME, data)

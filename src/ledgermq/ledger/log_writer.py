@@ -24,6 +24,12 @@ __all__ = ["apply_log_changes"]
 
 def apply_log_changes(store: LogStore, ready: Ready) -> int:
     """Truncate and append as ``ready`` asks; returns how many entries were appended."""
+    if ready.restart_from is not None:
+        # A follower rebuilt from a leader whose older entries retention deleted.
+        assert ready.entries
+        assert ready.entries[0].index == ready.restart_from
+        store.rebuild_from(cast("list[Entry]", ready.entries))
+        return len(ready.entries)
     if ready.truncate_from is not None:
         store.truncate_from(ready.truncate_from)
     if not ready.entries:

@@ -438,7 +438,9 @@ class LedgerServer:
                 write_hard_state(self.config.store_dir, ready.hard_state)
             else:
                 self.memory_hard_state = ready.hard_state
-        wrote = ready.truncate_from is not None or bool(ready.entries)
+        wrote = (
+            ready.truncate_from is not None or ready.restart_from is not None or bool(ready.entries)
+        )
         if wrote:
             apply_log_changes(self.store, ready)
             self._unsynced = True

@@ -137,6 +137,8 @@ class _Dispatcher:
     """Next index to push in APPEND state."""
     control_rid: int | None = None
     """The outstanding COMPARE or TRUNCATE request."""
+    restarting: bool = False
+    """The outstanding TRUNCATE carries our oldest entry: the follower begins its log again."""
     control_sent_ms: int = NEVER
     retry_at_ms: int = NEVER
     """A peer that is not following yet is asked again no earlier than this."""
@@ -201,6 +203,12 @@ class RaftCore:
         self.transferee: str | None = None
         self.term_to_take_leadership = -1
         self.committed_index = min(committed_index, self._log.last_index)
+        # A node started with no log and no hard state (new, or its disk was replaced) is
+        # blank; once it sees that the group has a log it is rebuilding (HardState.rebuilding,
+        # _note_peer, _rebuilding_refusal) until it has caught up with a leader.
+        self._blank = hard_state == HardState() and self._log.last_index < 0
+        self._rebuilding = hard_state.rebuilding
+        self._forget_peers()
         self.peers_live: dict[str, bool] = {}
         # Elector (section 2.1); "-1" timestamps are NEVER.
         self._last_leader_heartbeat_ms = NEVER
@@ -228,6 +236,8 @@ class RaftCore:
         """Follower: last index verified equal to the current leader's log in this term."""
         self._push_buffer: dict[int, PushEntryRequest] = {}
         """Follower: APPEND pushes that arrived before the entries they follow."""
+        self._push_gap_since_ms = NEVER
+        """Follower: since when the buffered pushes have not continued the log (NEVER: no gap)."""
         # Leadership transfer (section 6).
         self._transfer: _Transfer | None = None
         self._take: _TakeLeadership | None = None
@@ -270,6 +280,8 @@ class RaftCore:
     def step(self, message: Message) -> None:
         """Take in a message from another node (a request or a response to ours)."""
         self._check_not_in_ready()
+        if (self._blank or self._rebuilding) and message.local_id in self.config.peer_ids:
+            self._note_peer(message)
         if isinstance(message, VoteRequest):
             self._send(self._handle_vote_rpc(message))
         elif isinstance(message, VoteResponse):
@@ -387,10 +399,15 @@ class RaftCore:
     def ready(self) -> Ready:
         """Everything to persist and send since the last ``ready``; call ``advance`` after it."""
         self._check_not_in_ready()
-        truncate_from, entries = self._log.take_unstable()
+        truncate_from, restart_from, entries = self._log.take_unstable()
         ready = Ready(
-            hard_state=HardState(self.term, self.voted_for) if self._hard_state_dirty else None,
+            hard_state=(
+                HardState(self.term, self.voted_for, self._rebuilding)
+                if self._hard_state_dirty
+                else None
+            ),
             truncate_from=truncate_from,
+            restart_from=restart_from,
             entries=entries,
             messages=self._messages,
             messages_after_persist=self._messages_after_persist,
@@ -537,6 +554,10 @@ class RaftCore:
         self._last_leader_heartbeat_ms = self._now
         self._push_buffer.clear()
         self._verified_end = -1
+        if self._rebuilding and self.voted_for is None:
+            # It may have voted in this term before it lost its state; following this leader,
+            # it will not vote for another candidate of the term.
+            self._set_vote_for(leader_id)
         self._role_event(term)
 
     def _next_term(self) -> int:
@@ -589,6 +610,7 @@ class RaftCore:
     def _maintain_as_follower(self) -> None:
         """Section 2.4: no heartbeat for leak x interval makes a follower a candidate."""
         cfg = self.config
+        self._check_push_gap()
         timeout = cfg.max_heart_beat_leak * cfg.heart_beat_time_interval_ms
         if self._now - self._last_leader_heartbeat_ms > max(
             timeout, 2 * cfg.heart_beat_time_interval_ms
@@ -709,8 +731,76 @@ class RaftCore:
             and my_end_index >= req.ledger_end_index
         ):
             return reply(VoteResult.REJECT_TAKING_LEADERSHIP)
+        refusal = self._rebuilding_refusal(req) if self._rebuilding else None
+        if refusal is not None:
+            return reply(refusal)
         self._set_vote_for(req.leader_id)  # rule 10: persisted before the reply leaves
         return reply(VoteResult.ACCEPT)
+
+    def _forget_peers(self) -> None:
+        """Reset what a blank or rebuilding node has heard from its peers.
+
+        ``_heard_terms``: the highest term each peer has shown since this node started;
+        ``_heard_logs``: each peer's last reported (ledger end term, ledger end index);
+        ``_vote_floor``: it votes only in terms above this (set once every peer was heard).
+        """
+        self._heard_terms: dict[str, int] = {}
+        self._heard_logs: dict[str, tuple[int, int]] = {}
+        self._vote_floor: int | None = None
+
+    def _note_peer(self, message: Message) -> None:
+        """A blank or rebuilding node keeps what peers show of their terms and logs.
+
+        A blank node learns that the group has a log (so it may have been part of it and have
+        forgotten votes and entries) from a push, which only a leader with a log sends, or from a
+        candidate with entries; from then on it is rebuilding. Peers of a new cluster, all
+        empty, show neither, and vote as Raft says.
+        """
+        peer = message.local_id
+        self._heard_terms[peer] = max(self._heard_terms.get(peer, -1), message.term)
+        if isinstance(message, VoteRequest):
+            self._heard_logs[peer] = (message.ledger_end_term, message.ledger_end_index)
+        if not self._rebuilding and (
+            isinstance(message, PushEntryRequest)
+            or (isinstance(message, VoteRequest) and message.ledger_end_index >= 0)
+        ):
+            _log.info(
+                "%s: started with an empty log in a group that has a log; it votes for "
+                "candidates with entries once it has caught up with a leader",
+                self.config.self_id,
+            )
+            self._rebuilding = True
+            self._hard_state_dirty = True
+
+    def _rebuilding_refusal(self, req: VoteRequest) -> VoteResult | None:
+        """Why a node that may have forgotten its votes and log refuses ``req`` (None: it may vote).
+
+        Not in DLedger, which has no notion of a lost disk. Raft assumes a voter remembers its
+        vote in each term and holds every entry it acknowledged; a node started with an empty
+        disk may have voted in this term, or held the second copy of a committed entry, before.
+        So it votes only once every peer has shown its term and asked for votes with its log:
+        for a term above the highest term any peer had shown when the last of them was first
+        heard (the vote floor: a vote it forgot was for a term some peer had reached, and
+        terms only grow), and for a log at least as up to date as every peer's (a committed entry it
+        forgot is on a peer, and the candidate's log then holds it, as Raft's election
+        restriction argues for a voter holding it). A new cluster, where every node starts
+        empty, elects this way; a rebuilt node votes normally once it has caught up.
+
+        A candidate behind a peer's log is told REJECT_SMALL_LEDGER_END_INDEX, so it backs off
+        and lets the longer log win, as DLedger's candidates do; other refusals are
+        REJECT_ALREADY_VOTED, which sends the candidate on to a higher term.
+        """
+        peers = [p for p in self.config.peer_ids if p != self.config.self_id]
+        if self._vote_floor is None:
+            if any(p not in self._heard_terms for p in peers):
+                return VoteResult.REJECT_ALREADY_VOTED
+            self._vote_floor = max(self._heard_terms.values(), default=-1)
+        if req.term <= self._vote_floor or any(p not in self._heard_logs for p in peers):
+            return VoteResult.REJECT_ALREADY_VOTED
+        candidate_log = (req.ledger_end_term, req.ledger_end_index)
+        if any(candidate_log < self._heard_logs[p] for p in peers):
+            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+        return None
 
     def _on_vote_response(self, resp: VoteResponse) -> None:
         round_ = self._vote_round
@@ -1146,15 +1236,32 @@ class RaftCore:
         """One ``doWork`` of an EntryDispatcher (spec-replication-storage section 3.5)."""
         cfg = self.config
         now = self._now
+        begin = self._log.begin_index
+        if d.state is PushKind.APPEND and begin > 0 and d.write_index < begin:
+            # The entries this follower needs next were deleted by retention here.
+            d.state = PushKind.COMPARE
+            d.compare_index = -1
+            d.in_flight.clear()
+            d.control_rid = None
         if d.state is not PushKind.APPEND:
             if d.control_rid is not None and now - d.control_sent_ms < cfg.max_push_timeout_ms:
                 return
             if now < d.retry_at_ms:
                 return
+            d.compare_index = min(d.compare_index, self._log.stable_end)
+            if d.state is PushKind.COMPARE and begin > 0 and d.compare_index < begin:
+                # Nothing below our begin can be compared: rebuild the follower from our oldest
+                # entry (DLedger: truncateIndex = ledgerBeginIndex, the entry goes in the push).
+                d.state = PushKind.TRUNCATE
+                d.match_index = min(d.match_index, begin - 1)
+            d.restarting = False
             if d.state is PushKind.COMPARE:
-                d.compare_index = min(d.compare_index, self._log.stable_end)
                 term = self._log.term_at(d.compare_index)
                 d.control_rid = self._push(d, PushKind.COMPARE, d.compare_index, compare_term=term)
+            elif begin > 0 and d.match_index + 1 < begin:
+                first = self._log.stable_entries(begin, 1)[:1]
+                d.restarting = True
+                d.control_rid = self._push(d, PushKind.TRUNCATE, begin, entries=tuple(first))
             else:
                 d.control_rid = self._push(d, PushKind.TRUNCATE, d.match_index + 1)
             d.control_sent_ms = now
@@ -1165,6 +1272,9 @@ class RaftCore:
                 # Section 3.10, G2 go-back-N: resend from the first unacknowledged entry.
                 d.in_flight.clear()
                 d.write_index = d.match_index + 1
+                if begin > 0 and d.write_index < begin:
+                    self._dispatch(d)  # what it needs was deleted meanwhile: rebuild it
+                    return
         sent_any = False
         while len(d.in_flight) < cfg.max_pending_pushes and d.write_index <= self._log.stable_end:
             entries = self._log.stable_entries(d.write_index, cfg.max_push_batch_bytes)
@@ -1224,7 +1334,10 @@ class RaftCore:
                 d.in_flight.clear()
                 d.control_rid = None
             return
-        if resp.kind is PushKind.COMMIT or resp.rid != d.control_rid:
+        if resp.kind is PushKind.COMMIT:
+            self._on_commit_push_response(d, resp)
+            return
+        if resp.rid != d.control_rid:
             return
         d.control_rid = None
         if resp.code not in (ResponseCode.SUCCESS, ResponseCode.INCONSISTENT_STATE):
@@ -1237,6 +1350,7 @@ class RaftCore:
                 d.match_index = d.compare_index
                 d.state = PushKind.TRUNCATE
             elif resp.code is ResponseCode.INCONSISTENT_STATE:
+                self._note_lost_entries(d, resp.end_index)
                 # Section 3.6 (G2): jump to the follower's end, else skip its conflicting term.
                 if resp.end_index < d.compare_index:
                     d.compare_index = resp.end_index
@@ -1247,14 +1361,50 @@ class RaftCore:
                 d.compare_index = max(d.compare_index, -1)
             self._dispatch(d)
         elif resp.kind is PushKind.TRUNCATE:
-            if resp.code is ResponseCode.SUCCESS:
-                d.state = PushKind.APPEND
-                d.write_index = d.match_index + 1
-                d.in_flight.clear()
-                self._maybe_advance_commit()
-            else:
-                d.state = PushKind.COMPARE
+            self._on_truncate_response(d, resp)
+
+    def _on_truncate_response(self, d: _Dispatcher, resp: PushEntryResponse) -> None:
+        if resp.code is ResponseCode.SUCCESS:
+            if d.restarting:
+                d.match_index = resp.index  # it holds our oldest entry now, and nothing after
+            d.state = PushKind.APPEND
+            d.write_index = d.match_index + 1
+            d.in_flight.clear()
+            self._maybe_advance_commit()
+        else:
+            # Its log ends before what we took as matched (it lost entries), or it began after
+            # our oldest entry: compare again from its end.
+            d.compare_index = resp.end_index
+            d.match_index = min(d.match_index, resp.end_index)
+            d.state = PushKind.COMPARE
+        d.restarting = False
+        self._dispatch(d)
+
+    def _on_commit_push_response(self, d: _Dispatcher, resp: PushEntryResponse) -> None:
+        """A follower answers a COMMIT push only when its log ends before the commit index."""
+        if (
+            resp.code is ResponseCode.INCONSISTENT_STATE
+            and resp.term == self.term
+            and resp.end_index < d.match_index
+        ):
+            # Its log ends before what it acknowledged: it lost entries. Compare again.
+            self._note_lost_entries(d, resp.end_index)
+            d.state = PushKind.COMPARE
+            d.compare_index = resp.end_index
+            d.in_flight.clear()
+            d.control_rid = None
             self._dispatch(d)
+
+    def _note_lost_entries(self, d: _Dispatcher, end_index: int) -> None:
+        """A follower's log ends before entries it acknowledged: say so once, then rebuild it."""
+        if end_index >= d.match_index:
+            return
+        _log.warning(
+            "%s: follower %s acknowledged entries up to %d but its log ends at %d (it lost them: "
+            "a replaced disk or a moved-aside ledger directory); rebuilding it from index %d",
+            self.config.self_id, d.peer, d.match_index, end_index, end_index + 1,
+        )  # fmt: skip
+        d.match_index = end_index
 
     def _maybe_advance_commit(self) -> None:
         """The quorum index of the watermarks, counted only for this term's entries (5.4.2)."""
@@ -1268,6 +1418,7 @@ class RaftCore:
             return  # Raft 5.4.2: never commit an older term's entry by counting replicas
         self.committed_index = candidate
         self._commit_dirty = True
+        self._check_rebuilt()
         done = [p for p in self._proposals.values() if p.last_index <= candidate]
         self._finish_proposals(done, ResponseCode.SUCCESS)
 
@@ -1300,22 +1451,17 @@ class RaftCore:
             return
         if req.kind is PushKind.COMPARE:
             self._handle_compare(req, reply)
+        elif req.kind is PushKind.TRUNCATE and req.entries:
+            self._handle_restart(req, reply)
         elif req.kind is PushKind.TRUNCATE:
             self._push_buffer.clear()
-            # Committed entries are in every later leader's log (leader completeness), so they
-            # equal this leader's: keep them when the leader, which does not know how far this
-            # follower committed, asks to cut below (its xIndex skip can go that far). Refusing
-            # instead sent the leader back to the same COMPARE forever (simulation seed 1414).
-            cut = max(req.index, self.committed_index + 1)
-            # Entries of the current term can only have come from this leader, after it had
-            # verified everything before them: if the log ends in this term, nothing at or after
-            # req.index diverges and the TRUNCATE is a stale or duplicated one. Truncating would
-            # erase acknowledged entries (simulation seed 173: a duplicated TRUNCATE delivered
-            # after the APPEND that followed it).
-            if cut <= self.last_index and self.last_term != self.term:
-                self._log.truncate(cut)
-            self._verified_end = max(self._verified_end, req.index - 1)
-            reply(ResponseCode.SUCCESS, end_index=self.last_index)
+            if req.index > self.last_index + 1:
+                # The leader believes this log is longer than it is (it lost entries it had
+                # acknowledged: a replaced disk). Nothing before req.index is verified.
+                reply(ResponseCode.INCONSISTENT_STATE, end_index=self.last_index)
+            else:
+                self._truncate_for_leader(req.index)
+                reply(ResponseCode.SUCCESS, end_index=self.last_index)
         elif req.kind is PushKind.APPEND:
             entries = req.entries
             if (
@@ -1329,10 +1475,69 @@ class RaftCore:
                 return
             self._push_buffer[req.index] = req
             self._drain_push_buffer()
+            self._check_push_gap()
             if len(self._push_buffer) > cfg.max_pending_pushes:
                 # Too far ahead: drop the newest; the leader resends after its timeout.
                 self._push_buffer.pop(max(self._push_buffer))
         self._follow_commit(req.commit_index)
+        if req.kind is PushKind.COMMIT and req.commit_index > self.last_index:
+            # Not in DLedger. With no traffic the leader only sends COMMIT pushes, so a follower
+            # that lost entries it had acknowledged (a replaced disk) would wait for the next
+            # append to be noticed; it says where its log ends and the leader decides.
+            reply(ResponseCode.INCONSISTENT_STATE, end_index=self.last_index)
+
+    def _truncate_for_leader(self, index: int) -> None:
+        """Cut the log from ``index``: the leader verified everything before it."""
+        # Committed entries are in every later leader's log (leader completeness), so they
+        # equal this leader's: keep them when the leader, which does not know how far this
+        # follower committed, asks to cut below (its xIndex skip can go that far). Refusing
+        # instead sent the leader back to the same COMPARE forever (simulation seed 1414).
+        cut = max(index, self.committed_index + 1)
+        # Entries of the current term can only have come from this leader, after it had
+        # verified everything before them: if the log ends in this term, nothing at or after
+        # index diverges and the TRUNCATE is a stale or duplicated one. Truncating would
+        # erase acknowledged entries (simulation seed 173: a duplicated TRUNCATE delivered
+        # after the APPEND that followed it).
+        if cut <= self.last_index and self.last_term != self.term:
+            self._log.truncate(cut)
+        self._verified_end = max(self._verified_end, index - 1)
+
+    def _handle_restart(self, req: PushEntryRequest, reply: _Reply) -> None:
+        """A TRUNCATE carrying the leader's oldest entry: begin the log again from it.
+
+        DLedger's leader sends its ``ledgerBeginIndex`` entry in the TRUNCATE when the follower's
+        log ends before it (its older entries were deleted by retention) and the follower rebuilds
+        its files from that entry's position (``rebuildWithPos``). That entry is committed: the
+        leader deletes only committed entries and keeps the newest committed one.
+        """
+        self._push_buffer.clear()
+        first = req.entries[0]
+        if len(req.entries) != 1 or first.index != req.index or first.term > req.term:
+            _log.warning("%s: malformed TRUNCATE push from %s", self.config.self_id, req.leader_id)
+            reply(ResponseCode.UNEXPECTED_ARGUMENT)
+            return
+        log = self._log
+        if log.begin_index <= first.index <= self.last_index and (
+            log.term_at(first.index) == first.term
+        ):
+            self._truncate_for_leader(first.index + 1)  # the log already holds it
+        elif first.index <= self.committed_index:
+            # This log began after the leader's oldest entry (its own retention went further):
+            # everything it holds is committed, so the leader should compare at its end.
+            reply(ResponseCode.INCONSISTENT_STATE, end_index=self.last_index)
+            return
+        else:
+            _log.warning(
+                "%s: the log [%d, %d] does not reach the leader's oldest entry %d; discarding it "
+                "and beginning again from %d",
+                self.config.self_id, log.begin_index, self.last_index, first.index, first.index,
+            )  # fmt: skip
+            log.restart(first)
+        self._verified_end = max(self._verified_end, first.index)
+        if first.index > self.committed_index:
+            self.committed_index = first.index
+            self._commit_dirty = True
+        self._respond_push(req, ResponseCode.SUCCESS, True, end_index=self.last_index)
 
     def _handle_compare(self, req: PushEntryRequest, reply: _Reply) -> None:
         self._push_buffer.clear()
@@ -1343,8 +1548,11 @@ class RaftCore:
             reply(ResponseCode.SUCCESS, end_index=last)
         elif index > last:
             reply(ResponseCode.INCONSISTENT_STATE, end_index=last)
-        elif index < self._log.reader.begin_index:
-            reply(ResponseCode.INDEX_LESS_THAN_LOCAL_BEGIN, end_index=last)
+        elif index < self._log.begin_index:
+            # Deleted here by retention, so committed, so equal to the leader's entry (leader
+            # completeness): the logs match up to it.
+            self._verified_end = index
+            reply(ResponseCode.SUCCESS, end_index=last)
         elif self._log.term_at(index) == req.compare_term:
             self._verified_end = index
             reply(ResponseCode.SUCCESS, end_index=last)
@@ -1357,6 +1565,36 @@ class RaftCore:
                 x_index=self._log.first_index_of_term(index),
             )
 
+    def _check_push_gap(self) -> None:
+        """Answer INCONSISTENT_STATE to pushes that have not continued the log for too long.
+
+        DLedger's EntryHandler does this (``checkAbnormalFuture``): a push ahead of the log end
+        waits for the pushes before it, which may only be reordered; but when none comes within
+        ``max_push_timeout_ms`` the leader believes this log is longer than it is (the follower
+        restarted with an empty or shorter log: a replaced disk, a torn tail), so it is told where
+        the log really ends and falls back to COMPARE. Without this the leader resent the same
+        window forever and the replica stayed empty (outside testing, issue 13 item 1).
+        """
+        if not self._push_buffer:
+            self._push_gap_since_ms = NEVER
+            return
+        first = min(self._push_buffer)
+        if first <= self.last_index + 1:
+            return
+        if self._push_gap_since_ms == NEVER:
+            self._push_gap_since_ms = self._now
+            return
+        if self._now - self._push_gap_since_ms < self.config.max_push_timeout_ms:
+            return
+        _log.warning(
+            "%s: pushes from %s start at %d but the log ends at %d; asking the leader to compare",
+            self.config.self_id, self.leader_id, first, self.last_index,
+        )  # fmt: skip
+        req = self._push_buffer.pop(first)
+        self._push_buffer.clear()
+        self._push_gap_since_ms = NEVER
+        self._respond_push(req, ResponseCode.INCONSISTENT_STATE, end_index=self.last_index)
+
     def _drain_push_buffer(self) -> None:
         while self._push_buffer:
             first = min(self._push_buffer)
@@ -1367,6 +1605,9 @@ class RaftCore:
             entries: Sequence[LogEntry] = req.entries
             # Skip what is already here, if it matches; a mismatch means COMPARE again.
             skip = 0
+            begin = self._log.begin_index
+            while skip < len(entries) and entries[skip].index < begin:
+                skip += 1  # deleted here by retention: committed, so equal to these
             while skip < len(entries) and entries[skip].index <= last:
                 if self._log.term_at(entries[skip].index) != entries[skip].term:
                     self._respond_push(req, ResponseCode.INCONSISTENT_STATE, end_index=last)
@@ -1408,6 +1649,27 @@ class RaftCore:
         if candidate > self.committed_index:
             self.committed_index = candidate
             self._commit_dirty = True
+            self._check_rebuilt()
+
+    def _check_rebuilt(self) -> None:
+        """A rebuilding node that commits an entry of the current term holds every committed one.
+
+        The leader committed that entry, so its log holds everything committed in earlier terms
+        before it (leader completeness), and this log equals the leader's up to it.
+        """
+        if (
+            (self._blank or self._rebuilding)
+            and self.committed_index >= self._log.begin_index
+            and self.committed_index >= 0
+            and self._log.term_at(self.committed_index) == self.term
+        ):
+            self._blank = False
+            if not self._rebuilding:
+                return
+            self._rebuilding = False
+            self._forget_peers()
+            self._hard_state_dirty = True
+            _log.info("%s: caught up with the group in term %d", self.config.self_id, self.term)
 
 
 class _Reply(Protocol):

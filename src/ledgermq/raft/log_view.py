@@ -38,10 +38,21 @@ class LogView:
         """Pending truncation (not yet applied to the store)."""
         self.unstable: list[NewEntry | LogEntry] = []
         """Pending appends, contiguous, starting right after the stable end."""
+        self.restart_from: int | None = None
+        """Pending restart: the whole stored log is discarded and the log begins at this index
+        with the first of ``unstable`` (a follower rebuilt from a leader whose log begins after
+        this one's end, see ``restart``)."""
+
+    @property
+    def begin_index(self) -> int:
+        """First index the log holds (-1 when it is empty and has never been restarted)."""
+        return self.restart_from if self.restart_from is not None else self.reader.begin_index
 
     @property
     def stable_end(self) -> int:
         """Last index the store holds that survives the pending truncation."""
+        if self.restart_from is not None:
+            return self.restart_from - 1
         end = self.reader.end_index
         if self.truncate_from is not None:
             end = min(end, self.truncate_from - 1)
@@ -64,13 +75,26 @@ class LogView:
             return -1
         if self.unstable and index >= self.unstable[0].index:
             return self.unstable[index - self.unstable[0].index].term
-        if index > self.stable_end:
-            raise IndexError(f"index {index} is past the end of the log {self.last_index}")
+        if index > self.stable_end or index < self.begin_index:
+            raise IndexError(
+                f"index {index} is outside the log [{self.begin_index}, {self.last_index}]"
+            )
         return self.reader.term_at(index)
 
     def append(self, entries: Sequence[NewEntry | LogEntry]) -> None:
         assert entries[0].index == self.last_index + 1, (entries[0].index, self.last_index)
         self.unstable.extend(entries)
+
+    def restart(self, first: LogEntry) -> None:
+        """Forget the whole log and begin it again with ``first`` (the leader's oldest entry).
+
+        Used only when the entries this log needs next were deleted by retention on the leader:
+        everything here is older than ``first`` or diverges from the leader, and ``first`` is
+        committed (a leader deletes only committed entries and keeps the newest committed one).
+        """
+        self.truncate_from = None
+        self.restart_from = first.index
+        self.unstable = [first]
 
     def truncate(self, from_index: int) -> None:
         """Forget every entry with index >= ``from_index``."""
@@ -78,6 +102,8 @@ class LogView:
             del self.unstable[from_index - self.unstable[0].index :]
             return
         self.unstable.clear()
+        if self.restart_from is not None:  # only the restart's own entries were left
+            return
         if from_index <= self.stable_end:
             self.truncate_from = from_index
 
@@ -94,13 +120,15 @@ class LogView:
     def first_index_of_term(self, index: int) -> int:
         """The first index, at or before ``index``, holding the same term (G2 ``xIndex``)."""
         term = self.term_at(index)
-        begin = max(self.reader.begin_index, 0)
+        begin = max(self.begin_index, 0)
         while index > begin and self.term_at(index - 1) == term:
             index -= 1
         return index
 
-    def take_unstable(self) -> tuple[int | None, list[NewEntry | LogEntry]]:
-        truncate_from, entries = self.truncate_from, self.unstable
+    def take_unstable(self) -> tuple[int | None, int | None, list[NewEntry | LogEntry]]:
+        """(truncate_from, restart_from, entries) for a ``Ready``; the overlay is emptied."""
+        truncate_from, restart_from, entries = self.truncate_from, self.restart_from, self.unstable
         self.truncate_from = None
+        self.restart_from = None
         self.unstable = []
-        return truncate_from, entries
+        return truncate_from, restart_from, entries

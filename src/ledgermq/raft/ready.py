@@ -1,9 +1,10 @@
 """What the core hands its driver after inputs: the etcd ``Ready`` contract.
 
-The driver must, in this order: persist ``hard_state``; apply ``truncate_from`` then append
-``entries`` to the log; send ``messages``; send ``messages_after_persist`` only once the first two
-steps are durable (a vote must be on disk before it is granted, spec-election section 1.5; a
-follower acknowledges entries only after storing them); record ``committed_index``; report
+The driver must, in this order: persist ``hard_state``; apply ``truncate_from`` (or, when
+``restart_from`` is set, discard the whole log) then append ``entries`` to the log; send
+``messages``; send ``messages_after_persist`` only once the first two steps are durable (a vote
+must be on disk before it is granted, spec-election section 1.5; a follower acknowledges entries
+only after storing them); record ``committed_index``; report
 ``completed`` proposals and ``transfers`` to their callers; then call ``advance(ready)``.
 """
 
@@ -24,6 +25,10 @@ class HardState:
 
     term: int = 0
     voted_for: str | None = None
+    rebuilding: bool = False
+    """The node started with no log and no hard state (a new node, or a replaced disk) and has
+    not yet caught up with a leader: it may have forgotten votes and acknowledgements it gave, so
+    it neither votes for a candidate that has entries nor campaigns with a partial log."""
 
 
 class NewEntry(NamedTuple):
@@ -87,6 +92,10 @@ class TransferResult:
 class Ready:
     hard_state: HardState | None = None
     truncate_from: int | None = None
+    restart_from: int | None = None
+    """Discard the whole stored log, committed entries too; ``entries`` begin the new log at this
+    index, at the leader's positions (a follower rebuilt from a leader whose older entries were
+    deleted by retention)."""
     entries: list[NewEntry | LogEntry] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     messages_after_persist: list[Message] = field(default_factory=list)
@@ -99,6 +108,7 @@ class Ready:
         return not (
             self.hard_state
             or self.truncate_from is not None
+            or self.restart_from is not None
             or self.entries
             or self.messages
             or self.messages_after_persist

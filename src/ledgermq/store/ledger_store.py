@@ -790,6 +790,57 @@ class LedgerStore:
         self._write_checkpoint()
         _log.info("store %s truncated from index %d", self._directory, index)
 
+    def rebuild_from(self, entries: Sequence[Entry]) -> None:
+        """Discard the whole log, committed entries too, and begin it again with ``entries``.
+
+        For a follower whose log ends before its leader's oldest entry (retention deleted what it
+        needs next on the leader): DLedger's ``rebuildWithPos``. ``entries`` keep the leader's
+        indexes and positions; the first must start a data segment (a leader's oldest entry
+        always does: retention deletes whole segments) and is committed. The entries are checked
+        before anything is deleted, and the result is durable when this returns.
+
+        Raises:
+            InconsistentLogError: the entries are not a valid run starting a segment.
+        """
+        if not entries:
+            return
+        first = entries[0]
+        with self._lock:
+            self._check_writable()
+            if first.pos % self._data_segment_bytes != 0:
+                raise InconsistentLogError(
+                    f"entry {first.index} at position {first.pos} does not start a data segment "
+                    f"of {self._data_segment_bytes} bytes; the log cannot begin with it"
+                )
+            tail = LogTail(first.index, first.pos, -1, 0, verify_chain=False)
+            plan = plan_replicated_append(
+                tail, entries, self._data_segment_bytes, self._max_body_bytes
+            )
+            self._data.drop_first(len(self._data.segments))
+            self._index.drop_first(len(self._index.segments))
+            self._recent.clear()
+            self._truncations += 1
+            self._begin_index = self._end_index = self._end_term = -1
+            self._last_chain = 0
+            self._data_end = self._flushed_pos = first.pos
+            self._flushed_index = -1
+            self._committed_index = -1
+            self._apply_plan(plan)
+            self._committed_index = first.index
+            try:
+                self._data.sync_now()
+                self._index.sync_now()
+            except OSError as exc:
+                self._fail(exc)
+                raise StoreError(f"fdatasync failed while rebuilding the log: {exc}") from exc
+            self._flushed_index = self._end_index
+            self._flushed_pos = self._data_end
+        self._write_checkpoint()
+        _log.warning(
+            "store %s rebuilt: the log now begins at index %d (position %d)",
+            self._directory, first.index, first.pos,
+        )  # fmt: skip
+
     def reset_begin(self, index: int) -> int:
         """Delete the whole data segments holding only entries before ``index``.
 

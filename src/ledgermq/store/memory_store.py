@@ -313,6 +313,25 @@ class MemoryLedgerStore:
             self._begin_index = -1
         self._flushed_index = min(self._flushed_index, self.end_index)
 
+    def rebuild_from(self, entries: Sequence[Entry]) -> None:
+        """Discard the whole log and begin it again with ``entries`` (see ``LedgerStore``)."""
+        if not entries:
+            return
+        self._check_writable()
+        first = entries[0]
+        if first.pos % self._data_segment_bytes != 0:
+            raise InconsistentLogError(
+                f"entry {first.index} at position {first.pos} does not start a data segment "
+                f"of {self._data_segment_bytes} bytes; the log cannot begin with it"
+            )
+        tail = LogTail(first.index, first.pos, -1, 0, verify_chain=False)
+        plan = plan_replicated_append(tail, entries, self._data_segment_bytes, self._max_body_bytes)
+        self._entries = []
+        self._begin_index = -1
+        self._apply(plan)
+        self._committed_index = self._durable_committed_index = first.index
+        self._flushed_index = self.end_index
+
     def reset_begin(self, index: int) -> int:
         if self._closed:
             raise StoreClosedError("memory store is closed")

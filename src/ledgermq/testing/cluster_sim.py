@@ -18,7 +18,13 @@ before it did; it is drawn from its own generator.)
 
 Faults: per-message loss, duplication and random delay (which reorders), symmetric partitions
 (a node isolated, or the group split), asymmetric link cuts, crashes (the node loses everything
-not persisted; hard state and stored entries survive) and restarts. After the fault phase the
+not persisted; hard state and stored entries survive) and restarts. Two faults are drawn from
+generators of their own, so seeds without them replay the runs of earlier versions: a *replaced
+disk* (a crash that loses the node's whole log and hard state, as when an operator moves a corrupt
+``dledger-<id>`` directory aside; at most one node at a time, while every other node holds data,
+which is the failure a group of 2f+1 tolerates), and *retention* (a node deletes the old segments
+of its committed log now and then, with small segments, so a leader must rebuild a follower that
+needs entries it no longer has). After the fault phase the
 network heals and every node restarts; the run must then elect a leader and finish every
 proposal within a bounded simulated time (liveness).
 
@@ -80,6 +86,10 @@ class FaultPlan:
     """Persisting a Ready takes 0..persist_ms simulated ms (0: at once, in the same event)."""
     crash_while_persisting: float = 0.0
     """Chance that a node crashes before the Ready it is writing is durable (needs crashes)."""
+    disk_loss: float = 0.0
+    """Chance in each 50 ms slot of the fault phase that a node's disk is replaced."""
+    retention: float = 0.0
+    """Chance in each 50 ms slot that a node deletes the old segments of its committed log."""
 
     @classmethod
     def draw(cls, rng: random.Random) -> FaultPlan:
@@ -104,6 +114,8 @@ class SimNode:
     """The Ready being written; the core takes no input until it is done."""
     inbox: collections.deque[Message] = field(default_factory=collections.deque)
     """Messages that arrived while persisting."""
+    lost_stores: list[MemoryLedgerStore] = field(default_factory=list)
+    """The logs of its replaced disks: what it had acknowledged before each was lost."""
 
 
 @dataclass
@@ -144,14 +156,24 @@ class SimCluster:
                 self.plan.preferred = self.transfer_rng.choice(self.ids)
             self.plan.persist_ms = self.persist_rng.choice([0, 1, 3, 8])
             self.plan.crash_while_persisting = self.persist_rng.choice([0.0, 0.002, 0.01])
+        self.disk_rng = random.Random(f"disk-{seed}")
+        segment_bytes = 1 << 20
+        if plan is None and leadership_moves:
+            if self.disk_rng.random() < 0.3:
+                self.plan.disk_loss = self.disk_rng.choice([0.005, 0.01, 0.03])
+            if self.disk_rng.random() < 0.3:
+                self.plan.retention = self.disk_rng.choice([0.02, 0.1])
+                segment_bytes = 4096  # about 60 entries: retention then deletes something
         self.transfers_ok = 0
+        self.restarts_from_begin = 0
+        """Followers that began their log again at a leader's oldest entry (retention)."""
         self.now = 0
         self.events = 0
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.safety = SafetyLedger()
         self.nodes = {
-            nid: SimNode(nid, MemoryLedgerStore(data_segment_bytes=1 << 20, flush="sync"))
+            nid: SimNode(nid, MemoryLedgerStore(data_segment_bytes=segment_bytes, flush="sync"))
             for nid in self.ids
         }
         self.cut: set[tuple[str, str]] = set()
@@ -268,6 +290,7 @@ class SimCluster:
         if ready.hard_state is not None:
             node.hard_state = ready.hard_state
         appended = apply_log_changes(node.store, ready)
+        self.restarts_from_begin += ready.restart_from is not None
         store = node.store
         for entry in store.read_range(store.end_index - appended + 1, 1 << 40) if appended else ():
             self.safety.entry_stored(node.node_id, entry.index, entry.term, entry.chain_crc)
@@ -307,7 +330,13 @@ class SimCluster:
         bodies = self.proposals[key]
         holders = 0
         for other in self.nodes.values():
-            if other.store.end_index >= first + len(bodies) - 1:
+            if any(_holds(lost, first, bodies) for lost in other.lost_stores):
+                holders += 1  # it acknowledged them, then its disk was replaced
+            elif other.store.begin_index > first:
+                # Retention deleted them, so they were committed on this node; the checker saw
+                # them stored and committed (entry_stored / entry_committed) when they were.
+                holders += other.store.end_index >= first + len(bodies) - 1
+            elif other.store.end_index >= first + len(bodies) - 1:
                 got = [other.store.get(first + i).body for i in range(len(bodies))]
                 holders += got == bodies
         if holders < len(self.ids) // 2 + 1:
@@ -340,8 +369,11 @@ class SimCluster:
         top = self.safety.committed_before_term(core.term) if core is not None else -1
         if core is not None and core.role is Role.LEADER and top >= 0:  # noqa: SIM102
             # Leader completeness: a leader holds every entry committed in an earlier term
-            # (the chain CRC at the highest one covers all before it).
-            if store.end_index < top or store.get(top).chain_crc != self.safety.committed[top]:
+            # (the chain CRC at the highest one covers all before it; below the log's begin,
+            # retention deleted committed entries, and the chain at the begin covers them).
+            if store.end_index < top or (
+                top >= store.begin_index and store.get(top).chain_crc != self.safety.committed[top]
+            ):
                 raise InvariantViolationError(
                     f"{node.node_id} leads term {core.term} without committed entry {top}"
                 )
@@ -387,6 +419,34 @@ class SimCluster:
         node.max_commit_seen = node.store.committed_index
         self.outstanding = {k for k in self.outstanding if k[0] != nid}
 
+    def _replace_disk(self) -> None:
+        """Crash a node and give it an empty disk: no log, no hard state (a replaced disk).
+
+        Only while every other node holds data and has voted or followed (its hard state has a
+        term): a group of 2f+1 survives f lost disks, not a lost disk while a majority has none.
+        """
+        nid = self.disk_rng.choice(self.ids)
+        others = [n for n in self.nodes.values() if n.node_id != nid]
+        if any(n.store.end_index < 0 or n.hard_state.term == 0 for n in others):
+            return
+        self._crash(nid)
+        node = self.nodes[nid]
+        node.lost_stores.append(node.store)
+        node.store = MemoryLedgerStore(
+            data_segment_bytes=node.store.data_segment_bytes, flush="sync"
+        )
+        node.hard_state = HardState()
+        node.max_commit_seen = -1
+        self.schedule(self.now + self.disk_rng.randrange(20, 2000), lambda: self._restart(nid))
+
+    def _apply_retention(self) -> None:
+        """A node deletes the segments before a random committed index (its maintenance)."""
+        node = self.nodes[self.disk_rng.choice(self.ids)]
+        store = node.store
+        if node.core is None or store.committed_index <= store.begin_index:
+            return
+        store.reset_begin(self.disk_rng.randint(store.begin_index, store.committed_index))
+
     def _restart(self, nid: str) -> None:
         if self.nodes[nid].core is None:
             self._start(nid)
@@ -426,6 +486,10 @@ class SimCluster:
                 self.schedule(t, self._fault)
             if plan.transfers and self.transfer_rng.random() < 0.05:
                 self.schedule(t, self._transfer)
+            if plan.disk_loss and self.disk_rng.random() < plan.disk_loss:
+                self.schedule(t, self._replace_disk)
+            if plan.retention and self.disk_rng.random() < plan.retention:
+                self.schedule(t, self._apply_retention)
         heal_at = plan.fault_ms
         self.schedule(heal_at, self._heal)
         deadline = heal_at + plan.heal_ms
@@ -478,6 +542,13 @@ class SimCluster:
             1 for c in cores if c is not None and c.role is Role.FOLLOWER and c.term == leader.term
         )
         return followers + 1 == len(self.ids) and leader.committed_index == leader.last_index
+
+
+def _holds(store: MemoryLedgerStore, first: int, bodies: list[bytes]) -> bool:
+    last = first + len(bodies) - 1
+    if store.begin_index > first or store.end_index < last:
+        return False
+    return [store.get(first + i).body for i in range(len(bodies))] == bodies
 
 
 def run_seed(seed: int, nodes: int, *, leadership_moves: bool = True) -> SimResult:
