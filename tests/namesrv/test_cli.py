@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ import pytest
 
 from ledgermq.cli.main import main
 from ledgermq.errors import ConfigError
+from ledgermq.ledger.config import load_properties
 from ledgermq.namesrv import NameServerConfig
 from ledgermq.net import TcpNetwork
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
@@ -82,7 +84,37 @@ def test_unknown_config_keys_are_one_line_errors(
     assert main(["namesrv", "-c", str(conf)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "unknown NameServer setting(s) listenPrt; known: bindAddress" in err
+    assert "unknown NameServer setting(s) listenPrt (did you mean listenPort?)" in err
+
+
+def test_unknown_key_without_a_close_one_lists_the_keys_used() -> None:
+    with pytest.raises(ConfigError, match=r"setting\(s\) colour; known: bindAddress, "):
+        NameServerConfig.from_properties({"colour": "blue"})
+
+
+def test_rocketmq_namesrv_keys_are_one_warning_line(caplog: pytest.LogCaptureFixture) -> None:
+    config = NameServerConfig.from_properties(
+        {
+            "listenPort": "9877",
+            "kvConfigPath": "/root/namesrv/kvConfig.json",  # NamesrvConfig
+            "orderMessageEnable": "true",
+            "serverWorkerThreads": "8",  # NettyServerConfig
+        }
+    )
+    assert config.listen_port == 9877
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    expected = (
+        "ignoring RocketMQ setting(s) that mean nothing to a LedgerMQ NameServer: kvConfigPath, "
+        "orderMessageEnable, serverWorkerThreads"
+    )
+    assert warnings == [expected]
+
+
+def test_shipped_namesrv_conf_loads(caplog: pytest.LogCaptureFixture) -> None:
+    conf = Path(__file__).resolve().parents[2] / "conf" / "namesrv.conf"
+    config = NameServerConfig.from_properties(load_properties(str(conf)))
+    assert config == NameServerConfig("127.0.0.1", 9876, 10_000, 120_000)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_config_from_properties() -> None:

@@ -3,12 +3,15 @@
 Every replica of a broker group is one LedgerMQ broker process: it serves RocketMQ's remoting
 protocol on ``listenPort`` and runs one ledger replica on its port in ``dLegerPeers``
 (spec-broker.md section 1.4). Keys keep RocketMQ's spellings, "DLeger" with one "d" included, so
-an existing ``conf/dledger/broker-n0.conf`` works unchanged. Every bad key or value is refused at
-start with one line that says which and why.
+an existing ``conf/dledger/broker-n0.conf`` works unchanged: the keys of RocketMQ 4.9 that mean
+nothing here (thread pools, HA, transactions; ``ledgermq.rocketmq_keys``) are accepted and named in
+one warning line. Every other bad key or value is refused at start with one line that says which
+and why; a misspelt key names the closest known one.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import ConfigError
 from ledgermq.ledger.config import LedgerConfig, parse_peers
+from ledgermq.rocketmq_keys import BROKER_FILE_KEYS, check_keys, ignored_warning
 from ledgermq.store.retention import RetentionConfig
 
 if TYPE_CHECKING:
@@ -25,6 +29,8 @@ __all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
 
 DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """RocketMQ's ``messageDelayLevel``: level n (1-based) waits the n-th duration."""
+
+_log = logging.getLogger(__name__)
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -182,18 +188,19 @@ class BrokerConfig:
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
         """A validated config from ``broker.conf`` keys (merged with flags by the caller)."""
         known = _file_keys()
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ConfigError(
-                f"unknown broker setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
+        ignored = set(check_keys(values, known, BROKER_FILE_KEYS, "broker"))
         kwargs: dict[str, object] = {}
         types = {f.name: f.type for f in fields(cls)}
         for key, text in values.items():
+            if key in ignored:
+                continue
             name = known[key]
             kind = str(types[name])
             kwargs[name] = _convert(key, name, kind, text.strip())
-        return cls(**kwargs)  # type: ignore[arg-type]
+        config = cls(**kwargs)  # type: ignore[arg-type]
+        if ignored:
+            _log.warning("%s", ignored_warning(ignored, "broker"))
+        return config
 
 
 def _file_keys() -> dict[str, str]:

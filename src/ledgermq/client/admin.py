@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.client._remoting import ClientInstance
-from ledgermq.client._routing import DEFAULT_TOPIC, master_address
+from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info
 from ledgermq.errors import LedgerMQError, NoRouteError, TopicNotFoundError
 from ledgermq.wire import (
     MQRequestCode,
@@ -117,6 +117,23 @@ class Admin:
     async def topic_route(self, topic: str) -> TopicRouteData:
         """The route of ``topic``; TopicNotFoundError if no NameServer knows it."""
         return await self._client.topic_route(topic, refresh=True)
+
+    async def auto_create_queue_nums(self) -> dict[str, int]:
+        """Where a producer's first send to a new topic would create it: broker group -> the
+        queue count it gets there; empty when the cluster does not create topics on first send.
+
+        The producer's rule (RocketMQ's): a topic without a route borrows the route of
+        ``TBW102``, which a master offers only with ``autoCreateTopicEnable=true``, and each
+        group creates ``min(4, TBW102's writeQueueNums)`` queues.
+        """
+        try:
+            route = await self.topic_route(DEFAULT_TOPIC)
+        except TopicNotFoundError:
+            return {}
+        counts: dict[str, int] = {}
+        for mq in publish_info(DEFAULT_TOPIC, route, borrowed=True).queues:
+            counts[mq.broker_name] = counts.get(mq.broker_name, 0) + 1
+        return counts
 
     async def topic_list(self) -> list[str]:
         response = await self._client.invoke_namesrv(

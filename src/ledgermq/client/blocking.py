@@ -327,6 +327,9 @@ class SyncAdmin(_Facade):
     def topic_list(self) -> list[str]:
         return self._run(self._admin.topic_list())
 
+    def auto_create_queue_nums(self) -> dict[str, int]:
+        return self._run(self._admin.auto_create_queue_nums())
+
     def create_topic(
         self,
         topic: str,

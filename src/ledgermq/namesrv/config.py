@@ -2,22 +2,28 @@
 
 File keys are RocketMQ's where RocketMQ has one (``listenPort`` of NettyServerConfig,
 ``bindAddress`` of 5.x, ``scanNotActiveBrokerInterval`` of 5.x NamesrvConfig); the rest are ours
-in the same style. Unknown keys are refused, with the list of known ones, so a typo never
-silently leaves a default in place.
+in the same style. The other keys of RocketMQ 4.9's NameServer (``NamesrvConfig``,
+``NettyServerConfig``: ``kvConfigPath``, ``serverWorkerThreads``, ...) are accepted and named in
+one warning line; any other key is refused, with the closest known key, so a typo never silently
+leaves a default in place.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import ConfigError
 from ledgermq.namesrv.routes import DEFAULT_BROKER_TIMEOUT_MS
+from ledgermq.rocketmq_keys import NAMESRV_FILE_KEYS, check_keys, ignored_warning
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = ["FILE_KEYS", "NameServerConfig"]
+
+_log = logging.getLogger(__name__)
 
 FILE_KEYS: Final = {
     "listenPort": "listen_port",
@@ -59,29 +65,29 @@ class NameServerConfig:
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> NameServerConfig:
         """A validated config from ``namesrv.conf`` settings (strings, RocketMQ key names)."""
-        unknown = sorted(set(values) - set(FILE_KEYS))
-        if unknown:
-            raise ConfigError(
-                f"unknown NameServer setting(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(FILE_KEYS))}"
-            )
+        ignored = check_keys(values, FILE_KEYS, NAMESRV_FILE_KEYS, "NameServer")
         defaults = cls()
         host = defaults.listen_host
         numbers: dict[str, int] = {}
         for key, text in values.items():
-            name = FILE_KEYS[key]
+            name = FILE_KEYS.get(key)
+            if name is None:
+                continue
             if name == "listen_host":
                 host = text.strip()
                 if not host:
                     raise ConfigError(f"{key} must not be empty")
             else:
                 numbers[name] = _integer(key, text)
-        return cls(
+        config = cls(
             listen_host=host,
             listen_port=numbers.get("listen_port", defaults.listen_port),
             scan_interval_ms=numbers.get("scan_interval_ms", defaults.scan_interval_ms),
             broker_timeout_ms=numbers.get("broker_timeout_ms", defaults.broker_timeout_ms),
         )
+        if ignored:
+            _log.warning("%s", ignored_warning(ignored, "NameServer"))
+        return config
 
 
 def _integer(key: str, text: str) -> int:

@@ -97,18 +97,46 @@ class _Clients:
         finally:
             self.consumer.close()
 
-    def topic_queues(self, topic: str) -> list[MessageQueue]:
+    def topic_queues(self, topic: str, *, auto_create: bool = True) -> list[MessageQueue]:
+        """The readable queues of ``topic``. A topic without a route is created first if the
+        cluster creates topics on first send (``_auto_create``) and ``auto_create`` allows."""
         if topic not in self.queues:
             try:
                 self.queues[topic] = self.consumer.fetch_queues(topic)
             except TopicNotFoundError:
-                raise ConfigError(
-                    f"unknown topic {topic!r}: the NameServer {self.options.namesrv_addr} has "
-                    "no route for it (create it first)"
-                ) from None
+                if not auto_create:
+                    raise ConfigError(
+                        f"unknown topic {topic!r}: the NameServer {self.options.namesrv_addr} "
+                        "has no route for it"
+                    ) from None
+                _auto_create(self.options, topic)
+                self.queues[topic] = self.consumer.fetch_queues(topic)
             if not self.queues[topic]:
                 raise ConfigError(f"topic {topic!r} has no readable queue")
         return self.queues[topic]
+
+
+def _auto_create(options: SinkOptions, topic: str) -> None:
+    """Create ``topic`` where a producer's first send would (``Admin.auto_create_queue_nums``).
+
+    As Kafka's sink follows ``auto.create.topics.enable``, the sink follows the cluster's
+    ``autoCreateTopicEnable``, which the cluster shows its clients by offering ``TBW102``.
+    The topic is created before anything is sent, not by the first send as a producer does,
+    so the exactly-once ``begin`` record can name the queue's offset before that send.
+    """
+    with SyncAdmin(options.namesrv_addr) as admin:
+        counts = admin.auto_create_queue_nums()
+        if not counts:
+            raise ConfigError(
+                f"unknown topic {topic!r}: the NameServer {options.namesrv_addr} has no route "
+                "for it, and the cluster does not create topics on first send "
+                "(autoCreateTopicEnable=false); create it first (ledgermq admin topic-create)"
+            )
+        for count in sorted(set(counts.values())):
+            groups = sorted(g for g, n in counts.items() if n == count)
+            admin.create_topic(topic, count, broker_names=groups)
+        admin.wait_for_route(topic, counts, timeout_s=options.request_timeout_ms / 1000)
+    logger.info("created topic %s on first write (%s)", topic, counts)
 
 
 # ---------------------------------------------------------------------- the state log
@@ -116,14 +144,14 @@ def _state_queue(clients: _Clients, sink_id: str) -> MessageQueue:
     """The state log's queue, the topic created on first use (on the first broker group)."""
     topic = state_topic(sink_id)
     try:
-        return clients.topic_queues(topic)[0]
+        return clients.topic_queues(topic, auto_create=False)[0]
     except ConfigError:
         clients.queues.pop(topic, None)
     with SyncAdmin(clients.options.namesrv_addr) as admin:
         groups = sorted(admin.cluster_info().broker_addr_table)
         admin.create_topic(topic, 1, broker_names=groups[:1])
         admin.wait_for_route(topic, groups[:1], timeout_s=15.0)
-    return clients.topic_queues(topic)[0]
+    return clients.topic_queues(topic, auto_create=False)[0]
 
 
 def _records(messages: Iterable[MessageExt]) -> list[tuple[str, dict[str, int | str]]]:
