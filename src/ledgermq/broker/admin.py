@@ -204,7 +204,12 @@ def consumer_connections(
             for cid, m in sorted(info.members.items())
         ],
         "subscriptionTable": {
-            t: {"topic": t, "subString": s} for t, s in info.subscriptions.items()
+            t: {
+                "topic": t,
+                "subString": s,
+                "expressionType": info.expression_types.get(t, "TAG"),
+            }
+            for t, s in info.subscriptions.items()
         },
         "consumeType": info.consume_type,
         "messageModel": info.message_model,

@@ -84,6 +84,10 @@ class BrokerConfig:
     default_topic_queue_nums: int = 8
     broker_permission: int = 6
     long_polling_enable: bool = True
+    enable_property_filter: bool = True
+    """SQL92 subscriptions (filters on message properties). RocketMQ's default is false; a
+    broker here has them on unless told otherwise. Off: a SQL92 pull or CHECK_CLIENT_CONFIG is
+    answered SYSTEM_ERROR."""
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     message_delay_level: str = DEFAULT_DELAY_LEVELS

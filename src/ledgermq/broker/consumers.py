@@ -54,6 +54,8 @@ class ConsumerData:
     consume_from_where: str
     subscriptions: dict[str, str]
     """topic -> subscription expression."""
+    expression_types: dict[str, str] = field(default_factory=dict)
+    """topic -> ``expressionType`` of its subscription (``TAG`` or ``SQL92``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +84,10 @@ def parse_heartbeat(body: bytes) -> Heartbeat:
         consumers = []
         for c in data.get("consumerDataSet") or ():
             subs = {}
+            types = {}
             for s in c.get("subscriptionDataSet") or ():
                 subs[str(s["topic"])] = str(s.get("subString") or "*")
+                types[str(s["topic"])] = str(s.get("expressionType") or "TAG")
             consumers.append(
                 ConsumerData(
                     group=str(c["groupName"]),
@@ -93,6 +97,7 @@ def parse_heartbeat(body: bytes) -> Heartbeat:
                         c.get("consumeFromWhere"), _CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"
                     ),
                     subscriptions=subs,
+                    expression_types=types,
                 )
             )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -117,6 +122,7 @@ class ConsumerGroupInfo:
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
     subscriptions: dict[str, str] = field(default_factory=dict)
+    expression_types: dict[str, str] = field(default_factory=dict)
     members: dict[str, _Member] = field(default_factory=dict)
 
     def client_ids(self) -> list[str]:
@@ -146,6 +152,7 @@ class ConsumerManager:
             info.message_model = data.message_model
             info.consume_from_where = data.consume_from_where
             info.subscriptions = dict(data.subscriptions)
+            info.expression_types = dict(data.expression_types)
             member = info.members.get(heartbeat.client_id)
             if member is None or member.connection is not connection:
                 changed.append(data.group)
@@ -201,6 +208,14 @@ class ConsumerManager:
     def client_ids(self, group: str) -> list[str]:
         info = self.groups.get(group)
         return info.client_ids() if info is not None else []
+
+    def subscription(self, group: str, topic: str) -> tuple[str, str] | None:
+        """(expression, expression type) the group's members last registered for ``topic``
+        by heartbeat; None if the group is not online or does not subscribe to it."""
+        info = self.groups.get(group)
+        if info is None or topic not in info.subscriptions:
+            return None
+        return info.subscriptions[topic], info.expression_types.get(topic, "TAG")
 
     def notify_changed(self, groups: Iterable[str]) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED (one-way) to every member of each group."""

@@ -38,6 +38,7 @@ from ledgermq.broker.dispatch_checkpoint import (
     read_dispatch_checkpoint,
 )
 from ledgermq.broker.dispatcher import Dispatcher
+from ledgermq.broker.filter.subscription import parse_check_client_body, resolve
 from ledgermq.broker.key_index import INDEX_DIR, KeyIndex
 from ledgermq.broker.message_writer import MessageWriter
 from ledgermq.broker.metadata import SNAPSHOT_FILE, BrokerMetadata
@@ -160,7 +161,7 @@ class BrokerServer:
         _log.info("broker %s replica %s dispatched %d committed entries on start (up to %d)",
                   config.broker_name, config.dleger_self_id, done,
                   dispatcher.dispatched_index)  # fmt: skip
-        self._pull = PullProcessor(state)
+        self._pull = PullProcessor(state, self.consumers.subscription)
         self._send = SendProcessor(state)
         self._send_back = SendBackProcessor(state)
         self._delay = DelayScheduler(state)
@@ -418,6 +419,7 @@ class BrokerServer:
             code.HEART_BEAT: self._heartbeat,
             code.UNREGISTER_CLIENT: self._unregister,
             code.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
+            code.CHECK_CLIENT_CONFIG: self._check_client_config,
             code.LOCK_BATCH_MQ: self._lock,
             code.UNLOCK_BATCH_MQ: self._unlock,
             code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
@@ -475,6 +477,26 @@ class BrokerServer:
         changed = self.consumers.unregister(client_id, fields.get("consumerGroup") or None)
         self.locks.release_client(client_id)
         self.consumers.notify_changed(changed)
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def _check_client_config(
+        self, conn: Connection, command: RemotingCommand
+    ) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): would this broker take the consumer's subscription?
+        (``ClientManageProcessor.checkClientConfig``; Java clients ask before a SQL92
+        consumer starts.)"""
+        check = parse_check_client_body(command.body)
+        if check is not None:
+            try:
+                resolve(
+                    check.expression,
+                    check.expression_type,
+                    property_filter=self.config.enable_property_filter,
+                )
+            except RequestRejectedError as exc:
+                _log.warning("client %s of group %s: subscription to %s refused: %s",
+                             check.client_id, check.group, check.topic, exc)  # fmt: skip
+                raise
         return command.response(MQResponseCode.SUCCESS)
 
     async def _consumer_list(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:

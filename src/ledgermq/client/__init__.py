@@ -5,6 +5,7 @@ Only the names listed here are the public API; modules starting with ``_`` are p
 """
 
 from ledgermq.client._routing import MessageQueue, allocate_averagely
+from ledgermq.client._selector import MessageSelector
 from ledgermq.client.admin import Admin, ConsumerProgress, QueueStats
 from ledgermq.client.blocking import SyncAdmin, SyncProducer, SyncPullConsumer, SyncPushConsumer
 from ledgermq.client.consumer import (
@@ -23,6 +24,7 @@ __all__ = [
     "ConsumerProgress",
     "Message",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PullConsumer",
     "PullResult",

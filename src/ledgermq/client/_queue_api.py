@@ -14,19 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.client._routing import MessageQueue, master_address, pull_address
+from ledgermq.client._selector import as_selector
 from ledgermq.errors import MQResponseError, NetworkError, NoRouteError
-from ledgermq.wire import (
-    MQRequestCode,
-    MQResponseCode,
-    decode_records,
-    parse_subscription,
-    tags_match,
-)
+from ledgermq.wire import MQRequestCode, MQResponseCode, decode_records, tags_match
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
     from ledgermq.client._remoting import ClientInstance
+    from ledgermq.client._selector import Subscription
     from ledgermq.wire import MessageExt, RemotingCommand
 
 __all__ = ["PullResult", "PullStatus", "PullSysFlag", "QueueApi", "RecordsPullResult"]
@@ -69,8 +65,9 @@ _STATUS_OF_CODE: Final = {
 class PullResult:
     """One pull's answer. Pull again from ``next_begin_offset``.
 
-    ``messages`` passed the subscription on the broker (tag hash) and again here (tag string);
-    a FOUND result may hold none when every message was filtered here.
+    ``messages`` passed the subscription on the broker (tag hash, or a SQL92 selector) and, for
+    tags, again here (tag string); a FOUND result may hold none when every message was filtered
+    here.
     """
 
     status: PullStatus
@@ -154,7 +151,7 @@ class QueueApi:
         mq: MessageQueue,
         offset: int,
         max_nums: int,
-        subscription: str,
+        subscription: Subscription,
         *,
         sys_flag: int = PullSysFlag.SUBSCRIPTION,
         commit_offset: int = -1,
@@ -162,6 +159,7 @@ class QueueApi:
         timeout_s: float | None = None,
         attempts: int = 2,
     ) -> RecordsPullResult:
+        selector = as_selector(subscription)
         ext = {
             "consumerGroup": self.group,
             "topic": mq.topic,
@@ -171,9 +169,9 @@ class QueueApi:
             "sysFlag": str(sys_flag),
             "commitOffset": str(commit_offset),
             "suspendTimeoutMillis": str(suspend_ms),
-            "subscription": subscription,
+            "subscription": selector.expression,
             "subVersion": "0",
-            "expressionType": "TAG",
+            "expressionType": selector.expression_type,
         }
         response = await self.call(
             mq,
@@ -198,7 +196,7 @@ class QueueApi:
         mq: MessageQueue,
         offset: int,
         max_nums: int,
-        subscription: str,
+        subscription: Subscription,
         *,
         sys_flag: int = PullSysFlag.SUBSCRIPTION,
         commit_offset: int = -1,
@@ -220,7 +218,7 @@ class QueueApi:
         messages: list[MessageExt] = []
         if raw.records:
             messages = decode_records(raw.records)
-            tags, _ = parse_subscription(subscription)
+            tags = as_selector(subscription).tags
             if tags is not None:
                 messages = [m for m in messages if tags_match(m.properties.get("TAGS"), tags)]
         return PullResult(
@@ -317,6 +315,29 @@ class QueueApi:
             }
         ).encode()
         await self.call(first, MQRequestCode.UNLOCK_BATCH_MQ, {}, body, master=True, attempts=1)
+
+    async def check_client_config(
+        self, address: str, topic: str, subscription: Subscription
+    ) -> None:
+        """CHECK_CLIENT_CONFIG (46) at ``address``: raises the broker's refusal of the
+        subscription (SYSTEM_ERROR: no SQL92 there; SUBSCRIPTION_PARSE_FAILED: a bad one)."""
+        selector = as_selector(subscription)
+        body = {
+            "clientId": self.client.client_id,
+            "group": self.group,
+            "subscriptionData": {
+                "topic": topic,
+                "subString": selector.expression,
+                "tagsSet": sorted(selector.tags or ()),
+                "codeSet": sorted(selector.tag_codes),
+                "subVersion": 0,
+                "expressionType": selector.expression_type,
+                "classFilterMode": False,
+            },
+        }
+        await self.client.invoke(
+            address, MQRequestCode.CHECK_CLIENT_CONFIG, {}, json.dumps(body).encode()
+        )
 
     async def consumer_ids(self, address: str) -> list[str]:
         response = await self.client.invoke(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 
     from ledgermq.client._routing import MessageQueue
+    from ledgermq.client._selector import Subscription
     from ledgermq.client.consumer import Listener, PullResult, RecordsPullResult
     from ledgermq.client.producer import Message, SendResult
     from ledgermq.wire import MessageExt
@@ -204,7 +205,7 @@ class SyncPullConsumer(_Facade):
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: Subscription = "*",
         *,
         timeout_s: float | None = None,
         suspend_ms: int = 0,
@@ -216,7 +217,7 @@ class SyncPullConsumer(_Facade):
         )
 
     def submit_pull_records(
-        self, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+        self, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: Subscription = "*"
     ) -> concurrent.futures.Future[RecordsPullResult]:
         """``PullConsumer.pull_records``, started on the client's loop without waiting: the one
         call here that does not block, for readers that keep several pulls in flight (the
@@ -269,7 +270,7 @@ class SyncPushConsumer(_Facade):
     def client_id(self) -> str:
         return self._consumer.client_id
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Subscription = "*") -> None:
         async def go() -> None:
             self._consumer.subscribe(topic, expression)
 

@@ -67,8 +67,9 @@ from ledgermq.client._routing import (
     retry_topic,
     subscribe_queues,
 )
-from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
-from ledgermq.wire import MessageProperty, parse_subscription, validate_topic
+from ledgermq.client._selector import MessageSelector, Subscription, as_selector
+from ledgermq.errors import ConfigError, LedgerMQError, MQResponseError, TopicNotFoundError
+from ledgermq.wire import MessageProperty, validate_topic
 from ledgermq.wire.route import MASTER_ID
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConsumeStatus",
     "Listener",
+    "MessageSelector",
     "PullConsumer",
     "PullResult",
     "PullStatus",
@@ -181,14 +183,16 @@ class PullConsumer:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: Subscription = "*",
         *,
         timeout_s: float | None = None,
         suspend_ms: int = 0,
     ) -> PullResult:
         """Up to ``max_nums`` messages of ``mq`` from ``offset`` that match ``subscription``.
 
-        ``subscription`` is a tag expression (``"*"``, ``"a || b"``). With ``suspend_ms`` > 0
+        ``subscription`` is a tag expression (``"*"``, ``"a || b"``) or a ``MessageSelector``
+        (``MessageSelector.by_sql("a > 1")``: the broker filters by properties; a broker
+        without SQL92 or a bad selector raises ``MQResponseError``). With ``suspend_ms`` > 0
         the broker holds the request until a message arrives or that many ms pass (long
         polling); otherwise it answers at once (NO_NEW_MSG when there is nothing).
         """
@@ -209,7 +213,7 @@ class PullConsumer:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: Subscription = "*",
         *,
         timeout_s: float | None = None,
     ) -> RecordsPullResult:
@@ -249,19 +253,17 @@ class PullConsumer:
 @dataclass(frozen=True, slots=True)
 class _Subscription:
     topic: str
-    expression: str
-    tags: frozenset[str] | None
-    codes: frozenset[int]
+    selector: MessageSelector
     version: int
 
     def heartbeat_data(self) -> dict[str, object]:
         return {
             "topic": self.topic,
-            "subString": self.expression,
-            "tagsSet": sorted(self.tags or ()),
-            "codeSet": sorted(self.codes),
+            "subString": self.selector.expression,
+            "tagsSet": sorted(self.selector.tags or ()),
+            "codeSet": sorted(self.selector.tag_codes),
             "subVersion": self.version,
-            "expressionType": "TAG",
+            "expressionType": self.selector.expression_type,
             "classFilterMode": False,
         }
 
@@ -421,12 +423,14 @@ class PushConsumer:
     def clustering(self) -> bool:
         return self.message_model == "CLUSTERING"
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume messages of ``topic`` whose tag matches ``expression`` (``"a || b"``, ``*``)."""
+    def subscribe(self, topic: str, expression: Subscription = "*") -> None:
+        """Consume messages of ``topic`` whose tag matches ``expression`` (``"a || b"``, ``*``),
+        or that a ``MessageSelector`` selects (``MessageSelector.by_sql("a > 1")``: filtered
+        by the broker on message properties; ``start`` checks the brokers take it)."""
         validate_topic(topic)
-        tags, codes = parse_subscription(expression)
+        selector = as_selector(expression)
         version = self._client.wall_ms()
-        self._subs[topic] = _Subscription(topic, expression.strip() or "*", tags, codes, version)
+        self._subs[topic] = _Subscription(topic, selector, version)
         if self._started:
             self._rebalance_event.set()
 
@@ -479,7 +483,7 @@ class PushConsumer:
         if self.clustering:
             retry = retry_topic(self.group)
             if retry not in self._subs:
-                self._subs[retry] = _Subscription(retry, "*", None, frozenset(), 0)
+                self._subs[retry] = _Subscription(retry, MessageSelector.by_tag("*"), 0)
         else:
             self._local_offsets = self._load_local_offsets()
         if not self._is_async_listener:
@@ -495,6 +499,15 @@ class PushConsumer:
                 logger.warning("topic %s has no route yet; waiting for it", topic)
             except LedgerMQError as exc:
                 logger.warning("route of %s: %s", topic, exc)
+        try:
+            await self._check_subscriptions()
+        except MQResponseError:
+            self._started = False
+            self._client.consumers.pop(self.group, None)
+            await self._client.close()
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+            raise
         await self._client.send_heartbeat()
         await self._rebalance()
         loop = asyncio.get_running_loop()
@@ -504,6 +517,31 @@ class PushConsumer:
         ]
         if self.orderly and self.clustering:
             self._tasks.append(loop.create_task(self._lock_loop(), name=f"lock {self.group}"))
+
+    async def _check_subscriptions(self) -> None:
+        """Java's ``checkClientInBroker``: each broker of a SQL92 subscription's topic is asked
+        (CHECK_CLIENT_CONFIG) whether it takes it; a refusal fails ``start`` with the broker's
+        reason instead of a consumer that never receives anything."""
+        for topic in sorted(self._subs):
+            sub = self._subs[topic]
+            route = self._client.cached_route(topic)
+            if sub.selector.is_tag or route is None:
+                continue
+            for data in route.broker_datas:
+                address = data.broker_addrs.get(MASTER_ID) or next(
+                    iter(data.broker_addrs.values()), None
+                )
+                if address is None:
+                    continue
+                try:
+                    await self._api.check_client_config(address, topic, sub.selector)
+                except MQResponseError as exc:
+                    raise MQResponseError(
+                        f"broker {data.broker_name} ({address}) refuses the SQL92 subscription "
+                        f"{sub.selector.expression!r} of {topic}: {exc}",
+                        exc.code,
+                        address,
+                    ) from None
 
     async def shutdown(self) -> None:
         """Stop pulling, let consumption in flight finish, commit offsets, leave the group."""
@@ -687,7 +725,7 @@ class PushConsumer:
                     mq,
                     pq.next_offset,
                     self.pull_batch_size,
-                    sub.expression,
+                    sub.selector,
                     sys_flag=sys_flag,
                     commit_offset=commit,
                     suspend_ms=self.suspend_timeout_ms,
