@@ -13,10 +13,12 @@ TOPICS = {"T": TopicConfig("T", 4, 4), "U": TopicConfig("U", 2, 2, perm=4)}
 
 
 def group_of_three(table: RouteTable, now_ms: int = 0, term: int | None = 1) -> None:
-    """broker-a in DLedger mode: A leads (id 0); B and C follow as selfIdNumber + 1."""
+    """broker-a in DLedger mode: A leads (id 0); B and C follow as selfIdNumber + 1.
+
+    Every replica reports its ledger term, as LedgerMQ brokers do."""
     table.register_broker("c1", "broker-a", A, 0, topic_configs=TOPICS, term=term, now_ms=now_ms)
-    table.register_broker("c1", "broker-a", B, 2, topic_configs=TOPICS, now_ms=now_ms)
-    table.register_broker("c1", "broker-a", C, 3, topic_configs=TOPICS, now_ms=now_ms)
+    table.register_broker("c1", "broker-a", B, 2, topic_configs=TOPICS, term=term, now_ms=now_ms)
+    table.register_broker("c1", "broker-a", C, 3, topic_configs=TOPICS, term=term, now_ms=now_ms)
 
 
 def members(table: RouteTable, name: str = "broker-a") -> dict[int, str]:
@@ -81,11 +83,14 @@ def test_failover_remaps_ids() -> None:
 def test_a_stale_master_with_a_lower_term_cannot_take_id_0() -> None:
     table = RouteTable()
     group_of_three(table, term=5)
+    table.register_broker("c1", "broker-a", C, 3, term=6, now_ms=9)  # C follows B in term 6
     table.register_broker("c1", "broker-a", B, 0, term=6, now_ms=10)
     result = table.register_broker(
         "c1", "broker-a", A, 0, topic_configs={"X": TopicConfig("X")}, term=5, now_ms=20
     )
-    assert result == RegisterResult(B, "", accepted=False)
+    assert not result.accepted
+    assert (result.master_addr, result.ha_server_addr) == (B, "")
+    assert "stale master claim" in result.refusal
     assert members(table) == {0: B, 3: C}
     assert table.route("X") is None  # the refused claim changed nothing, topics included
     assert table.master_term("broker-a") == 6
@@ -95,6 +100,7 @@ def test_the_epoch_outlives_the_master_entry_while_the_group_exists() -> None:
     table = RouteTable()
     group_of_three(table, term=5)
     table.register_broker("c1", "broker-a", B, 0, term=6, now_ms=0)
+    table.register_broker("c1", "broker-a", C, 3, term=6, now_ms=0)
     table.channel_closed(B)  # the real master's connection drops; C is still a member
     assert members(table) == {3: C}
     assert not table.register_broker("c1", "broker-a", A, 0, term=5, now_ms=1).accepted
@@ -119,14 +125,26 @@ def test_a_higher_term_claim_replaces_the_master() -> None:
     assert table.master_term("broker-a") == 4
 
 
-def test_equal_or_missing_terms_follow_rocketmq_last_writer_wins() -> None:
+def test_equal_terms_and_groups_without_terms_follow_rocketmq_last_writer_wins() -> None:
     table = RouteTable()
     table.register_broker("c1", "broker-a", A, 0, term=3, now_ms=0)
     assert table.register_broker("c1", "broker-a", B, 0, term=3, now_ms=1).accepted
-    assert table.register_broker("c1", "broker-a", C, 0, now_ms=2).accepted  # a Java broker
-    assert members(table) == {0: C}
-    assert table.master_term("broker-a") is None
-    assert table.register_broker("c1", "broker-a", A, 0, term=1, now_ms=3).accepted
+    assert members(table) == {0: B}
+    table.register_broker("c1", "broker-j", A, 0, now_ms=2)  # Java brokers send no term
+    assert table.register_broker("c1", "broker-j", C, 0, now_ms=3).accepted
+    assert members(table, "broker-j") == {0: C}
+    assert table.master_term("broker-j") is None
+
+
+def test_a_claim_without_term_cannot_displace_a_master_with_one() -> None:
+    table = RouteTable()
+    group_of_three(table, term=3)
+    result = table.register_broker("c1", "broker-a", "6.6.6.6:1", 0, now_ms=1)
+    assert not result.accepted
+    assert "without a term" in result.refusal
+    assert members(table) == {0: A, 2: B, 3: C}
+    table.channel_closed(A)  # no live master: RocketMQ's rule again
+    assert table.register_broker("c1", "broker-a", C, 0, now_ms=2).accepted
 
 
 def test_the_current_master_re_registering_is_always_taken() -> None:
@@ -135,6 +153,70 @@ def test_the_current_master_re_registering_is_always_taken() -> None:
     assert table.register_broker("c1", "broker-a", A, 0, term=7, now_ms=1).accepted
     assert table.register_broker("c1", "broker-a", A, 0, now_ms=2).accepted  # no term: kept
     assert table.master_term("broker-a") == 7
+
+
+X = "6.6.6.6:10911"  # an address no replica of broker-a has
+
+
+def test_a_forged_claim_with_an_incredible_term_is_refused() -> None:
+    """Issue 13 item 7: one REGISTER_BROKER claiming id 0 with ledgerTerm=999999 locked the group
+    out (the real master's lower-term claims were refused). Now it is not believed, whoever's
+    address it names, and the real master's route is kept."""
+    table = RouteTable()
+    group_of_three(table, term=5)
+    for addr in (X, B):  # a new address, and a slave's
+        result = table.register_broker(
+            "c1", "broker-a", addr, 0, topic_configs={"X": TopicConfig("X")}, term=999999, now_ms=1
+        )
+        assert not result.accepted
+        assert result.master_addr == A
+        assert "not believed" in result.refusal
+    assert not table.register_broker("c1", "broker-a", X, 2, term=999999, now_ms=1).accepted
+    assert members(table) == {0: A, 2: B, 3: C}
+    assert table.master_term("broker-a") == 5
+    assert table.route("X") is None
+    assert table.register_broker("c1", "broker-a", A, 0, term=5, now_ms=2).accepted
+
+
+def test_a_forged_claim_with_a_credible_term_cannot_keep_id_0() -> None:
+    """A forged claim one term ahead is believed for a moment, but the real master's next
+    registration takes id 0 back (no third replica has gone past its term), and failover still
+    works afterwards: a new leader with a higher term takes over, the old one is refused."""
+    table = RouteTable()
+    group_of_three(table, term=5)
+    assert table.register_broker("c1", "broker-a", X, 0, term=6, now_ms=1).accepted
+    assert members(table)[0] == X
+    assert table.register_broker("c1", "broker-a", A, 0, term=5, now_ms=2).accepted
+    assert members(table) == {0: A, 2: B, 3: C}
+    assert table.master_term("broker-a") == 5
+    # a real failover: C follows B in term 6, B takes id 0; A (term 5) comes back and is refused
+    table.register_broker("c1", "broker-a", C, 3, term=6, now_ms=3)
+    assert table.register_broker("c1", "broker-a", B, 0, term=6, now_ms=4).accepted
+    assert not table.register_broker("c1", "broker-a", A, 0, term=5, now_ms=5).accepted
+    assert members(table) == {0: B, 3: C}
+    assert table.register_broker("c1", "broker-a", A, 1, term=6, now_ms=6).accepted
+    assert members(table) == {0: B, 1: A, 3: C}
+
+
+def test_a_forged_claim_made_before_the_group_registered_does_not_lock_it_out() -> None:
+    table = RouteTable()
+    assert table.register_broker("c1", "broker-a", X, 0, term=999999, now_ms=0).accepted
+    table.register_broker("c1", "broker-a", B, 2, term=5, now_ms=1)
+    table.register_broker("c1", "broker-a", C, 3, term=5, now_ms=1)
+    result = table.register_broker("c1", "broker-a", A, 0, topic_configs=TOPICS, term=5, now_ms=2)
+    assert result.accepted
+    assert members(table) == {0: A, 2: B, 3: C}
+    assert table.master_term("broker-a") == 5
+
+
+def test_reported_terms_leave_with_their_address() -> None:
+    table = RouteTable()
+    group_of_three(table, term=5)
+    assert table.reported_terms("broker-a") == {A: 5, B: 5, C: 5}
+    table.channel_closed(B)
+    table.unregister_broker("c1", "broker-a", C, 3)
+    table.register_broker("c1", "broker-a", A, 0, now_ms=1)  # no term: nothing reported
+    assert table.reported_terms("broker-a") == {}
 
 
 def test_silent_brokers_expire_after_their_timeout() -> None:
@@ -178,7 +260,7 @@ def test_a_closed_channel_removes_the_address_at_once() -> None:
 def test_unregister_removes_only_a_matching_entry() -> None:
     table = RouteTable()
     group_of_three(table)
-    table.register_broker("c1", "broker-a", B, 0, now_ms=1)
+    table.register_broker("c1", "broker-a", B, 0, term=2, now_ms=1)
     assert table.unregister_broker("c1", "broker-a", A, 0) == []  # a late goodbye from A
     assert members(table) == {0: B, 3: C}
     assert table.unregister_broker("c1", "broker-a", B, 0) == [

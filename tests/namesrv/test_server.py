@@ -270,12 +270,42 @@ def test_a_stale_master_claim_is_told_the_real_master() -> None:
     async def test(server: NameServer, network: MemoryNetwork, clock: FakeClock) -> None:
         client = await connect(network, server)
         await client.register(A, 0, topics=TOPICS, term=5)
+        await client.register(C, 3, term=6)  # C follows B, the new leader of term 6
         await client.register(B, 0, topics=TOPICS, term=6)
         stale = await client.register(A, 0, topics=TOPICS, term=5)
         assert stale.code == MQResponseCode.SUCCESS
         assert stale.ext_fields["masterAddr"] == B
         route = TopicRouteData.from_json((await client.route("T")).body)
-        assert route.broker_datas[0].broker_addrs == {0: B}
+        assert route.broker_datas[0].broker_addrs == {0: B, 3: C}
+
+    with_server(test)
+
+
+def test_requests_about_the_master_over_another_connection_are_refused() -> None:
+    """Issue 13 item 7: the master's address is bound to its connection; a forged frame from
+    elsewhere can neither demote, unregister nor re-term it, and the binding ends with that
+    connection."""
+
+    async def test(server: NameServer, network: MemoryNetwork, clock: FakeClock) -> None:
+        master = await connect(network, server)
+        await master.register(A, 0, topics=TOPICS, term=5)
+        await master.register(B, 2, term=5)
+        forger = await connect(network, server)
+        for answer in (
+            await forger.register(A, 2, term=5),
+            await forger.register(A, 0, term=6),
+            await forger.call(MQRequestCode.UNREGISTER_BROKER, register_ext(A, 0)),
+        ):
+            assert answer.code == MQResponseCode.NO_PERMISSION
+            assert "another open connection" in (answer.remark or "")
+        route = TopicRouteData.from_json((await forger.route("T")).body)
+        assert route.broker_datas[0].broker_addrs == {0: A, 2: B}
+        assert server.routes.master_term("broker-a") == 5
+        moved = await forger.register(B, 2, term=5)  # a slave may move to a new connection
+        assert moved.code == MQResponseCode.SUCCESS
+        master.conn.close()
+        await eventually(lambda: not server.routes.is_live(A))
+        assert (await forger.register(A, 0, topics=TOPICS, term=5)).code == MQResponseCode.SUCCESS
 
     with_server(test)
 

@@ -10,7 +10,7 @@ valid JSON).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.metadata import (
     SubscriptionGroupConfig,
@@ -26,6 +26,7 @@ from ledgermq.errors import (
     MessageFormatError,
     RequestRejectedError,
 )
+from ledgermq.raft import ResponseCode
 from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
 from ledgermq.wire.message import decode_offset_message_id, decode_records, validate_topic
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
@@ -305,8 +306,36 @@ async def transfer_leadership(
         raise RequestRejectedError(
             f"transfer to {target} refused: {exc}", MQResponseCode.SERVICE_NOT_AVAILABLE
         ) from None
-    if code != 0:
-        raise RequestRejectedError(
-            f"transfer to {target} ended with DLedger code {code}", MQResponseCode.SYSTEM_ERROR
-        )
+    if code != ResponseCode.SUCCESS:  # DLedger's SUCCESS is 200, not 0
+        raise RequestRejectedError(_transfer_failure(state, target, code), _transfer_code(code))
     return command.response(MQResponseCode.SUCCESS)
+
+
+_TRANSFER_HINTS: Final[dict[int, str]] = {
+    ResponseCode.NOT_LEADER: "this replica no longer leads the group; ask again",
+    ResponseCode.LEADER_TRANSFERRING: "a transfer is already under way; wait for it",
+    ResponseCode.FALL_BEHIND_TOO_MUCH: "it is too far behind the leader; wait until it catches up",
+    ResponseCode.TAKE_LEADERSHIP_FAILED: "it did not take over in time (is it running?)",
+    ResponseCode.TIMEOUT: "it did not answer in time (is it running?)",
+    ResponseCode.NETWORK_ERROR: "it could not be reached (is it running?)",
+}
+"""What a refused or failed transfer means for the operator, by DLedger code."""
+
+
+def _transfer_failure(state: BrokerState, target: str, code: int) -> str:
+    try:
+        name = ResponseCode(code).name
+    except ValueError:
+        name = "UNKNOWN"
+    hint = _TRANSFER_HINTS.get(code, "the leader is unchanged")
+    return (
+        f"leadership of broker group {state.config.group} was not moved to {target}: "
+        f"{hint} (DLedger code {code} {name})"
+    )
+
+
+def _transfer_code(code: int) -> MQResponseCode:
+    """Retriable refusals (the leader moved or is moving) vs the rest."""
+    if code in (ResponseCode.NOT_LEADER, ResponseCode.LEADER_TRANSFERRING):
+        return MQResponseCode.SERVICE_NOT_AVAILABLE
+    return MQResponseCode.SYSTEM_ERROR

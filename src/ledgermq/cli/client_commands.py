@@ -7,6 +7,7 @@ message or a table; errors are one line on stderr (main.py).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -20,8 +21,6 @@ from ledgermq.errors import ConfigError
 from ledgermq.net import run
 
 if TYPE_CHECKING:
-    import argparse
-
     from ledgermq.wire.message import MessageExt
 
 _DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -64,6 +63,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     consume.add_argument("--json", action="store_true", help="one JSON object per message")
     consume.set_defaults(handler=cmd_consume)
 
+    _register_admin(commands)
+
+
+def _register_admin(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = commands.add_parser("admin", help="topics, clusters, consumer progress, leadership")
     _namesrv_arg(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
@@ -73,6 +76,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
     create.add_argument("-b", "--broker", action="append", help="only these broker groups")
     create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.add_argument(
+        "--wait",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for broker groups (and their masters) to register, as right "
+        "after a cluster starts (default 30; 0 fails at once)",
+    )
     create.set_defaults(handler=cmd_topic_create)
     sub.add_parser("topic-list", help="every topic the NameServer knows").set_defaults(
         handler=cmd_topic_list
@@ -97,6 +108,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
     transfer.set_defaults(handler=cmd_transfer)
+
+
+def _seconds(text: str) -> float:
+    """A non-negative number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more seconds")
+    return value
 
 
 async def _with_admin(args: argparse.Namespace, work: Any) -> int:
@@ -226,6 +248,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             broker_names=args.broker,
             order=args.order,
+            wait_s=args.wait,
         )
         print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
         return 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info
-from ledgermq.errors import LedgerMQError, NoRouteError, TopicNotFoundError
+from ledgermq.errors import LedgerMQError, NetworkError, NoRouteError, TopicNotFoundError
 from ledgermq.wire import (
     MQRequestCode,
     MQResponseCode,
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from ledgermq.wire import MessageExt
 
 __all__ = ["Admin", "ConsumerProgress", "QueueStats"]
+
+_POLL_S = 0.05
+"""How often a wait for groups or routes asks the NameServers again."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -144,7 +147,9 @@ class Admin:
     async def _masters(
         self, cluster: str | None = None, broker_names: Iterable[str] | None = None
     ) -> dict[str, str]:
-        """broker name -> master address, of ``cluster`` (all when None) or of the names given."""
+        """broker name -> master address, of ``cluster`` (all when None) or of the names given.
+
+        NoRouteError if a group named is unknown, or one of them has no master now."""
         info = await self.cluster_info()
         names: set[str]
         if broker_names is not None:
@@ -169,6 +174,83 @@ class Admin:
             masters[name] = address
         return masters
 
+    async def _wait_masters(
+        self, cluster: str | None, broker_names: Iterable[str] | None, wait_s: float
+    ) -> dict[str, str]:
+        """``_masters``, asked again for up to ``wait_s`` while it finds no group or no master
+        (a cluster that has just started registers within seconds)."""
+        names = None if broker_names is None else sorted(set(broker_names))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            try:
+                masters = await self._masters(cluster, names)
+                if not masters:
+                    raise NoRouteError(  # noqa: TRY301 - retried like the others
+                        "no broker group is registered with the NameServers "
+                        f"({';'.join(self._client.namesrv_addrs)}): start a broker (is its "
+                        "namesrvAddr this list?) or wait for one to register"
+                    )
+                return masters  # noqa: TRY300 - the loop retries on the except branch
+            except NoRouteError as exc:
+                if loop.time() >= deadline:
+                    if wait_s > 0:
+                        raise NoRouteError(f"{exc} (waited {wait_s:g} s)") from None
+                    raise
+            await asyncio.sleep(min(_POLL_S, max(deadline - loop.time(), 0.0)))
+
+    async def _wait_routed(
+        self, topic: str, queue_nums: int, names: Iterable[str], timeout_s: float
+    ) -> None:
+        """Until every NameServer that answers routes ``topic`` with ``queue_nums`` queues to
+        a master of each group in ``names``; NoRouteError naming what is missing after
+        ``timeout_s``. A NameServer that cannot be reached is not waited for (clients use the
+        others), unless none can be."""
+        wanted = sorted(names)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            missing: dict[str, list[str]] = {}
+            reached = 0
+            for address in self._client.namesrv_addrs:
+                try:
+                    response = await self._client.invoke(
+                        address,
+                        MQRequestCode.GET_ROUTEINFO_BY_TOPIC,
+                        {"topic": topic},
+                        expect=(MQResponseCode.SUCCESS, MQResponseCode.TOPIC_NOT_EXIST),
+                    )
+                except NetworkError:
+                    continue
+                reached += 1
+                routed: set[str] = set()
+                if response.code == MQResponseCode.SUCCESS:
+                    route = TopicRouteData.from_json(response.body)
+                    routed = {
+                        q.broker_name
+                        for q in route.queue_datas
+                        if q.write_queue_nums == queue_nums
+                        and master_address(route, q.broker_name) is not None
+                    }
+                if lacking := [name for name in wanted if name not in routed]:
+                    missing[address] = lacking
+            if reached and not missing:
+                self._client.forget_route(topic)
+                return
+            if loop.time() >= deadline:
+                if not reached:
+                    raise NoRouteError(
+                        f"topic {topic!r} was created on {', '.join(wanted)}, but no NameServer "
+                        f"({';'.join(self._client.namesrv_addrs)}) could be asked for its route"
+                    )
+                shown = "; ".join(f"{a} lacks {', '.join(n)}" for a, n in sorted(missing.items()))
+                raise NoRouteError(
+                    f"topic {topic!r} was created on {', '.join(wanted)}, but after "
+                    f"{timeout_s:g} s not every NameServer routes it there ({shown}); "
+                    "the brokers register it within seconds, check their logs"
+                )
+            await asyncio.sleep(_POLL_S)
+
     # ------------------------------------------------------------------ topics
     async def create_topic(
         self,
@@ -179,13 +261,22 @@ class Admin:
         broker_names: Iterable[str] | None = None,
         perm: int = PERM_READ | PERM_WRITE,
         order: bool = False,
+        wait_s: float = 0.0,
+        route_timeout_s: float = 10.0,
     ) -> list[str]:
         """Create (or update) ``topic`` with ``queue_nums`` queues on every master of
-        ``cluster`` or of ``broker_names`` (default: every group); the group names asked."""
+        ``cluster`` or of ``broker_names`` (default: every group); the group names it was
+        created on.
+
+        With no such group (none registered yet, as right after a cluster starts) or a group
+        without master, it asks again for up to ``wait_s`` seconds, then raises NoRouteError;
+        it never creates a topic on zero groups. It returns only once every NameServer routes
+        the topic to those groups (at most ``route_timeout_s``, else NoRouteError), so a send
+        made right after it finds the topic."""
         validate_topic(topic)
         if queue_nums < 1:
             raise ValueError(f"a topic needs at least one queue, not {queue_nums}")
-        masters = await self._masters(cluster, broker_names)
+        masters = await self._wait_masters(cluster, broker_names, wait_s)
         ext = {
             "topic": topic,
             "defaultTopic": DEFAULT_TOPIC,
@@ -202,6 +293,7 @@ class Admin:
             except LedgerMQError as exc:
                 exc.add_note(f"(creating topic {topic!r} on broker group {name})")
                 raise
+        await self._wait_routed(topic, queue_nums, masters, route_timeout_s)
         return list(masters)
 
     async def wait_for_route(

@@ -340,7 +340,10 @@ class SyncAdmin(_Facade):
         broker_names: Iterable[str] | None = None,
         perm: int = 6,
         order: bool = False,
+        wait_s: float = 0.0,
+        route_timeout_s: float = 10.0,
     ) -> list[str]:
+        """``Admin.create_topic``: returns once every NameServer routes the topic."""
         return self._run(
             self._admin.create_topic(
                 topic,
@@ -349,6 +352,8 @@ class SyncAdmin(_Facade):
                 broker_names=broker_names,
                 perm=perm,
                 order=order,
+                wait_s=wait_s,
+                route_timeout_s=route_timeout_s,
             )
         )
 

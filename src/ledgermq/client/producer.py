@@ -447,7 +447,7 @@ class Producer:
             raise TopicNotFoundError(
                 f"topic {topic!r} does not exist, and the cluster does not create topics on "
                 f"first send (the NameServer has no route for {DEFAULT_TOPIC}): create the "
-                "topic first (ledgermq admin create-topic)"
+                "topic first (ledgermq admin topic-create -t TOPIC)"
             ) from None
         info = publish_info(topic, default, borrowed=True)
         if not info.ok:

@@ -326,7 +326,7 @@ class LedgerServer:
 
     async def transfer_leadership(self, to: str) -> int:
         """Hand the leadership of this group to ``to`` (this replica must lead); the DLedger
-        response code the transfer ended with (0 when ``to`` leads)."""
+        response code the transfer ended with (``ResponseCode.SUCCESS``, 200, when ``to`` leads)."""
         tid = self.core.transfer_leadership(to)
         assert self._loop is not None
         future: asyncio.Future[int] = self._loop.create_future()

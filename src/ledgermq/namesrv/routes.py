@@ -23,16 +23,49 @@ Theory of operation (RocketMQ's ``RouteInfoManager``; spec-broker.md sections 5.
   members. During failover a group may briefly have no id 0 (it is listed with its slaves) or a
   stale id 0 (the old master, until it expires or its connection closes).
 
-Our improvement over RocketMQ: the master claim is ordered by the Raft term. A broker
-registering as id 0 may pass its ledger term. The table keeps, per group, the term of the last
-accepted master claim (the *master epoch*), for as long as the group exists, even while it has no
-id 0. A claim for id 0 from another address with a *lower* term is refused and changes nothing:
-it comes from an ex-master that has not yet noticed it lost leadership, and must not push the
-real master out of the route. A claim with an equal or higher term, or without a term, is taken
-(without a term there is nothing to order by, so RocketMQ's rule applies); the old master's id-0
-entry is replaced. Re-registration from the current master's own address is always taken. The
-epoch is forgotten with the group (when its last member is removed), so a group rebuilt from
-empty stores, whose terms start again from 0, is not locked out.
+Our improvement over RocketMQ: the master claim is ordered by the Raft term, and no single
+unauthenticated registration can lock a group out (authentication comes later; until then any
+client that reaches the NameServer can send REGISTER_BROKER). Every registration may carry the
+sender's ledger ``term`` (LedgerMQ brokers send it with every registration, master or slave). The
+table keeps, per group:
+
+- the *reported term* of every live member address: the term of its last accepted registration
+  (forgotten when the address leaves: expiry, closed connection, unregister);
+- the *master epoch*: the term of the last accepted master claim, for as long as the group
+  exists, even while it has no id 0.
+
+A registration is refused (and changes nothing, topics included) when:
+
+1. **its term is not credible**: more than ``MAX_TERM_LEAD`` above every term the rest of the
+   group reported (the other members' reported terms and, unless it is the master itself, the
+   master epoch). Raft terms grow by one per election round, so a real new leader's term is
+   close to what its followers and the old master reported; ``ledgerTerm=999999`` is not. With
+   no other member and no epoch there is nothing to judge by, and the claim is taken;
+2. **it is a stale master claim**: a claim for id 0 from another address than the current
+   master's, with a term below the epoch, while some *third* member (neither the claimant nor
+   the current master) reported a term above the claim's. That is an ex-master that has not yet
+   noticed it lost leadership: in Raft a new leader's followers are in its term, and a
+   LedgerMQ follower re-registers as soon as it follows a new leader;
+3. **it is a master claim without a term against a live master that has one** (a group's
+   replicas run the same software, so a term-less claim in a group that reports terms is not
+   one of its replicas; RocketMQ's last-writer-wins applies to groups that never send terms).
+
+Otherwise it is taken; a master claim replaces the old master's id-0 entry and sets the epoch.
+Re-registration from the current master's own address is taken (rule 1 still applies).
+
+Why this keeps the real master in the route: a forged claim either carries an incredible term
+(refused by rule 1) or a credible one; a credible forged claim may take id 0, but it cannot keep
+it: the real master's next registration (at once on a role change, else every 30 s) has a term
+no third member has gone past, so rule 2 does not apply and the real master takes id 0 back. A
+stale ex-master is refused because the real master's followers have gone past its term. What
+is *not* judged here: which address a claim names (there is no reliable replica list to check
+it against: the NameServer is stateless and is refilled in any order after a restart, a
+replica's remoting address is not in its ledger's peer list, and a broker may move); the
+NameServer binds the current master's address to its connection instead (``server.py``).
+The epoch is forgotten with the group (when its last member is removed), so a group rebuilt
+from empty stores, whose terms start again from 0, is not locked out. Several coordinated
+forged registrations (fake members reporting high terms) can still mislead the table; only
+authentication prevents that.
 
 Output is ordered (sorted by group and topic name), so answers do not depend on hash order.
 """
@@ -57,10 +90,22 @@ if TYPE_CHECKING:
 
     from ledgermq.wire.route import TopicConfig
 
-__all__ = ["DEFAULT_BROKER_TIMEOUT_MS", "RegisterResult", "RemovedBroker", "RouteTable"]
+__all__ = [
+    "DEFAULT_BROKER_TIMEOUT_MS",
+    "MAX_TERM_LEAD",
+    "RegisterResult",
+    "RemovedBroker",
+    "RouteTable",
+]
 
 DEFAULT_BROKER_TIMEOUT_MS: Final = 120_000
 """RocketMQ's ``BROKER_CHANNEL_EXPIRED_TIME``: a broker silent this long is dropped."""
+
+MAX_TERM_LEAD: Final = 100
+"""How far (in terms) a registration's term may be above every term the rest of its group
+reported before it is not believed (rule 1 of the module docstring). Each election round adds
+one, so a real leader is a few terms ahead at most; 100 leaves room for a long run of split
+votes and still refuses a forged ``ledgerTerm=999999``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +113,15 @@ class RegisterResult:
     """What a registering broker is told (``RegisterBrokerResult``).
 
     ``master_addr`` and ``ha_server_addr`` are its group's live master, for a slave; None for a
-    master or when the group has no live master. ``accepted`` is False only for a refused stale
-    master claim (see the module docstring); ``master_addr`` then names the current master.
+    master or when the group has no live master. ``accepted`` is False for a refused
+    registration (see the module docstring); ``master_addr`` then names the current master and
+    ``refusal`` says why, in a sentence.
     """
 
     master_addr: str | None
     ha_server_addr: str | None
     accepted: bool = True
+    refusal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +142,8 @@ class _Group:
     # Term of the last accepted master claim that carried one; None if none did (or the last
     # accepted claim from another address had no term). Lives as long as the group.
     master_term: int | None = None
+    # Member address -> the term its last accepted registration reported (live addresses only).
+    terms: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -137,9 +186,10 @@ class RouteTable:
         term a master claim is made in (ignored for other ids).
         """
         group = self._groups.get(broker_name)
-        if broker_id == MASTER_ID and group and _is_stale_claim(group, broker_addr, term):
+        refusal = _refusal(group, broker_addr, broker_id, term) if group is not None else None
+        if group is not None and refusal is not None:
             master = group.addrs.get(MASTER_ID)
-            return RegisterResult(master, self._ha_addr(master), accepted=False)
+            return RegisterResult(master, self._ha_addr(master), accepted=False, refusal=refusal)
         if group is None:
             group = self._groups[broker_name] = _Group(cluster)
         self._clusters.setdefault(group.cluster, set()).add(broker_name)
@@ -150,6 +200,10 @@ class RouteTable:
             if addr == broker_addr and other_id != broker_id:
                 del group.addrs[other_id]
         group.addrs[broker_id] = broker_addr
+        if term is None:
+            group.terms.pop(broker_addr, None)
+        else:
+            group.terms[broker_addr] = term
 
         if broker_id == MASTER_ID and topic_configs:
             for config in topic_configs.values():
@@ -180,6 +234,7 @@ class RouteTable:
         group = self._groups.get(broker_name)
         if group is None or group.addrs.get(broker_id) != broker_addr:
             return []
+        group.terms.pop(broker_addr, None)
         del group.addrs[broker_id]
         removed = [RemovedBroker(group.cluster, broker_name, broker_id, broker_addr)]
         if not group.addrs:
@@ -205,6 +260,7 @@ class RouteTable:
         removed: list[RemovedBroker] = []
         for name in sorted(self._groups):
             group = self._groups[name]
+            group.terms.pop(broker_addr, None)
             for broker_id, addr in sorted(group.addrs.items()):
                 if addr == broker_addr:
                     del group.addrs[broker_id]
@@ -244,6 +300,11 @@ class RouteTable:
         """The group's master epoch (term of the last accepted master claim), if known."""
         group = self._groups.get(broker_name)
         return None if group is None else group.master_term
+
+    def reported_terms(self, broker_name: str) -> dict[str, int]:
+        """The term each live member of the group last reported (a copy; empty if none)."""
+        group = self._groups.get(broker_name)
+        return {} if group is None else dict(sorted(group.terms.items()))
 
     def cluster_info(self) -> ClusterInfo:
         brokers = {name: data for name in sorted(self._groups) if (data := self.broker_data(name))}
@@ -289,8 +350,33 @@ class RouteTable:
                 del self._topics[topic]
 
 
-def _is_stale_claim(group: _Group, broker_addr: str, term: int | None) -> bool:
-    """True for a master claim from another address with a term below the group's epoch."""
-    if group.addrs.get(MASTER_ID) == broker_addr:
-        return False  # the current master re-registering: always taken
-    return term is not None and group.master_term is not None and term < group.master_term
+def _refusal(group: _Group, broker_addr: str, broker_id: int, term: int | None) -> str | None:
+    """Why this registration is refused (rules 1 to 3 of the module docstring), or None."""
+    master = group.addrs.get(MASTER_ID)
+    epoch = group.master_term
+    if term is not None:
+        reference = [t for addr, t in group.terms.items() if addr != broker_addr]
+        if epoch is not None and master != broker_addr:
+            reference.append(epoch)
+        if reference and term > max(reference) + MAX_TERM_LEAD:
+            return (
+                f"term {term} is more than {MAX_TERM_LEAD} above every term the rest of the "
+                f"group reported (highest {max(reference)}); not believed"
+            )
+    if broker_id != MASTER_ID or master == broker_addr:
+        return None  # not a master claim, or the current master re-registering
+    if term is None:
+        if master is not None and epoch is not None:
+            return f"a master claim without a term, while master {master} holds term {epoch}"
+        return None
+    if epoch is None or term >= epoch:
+        return None
+    ahead = sorted(
+        addr for addr, t in group.terms.items() if addr not in (broker_addr, master) and t > term
+    )
+    if ahead:
+        return (
+            f"stale master claim: term {term} is below the group's master term {epoch}, and "
+            f"{', '.join(ahead)} reported a later term"
+        )
+    return None

@@ -13,6 +13,14 @@ server keeps serving. Responses to requests flagged one-way are not sent (a regi
 one-way is applied but not answered); the C++ client's "one-way" sends arrive unflagged and are
 answered, which that client ignores.
 
+A master's address is bound to its connection: while the current master (id 0) of a group is
+live and the connection its last accepted registration came over is open, a REGISTER_BROKER or
+UNREGISTER_BROKER naming that address over *another* connection is refused (NO_PERMISSION), so
+one forged frame can neither demote, remove nor re-term the real master. The binding ends with
+that connection or with the address's liveness (a broker whose old connection is half-open is
+taken again once its address expires). The route table's own rules against forged and stale
+master claims are in ``routes.py``.
+
 Liveness (spec-broker.md section 5.4): a task scans for silent brokers every
 ``scan_interval_ms``; and when a connection closes, the brokers whose latest registration came
 over it are removed at once (RocketMQ's ``onChannelDestroy``). A broker that re-registers over a
@@ -41,7 +49,7 @@ from ledgermq.wire import (
     optional_int,
     optional_str,
 )
-from ledgermq.wire.route import RegisterBrokerBody
+from ledgermq.wire.route import MASTER_ID, RegisterBrokerBody
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -189,6 +197,7 @@ class NameServer:
         if timeout_ms <= 0:
             raise BadRequestError(f"heartbeatTimeoutMillis must be positive, not {timeout_ms}")
         term = optional_int(fields, "term")
+        self._check_master_binding(conn, broker_name, broker_addr)
         body = (
             RegisterBrokerBody.decode(
                 cmd.body,
@@ -213,10 +222,10 @@ class NameServer:
         )
         if not result.accepted:
             logger.warning(
-                "refused stale master claim cluster=%s broker_name=%s broker_addr=%s term=%s "
-                "current_master=%s master_term=%s",
-                cluster, broker_name, broker_addr, term, result.master_addr,
-                self.routes.master_term(broker_name),
+                "refused registration cluster=%s broker_name=%s broker_id=%d broker_addr=%s "
+                "term=%s from=%s current_master=%s master_term=%s reason=%s",
+                cluster, broker_name, broker_id, broker_addr, term, conn.address,
+                result.master_addr, self.routes.master_term(broker_name), result.refusal,
             )  # fmt: skip
         else:
             self._track(conn, broker_addr)
@@ -239,9 +248,11 @@ class NameServer:
     def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         fields = cmd.ext_fields
         broker_addr = _name(fields, "brokerAddr")
+        broker_name = _name(fields, "brokerName")
+        self._check_master_binding(conn, broker_name, broker_addr)
         removed = self.routes.unregister_broker(
             _name(fields, "clusterName"),
-            _name(fields, "brokerName"),
+            broker_name,
             broker_addr,
             ext_int(fields, "brokerId"),
         )
@@ -273,6 +284,21 @@ class NameServer:
         return cmd.response(MQResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ connections
+    def _check_master_binding(self, conn: Connection, broker_name: str, broker_addr: str) -> None:
+        """Refuse a request about a live master's address from another open connection."""
+        data = self.routes.broker_data(broker_name)
+        if data is None or data.broker_addrs.get(MASTER_ID) != broker_addr:
+            return
+        owner = self._registered_over.get(broker_addr)
+        if owner is None or owner is conn or owner.closed or not self.routes.is_live(broker_addr):
+            return
+        raise RequestRejectedError(
+            f"{broker_addr} is the master of broker group {broker_name} and registered over "
+            f"another open connection ({owner.address}); a request about it is taken only over "
+            "that connection, or once it closes or the master expires",
+            MQResponseCode.NO_PERMISSION,
+        )
+
     def _track(self, conn: Connection, broker_addr: str) -> None:
         """Remember that ``broker_addr`` last registered over ``conn``, to act when it closes."""
         self._registered_over[broker_addr] = conn
