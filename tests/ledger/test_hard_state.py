@@ -29,3 +29,14 @@ def test_a_damaged_file_is_refused(tmp_path: Path, text: str) -> None:
     (tmp_path / HARD_STATE_NAME).write_text(text)
     with pytest.raises(CorruptLogError):
         read_hard_state(str(tmp_path))
+
+
+def test_the_rebuilding_mark_is_written_only_while_set(tmp_path: Path) -> None:
+    """A node rebuilding after a lost disk keeps the mark across restarts (issue 13 item 1);
+    DLedger's own file format is unchanged otherwise."""
+    write_hard_state(str(tmp_path), HardState(5, "n2", rebuilding=True))
+    assert "rebuilding=true" in (tmp_path / HARD_STATE_NAME).read_text()
+    assert read_hard_state(str(tmp_path)) == HardState(5, "n2", rebuilding=True)
+    write_hard_state(str(tmp_path), HardState(5, "n2"))
+    assert (tmp_path / HARD_STATE_NAME).read_text() == "currTerm=5\nvoteLeader=n2\n"
+    assert read_hard_state(str(tmp_path)) == HardState(5, "n2")
