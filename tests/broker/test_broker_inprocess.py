@@ -240,6 +240,56 @@ def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> 
     _run(tmp_path, test)
 
 
+def test_commit_offset_minus_one_is_accepted_and_never_moves_a_stored_offset(
+    tmp_path: Path,
+) -> None:
+    """ali-ons commits -1 for queues it holds unconsumed; RocketMQ 4.x answers SUCCESS."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        for i in range(3):
+            assert (await cluster.send(master.address, "M", b"m%d" % i)).code == 0
+
+        async def update(queue_id: int, offset: int) -> tuple[int, str | None]:
+            response = await cluster.request(
+                master.address, MQRequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "M", "queueId": str(queue_id),
+                 "commitOffset": str(offset)},
+            )  # fmt: skip
+            return response.code, response.remark
+
+        async def query(queue_id: int) -> tuple[int, str | None]:
+            response = await cluster.request(
+                master.address, MQRequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "M", "queueId": str(queue_id)},
+            )  # fmt: skip
+            return response.code, response.ext_fields.get("offset")
+
+        # no offset stored: -1 is accepted, and the query answers as for a new group
+        assert await update(1, -1) == (MQResponseCode.SUCCESS, None)
+        assert await query(1) == (MQResponseCode.SUCCESS, "0")
+        # a stored offset is never moved back by -1
+        assert (await update(0, 2))[0] == MQResponseCode.SUCCESS
+        assert await update(0, -1) == (MQResponseCode.SUCCESS, None)
+        assert await query(0) == (MQResponseCode.SUCCESS, "2")
+        # nor on any replica: -1 wrote nothing to the ledger
+        async def replicated() -> bool:
+            states = [b.state for b in cluster.brokers.values()]
+            return all(s is not None and s.metadata.offset("cg", "M", 0) == 2 for s in states)
+
+        await _eventually(replicated)
+        for broker in cluster.brokers.values():
+            assert broker.state is not None
+            assert broker.state.metadata.offset("cg", "M", 1) is None
+        # other negative offsets mean nothing: a clear refusal
+        code, remark = await update(0, -2)
+        assert code == MQResponseCode.SYSTEM_ERROR
+        assert "-2" in (remark or "")
+        assert await query(0) == (MQResponseCode.SUCCESS, "2")
+
+    _run(tmp_path, test)
+
+
 def test_a_topic_made_again_after_deletion_keeps_every_acknowledged_message(
     tmp_path: Path,
 ) -> None:
