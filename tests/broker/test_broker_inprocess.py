@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -272,6 +273,7 @@ def test_commit_offset_minus_one_is_accepted_and_never_moves_a_stored_offset(
         assert (await update(0, 2))[0] == MQResponseCode.SUCCESS
         assert await update(0, -1) == (MQResponseCode.SUCCESS, None)
         assert await query(0) == (MQResponseCode.SUCCESS, "2")
+
         # nor on any replica: -1 wrote nothing to the ledger
         async def replicated() -> bool:
             states = [b.state for b in cluster.brokers.values()]
@@ -286,6 +288,46 @@ def test_commit_offset_minus_one_is_accepted_and_never_moves_a_stored_offset(
         assert code == MQResponseCode.SYSTEM_ERROR
         assert "-2" in (remark or "")
         assert await query(0) == (MQResponseCode.SUCCESS, "2")
+
+    _run(tmp_path, test)
+
+
+def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
+    tmp_path: Path,
+) -> None:
+    """close() cancels housekeeping, but not the flush thread it was awaiting: its own final
+    flush used to run at the same time, both writing the same temporary checkpoint and
+    snapshot files. Deterministic: the housekeeping flush holds on until a second one starts
+    (it did at once before the fix) or a second has gone by."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        assert (await cluster.send(master.address, "H", b"x")).code == 0
+        node = next(n for n, b in cluster.brokers.items() if b is master)
+        real = master._write_durably
+        active: list[int] = []
+        most = [0]
+        first_started = threading.Event()
+        second_started = threading.Event()
+
+        def write_durably(*args: Any) -> None:
+            active.append(1)
+            most[0] = max(most[0], len(active))
+            try:
+                if not first_started.is_set():
+                    first_started.set()
+                    second_started.wait(1.0)  # hold on like a slow disk
+                else:
+                    second_started.set()
+                real(*args)
+            finally:
+                active.pop()
+
+        master._write_durably = write_durably  # type: ignore[method-assign,assignment]
+        assert await asyncio.to_thread(first_started.wait, 5)  # housekeeping is flushing
+        await cluster.stop_broker(node)
+        assert second_started.is_set()  # close flushed too
+        assert most[0] == 1
 
     _run(tmp_path, test)
 

@@ -108,6 +108,9 @@ class BrokerServer:
         self._send: SendProcessor | None = None
         self._send_back: SendBackProcessor | None = None
         self._housekeeping: asyncio.Task[None] | None = None
+        self._flush_lock = asyncio.Lock()
+        self._flushing: asyncio.Future[None] | None = None
+        """The last flush handed to a thread (it runs on even if its awaiter is cancelled)."""
         self._lock_fd: int | None = None
         self._handlers: dict[int, Handler] = {}
         self._watched: set[Connection] = set()
@@ -300,13 +303,29 @@ class BrokerServer:
     async def _flush(self, *, snapshot: bool) -> None:
         """Queues and index first, then the checkpoint that says they are complete (in a
         thread: msync and fsync must not stall the loop). What is captured here, on the loop,
-        is what the files are known to contain once flushed."""
+        is what the files are known to contain once flushed.
+
+        One pass at a time: cancelling the awaiting task (``close`` cancels housekeeping) does
+        not stop the thread, so a pass waits for one still running first. Two at once would
+        write the same temporary checkpoint and snapshot files and could leave a mix of both.
+        """
         state = self.state
         assert state is not None
-        checkpoint = DispatchCheckpoint(state.dispatcher.dispatched_index)
-        image = state.metadata.snapshot() if snapshot else None
-        root = self.config.store_path_root_dir
-        await asyncio.to_thread(self._write_durably, root, checkpoint, image)
+        async with self._flush_lock:
+            running = self._flushing
+            if running is not None and not running.done():
+                try:
+                    await asyncio.shield(running)
+                except Exception:  # noqa: BLE001 - its caller is gone; this pass redoes it
+                    _log.warning("an interrupted broker flush failed", exc_info=True)
+            checkpoint = DispatchCheckpoint(state.dispatcher.dispatched_index)
+            image = state.metadata.snapshot() if snapshot else None
+            root = self.config.store_path_root_dir
+            work = asyncio.ensure_future(
+                asyncio.to_thread(self._write_durably, root, checkpoint, image)
+            )
+            self._flushing = work
+            await asyncio.shield(work)
 
     def _write_durably(
         self, root: str, checkpoint: DispatchCheckpoint, metadata_image: bytes | None
