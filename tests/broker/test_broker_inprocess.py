@@ -13,6 +13,7 @@ import pytest
 
 from ledgermq.broker.commitlog import CHANNEL_MESSAGES
 from ledgermq.broker.server import BrokerServer
+from ledgermq.errors import DiskFullError
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.raft import Role
@@ -328,6 +329,51 @@ def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
         await cluster.stop_broker(node)
         assert second_started.is_set()  # close flushed too
         assert most[0] == 1
+
+    _run(tmp_path, test)
+
+
+@pytest.mark.parametrize("fault", ["ledger store", "dispatch"])
+def test_a_replica_whose_store_fails_refuses_every_pull_and_stops(
+    tmp_path: Path, fault: str
+) -> None:
+    """Fail-stop (README "Operations"): a slave whose disk fills up answers its held and new
+    pulls with SERVICE_NOT_AVAILABLE, never "nothing new", and closes itself; its group goes
+    on. Was: the slave ran on, its queues frozen, answering PULL_NOT_FOUND."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        assert (await cluster.send(master.address, "S", b"one")).code == 0
+        node, slave = next((n, b) for n, b in cluster.brokers.items() if b is not master)
+
+        async def has_first() -> bool:
+            response = await cluster.pull(slave.address, "S", 0, 0)
+            return response.code == MQResponseCode.SUCCESS
+
+        await _eventually(has_first)
+        held = asyncio.ensure_future(
+            cluster.pull(slave.address, "S", 0, 1, sys_flag=6, suspend_ms=3000)
+        )
+        await asyncio.sleep(0.2)
+        assert not held.done()
+
+        def disk_full(*args: object, **kwargs: object) -> Any:
+            raise DiskFullError("no space left (test)")
+
+        if fault == "ledger store":
+            slave.ledger.store.append_entries = disk_full  # type: ignore[method-assign]
+        else:
+            assert slave.state is not None
+            slave.state.queues.get_or_create = disk_full  # type: ignore[method-assign]
+        assert (await cluster.send(master.address, "S", b"two")).code == 0
+        answer = await held
+        assert answer.code == MQResponseCode.SERVICE_NOT_AVAILABLE, answer
+        assert "store failed" in (answer.remark or "")
+        await asyncio.wait_for(slave.wait_closed(), 10)
+        assert isinstance(slave.failure, DiskFullError)
+        await cluster.stop_broker(node)  # already closed: returns at once
+        # the group goes on without it
+        assert (await cluster.send(master.address, "S", b"three")).code == 0
 
     _run(tmp_path, test)
 
