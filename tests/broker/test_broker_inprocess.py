@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ledgermq.broker.commitlog import CHANNEL_MESSAGES
 from ledgermq.broker.server import BrokerServer
+from ledgermq.errors import DiskFullError
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.raft import Role
@@ -236,6 +238,142 @@ def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> 
 
         await _eventually(caught_up, 15)
         assert not cluster.brokers[old].state.is_master  # type: ignore[union-attr]
+
+    _run(tmp_path, test)
+
+
+def test_commit_offset_minus_one_is_accepted_and_never_moves_a_stored_offset(
+    tmp_path: Path,
+) -> None:
+    """ali-ons commits -1 for queues it holds unconsumed; RocketMQ 4.x answers SUCCESS."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        for i in range(3):
+            assert (await cluster.send(master.address, "M", b"m%d" % i)).code == 0
+
+        async def update(queue_id: int, offset: int) -> tuple[int, str | None]:
+            response = await cluster.request(
+                master.address, MQRequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "M", "queueId": str(queue_id),
+                 "commitOffset": str(offset)},
+            )  # fmt: skip
+            return response.code, response.remark
+
+        async def query(queue_id: int) -> tuple[int, str | None]:
+            response = await cluster.request(
+                master.address, MQRequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "M", "queueId": str(queue_id)},
+            )  # fmt: skip
+            return response.code, response.ext_fields.get("offset")
+
+        # no offset stored: -1 is accepted, and the query answers as for a new group
+        assert await update(1, -1) == (MQResponseCode.SUCCESS, None)
+        assert await query(1) == (MQResponseCode.SUCCESS, "0")
+        # a stored offset is never moved back by -1
+        assert (await update(0, 2))[0] == MQResponseCode.SUCCESS
+        assert await update(0, -1) == (MQResponseCode.SUCCESS, None)
+        assert await query(0) == (MQResponseCode.SUCCESS, "2")
+
+        # nor on any replica: -1 wrote nothing to the ledger
+        async def replicated() -> bool:
+            states = [b.state for b in cluster.brokers.values()]
+            return all(s is not None and s.metadata.offset("cg", "M", 0) == 2 for s in states)
+
+        await _eventually(replicated)
+        for broker in cluster.brokers.values():
+            assert broker.state is not None
+            assert broker.state.metadata.offset("cg", "M", 1) is None
+        # other negative offsets mean nothing: a clear refusal
+        code, remark = await update(0, -2)
+        assert code == MQResponseCode.SYSTEM_ERROR
+        assert "-2" in (remark or "")
+        assert await query(0) == (MQResponseCode.SUCCESS, "2")
+
+    _run(tmp_path, test)
+
+
+def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
+    tmp_path: Path,
+) -> None:
+    """close() cancels housekeeping, but not the flush thread it was awaiting: its own final
+    flush used to run at the same time, both writing the same temporary checkpoint and
+    snapshot files. Deterministic: the housekeeping flush holds on until a second one starts
+    (it did at once before the fix) or a second has gone by."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        assert (await cluster.send(master.address, "H", b"x")).code == 0
+        node = next(n for n, b in cluster.brokers.items() if b is master)
+        real = master._write_durably
+        active: list[int] = []
+        most = [0]
+        first_started = threading.Event()
+        second_started = threading.Event()
+
+        def write_durably(*args: Any) -> None:
+            active.append(1)
+            most[0] = max(most[0], len(active))
+            try:
+                if not first_started.is_set():
+                    first_started.set()
+                    second_started.wait(1.0)  # hold on like a slow disk
+                else:
+                    second_started.set()
+                real(*args)
+            finally:
+                active.pop()
+
+        master._write_durably = write_durably  # type: ignore[method-assign,assignment]
+        assert await asyncio.to_thread(first_started.wait, 5)  # housekeeping is flushing
+        await cluster.stop_broker(node)
+        assert second_started.is_set()  # close flushed too
+        assert most[0] == 1
+
+    _run(tmp_path, test)
+
+
+@pytest.mark.parametrize("fault", ["ledger store", "dispatch"])
+def test_a_replica_whose_store_fails_refuses_every_pull_and_stops(
+    tmp_path: Path, fault: str
+) -> None:
+    """Fail-stop (README "Operations"): a slave whose disk fills up answers its held and new
+    pulls with SERVICE_NOT_AVAILABLE, never "nothing new", and closes itself; its group goes
+    on. Was: the slave ran on, its queues frozen, answering PULL_NOT_FOUND."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        assert (await cluster.send(master.address, "S", b"one")).code == 0
+        node, slave = next((n, b) for n, b in cluster.brokers.items() if b is not master)
+
+        async def has_first() -> bool:
+            response = await cluster.pull(slave.address, "S", 0, 0)
+            return response.code == MQResponseCode.SUCCESS
+
+        await _eventually(has_first)
+        held = asyncio.ensure_future(
+            cluster.pull(slave.address, "S", 0, 1, sys_flag=6, suspend_ms=3000)
+        )
+        await asyncio.sleep(0.2)
+        assert not held.done()
+
+        def disk_full(*args: object, **kwargs: object) -> Any:
+            raise DiskFullError("no space left (test)")
+
+        if fault == "ledger store":
+            slave.ledger.store.append_entries = disk_full  # type: ignore[method-assign]
+        else:
+            assert slave.state is not None
+            slave.state.queues.get_or_create = disk_full  # type: ignore[method-assign]
+        assert (await cluster.send(master.address, "S", b"two")).code == 0
+        answer = await held
+        assert answer.code == MQResponseCode.SERVICE_NOT_AVAILABLE, answer
+        assert "store failed" in (answer.remark or "")
+        await asyncio.wait_for(slave.wait_closed(), 10)
+        assert isinstance(slave.failure, DiskFullError)
+        await cluster.stop_broker(node)  # already closed: returns at once
+        # the group goes on without it
+        assert (await cluster.send(master.address, "S", b"three")).code == 0
 
     _run(tmp_path, test)
 

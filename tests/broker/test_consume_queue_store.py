@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.broker.consume_queue import ConsumeQueue
 from ledgermq.broker.consume_queue_store import ConsumeQueueStore, QueueStats
 from ledgermq.errors import InvalidMessageError, StoreClosedError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 
@@ -105,3 +107,74 @@ def test_closed_store_refuses(tmp_path: Path, stores: list[ConsumeQueueStore]) -
         store.get_or_create("t", 0)
     with pytest.raises(StoreClosedError):
         store.flush_all()
+
+
+def flush_all_racing(
+    store: ConsumeQueueStore, monkeypatch: pytest.MonkeyPatch, loop_action: Callable[[], object]
+) -> list[BaseException]:
+    """Run ``store.flush_all()`` in a worker thread, as the broker's housekeeping does, and
+    ``loop_action`` in this thread (standing in for the event loop) while the worker is inside
+    its first ``fdatasync``: deterministic, not a matter of luck. Returns the worker's errors."""
+    syncing = threading.Event()
+    changed = threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if threading.current_thread() is not threading.main_thread() and not syncing.is_set():
+            syncing.set()
+            assert changed.wait(10)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    errors: list[BaseException] = []
+
+    def housekeeping() -> None:
+        try:
+            store.flush_all()
+        except BaseException as exc:  # noqa: BLE001 - returned to the test
+            errors.append(exc)
+
+    worker = threading.Thread(target=housekeeping)
+    worker.start()
+    try:
+        assert syncing.wait(10)
+        loop_action()
+    finally:
+        changed.set()
+        worker.join(10)
+    assert not worker.is_alive()
+    return errors
+
+
+def is_synced(queue: ConsumeQueue) -> bool:
+    return not any(segment.dirty for segment in queue._log.segments)
+
+
+def test_flush_all_in_a_thread_while_the_dispatcher_adds_queues(
+    tmp_path: Path, stores: list[ConsumeQueueStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: RuntimeError: dictionary changed size during iteration, and the pass's flush,
+    dispatch checkpoint and metadata snapshot were skipped."""
+    store = open_store(tmp_path, stores)
+    populate(store, topics=2, queues=2, per_queue=3)
+    existing = list(store)
+
+    def dispatch() -> None:  # a new queue of the topic being flushed, and new topics
+        store.get_or_create("topic0", 7).put(0, 1 << 30, 100, 0)
+        for i in range(3):
+            store.get_or_create(f"new{i}", 0).put(0, 1 << 30, 100, 0)
+
+    assert flush_all_racing(store, monkeypatch, dispatch) == []
+    assert all(is_synced(queue) for queue in existing)
+
+
+def test_flush_all_in_a_thread_while_a_topic_is_deleted(
+    tmp_path: Path, stores: list[ConsumeQueueStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: OSError EBADF (a file closed under its fdatasync) or StoreClosedError."""
+    store = open_store(tmp_path, stores)
+    populate(store, topics=2, queues=2, per_queue=3)
+    kept = list(store.queues_of("topic1").values())
+    assert flush_all_racing(store, monkeypatch, lambda: store.delete_topic("topic0")) == []
+    assert store.topics() == ["topic1"]
+    assert all(is_synced(queue) for queue in kept)

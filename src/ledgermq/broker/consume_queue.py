@@ -451,9 +451,18 @@ class ConsumeQueue:
 
     # ------------------------------------------------------------------ durability, lifecycle
     def flush(self) -> None:
-        """Write every unit put so far to disk (``fdatasync`` of each dirty file)."""
+        """Write every unit put so far to disk (``fdatasync`` of each dirty file).
+
+        May run in a thread other than the writing one (the broker's housekeeping): the files
+        are pinned, so retention or a topic deletion meanwhile cannot close them mid-sync.
+        """
         self._check_open()
-        self._log.sync_now()
+        log = self._log
+        pinned = log.pin_dirty()
+        try:
+            log.sync_segments(pinned)
+        finally:
+            log.unpin_all(pinned)
 
     def close(self) -> None:
         """Unmap and close the files; idempotent. Unflushed units stay in the page cache."""

@@ -9,7 +9,10 @@ sections 2.2, 2.3 and 3.2): ``load()``; then, if ``max_phy_offset()`` reaches th
 ``truncate_dirty(ledger end)``; then ``delete_expired(commit log min offset)``, which also sets
 every queue's ``min_offset`` (it is not stored on disk).
 
-Not thread-safe, like the queues themselves.
+Not thread-safe, like the queues themselves, with one exception: ``flush_all`` may run in a
+worker thread (the broker's housekeeping) while the event loop's dispatcher adds queues and an
+admin deletes a topic. It flushes a snapshot of the queues taken under ``_lock``, which every
+change to the set of queues also takes (never during I/O), and skips a queue closed meanwhile.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from ledgermq.broker._files import make_dirs_durably
@@ -60,6 +64,9 @@ class ConsumeQueueStore:
         self.directory: Final = os.path.join(root, CONSUME_QUEUE_DIR)
         self.units_per_file: Final = units_per_file
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._lock = threading.Lock()
+        """Guards the set of queues in ``_queues`` (queues added or removed) against the
+        snapshot ``flush_all`` takes in another thread; held for dict operations only."""
         self._closed = False
 
     def load(self) -> int:
@@ -136,16 +143,28 @@ class ConsumeQueueStore:
         return sum(q.delete_expired(min_phy_offset) for q in self)
 
     def flush_all(self) -> None:
-        """Sync every queue's unflushed units to disk."""
+        """Sync every queue's unflushed units to disk; safe in a thread (see the module).
+
+        Every queue that existed when this was called is flushed (a queue added meanwhile holds
+        only units dispatched after the caller's checkpoint was taken). A queue closed meanwhile
+        is skipped: its topic was deleted, or the store is closing and syncs it itself.
+        """
         self._check_open()
-        for queue in self:
-            queue.flush()
+        with self._lock:
+            queues = [q for by_id in self._queues.values() for q in by_id.values()]
+        for queue in queues:
+            try:
+                queue.flush()
+            except StoreClosedError:
+                continue
 
     def delete_topic(self, topic: str) -> bool:
         """Close and delete every queue of ``topic``; False if it had none, open or on disk."""
         self._check_open()
         check_topic_name(topic)
-        for queue in self._queues.pop(topic, {}).values():
+        with self._lock:
+            doomed = self._queues.pop(topic, {})
+        for queue in doomed.values():
             queue.close()
         topic_dir = os.path.join(self.directory, topic)
         if not os.path.isdir(topic_dir):
@@ -158,13 +177,16 @@ class ConsumeQueueStore:
     def close(self) -> None:
         """Close every queue; idempotent."""
         self._closed = True
-        for queue in self:
+        with self._lock:
+            queues = [q for by_id in self._queues.values() for q in by_id.values()]
+            self._queues.clear()
+        for queue in queues:
             queue.close()
-        self._queues.clear()
 
     def _open(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = ConsumeQueue(self.root, topic, queue_id, self.units_per_file)
-        self._queues.setdefault(topic, {})[queue_id] = queue
+        with self._lock:
+            self._queues.setdefault(topic, {})[queue_id] = queue
         return queue
 
     def _check_open(self) -> None:

@@ -79,6 +79,9 @@ class Dispatcher:
         held pulls."""
         self.on_progress: Callable[[], None] | None = None
         """Called after each pass (the role handler waits for dispatch to catch up)."""
+        self.on_failure: Callable[[BaseException], None] | None = None
+        """Called once when a pass fails: the queues no longer follow the log, and the broker
+        must stop (fail-stop) rather than serve them."""
         self.failure: BaseException | None = None
 
     # ------------------------------------------------------------------ progress
@@ -100,6 +103,8 @@ class Dispatcher:
         """Return once the entry at ``index`` has been dispatched (applied, for metadata)."""
         if self.next_index > index:
             return
+        if self.failure is not None:
+            raise self.failure
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((index, future))
         self._schedule()
@@ -122,15 +127,19 @@ class Dispatcher:
 
     def _pass(self) -> None:
         self._scheduled = False
+        if self.failure is not None:
+            return  # stopped for good: the broker is shutting down
         try:
             count = self._dispatch(_ENTRIES_PER_PASS)
-        except Exception as exc:  # noqa: BLE001 - reported, and the broker stops serving reads
+        except Exception as exc:  # noqa: BLE001 - reported, and the broker stops (on_failure)
             _log.exception("dispatch stopped at ledger index %d", self.next_index)
             self.failure = exc
             for _, future in self._waiters:
                 if not future.done():
                     future.set_exception(exc)
             self._waiters.clear()
+            if self.on_failure is not None:
+                self.on_failure(exc)
             return
         if count >= _ENTRIES_PER_PASS:
             self._schedule()  # more to do: yield first

@@ -6,11 +6,20 @@ from its start (protocol-remoting-and-grpc.md section 2.9); otherwise QUERY_NOT_
 client applies its consume-from-where. UPDATE_CONSUMER_OFFSET is answered once the offset is
 committed through the ledger (broker.metadata_writer), so an acknowledged commit survives a
 failover.
+
+``commitOffset=-1`` is what clients send for a queue they hold but have not consumed yet
+(ali-ons, and Java's persistAll for a queue whose local offset is still unknown). RocketMQ 4.x
+stores it and answers SUCCESS; its QUERY_CONSUMER_OFFSET then treats a stored -1 like no entry.
+We answer SUCCESS too but store nothing: -1 means "no position yet", and writing it over a
+stored offset would send the group back to its consume-from-where (often the queue's start or
+end) because one client's bookkeeping lagged behind another's commit. So -1 never changes a
+stored offset, and where none is stored QUERY_CONSUMER_OFFSET answers exactly as RocketMQ does
+after storing -1. Other negative offsets mean nothing in the protocol and are refused.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, RequestRejectedError
 from ledgermq.wire import MQResponseCode, ext_int, ext_str
@@ -21,6 +30,7 @@ if TYPE_CHECKING:
     from ledgermq.wire import RemotingCommand
 
 __all__ = [
+    "NO_POSITION",
     "earliest_store_time",
     "max_offset",
     "min_offset",
@@ -28,6 +38,9 @@ __all__ = [
     "search_offset_by_timestamp",
     "update_consumer_offset",
 ]
+
+NO_POSITION: Final = -1
+"""``commitOffset`` of a queue a consumer holds without a position: accepted, never stored."""
 
 
 def _queue_bounds(state: BrokerState, topic: str, queue_id: int) -> tuple[int, int]:
@@ -59,12 +72,14 @@ async def update_consumer_offset(state: BrokerState, command: RemotingCommand) -
     topic = ext_str(fields, "topic")
     queue_id = ext_int(fields, "queueId")
     offset = ext_int(fields, "commitOffset")
-    if offset < 0:
+    if offset < NO_POSITION:
         raise RequestRejectedError(
-            f"commitOffset {offset} is negative", MQResponseCode.SYSTEM_ERROR
+            f"commitOffset {offset} is negative (only -1, 'no position yet', is accepted)",
+            MQResponseCode.SYSTEM_ERROR,
         )
     state.require_master("committing consumer offsets")
-    await state.writer.commit_offset(group, topic, queue_id, offset)
+    if offset != NO_POSITION:
+        await state.writer.commit_offset(group, topic, queue_id, offset)
     return command.response(MQResponseCode.SUCCESS)
 
 

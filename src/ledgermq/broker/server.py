@@ -79,6 +79,19 @@ _log = logging.getLogger(__name__)
 _HOUSEKEEPING_S: Final = 1.0
 _SNAPSHOT_EVERY_S: Final = 10.0
 _EXPIRE_EVERY_S: Final = 10.0
+_DRAIN_S: Final = 0.5
+"""How long ``close`` lets requests in progress finish before it closes the connections."""
+_OUTCOMES_KEPT: Final = frozenset(
+    {
+        MQRequestCode.SEND_MESSAGE,
+        MQRequestCode.SEND_MESSAGE_V2,
+        MQRequestCode.SEND_BATCH_MESSAGE,
+        MQRequestCode.CONSUMER_SEND_MSG_BACK,
+        MQRequestCode.UPDATE_CONSUMER_OFFSET,
+    }
+)
+"""Requests whose SUCCESS is still sent after a store failure: it reports a change a majority
+committed, which stays true (refusing it would only make the client send it again)."""
 
 Handler = Callable[["Connection", "RemotingCommand"], "Awaitable[RemotingCommand | None]"]
 
@@ -109,6 +122,15 @@ class BrokerServer:
         self._send: SendProcessor | None = None
         self._send_back: SendBackProcessor | None = None
         self._housekeeping: asyncio.Task[None] | None = None
+        self._flush_lock = asyncio.Lock()
+        self._flushing: asyncio.Future[None] | None = None
+        """The last flush handed to a thread (it runs on even if its awaiter is cancelled)."""
+        self.failure: BaseException | None = None
+        """Why the broker stopped on its own (its ledger store or its dispatcher failed), if it
+        did: it is then closing, answers SERVICE_NOT_AVAILABLE, and the command exits with
+        ``EXIT_STORE_FAILED``."""
+        self._watch: asyncio.Task[None] | None = None
+        self._failing: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
         self._handlers: dict[int, Handler] = {}
         self._watched: set[Connection] = set()
@@ -132,6 +154,7 @@ class BrokerServer:
         os.makedirs(root, exist_ok=True)
         self._lock_fd = _lock_root(root)
         await self.ledger.start()
+        self._watch = asyncio.get_running_loop().create_task(self._watch_ledger())
         store = self.ledger.store
         # Recovery reads files and may re-dispatch much of the log: off the event loop, which
         # already runs the ledger replica (its heartbeats must not wait for us).
@@ -166,6 +189,7 @@ class BrokerServer:
         self._send_back = SendBackProcessor(state)
         self._delay = DelayScheduler(state)
         dispatcher.on_arrival = self._on_arrival
+        dispatcher.on_failure = self._on_dispatch_failure
         self.ledger.add_commit_listener(dispatcher.on_commit)
         dispatcher.on_commit(store.committed_index)  # whatever committed during the catch-up
         self._listener = await self._network.serve(
@@ -192,10 +216,13 @@ class BrokerServer:
             return
         self._closing = True
         state = self.state
-        if self._listener is not None:
-            self._listener.close()
         if self._pull is not None:
             self._pull.wake_all()
+        pending = [task for task in self._tasks if not task.done()]
+        if pending:  # woken pulls answer (refusals, after a failure) before connections close
+            await asyncio.wait(pending, timeout=_DRAIN_S)
+        if self._listener is not None:
+            self._listener.close()
         if self._delay is not None:
             await self._delay.stop()
         if self._role is not None:
@@ -213,8 +240,13 @@ class BrokerServer:
         if state is not None:
             await state.writer.close()
         await self.ledger.close()
+        if self._watch is not None:
+            await self._watch  # ends with the ledger
         if state is not None:
-            await self._flush(snapshot=True)
+            try:
+                await self._flush(snapshot=True)
+            except Exception:  # noqa: BLE001 - close anyway; a restart re-dispatches from disk
+                _log.exception("the broker's last flush failed")
             state.queues.close()
             state.keys.close()
         await self._pool.close()
@@ -227,6 +259,44 @@ class BrokerServer:
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
+
+    # ================================================================== fail-stop
+    async def _watch_ledger(self) -> None:
+        await self.ledger.wait_closed()
+        if self.ledger.failure is not None:
+            self._fail_stop("its ledger store failed", self.ledger.failure)
+
+    def _on_dispatch_failure(self, exc: BaseException) -> None:
+        self._fail_stop("dispatching committed entries to its queues failed", exc)
+
+    def _failed(self) -> BaseException | None:
+        """The failure that stops this broker, noticed synchronously: the ledger records its
+        own before it closes, and a request must not wait for the watcher to see it."""
+        if self.failure is None and self.ledger.failure is not None:
+            self._fail_stop("its ledger store failed", self.ledger.failure)
+        return self.failure
+
+    def _fail_stop(self, what: str, exc: BaseException) -> None:
+        """Stop for good (README "Operations"): its queues no longer follow the log, so every
+        answer from here on could be wrong; the command exits with ``EXIT_STORE_FAILED`` and
+        a supervisor restarts it, which recovers from disk and catches up from the peers."""
+        if self.failure is not None:
+            return
+        self.failure = exc  # also while closing anyway: the exit status still says it
+        _log.critical(
+            "broker %s replica %s stops: %s (%s); it answers SERVICE_NOT_AVAILABLE until it "
+            "exits. Free disk space or fix the disk, then restart it",
+            self.config.broker_name, self.config.dleger_self_id, what, exc,
+        )  # fmt: skip
+        if not self._closing:
+            self._failing = asyncio.get_running_loop().create_task(self.close())
+
+    def _refusal(self, command: RemotingCommand, failure: BaseException) -> RemotingCommand:
+        return command.response(
+            MQResponseCode.SERVICE_NOT_AVAILABLE,
+            remark=f"broker {self.config.broker_name} replica {self.config.dleger_self_id} is "
+            f"stopping: its store failed ({failure})",
+        )
 
     # ================================================================== roles and events
     def _on_master(self) -> None:
@@ -301,20 +371,46 @@ class BrokerServer:
     async def _flush(self, *, snapshot: bool) -> None:
         """Queues and index first, then the checkpoint that says they are complete (in a
         thread: msync and fsync must not stall the loop). What is captured here, on the loop,
-        is what the files are known to contain once flushed."""
+        is what the files are known to contain once flushed.
+
+        One pass at a time: cancelling the awaiting task (``close`` cancels housekeeping) does
+        not stop the thread, so a pass waits for one still running first. Two at once would
+        write the same temporary checkpoint and snapshot files and could leave a mix of both.
+        """
         state = self.state
         assert state is not None
-        checkpoint = DispatchCheckpoint(state.dispatcher.dispatched_index)
-        image = state.metadata.snapshot() if snapshot else None
-        root = self.config.store_path_root_dir
-        await asyncio.to_thread(self._write_durably, root, checkpoint, image)
+        async with self._flush_lock:
+            running = self._flushing
+            if running is not None and not running.done():
+                try:
+                    await asyncio.shield(running)
+                except Exception:  # noqa: BLE001 - its caller is gone; this pass redoes it
+                    _log.warning("an interrupted broker flush failed", exc_info=True)
+            # After a failure the dispatcher may have counted entries whose keys it could not
+            # index: keep the last checkpoint written while healthy (re-dispatch is harmless).
+            checkpoint = (
+                DispatchCheckpoint(state.dispatcher.dispatched_index)
+                if self.failure is None
+                else None
+            )
+            image = state.metadata.snapshot() if snapshot else None
+            root = self.config.store_path_root_dir
+            work = asyncio.ensure_future(
+                asyncio.to_thread(self._write_durably, root, checkpoint, image)
+            )
+            self._flushing = work
+            await asyncio.shield(work)
 
     def _write_durably(
-        self, root: str, checkpoint: DispatchCheckpoint, metadata_image: bytes | None
+        self, root: str, checkpoint: DispatchCheckpoint | None, metadata_image: bytes | None
     ) -> None:
         state = self.state
         assert state is not None
-        flush_and_checkpoint(root, checkpoint, state.queues, state.keys)
+        if checkpoint is None:
+            state.queues.flush_all()
+            state.keys.flush()
+        else:
+            flush_and_checkpoint(root, checkpoint, state.queues, state.keys)
         if metadata_image is not None:
             replace_file_durably(os.path.join(root, "config"), SNAPSHOT_FILE, metadata_image)
 
@@ -337,6 +433,12 @@ class BrokerServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, handler: Handler, conn: Connection, command: RemotingCommand) -> None:
+        failure = self._failed()
+        if failure is not None:
+            if not command.is_oneway and not conn.closed:
+                with contextlib.suppress(NetworkError):
+                    conn.send(self._refusal(command, failure))
+            return
         try:
             response = await handler(conn, command)
         except RequestRejectedError as exc:
@@ -354,6 +456,13 @@ class BrokerServer:
             )
         if response is None or command.is_oneway or conn.closed:
             return
+        failure = self._failed()
+        if failure is not None and not (
+            command.code in _OUTCOMES_KEPT and response.code == MQResponseCode.SUCCESS
+        ):
+            # Read from queues that stopped following the log (a held pull woken by the
+            # shutdown would say "nothing new"): never an answer, only the refusal.
+            response = self._refusal(command, failure)
         with contextlib.suppress(NetworkError):
             conn.send(response)
 

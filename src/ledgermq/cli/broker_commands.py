@@ -3,16 +3,18 @@
 Settings come from a RocketMQ ``broker.conf`` (its key names, ``dLegerPeers`` and friends), with
 ``--set key=value`` flags and a few common ones on top. Once serving it prints
 ``Broker NAME replica ID serving on HOST:PORT (ledger HOST:PORT)`` on stdout, so scripts and
-tests can read the port when ``listenPort=0``.
+tests can read the port when ``listenPort=0``. A replica whose store fails stops by itself and
+exits with ``EXIT_STORE_FAILED`` (74), so that its supervisor restarts it.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
-from ledgermq.cli.serving import wait_for_stop
+from ledgermq.cli.serving import EXIT_STORE_FAILED, wait_for_stop
 from ledgermq.errors import ConfigError
 from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
@@ -79,5 +81,12 @@ async def _serve(config: BrokerConfig) -> int:
     )
     await wait_for_stop(server.wait_closed())
     await server.close()
-    failure = server.ledger.failure
-    return 1 if failure is not None else 0
+    if server.failure is not None:
+        print(
+            f"ledgermq: broker {config.broker_name} replica {config.dleger_self_id} stopped: "
+            f"its store failed ({server.failure}); exit status {EXIT_STORE_FAILED}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_STORE_FAILED
+    return 0

@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.bench.ledger import DEFAULT_WORKLOADS, BenchOptions, run_bench
-from ledgermq.cli.serving import wait_for_stop
+from ledgermq.cli.serving import EXIT_STORE_FAILED, wait_for_stop
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import build_config, load_properties
@@ -149,7 +149,13 @@ async def _serve(config: LedgerConfig) -> int:
     await wait_for_stop(server.wait_closed())
     await server.close()
     if server.failure is not None:
-        raise LedgerMQError(f"replica {config.self_id} stopped: {server.failure}")
+        print(
+            f"ledgermq: error: replica {config.self_id} stopped: its store failed "
+            f"({server.failure}); exit status {EXIT_STORE_FAILED}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_STORE_FAILED
     return 0
 
 

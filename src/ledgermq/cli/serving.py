@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-__all__ = ["wait_for_stop"]
+__all__ = ["EXIT_STORE_FAILED", "wait_for_stop"]
+
+EXIT_STORE_FAILED = 74
+"""Exit status of a replica (``ledgermq broker``, ``ledgermq ledger serve``) that stopped by
+itself because its store failed (disk full, I/O error): ``EX_IOERR`` of sysexits.h. A
+supervisor (systemd ``Restart=on-failure``, Kubernetes) restarts it; the restart recovers the
+store from disk and catches up from the peers (README "Operations")."""
 
 
 async def wait_for_stop(*closed: Awaitable[object], timeout_s: float | None = None) -> None:

@@ -280,6 +280,13 @@ class BrokerCluster:
         child = self._child(group, node)
         return child.is_running() and not child.stopped
 
+    def returncode(self, group: str, node: str) -> int | None:
+        """The exit status of a replica that has exited (reaped), None while it runs."""
+        proc = self._child(group, node).proc
+        if proc is None:
+            raise ClusterStartError(f"{group}/{node} was never started")
+        return proc.poll()
+
     def pid(self, group: str, node: str) -> int:
         proc = self._child(group, node).proc
         if proc is None:
