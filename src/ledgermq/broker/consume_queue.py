@@ -10,7 +10,12 @@ Layout (spec-broker.md section 1.1). A queue is a logical byte array of 20-byte 
 
 The unit for queue offset ``q`` lives at byte ``q * 20``. The array is split into equal files
 named by their first byte offset (20 digits), under ``<root>/consumequeue/<topic>/<queueId>/``,
-each mapped whole (``store.segment.SegmentLog``).
+each mapped whole (``store.segment.SegmentLog``). A file is sparse: it takes disk blocks only as
+units fill it, in chunks allocated before they are written (16 KiB at first, doubling), so a
+queue of ten messages takes 24 KiB of disk, not 6 MB, and a full disk is a ``DiskFullError``
+from ``put`` (nothing written), never SIGBUS. ``put``'s fast path writes through the mapping
+only below the allocated part (``Segment.write_limit``); crossing it takes the slow path, which
+allocates the next chunk: one system call per chunk, none per unit.
 
 Rules:
 
@@ -331,7 +336,9 @@ class ConsumeQueue:
         if queue_offset < self._max:
             existing = self._unit(queue_offset)
             if existing.size == 0 and existing.phy_offset == 0:  # a hole left by a crash
-                self._write(queue_offset * UNIT_SIZE, unit)
+                pos = queue_offset * UNIT_SIZE
+                self._log.ensure_range(pos, pos + UNIT_SIZE)  # may raise DiskFullError
+                self._write(pos, unit)
                 return True
             if existing != (phy_offset, size, tags_code):
                 _log.warning(
@@ -568,7 +575,8 @@ class ConsumeQueue:
         else:
             self._tail = segment
             self._tail_q0 = segment.base // UNIT_SIZE
-            self._tail_stop = segment.end // UNIT_SIZE
+            # Only as far as the file has blocks: put's fast path writes through the mapping.
+            self._tail_stop = (segment.base + segment.write_limit) // UNIT_SIZE
 
     def _recover(self) -> None:
         """Find ``_max`` by scanning the last non-empty file, then ``_min`` (rules 3, 4)."""
@@ -585,7 +593,9 @@ class ConsumeQueue:
         q0 = last.base // UNIT_SIZE
         end_q, last_phy, _ = self._last_real_before(q0)
         end_q = max(end_q + 1, self._first_q())
-        q, stop = q0, last.end // UNIT_SIZE
+        # Units past the file's last data are zero (a hole, never written); reading them
+        # through the mapping would allocate them (tmpfs), so the scan stops there.
+        q, stop = q0, (last.base + last.data_end()) // UNIT_SIZE
         while q < stop:
             chunk = self._chunk(q, stop)
             flat = tuple(chain.from_iterable(chunk))

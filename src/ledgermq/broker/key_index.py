@@ -7,8 +7,9 @@ do not grow with the retained log: every message has a UNIQ_KEY, and the previou
 ``hash -> record numbers`` dict rebuilt by scanning every file on open) cost about 184 bytes of
 RAM per key and an open time proportional to the whole index.
 
-Files are preallocated and mapped (``SegmentLog``), ``<root>/index/<first byte, 20 digits>``, all
-``HEADER_SIZE + slots * 4 + records_per_file * RECORD_SIZE`` bytes, little-endian:
+Files are mapped (``SegmentLog``), ``<root>/index/<first byte, 20 digits>``, all
+``HEADER_SIZE + slots * 4 + records_per_file * RECORD_SIZE`` bytes, little-endian, and sparse:
+blocks are allocated before they are written, and only where they are (see "Disk space" below):
 
     header, 64 bytes: magic "LMQK", uint32 slots, uint32 capacity, uint32 durableCount,
         int64 beginPhy, endPhy, minTimestamp, maxTimestamp, uint32 crc of the 52 bytes before
@@ -59,6 +60,16 @@ Rules:
 6. **Retention**: ``delete_expired`` deletes whole files below the commit log's minimum offset
    (never the last file) and hides items below it from queries.
 
+Disk space. A file of the default geometry is 34 MB, but a fresh one takes a few pages: the
+header page, the slot pages that keys have hashed to (a page holds 1,024 slots), and the items
+written so far plus a growth step (16 KiB at first, doubling, as ``SegmentLog``'s appends).
+Blocks are allocated (``posix_fallocate``) before the mapping writes there, so a full disk is
+a ``DiskFullError`` from ``add`` before the key's slot or item changes, never SIGBUS. Slot pages
+are tracked in a bitmap of the last file (one byte test per key on the hot path; one system
+call per slot page, at most ``slots / 1024`` per file). Nothing reads a page that may be a
+hole through the mapping (tmpfs would allocate it on read): queries read slots with ``pread``
+and recovery asks the file where its data is.
+
 Not thread-safe, except that ``flush`` may run in another thread (the broker's flusher) while
 the dispatch thread adds: a lock orders its header update against file roll-over and truncation.
 """
@@ -76,6 +87,7 @@ from zlib import crc32
 
 from ledgermq.broker._files import make_dirs_durably, open_segment_log
 from ledgermq.errors import CorruptLogError, StoreClosedError, StoreError
+from ledgermq.store.segment import PAGE_BYTES, READ_MARGIN, allocation_target
 
 if TYPE_CHECKING:
     import mmap
@@ -111,6 +123,9 @@ _BODY: Final = struct.Struct("<qqqi")
 _ITEM: Final = struct.Struct("<qqqiI")
 _CRC: Final = struct.Struct("<I")
 _SLOT: Final = struct.Struct("<I")
+_SLOTS_PER_PAGE: Final = PAGE_BYTES // SLOT_SIZE
+_SLOT_BIAS: Final = HEADER_SIZE // SLOT_SIZE
+"""Slot ``s`` is on file page ``(s + _SLOT_BIAS) // _SLOTS_PER_PAGE`` (the header is page 0)."""
 
 
 def key_hash(topic: str, key: str) -> int:
@@ -134,7 +149,18 @@ _Header = tuple[bytes, int, int, int, int, int, int, int]
 class _File:
     """What is kept in memory per file: its segment and header fields (O(1) per file)."""
 
-    __slots__ = ("begin_phy", "count", "end_phy", "max_ts", "min_ts", "number", "segment")
+    __slots__ = (
+        "begin_phy",
+        "count",
+        "end_phy",
+        "header_ready",
+        "items_allocated",
+        "max_ts",
+        "min_ts",
+        "number",
+        "room",
+        "segment",
+    )
 
     def __init__(self, segment: Segment, number: int) -> None:
         self.segment = segment
@@ -146,6 +172,13 @@ class _File:
         self.end_phy = -1
         self.min_ts = MAX_TIMESTAMP
         self.max_ts = 0
+        self.header_ready = False
+        """Whether the header page has blocks (allocated by this process)."""
+        self.items_allocated = 0
+        """Bytes of the item area (from its start) with blocks, allocated by this process."""
+        self.room = 0
+        """Items that may be written: those below ``items_allocated - READ_MARGIN`` (all of
+        them once the file is fully allocated). Invariant: count <= room once items are added."""
 
 
 class KeyIndex:
@@ -184,6 +217,9 @@ class KeyIndex:
         self._files: list[_File] = []
         self._slots: memoryview | None = None
         """The last file's slot table as uint32s: the hot path's one lookup and store per key."""
+        self._slot_pages = bytearray()
+        """Per page of the last file's slot table: 1 once it has blocks (allocated by this
+        process). A slot is read or written through the mapping only when its page is."""
         self._last_phy = -1
         """Physical offset of the last item (-1 if none)."""
         self._min_phy = 0
@@ -253,8 +289,10 @@ class KeyIndex:
         file = files[-1]
         slots = self._slots
         assert slots is not None
+        slot_pages = self._slot_pages
         nslots = self.slots_per_file
         cap = self.records_per_file
+        room = file.room
         pack = _BODY.pack
         pack_crc = _CRC.pack
         hash_of = key_hash
@@ -283,15 +321,20 @@ class KeyIndex:
                     if h in seen:
                         continue
                     seen.append(h)
-                    if count == cap:
-                        self._commit(file, start, count, data, last, min_ts, max_ts)
-                        file = self._roll()
-                        slots = self._slots
-                        assert slots is not None
-                        count = start = 0
-                        min_ts, max_ts = file.min_ts, file.max_ts
-                        data = bytearray()
+                    if count >= room:  # may raise DiskFullError before the key changes anything
+                        if count == cap:
+                            self._commit(file, start, count, data, last, min_ts, max_ts)
+                            file = self._roll()
+                            slots = self._slots
+                            assert slots is not None
+                            slot_pages = self._slot_pages
+                            count = start = 0
+                            min_ts, max_ts = file.min_ts, file.max_ts
+                            data = bytearray()
+                        room = self._grow_items(file, count + 1)
                     s = h % nslots
+                    if not slot_pages[(s + _SLOT_BIAS) // _SLOTS_PER_PAGE]:
+                        self._allocate_slot_page(s)
                     body = pack(h, phy_offset, store_timestamp, slots[s])
                     count += 1
                     slots[s] = count
@@ -306,6 +349,41 @@ class KeyIndex:
         finally:
             self._commit(file, start, count, data, last, min_ts, max_ts)
         return added
+
+    def _grow_items(self, file: _File, needed: int) -> int:
+        """Allocate blocks for ``file``'s items up to ``needed`` and a growth step; new room."""
+        area = self.records_per_file * RECORD_SIZE
+        if needed * RECORD_SIZE + READ_MARGIN > file.items_allocated:
+            target = allocation_target(needed * RECORD_SIZE + READ_MARGIN, area)
+            start = self._items_at
+            file.segment.allocate_range(start + file.items_allocated, start + target)
+            file.items_allocated = target
+        limit = file.items_allocated
+        full = limit == area
+        file.room = self.records_per_file if full else (limit - READ_MARGIN) // RECORD_SIZE
+        return file.room
+
+    def _allocate_slot_page(self, s: int) -> None:
+        """Give the page of the last file's slot ``s`` blocks before it is read or written."""
+        page = (s + _SLOT_BIAS) // _SLOTS_PER_PAGE
+        self._files[-1].segment.allocate_range(page * PAGE_BYTES, (page + 1) * PAGE_BYTES)
+        self._slot_pages[page] = 1
+
+    def _set_slot(self, slots: memoryview, s: int, value: int) -> None:
+        """``slots[s] = value`` for the last file, off the hot path (recovery, rebuilds)."""
+        if not self._slot_pages[(s + _SLOT_BIAS) // _SLOTS_PER_PAGE]:
+            self._allocate_slot_page(s)
+        slots[s] = value
+
+    def _get_slot(self, slots: memoryview, s: int) -> int:
+        """``slots[s]`` of the last file, allocating its page first (it is about to change)."""
+        if not self._slot_pages[(s + _SLOT_BIAS) // _SLOTS_PER_PAGE]:
+            self._allocate_slot_page(s)
+        return int(slots[s])
+
+    def _reset_slot_pages(self) -> None:
+        """Forget which slot pages have blocks: a new last file, or a reopened one."""
+        self._slot_pages = bytearray(-(-self._items_at // PAGE_BYTES))
 
     def _commit(
         self, file: _File, start: int, count: int, data: bytearray, last: int, lo: int, hi: int
@@ -383,7 +461,10 @@ class KeyIndex:
         nslots = self.slots_per_file
         items_at = self._items_at - RECORD_SIZE  # items are numbered from 1
         s = h % nslots
-        v = _SLOT.unpack_from(mm, HEADER_SIZE + s * SLOT_SIZE)[0]
+        # pread, not the mapping: the slot's page may be a hole, which a read through the
+        # mapping would allocate on tmpfs (SIGBUS when it is full).
+        at = HEADER_SIZE + s * SLOT_SIZE
+        v = _SLOT.unpack(os.pread(file.segment.fd, SLOT_SIZE, at))[0]
         limit = file.count
         upper = file.end_phy
         while v:
@@ -433,6 +514,7 @@ class KeyIndex:
             if k < len(files) - 1:
                 self._log.drop_after(files[k].segment.base)
                 del files[k + 1 :]
+                self._reset_slot_pages()  # another file is the last now
             file = files[k]
             keep = cut - file.number
             segment = file.segment
@@ -472,7 +554,7 @@ class KeyIndex:
             for v in range(file.count, keep, -1):
                 h, _, _, prev, _ = self._item(file, v)
                 s = h % nslots
-                if slots[s] != v:
+                if self._get_slot(slots, s) != v:
                     _log.warning("key index: a slot chain disagrees; rebuilding the slots")
                     return self._rebuild_slots(file, slots, keep)
                 slots[s] = prev
@@ -597,6 +679,9 @@ class KeyIndex:
             file.max_ts,
         )
         data = body + _HEADER_CRC.pack(crc32(body))
+        if not file.header_ready:  # blocks before the mapping reads or writes the page
+            file.segment.allocate_range(0, HEADER_SIZE)
+            file.header_ready = True
         mm = file.segment.mm
         if mm[: len(data)] != data:
             mm[: len(data)] = data
@@ -604,10 +689,10 @@ class KeyIndex:
 
     def _read_header(self, segment: Segment) -> _Header | None:
         """The header's fields if its CRC holds, else None; refuses another geometry."""
-        mm = segment.mm
-        fields = _HEADER.unpack_from(mm, 0)
-        (crc,) = _HEADER_CRC.unpack_from(mm, _HEADER.size)
-        if fields[0] != _MAGIC or crc != crc32(mm[: _HEADER.size]):
+        raw = segment.read_bytes(0, HEADER_SIZE)  # pread: the page may be a hole
+        fields = _HEADER.unpack_from(raw, 0)
+        (crc,) = _HEADER_CRC.unpack_from(raw, _HEADER.size)
+        if fields[0] != _MAGIC or crc != crc32(raw[: _HEADER.size]):
             return None
         if (fields[1], fields[2]) != (self.slots_per_file, self.records_per_file):
             raise CorruptLogError(
@@ -639,8 +724,17 @@ class KeyIndex:
                     self._slots = self._slot_view(files[-1])
                 raise
             file = _File(segment, number)
-            self._write_header(file, 0)
             files.append(file)
+            self._reset_slot_pages()
+            try:
+                self._write_header(file, 0)  # may raise DiskFullError
+            except BaseException:
+                files.pop()
+                self._log.drop_after(files[-1].segment.base if files else -1)
+                if files:
+                    self._reset_slot_pages()
+                    self._slots = self._slot_view(files[-1])
+                raise
             self._slots = self._slot_view(file)
         return file
 
@@ -662,6 +756,7 @@ class KeyIndex:
                 self._files.append(file)
             else:
                 self._files.append(file)
+                self._reset_slot_pages()
                 self._recover_last(file, header)
         if self._files:
             self._slots = self._slot_view(self._files[-1])
@@ -686,12 +781,15 @@ class KeyIndex:
             else:
                 durable = 0
         last = self._item(file, durable)[1] if durable else prior
+        # Items past the file's last data are zero (a hole, never written): the scan stops
+        # there rather than read a hole through the mapping.
+        written = min(cap, max(0, (segment.data_end() - items_at) // RECORD_SIZE))
         slots = self._slot_view(file)
         try:
             n = durable
             consistent = True
             min_ts, max_ts = file.min_ts, file.max_ts
-            while n < cap:
+            while n < written:
                 off = items_at + n * RECORD_SIZE
                 h, phy, ts, prev, crc = _ITEM.unpack_from(mm, off)
                 if crc != crc32(mm[off : off + 28]) or phy < last or not 0 <= prev <= n:
@@ -700,14 +798,14 @@ class KeyIndex:
                 last = phy
                 min_ts, max_ts = min(min_ts, ts), max(max_ts, ts)
                 s = h % nslots
-                if slots[s] < n:
+                if self._get_slot(slots, s) < n:
                     consistent = consistent and slots[s] == prev
                     slots[s] = n
             if n > durable:
                 segment.dirty = True
             tail = items_at + n * RECORD_SIZE
             dirty_tail = segment.last_nonzero(tail, segment.size)
-            if dirty_tail >= 0 or not consistent or max(slots) > n:
+            if dirty_tail >= 0 or not consistent or self._max_slot(segment) > n:
                 if dirty_tail >= 0:
                     segment.zero(tail, dirty_tail + 1)
                 n = self._rebuild_slots(file, slots, n)
@@ -732,6 +830,14 @@ class KeyIndex:
         else:
             file.begin_phy = file.end_phy = -1
 
+    def _max_slot(self, segment: Segment) -> int:
+        """The largest slot value of a file, read with ``pread`` from its data ranges only."""
+        top = 0
+        for lo, hi in segment.data_ranges(HEADER_SIZE, self._items_at):
+            values = memoryview(segment.read_bytes(lo, hi)).cast("I")
+            top = max(top, max(values, default=0))
+        return top
+
     def _rebuild_slots(self, file: _File, slots: memoryview, count: int) -> int:
         """Recompute ``file``'s slots from its first ``count`` items; returns how many agree
         with them (``prevItem`` = the slot's head), zeroing any after (O(file), rare)."""
@@ -742,7 +848,7 @@ class KeyIndex:
         while n < count:
             h, _, _, prev, _ = self._item(file, n + 1)
             s = h % nslots
-            if slots[s] != prev:
+            if self._get_slot(slots, s) != prev:
                 break
             n += 1
             slots[s] = n

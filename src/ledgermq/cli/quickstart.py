@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -23,10 +24,12 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
 from ledgermq.broker.topics import AUTO_CREATE_TOPIC
 from ledgermq.cli.serving import wait_for_stop
+from ledgermq.cli.store_commands import detect_segment_sizes
 from ledgermq.client import Admin, Producer, PullConsumer
 from ledgermq.errors import LedgerMQError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
+from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:
     import argparse
@@ -34,6 +37,13 @@ if TYPE_CHECKING:
 DEFAULT_DIR: Final = "ledgermq-data"
 HOST: Final = "127.0.0.1"
 NODES: Final = ("n0", "n1", "n2")
+QUICKSTART_DATA_SEGMENT_BYTES: Final = 16 << 20
+"""16 MiB commit-log files: the smallest size that still holds four messages of the default
+``maxMessageSize`` (4 MiB), so nothing a client may send is refused, while retention frees space
+in 16 MiB steps and recovery scans at most 48 MiB (its last three files). The files are sparse
+either way (blocks in proportion to the data); DLedger's 1 GiB stays the broker's default."""
+QUICKSTART_INDEX_SEGMENT_BYTES: Final = 4 << 20
+"""4 MiB ledger index files: 131,072 entries of 32 bytes."""
 _CHECK_TOPIC: Final = "QuickstartTopic"
 _CHECK_MESSAGES: Final = 100
 
@@ -73,7 +83,7 @@ def broker_configs(
     """The three replicas of group ``broker-a``, as RocketMQ's conf/dledger samples."""
     namesrv = f"{HOST}:{9876 + port_offset}"
     peers = {node: (HOST, 40911 + i + port_offset) for i, node in enumerate(NODES)}
-    return [
+    configs = [
         BrokerConfig(
             broker_cluster_name="RaftCluster",
             broker_name="broker-a",
@@ -84,11 +94,29 @@ def broker_configs(
             dleger_peers=peers,
             dleger_self_id=node,
             flush_disk_type=flush,
-            mapped_file_size_commit_log=64 << 20,
-            index_file_size=4 << 20,
+            mapped_file_size_commit_log=QUICKSTART_DATA_SEGMENT_BYTES,
+            index_file_size=QUICKSTART_INDEX_SEGMENT_BYTES,
         )
         for i, node in enumerate(NODES)
     ]
+    return [_with_segment_sizes(config) for config in configs]
+
+
+def _with_segment_sizes(config: BrokerConfig) -> BrokerConfig:
+    """``config`` with the segment sizes of the replica's existing ledger store, if it has one.
+
+    A data folder made by an earlier quickstart (64 MiB files) keeps opening: the sizes of a
+    store cannot change over its life.
+    """
+    store = config.ledger_config().store_dir
+    if not os.path.isdir(os.path.join(store, "data")):
+        return config
+    data_bytes, index_entries = detect_segment_sizes(store)
+    return dataclasses.replace(
+        config,
+        mapped_file_size_commit_log=data_bytes,
+        index_file_size=index_entries * INDEX_UNIT_SIZE,
+    )
 
 
 async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:

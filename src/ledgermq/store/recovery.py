@@ -74,14 +74,13 @@ else:
     HAVE_SPEEDUPS = True
 
 if TYPE_CHECKING:
-    import mmap
     from collections.abc import Callable
 
     from ledgermq.store.segment import Segment, SegmentLog
 
     _ScanResult: TypeAlias = tuple[int, int, int, int, int, int, int, str | None]
     _ScanRun: TypeAlias = Callable[
-        [memoryview, int, int, int, int, int, int, int, mmap.mmap | None, int], _ScanResult
+        [memoryview, int, int, int, int, int, int, int, memoryview | None, int], _ScanResult
     ]
 
 __all__ = ["HAVE_SPEEDUPS", "RecoveredLog", "recover"]
@@ -158,6 +157,13 @@ def recover(
     return result
 
 
+def _allocated_view(segment: Segment | None) -> memoryview | None:
+    """The part of an index segment that has blocks, for the C scan to rewrite records in."""
+    if segment is None:
+        return None
+    return memoryview(segment.mm)[: segment.allocated]
+
+
 def _is_good_start(segment: Segment, index: SegmentLog) -> bool:
     """Whether ``segment`` begins with a sound entry that its index record agrees with."""
     mm = segment.mm
@@ -204,8 +210,21 @@ def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot
                     # The C scan runs the checks below over every entry it can; it stops before
                     # the first it leaves to this loop (a BLANK, a zero header, an index record
                     # in another index segment) or at a bad entry, with the reference's reason.
-                    (off, n, n_rewritten, prev_index, prev_term, prev_chain, begin_index, why) = (
-                        scan_run(
+                    # It may rewrite index records only where the index segment has blocks
+                    # (a write into a hole of a full disk would SIGBUS): it hands an entry
+                    # whose record lies past them to this loop, which allocates.
+                    records = _allocated_view(index_seg)
+                    try:
+                        (
+                            off,
+                            n,
+                            n_rewritten,
+                            prev_index,
+                            prev_term,
+                            prev_chain,
+                            begin_index,
+                            why,
+                        ) = scan_run(
                             view,
                             off,
                             seg_size,
@@ -214,10 +233,12 @@ def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot
                             prev_term,
                             prev_chain,
                             begin_index,
-                            None if index_seg is None else index_seg.mm,
+                            records,
                             0 if index_seg is None else index_seg.base,
                         )
-                    )
+                    finally:
+                        if records is not None:
+                            records.release()
                     scanned += n
                     if n_rewritten:
                         assert index_seg is not None
@@ -275,7 +296,10 @@ def _scan(  # noqa: PLR0915 - one tight loop on purpose: it is the open-time hot
                 record_pos = idx * INDEX_UNIT_SIZE
                 if index_seg is None or not index_seg.base <= record_pos < index_seg.end:
                     index_seg = index.ensure_segment(record_pos)
+                    index_seg.adopt_blocks()
                 rec_off = record_pos - index_seg.base
+                # Blocks for the record before any write to it; the C scan above uses them too.
+                index_seg.allocate(rec_off + INDEX_UNIT_SIZE)
                 if unpack_record(index_seg.mm, rec_off) != (magic, epos, size, idx, term):
                     index_seg.mm[rec_off : rec_off + INDEX_UNIT_SIZE] = pack_record(
                         magic, epos, size, idx, term
