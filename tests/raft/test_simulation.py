@@ -53,14 +53,14 @@ def test_disk_loss_and_retention_are_exercised() -> None:
     """The replaced-disk and retention faults happen and are survived: blank nodes rebuilt
     from index 0 and followers begun again at a leader's oldest entry (issue 13 items 1-2)."""
     replaced = rebuilt_from_begin = 0
-    for seed in range(1, 101):
+    for seed in range(1, 201):
         cluster = SimCluster(seed, 3)
         result = cluster.run()
         assert result.ok, f"seed {seed}: {result.violation}"
         replaced += sum(len(n.lost_stores) for n in cluster.nodes.values())
         rebuilt_from_begin += cluster.restarts_from_begin
-    assert replaced >= 10
-    assert rebuilt_from_begin >= 10
+    assert replaced >= 25  # 51 today
+    assert rebuilt_from_begin >= 5  # 10 today
 
 
 def test_runs_make_progress() -> None:

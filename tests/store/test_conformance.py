@@ -78,6 +78,36 @@ def test_blank_rollover(make_store: StoreFactory) -> None:
     assert store.read_range(0, 1 << 20)[-1] == rolled
 
 
+def test_truncating_an_entry_that_opened_a_segment_ends_the_log_before_its_blank(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    """The log ends where the last kept entry ends, so a leader's next entry, which may fit in
+    the space the BLANK took, goes where the leader put it; also after a reopen. Before the
+    fix the store kept the removed entry's position as its end and refused the leader's entry
+    as misplaced (a simulation seed with 4 KiB segments found it)."""
+    store = make_store()
+    kept = store.append_batch(1, [b"x" * (1000 - HEADER_SIZE)] * 4)  # ends at 4000
+    rolled = store.append(1, b"r" * 500)  # does not fit: BLANK at 4000, entry at 4096
+    assert rolled.pos == SMALL_SEGMENT
+    store.truncate_from(rolled.index)
+    assert store.write_pos == kept[-1].pos + kept[-1].size == 4000
+    leader = MemoryLedgerStore(data_segment_bytes=SMALL_SEGMENT)
+    leader.append_batch(1, [b"x" * (1000 - HEADER_SIZE)] * 4)
+    small = leader.append(2, b"s" * 20)  # fits before the segment's end on the leader
+    assert small.pos == 4000
+    store.append_entries([small])
+    assert store.get(small.index) == small
+    if isinstance(store, MemoryLedgerStore):
+        return
+    directory = store.directory  # type: ignore[attr-defined]
+    store.close()
+    from ledgermq.store import LedgerStore
+
+    with LedgerStore.open(directory, data_segment_bytes=SMALL_SEGMENT) as reopened:
+        assert reopened.get(small.index) == small
+        assert reopened.write_pos == small.pos + small.size
+
+
 def test_terms_never_decrease(make_store: StoreFactory) -> None:
     store = make_store()
     store.append(5, b"x")

@@ -137,6 +137,9 @@ class _Dispatcher:
     """Next index to push in APPEND state."""
     control_rid: int | None = None
     """The outstanding COMPARE or TRUNCATE request."""
+    match_rid: int = 0
+    """Request id of the answer that last set ``match_index``: an answer to an older request
+    (a COMMIT push overtaken by APPENDs) says nothing about the follower's log now."""
     restarting: bool = False
     """The outstanding TRUNCATE carries our oldest entry: the follower begins its log again."""
     control_sent_ms: int = NEVER
@@ -1326,6 +1329,7 @@ class RaftCore:
             if resp.code is ResponseCode.SUCCESS and resp.term == self.term:
                 if d.state is PushKind.APPEND:
                     d.match_index = max(d.match_index, resp.index + resp.count - 1)
+                    d.match_rid = max(d.match_rid, resp.rid)
                     self._maybe_advance_commit()
             elif owned is not None and d.state is PushKind.APPEND:
                 # The follower could not take it: find the common prefix again.
@@ -1348,6 +1352,7 @@ class RaftCore:
         if resp.kind is PushKind.COMPARE:
             if resp.code is ResponseCode.SUCCESS:
                 d.match_index = d.compare_index
+                d.match_rid = resp.rid
                 d.state = PushKind.TRUNCATE
             elif resp.code is ResponseCode.INCONSISTENT_STATE:
                 self._note_lost_entries(d, resp.end_index)
@@ -1367,6 +1372,7 @@ class RaftCore:
         if resp.code is ResponseCode.SUCCESS:
             if d.restarting:
                 d.match_index = resp.index  # it holds our oldest entry now, and nothing after
+                d.match_rid = resp.rid
             d.state = PushKind.APPEND
             d.write_index = d.match_index + 1
             d.in_flight.clear()
@@ -1385,6 +1391,7 @@ class RaftCore:
         if (
             resp.code is ResponseCode.INCONSISTENT_STATE
             and resp.term == self.term
+            and resp.rid > d.match_rid
             and resp.end_index < d.match_index
         ):
             # Its log ends before what it acknowledged: it lost entries. Compare again.
@@ -1400,8 +1407,9 @@ class RaftCore:
         if end_index >= d.match_index:
             return
         _log.warning(
-            "%s: follower %s acknowledged entries up to %d but its log ends at %d (it lost them: "
-            "a replaced disk or a moved-aside ledger directory); rebuilding it from index %d",
+            "%s: follower %s acknowledged entries up to %d but its log ends at %d (a replaced "
+            "disk, a moved-aside ledger directory, or a late duplicate TRUNCATE of entries of an "
+            "older term); rebuilding it from index %d",
             self.config.self_id, d.peer, d.match_index, end_index, end_index + 1,
         )  # fmt: skip
         d.match_index = end_index

@@ -307,7 +307,9 @@ class MemoryLedgerStore:
         if index == self._begin_index and index > 0:
             raise InconsistentLogError(f"cannot remove every entry of a log that begins at {index}")
         offset = index - self._begin_index
-        self._data_end = self._entries[offset].pos
+        # Where the previous entry ends (a BLANK may lie between it and the removed entry).
+        prev = self._entries[offset - 1] if offset > 0 else None
+        self._data_end = self._entries[offset].pos if prev is None else prev.pos + prev.size
         del self._entries[offset:]
         if not self._entries:
             self._begin_index = -1

@@ -163,7 +163,8 @@ class SimCluster:
                 self.plan.disk_loss = self.disk_rng.choice([0.005, 0.01, 0.03])
             if self.disk_rng.random() < 0.3:
                 self.plan.retention = self.disk_rng.choice([0.02, 0.1])
-                segment_bytes = 4096  # about 60 entries: retention then deletes something
+                segment_bytes = 4096  # about 16 entries of 250 bytes: retention deletes some
+        self.body_padding = b"." * 200 if self.plan.retention else b""
         self.transfers_ok = 0
         self.restarts_from_begin = 0
         """Followers that began their log again at a leader's oldest entry (retention)."""
@@ -385,7 +386,7 @@ class SimCluster:
         if target.core is None or target.persisting is not None:
             return
         bodies = [
-            b"%d-%d-%d" % (self.seed, self.proposal_count, i)
+            b"%d-%d-%d" % (self.seed, self.proposal_count, i) + self.body_padding
             for i in range(1 + self.rng.randrange(4))
         ]
         try:
