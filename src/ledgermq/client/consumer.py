@@ -492,7 +492,9 @@ class PushConsumer:
             try:
                 await self._client.topic_route(topic)
             except TopicNotFoundError:
-                logger.warning("topic %s has no route yet; waiting for it", topic)
+                # A new group's retry topic is made at its first heartbeat, just below: normal.
+                level = logging.DEBUG if topic.startswith("%RETRY%") else logging.WARNING
+                logger.log(level, "topic %s has no route yet; waiting for it", topic)
             except LedgerMQError as exc:
                 logger.warning("route of %s: %s", topic, exc)
         await self._client.send_heartbeat()
