@@ -19,6 +19,7 @@ from ledgermq.cli import (
     client_commands,
     ledger_commands,
     namesrv_commands,
+    produce_consume,
     quickstart,
     store_commands,
 )
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.register(commands)
     ledger_commands.register(commands)
     broker_commands.register(commands)
+    produce_consume.register(commands)
     client_commands.register(commands)
     bench_commands.register(commands)
     namesrv_commands.register(commands)
