@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.bench.processes import free_ports
 from ledgermq.cli import quickstart
 from ledgermq.cli.main import main
 from tests.test_cli import _free_port_offset
@@ -63,3 +64,27 @@ def test_a_port_in_use_names_its_server_and_the_flag_that_moves_the_ports(
     assert f"address already in use ({owner})" in err
     assert f"move every quickstart port with --port-offset N (now {offset})" in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("taken", ["remoting", "ledger"])
+def test_a_broker_port_in_use_names_the_flag_that_moves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], taken: str
+) -> None:
+    remoting, ledger = free_ports(2)
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", remoting if taken == "remoting" else ledger))
+        blocker.listen()
+        code = main(
+            ["broker", "--listen-port", str(remoting), "--self-id", "n0",
+             "--peers", f"n0-127.0.0.1:{ledger}", "--store-dir", str(tmp_path),
+             "--namesrv-addr", "127.0.0.1:9"]
+        )  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "address already in use; another process uses it: stop it, or " in err
+    if taken == "remoting":
+        assert "choose another remoting port with --listen-port (listenPort)" in err
+    else:
+        assert "give this replica another ledger port in --peers (dLegerPeers)" in err
+    assert "Traceback" not in err

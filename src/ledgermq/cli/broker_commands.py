@@ -8,6 +8,7 @@ tests can read the port when ``listenPort=0``.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from ledgermq.broker.config import BrokerConfig
@@ -73,8 +74,12 @@ async def _serve(config: BrokerConfig) -> int:
     ledger_host, ledger_port = config.ledger_config().address
     try:
         await server.start()
-    except NetworkError as exc:
-        if not address_in_use(exc):
+    except BaseException as exc:
+        # What did start (the ledger replica, its store threads) must stop, or the process
+        # would hang at exit instead of reporting the error.
+        with contextlib.suppress(Exception):
+            await server.close()
+        if not isinstance(exc, NetworkError) or not address_in_use(exc):
             raise
         if exc.address is not None and exc.address.endswith(f":{ledger_port}"):
             fix = "give this replica another ledger port in --peers (dLegerPeers)"
