@@ -307,3 +307,34 @@ def test_master_failover_consumption_carries_on_with_the_same_offsets() -> None:
             assert sum(v for (g, t, _), v in slave.store.offsets.items() if t == "T") == 20
 
     arun(main())
+
+
+def test_a_result_that_comes_after_its_queue_was_dropped_is_ignored() -> None:
+    """RocketMQ's rule: the offset was committed below the batch when its queue was dropped,
+    so its next holder consumes it again; sending it back as well would deliver it twice."""
+    release = asyncio.Event()
+    calls: list[str] = []
+
+    async def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        calls.extend(m.msg_id for m in messages)
+        await release.wait()
+        return ConsumeStatus.RECONSUME_LATER
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}}) as env:
+            broker = next(iter(env.brokers.values()))
+            c = consumer(
+                env, "g", listener, "c1", consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                drop_wait_s=0.05,
+            )  # fmt: skip
+            await produce(env, 3)
+            await c.start()
+            await eventually(lambda: len(calls) == 3)
+            await c.shutdown()  # the queue is dropped while the three calls still run
+            release.set()
+            await asyncio.sleep(0.1)
+            assert broker.count(MQRequestCode.CONSUMER_SEND_MSG_BACK) == 0
+            assert c.stats["retried_locally"] == 0
+            assert broker.store.offsets[("g", "T", 0)] == 0  # nothing acknowledged
+
+    arun(main())

@@ -484,9 +484,12 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="python -m ledgermq.bench.pysyncobj_log",
         description="PySyncObj as a 3-node replicated log on 127.0.0.1: run a benchmark "
         "(run) or one node of the cluster (node, started by run).",
+        allow_abbrev=False,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    run = commands.add_parser("run", help="benchmark; every combination of the lists given")
+    run = commands.add_parser(
+        "run", help="benchmark; every combination of the lists given", allow_abbrev=False
+    )
     run.add_argument("--clients", type=int, nargs="+", default=[1], help="outstanding calls")
     run.add_argument("--batch", type=int, nargs="+", default=[1], help="bodies per call")
     run.add_argument("--flush", choices=FLUSH_MODES, nargs="+", default=["async"])
@@ -497,7 +500,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", default=tempfile.gettempdir(), help="for the journals")
     run.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     run.add_argument("--progress", action="store_true", help="progress bar even if not a TTY")
-    node = commands.add_parser("node", help="one node (started by run)")
+    node = commands.add_parser("node", help="one node (started by run)", allow_abbrev=False)
     node.add_argument("--self", dest="self_address", required=True, help="HOST:PORT")
     node.add_argument("--partners", required=True, help="HOST:PORT,HOST:PORT")
     node.add_argument("--journal", required=True, help="directory for this node's files")

@@ -9,13 +9,14 @@ exits with ``EXIT_STORE_FAILED`` (74), so that its supervisor restarts it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
-from ledgermq.cli.serving import EXIT_STORE_FAILED, wait_for_stop
-from ledgermq.errors import ConfigError
+from ledgermq.cli.serving import EXIT_STORE_FAILED, address_in_use, wait_for_stop
+from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
 
@@ -72,8 +73,21 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 async def _serve(config: BrokerConfig) -> int:
     server = BrokerServer(config)
-    await server.start()
     ledger_host, ledger_port = config.ledger_config().address
+    try:
+        await server.start()
+    except BaseException as exc:
+        # What did start (the ledger replica, its store threads) must stop, or the process
+        # would hang at exit instead of reporting the error.
+        with contextlib.suppress(Exception):
+            await server.close()
+        if not isinstance(exc, NetworkError) or not address_in_use(exc):
+            raise
+        if exc.address is not None and exc.address.endswith(f":{ledger_port}"):
+            fix = "give this replica another ledger port in --peers (dLegerPeers)"
+        else:
+            fix = "choose another remoting port with --listen-port (listenPort)"
+        raise LedgerMQError(f"{exc}; another process uses it: stop it, or {fix}") from exc
     print(
         f"Broker {config.broker_name} replica {config.dleger_self_id} serving on "
         f"{server.address} (ledger {ledger_host}:{ledger_port})",

@@ -1,4 +1,5 @@
-"""``ledgermq produce``, ``consume`` and ``admin ...``: the client library from the shell.
+"""``ledgermq admin ...``: the client library from the shell (``produce`` and ``consume`` are in
+``produce_consume.py``).
 
 Every command takes the NameServer list with ``-n`` (``host:port;host:port``), as RocketMQ's
 ``mqadmin`` does, defaulting to ``$NAMESRV_ADDR`` or ``127.0.0.1:9876``. Output is one line per
@@ -8,20 +9,11 @@ message or a table; errors are one line on stderr (main.py).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
 import os
-import signal
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ledgermq.client import Admin, ConsumeStatus, Producer, PushConsumer
-from ledgermq.errors import ConfigError
+from ledgermq.client import Admin
 from ledgermq.net import run
-
-if TYPE_CHECKING:
-    from ledgermq.wire.message import MessageExt
 
 _DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -36,37 +28,6 @@ def _namesrv_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    produce = commands.add_parser("produce", help="send messages (arguments, or stdin lines)")
-    _namesrv_arg(produce)
-    produce.add_argument("-t", "--topic", required=True)
-    produce.add_argument("--tags", help="tag of every message")
-    produce.add_argument("--keys", help="keys of every message, space-separated")
-    produce.add_argument("-g", "--group", default="ledgermq-cli-producer", help="producer group")
-    produce.add_argument("--sharding-key", help="send orderly: same key, same queue, in order")
-    produce.add_argument("bodies", nargs="*", help="message bodies (default: read lines of stdin)")
-    produce.set_defaults(handler=cmd_produce)
-
-    consume = commands.add_parser("consume", help="consume a topic as a member of a group")
-    _namesrv_arg(consume)
-    consume.add_argument("-t", "--topic", required=True)
-    consume.add_argument("-g", "--group", required=True, help="consumer group")
-    consume.add_argument("-s", "--subscription", default="*", help="tags, e.g. 'a || b'")
-    consume.add_argument(
-        "--from-beginning",
-        action="store_true",
-        help="a new group starts at the first message (default: the last, like RocketMQ)",
-    )
-    consume.add_argument("--broadcast", action="store_true", help="every member gets every message")
-    consume.add_argument("--orderly", action="store_true", help="one message at a time per queue")
-    consume.add_argument("--max", type=int, help="stop after this many messages")
-    consume.add_argument("--timeout", type=float, help="stop after this many idle seconds")
-    consume.add_argument("--json", action="store_true", help="one JSON object per message")
-    consume.set_defaults(handler=cmd_consume)
-
-    _register_admin(commands)
-
-
-def _register_admin(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = commands.add_parser("admin", help="topics, clusters, consumer progress, leadership")
     _namesrv_arg(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
@@ -136,107 +97,6 @@ def _table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
-
-# ---------------------------------------------------------------------- produce / consume
-def cmd_produce(args: argparse.Namespace) -> int:
-    bodies = [b.encode() for b in args.bodies] or [line.rstrip("\n").encode() for line in sys.stdin]
-    if not bodies:
-        raise ConfigError("nothing to send: give bodies as arguments or lines on stdin")
-
-    async def main() -> int:
-        producer = Producer(args.group, args.namesrv_addr)
-        await producer.start()
-        try:
-            for body in bodies:
-                if args.sharding_key:
-                    result = await producer.send_orderly(
-                        args.topic, body, args.sharding_key, tags=args.tags, keys=args.keys
-                    )
-                else:
-                    result = await producer.send(args.topic, body, tags=args.tags, keys=args.keys)
-                mq = result.message_queue
-                print(
-                    f"{result.status.name} msgId={result.msg_id} {mq.broker_name}:{mq.queue_id}"
-                    f"@{result.queue_offset}",
-                    flush=True,
-                )
-        finally:
-            await producer.shutdown()
-        return 0
-
-    return run(main())
-
-
-def cmd_consume(args: argparse.Namespace) -> int:
-    async def main() -> int:
-        consumer = PushConsumer(
-            args.group,
-            args.namesrv_addr,
-            message_model="BROADCASTING" if args.broadcast else "CLUSTERING",
-            consume_from_where=(
-                "CONSUME_FROM_FIRST_OFFSET" if args.from_beginning else "CONSUME_FROM_LAST_OFFSET"
-            ),
-            orderly=args.orderly,
-        )
-        consumer.subscribe(args.topic, args.subscription)
-        done = asyncio.Event()
-        seen = 0
-        loop = asyncio.get_running_loop()
-        last = loop.time()
-
-        def listener(messages: list[MessageExt]) -> ConsumeStatus:
-            nonlocal seen, last
-            for m in messages:
-                if args.max is not None and seen >= args.max:
-                    break
-                seen += 1
-                _print_message(m, as_json=args.json)
-            last = loop.time()
-            if args.max is not None and seen >= args.max:
-                done.set()
-            return ConsumeStatus.CONSUME_SUCCESS
-
-        consumer.register_listener(listener)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, done.set)
-        await consumer.start()
-        try:
-            while not done.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(done.wait(), 0.5)
-                if args.timeout is not None and loop.time() - last > args.timeout:
-                    break
-        finally:
-            await consumer.shutdown()
-        print(f"consumed {seen} message(s)", file=sys.stderr)
-        return 0
-
-    return run(main())
-
-
-def _print_message(m: MessageExt, *, as_json: bool) -> None:
-    if as_json:
-        print(
-            json.dumps(
-                {
-                    "topic": m.topic,
-                    "queueId": m.queue_id,
-                    "queueOffset": m.queue_offset,
-                    "msgId": m.msg_id,
-                    "tags": m.tags,
-                    "keys": m.keys,
-                    "body": m.body.decode("utf-8", "backslashreplace"),
-                    "bornTimestamp": m.born_timestamp,
-                    "storeTimestamp": m.store_timestamp,
-                    "reconsumeTimes": m.reconsume_times,
-                }
-            ),
-            flush=True,
-        )
-    else:
-        body = m.body.decode("utf-8", "backslashreplace")
-        print(f"{m.topic}:{m.queue_id}@{m.queue_offset} {m.msg_id} {body}", flush=True)
 
 
 # ---------------------------------------------------------------------- admin

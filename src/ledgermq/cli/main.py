@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledgermq import __version__
 from ledgermq.cli import (
@@ -19,6 +19,7 @@ from ledgermq.cli import (
     client_commands,
     ledger_commands,
     namesrv_commands,
+    produce_consume,
     quickstart,
     store_commands,
 )
@@ -31,8 +32,22 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 
 
+class Parser(argparse.ArgumentParser):
+    """``ArgumentParser`` that never takes an abbreviation of a long option for the option.
+
+    With abbreviations on, ``quickstart --port 9000`` silently meant ``--port-offset 9000``,
+    and adding an option could change what an old command line means. Sub-command parsers are
+    made with the class of their parent (``add_subparsers``' default ``parser_class``), so every
+    parser of the ``ledgermq`` command is one of these.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="ledgermq",
         description="LedgerMQ: a Raft-replicated message broker after RocketMQ's DLedger mode.",
     )
@@ -48,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.register(commands)
     ledger_commands.register(commands)
     broker_commands.register(commands)
+    produce_consume.register(commands)
     client_commands.register(commands)
     bench_commands.register(commands)
     namesrv_commands.register(commands)

@@ -7,32 +7,32 @@ broken install shows at once; then it prints the addresses and serves until Ctrl
 ``--run-for`` seconds). Any RocketMQ client can use it: point it at the NameServer address.
 
 Ports follow RocketMQ's DLedger sample configs: NameServer 9876, brokers 30911 / 30921 / 30931,
-ledger replicas 40911 / 40912 / 40913; ``--port-offset`` moves them all.
+ledger replicas 40911 / 40912 / 40913; ``--port-offset`` moves them all (and is refused when a
+port would leave 1..65535). A port already in use is an error that names the server it was for
+and says that ``--port-offset`` moves the ports.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
 from ledgermq.broker.topics import AUTO_CREATE_TOPIC
-from ledgermq.cli.serving import wait_for_stop
+from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.store_commands import detect_segment_sizes
 from ledgermq.client import Admin, Producer, PullConsumer
-from ledgermq.errors import LedgerMQError
+from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
-
-if TYPE_CHECKING:
-    import argparse
 
 DEFAULT_DIR: Final = "ledgermq-data"
 HOST: Final = "127.0.0.1"
@@ -46,6 +46,29 @@ QUICKSTART_INDEX_SEGMENT_BYTES: Final = 4 << 20
 """4 MiB ledger index files: 131,072 entries of 32 bytes."""
 _CHECK_TOPIC: Final = "QuickstartTopic"
 _CHECK_MESSAGES: Final = 100
+NAMESRV_PORT: Final = 9876
+BROKER_PORTS: Final = (30911, 30921, 30931)
+LEDGER_PORTS: Final = (40911, 40912, 40913)
+_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS)
+MIN_PORT_OFFSET: Final = 1 - min(_ALL_PORTS)
+MAX_PORT_OFFSET: Final = 65535 - max(_ALL_PORTS)
+"""Every port moved by ``--port-offset`` must stay a TCP port (1..65535): a larger one would
+wrap around in the kernel while the printed addresses said otherwise."""
+
+
+def port_offset(text: str) -> int:
+    """``--port-offset``: an integer that keeps every quickstart port within 1..65535."""
+    try:
+        offset = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not MIN_PORT_OFFSET <= offset <= MAX_PORT_OFFSET:
+        raise argparse.ArgumentTypeError(
+            f"{offset} would move the ports ({min(_ALL_PORTS)}..{max(_ALL_PORTS)}) to "
+            f"{min(_ALL_PORTS) + offset}..{max(_ALL_PORTS) + offset}, outside 1..65535; "
+            f"use an offset between {MIN_PORT_OFFSET} and {MAX_PORT_OFFSET}"
+        )
+    return offset
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,7 +80,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--dir", default=DEFAULT_DIR, help=f"data folder (default: ./{DEFAULT_DIR})"
     )
     parser.add_argument(
-        "--port-offset", type=int, default=0, help="add this to every port (default: 0)"
+        "--port-offset",
+        type=port_offset,
+        default=0,
+        help=f"add this to every port, {MIN_PORT_OFFSET}..{MAX_PORT_OFFSET} (default: 0)",
     )
     parser.add_argument(
         "--flush",
@@ -81,14 +107,14 @@ def broker_configs(
     data_dir: str, port_offset: int = 0, flush: str = "ASYNC_FLUSH"
 ) -> list[BrokerConfig]:
     """The three replicas of group ``broker-a``, as RocketMQ's conf/dledger samples."""
-    namesrv = f"{HOST}:{9876 + port_offset}"
-    peers = {node: (HOST, 40911 + i + port_offset) for i, node in enumerate(NODES)}
+    namesrv = f"{HOST}:{NAMESRV_PORT + port_offset}"
+    peers = {node: (HOST, LEDGER_PORTS[i] + port_offset) for i, node in enumerate(NODES)}
     configs = [
         BrokerConfig(
             broker_cluster_name="RaftCluster",
             broker_name="broker-a",
             broker_ip1=HOST,
-            listen_port=30911 + 10 * i + port_offset,
+            listen_port=BROKER_PORTS[i] + port_offset,
             namesrv_addr=(namesrv,),
             store_path_root_dir=os.path.join(data_dir, node),
             dleger_peers=peers,
@@ -123,13 +149,24 @@ async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
     # The replicas start one after another in this process, so the first ones cannot reach
     # the later ones for a moment; that is expected here, not worth a warning.
     logging.getLogger("ledgermq.net.peer").setLevel(logging.ERROR)
-    namesrv = NameServer(NameServerConfig(listen_host=HOST, listen_port=9876 + args.port_offset))
+    namesrv = NameServer(
+        NameServerConfig(listen_host=HOST, listen_port=NAMESRV_PORT + args.port_offset)
+    )
     brokers = [BrokerServer(c) for c in broker_configs(data_dir, args.port_offset, args.flush)]
     started = time.perf_counter()
     try:
-        await namesrv.start()
-        for broker in brokers:
-            await broker.start()
+        try:
+            await namesrv.start()
+            for broker in brokers:
+                await broker.start()
+        except NetworkError as exc:
+            if not address_in_use(exc):
+                raise
+            raise LedgerMQError(
+                f"{exc} ({_port_owner(exc.address, args.port_offset)}); another process uses "
+                f"it (an earlier quickstart?): stop it, or move every quickstart port with "
+                f"--port-offset N (now {args.port_offset})"
+            ) from exc
         namesrv_addr = f"{HOST}:{namesrv.port}"
         master = await _wait_for_master(brokers, 15.0)
         elected_s = time.perf_counter() - started
@@ -158,6 +195,16 @@ async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
                 await broker.close()
         await namesrv.close()
     return 0
+
+
+def _port_owner(address: str | None, offset: int) -> str:
+    """Which quickstart server a port of ``address`` belongs to, for the port-in-use error."""
+    port = int(address.rpartition(":")[2]) if address else -1
+    owners = {NAMESRV_PORT + offset: "the NameServer's port"}
+    for i, node in enumerate(NODES):
+        owners[BROKER_PORTS[i] + offset] = f"the remoting port of broker-a {node}"
+        owners[LEDGER_PORTS[i] + offset] = f"the ledger port of broker-a {node}"
+    return owners.get(port, "a quickstart port")
 
 
 async def _wait_for_master(brokers: list[BrokerServer], timeout_s: float) -> BrokerServer:

@@ -5,22 +5,29 @@ to the async client on that loop (STYLE.md section 7.3: no second, generated syn
 methods may be called from any thread, concurrently; they block the caller until the answer.
 Calling one from inside a listener that runs *on the facade's loop* would deadlock and raises
 RuntimeError instead (sync listeners run in worker threads, where calls are fine). ``close()``
-shuts the client down and stops the thread; the facades are context managers that start on
-enter and close on exit.
+(or its other name ``shutdown()``, which every facade has too) shuts the client down and stops
+the thread; the facades are context managers that start on enter and close on exit. A facade
+never closed is closed quietly, within a few seconds, when it is garbage-collected or at
+interpreter exit (an ``atexit`` hook), so a script that forgets ``close()`` still exits cleanly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import logging
+import sys
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar
+import weakref
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ledgermq.client.admin import Admin, ConsumerProgress, QueueStats
 from ledgermq.client.consumer import PullConsumer, PushConsumer
 from ledgermq.client.producer import Producer
 
 if TYPE_CHECKING:
-    import concurrent.futures
     from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 
     from ledgermq.client._routing import MessageQueue
@@ -32,8 +39,15 @@ if TYPE_CHECKING:
 
 __all__ = ["SyncAdmin", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer"]
 
+logger = logging.getLogger("ledgermq.client.blocking")
+
 T = TypeVar("T")
 C = TypeVar("C")
+
+
+_EXIT_CLOSE_TIMEOUT_S: Final = 5.0
+"""How long closing a facade someone forgot may take, at exit or when it is collected: the
+client unregisters from its brokers, bounded so that a dead cluster cannot hold the exit."""
 
 
 class _LoopThread:
@@ -45,14 +59,23 @@ class _LoopThread:
         self._thread.start()
         self._lock = threading.Lock()
 
+    @property
+    def on_loop_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        if threading.current_thread() is self._thread:
+        if self.on_loop_thread:
             coro.close()
             raise RuntimeError(
                 "a blocking client method was called on the client's own event loop; "
                 "it would wait for itself forever"
             )
-        return self.submit(coro).result(timeout_s)
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # cancels the task on the loop too
+            raise
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start ``coro`` on the loop; its future (``cancel()`` cancels it there too)."""
@@ -69,13 +92,25 @@ class _LoopThread:
 
         return self.run(make())
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Cancel what still runs on the loop, stop it, join the thread and close the loop.
+
+        From the loop's own thread (a listener closing its client) the loop is only stopped:
+        it cannot be closed while it runs this very call. If the thread does not end within
+        ``timeout_s`` the loop is left open rather than closed under a running thread.
+        """
         with self._lock:
             if self._loop.is_closed():
                 return
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if threading.current_thread() is not self._thread:
-                self._thread.join()
+            if self.on_loop_thread:
+                self._loop.stop()
+                return
+            if self._thread.is_alive():
+                with contextlib.suppress(Exception):
+                    self.run(_cancel_other_tasks(), timeout_s)
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout_s)
+            if not self._thread.is_alive():
                 self._loop.close()
 
     @property
@@ -83,11 +118,37 @@ class _LoopThread:
         return self._loop.is_closed()
 
 
+async def _cancel_other_tasks() -> None:
+    """Cancel every task of the running loop but this one, and wait for them to end (what
+    ``asyncio.run`` does before closing its loop), so none is destroyed while pending."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_open_facades: weakref.WeakSet[_Facade] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_forgotten_facades() -> None:
+    """Close, quietly, every facade still open at interpreter exit.
+
+    atexit runs while the facades' daemon threads still run their loops; later, when the
+    interpreter collects the objects, those threads are frozen and nothing can be closed
+    cleanly (that was ``RuntimeError: Cannot close a running event loop`` from ``__del__``).
+    """
+    for facade in list(_open_facades):
+        facade._close_quietly(_EXIT_CLOSE_TIMEOUT_S)
+
+
 class _Facade:
     _name = "ledgermq-client"
 
     def __init__(self) -> None:
         self._runner = _LoopThread(self._name)
+        _open_facades.add(self)
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         return self._runner.run(coro, timeout_s)
@@ -99,15 +160,37 @@ class _Facade:
         """Shut the client down and stop its thread. Safe to call twice."""
         if self._runner.closed:
             return
+        _open_facades.discard(self)
         try:
             self._run(self._aclose())
         finally:
             self._runner.stop()
 
+    def shutdown(self) -> None:
+        """``close()``, under the name the asyncio clients (and RocketMQ's) use."""
+        self.close()
+
+    def _close_quietly(self, timeout_s: float) -> None:
+        """``close()`` for a facade nobody closed: bounded, and errors are only logged."""
+        _open_facades.discard(self)
+        runner = self._runner
+        if runner.closed:
+            return
+        if runner.on_loop_thread:
+            runner.stop()
+            return
+        try:
+            runner.run(self._aclose(), timeout_s)
+        except Exception as exc:  # noqa: BLE001 - nobody is left to handle it
+            logger.debug("closing a forgotten %s failed: %r", type(self).__name__, exc)
+        finally:
+            runner.stop(timeout_s)
+
     def __del__(self) -> None:  # a forgotten close() must not leave a thread behind
         runner = getattr(self, "_runner", None)
-        if runner is not None and not runner.closed:
-            runner.stop()
+        if runner is None or runner.closed or sys.is_finalizing():
+            return  # while finalizing, the loop's daemon thread can no longer run
+        self._close_quietly(_EXIT_CLOSE_TIMEOUT_S)
 
 
 class SyncProducer(_Facade):
@@ -281,9 +364,6 @@ class SyncPushConsumer(_Facade):
 
     def start(self) -> None:
         self._run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        self.close()
 
     async def _aclose(self) -> None:
         await self._consumer.shutdown()

@@ -33,7 +33,8 @@ Push consumer, theory of operation (RocketMQ's ``DefaultMQPushConsumerImpl`` and
 - Sync listeners run in a thread pool (``consume_concurrency`` threads) so they cannot stall the
   event loop; ``async def`` listeners run on the loop. A listener that returns anything but
   ``ConsumeStatus.CONSUME_SUCCESS`` (including None) asked for the batch to be consumed later, as
-  in RocketMQ.
+  in RocketMQ. The result of a call that ends after its queue was dropped is ignored (neither
+  committed nor sent back): the queue's next holder consumes those messages again.
 """
 
 from __future__ import annotations
@@ -496,7 +497,9 @@ class PushConsumer:
             try:
                 await self._client.topic_route(topic)
             except TopicNotFoundError:
-                logger.warning("topic %s has no route yet; waiting for it", topic)
+                # A new group's retry topic is made at its first heartbeat, just below: normal.
+                level = logging.DEBUG if topic.startswith("%RETRY%") else logging.WARNING
+                logger.log(level, "topic %s has no route yet; waiting for it", topic)
             except LedgerMQError as exc:
                 logger.warning("route of %s: %s", topic, exc)
         try:
@@ -806,6 +809,12 @@ class PushConsumer:
         """One listener call (the caller acquired the semaphore; released here)."""
         try:
             status = await self._call_listener(batch)
+            if state.pq.dropped:
+                # The queue was dropped (rebalance, shutdown) while the listener ran, and its
+                # offset committed below this batch: whoever holds the queue next consumes
+                # it again. Sending it back too would deliver it twice (RocketMQ's
+                # ConsumeRequest ignores a dropped queue's result the same way).
+                return
             done = batch
             if status is not ConsumeStatus.CONSUME_SUCCESS:
                 done, failed = await self._send_back_all(state.mq, batch)

@@ -70,12 +70,14 @@ from ledgermq.wire import (
     validate_message,
     validate_topic,
 )
+from ledgermq.wire.route import MASTER_ID, is_writable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from ledgermq.clock import Clock
     from ledgermq.net import Network
+    from ledgermq.wire.route import TopicRouteData
 
 __all__ = ["Message", "Producer", "SendResult", "SendStatus"]
 
@@ -434,10 +436,7 @@ class Producer:
             route = await client.topic_route(topic, refresh=True)
             info = publish_info(topic, route)
             if not info.ok:
-                raise NoRouteError(
-                    f"no broker group holding topic {topic!r} has a master with writable "
-                    f"queues now: {route.to_object()}"
-                )
+                raise NoRouteError(_no_writable_queue_reason(topic, route))
         return info
 
     async def _borrow_default_route(self, topic: str) -> TopicPublishInfo:
@@ -539,6 +538,21 @@ class Producer:
             MessageQueue(mq.topic, mq.broker_name, queue_id),
             int(ext.get("queueOffset", "-1")),
         )
+
+
+def _no_writable_queue_reason(topic: str, route: TopicRouteData) -> str:
+    """Why ``route`` offers no queue to write ``topic`` to, as a sentence naming each group."""
+    groups = {b.broker_name: b for b in route.broker_datas}
+    writable = {q.broker_name for q in route.queue_datas if is_writable(q.perm)}
+    reasons = []
+    for name in sorted(groups.keys() | {q.broker_name for q in route.queue_datas}):
+        broker = groups.get(name)
+        if broker is None or MASTER_ID not in broker.broker_addrs:
+            reasons.append(f"{name} has no master (an election may be under way)")
+        elif name not in writable:
+            reasons.append(f"{name} does not allow writing to it")
+    detail = "; ".join(reasons) if reasons else "the route lists no broker group"
+    return f"no broker group can take messages for topic {topic!r} now: {detail}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,9 @@ def summarize(times: Sequence[int]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0] if __doc__ else None, allow_abbrev=False
+    )
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=3)
     args = parser.parse_args(argv)

@@ -27,7 +27,9 @@ def parse_seeds(text: str) -> range:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n", 1)[0] if __doc__ else None, allow_abbrev=False
+    )
     parser.add_argument("--seeds", default="1-100", help="a seed or an inclusive range A-B")
     parser.add_argument("--nodes", type=int, default=3, help="group size")
     args = parser.parse_args(argv)
