@@ -82,3 +82,29 @@ def test_json_output_is_one_whole_line_per_message_under_load(
     assert len(records) == 5000
     assert Counter(r["msgId"] for r in records) == Counter(sent)
     assert result.stderr.strip() == "consumed 5000 message(s)"
+
+
+def test_sql_selects_by_property_and_skips_nothing_that_matches(
+    broker_clusters: Callable[..., BrokerCluster], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``consume --sql``: the broker filters on properties (issue 13 item 3, from the CLI)."""
+    cluster = broker_clusters(replicas=1)
+    cluster.wait_routable()
+    with SyncAdmin(cluster.namesrv_addr) as admin:
+        admin.create_topic("Colors", 2)
+        admin.wait_for_route("Colors", ["broker-a"])
+    with SyncProducer("colors", cluster.namesrv_addr) as producer:
+        for i in range(30):
+            color = ("red", "blue", "green")[i % 3]
+            body = b"%s %d" % (color.encode(), i)
+            assert producer.send("Colors", body, properties={"color": color}).ok
+    args = ["consume", "-n", cluster.namesrv_addr, "-t", "Colors", "-g", "reds"]
+    query = "color = 'red' OR color = 'green'"
+    assert main([*args, "--from-beginning", "--sql", query, "--timeout", "3"]) == 0
+    out, _ = capsys.readouterr()
+    bodies = sorted(line.split(maxsplit=2)[2] for line in out.splitlines())
+    colors = [("red", "blue", "green")[i % 3] for i in range(30)]
+    expected = sorted(f"{c} {i}" for i, c in enumerate(colors) if c != "blue")
+    assert bodies == expected
+    with pytest.raises(SystemExit):  # a tag expression and a SQL filter at once: usage error
+        main([*args, "-s", "a", "--sql", query])

@@ -128,3 +128,25 @@ def test_config_from_properties() -> None:
         NameServerConfig.from_properties({"listenPort": "70000"})
     with pytest.raises(ConfigError, match="brokerTimeoutMillis must be positive"):
         NameServerConfig.from_properties({"brokerTimeoutMillis": "0"})
+
+
+def test_a_port_in_use_is_one_line_naming_the_flag() -> None:
+    """Issue 13 item 14: the error says which flag moves the port, no traceback."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "ledgermq", "namesrv", "--listen-port", str(port)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+            timeout=20,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert "--listen-port" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

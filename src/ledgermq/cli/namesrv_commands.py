@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.cli.serving import wait_for_stop
+from ledgermq.cli.serving import address_in_use, wait_for_stop
+from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.ledger.config import load_properties
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
@@ -47,7 +48,15 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
 
 async def _serve(config: NameServerConfig) -> int:
     server = NameServer(config)
-    await server.start()
+    try:
+        await server.start()
+    except NetworkError as exc:
+        if not address_in_use(exc):
+            raise
+        raise LedgerMQError(
+            f"{exc}; another process uses it: stop it, or choose another port with "
+            "--listen-port (listenPort)"
+        ) from exc
     try:
         print(f"NameServer listening on {config.listen_host}:{server.port}", flush=True)
         await wait_for_stop()

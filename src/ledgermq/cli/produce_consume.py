@@ -47,7 +47,7 @@ import time
 from typing import TYPE_CHECKING, BinaryIO, Final, TextIO
 
 from ledgermq.cli.client_commands import _namesrv_arg as namesrv_arg
-from ledgermq.client import ConsumeStatus, Message, Producer, PushConsumer
+from ledgermq.client import ConsumeStatus, Message, MessageSelector, Producer, PushConsumer
 from ledgermq.errors import ConfigError, InvalidMessageError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
 
@@ -127,7 +127,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     namesrv_arg(consume)
     consume.add_argument("-t", "--topic", required=True)
     consume.add_argument("-g", "--group", required=True, help="consumer group")
-    consume.add_argument("-s", "--subscription", default="*", help="tags, e.g. 'a || b'")
+    selector = consume.add_mutually_exclusive_group()
+    selector.add_argument("-s", "--subscription", default="*", help="tags, e.g. 'a || b'")
+    selector.add_argument(
+        "--sql",
+        metavar="EXPRESSION",
+        help="a SQL92 filter on message properties, e.g. \"region = 'eu' AND amount > 100\" "
+        "(the broker filters; needs enablePropertyFilter=true, the default)",
+    )
     consume.add_argument(
         "--from-beginning",
         action="store_true",
@@ -397,7 +404,9 @@ async def _consume(args: argparse.Namespace) -> int:
         ),
         orderly=args.orderly,
     )
-    consumer.subscribe(args.topic, args.subscription)
+    consumer.subscribe(
+        args.topic, MessageSelector.by_sql(args.sql) if args.sql else args.subscription
+    )
     writer = _LineWriter(sys.stdout)
     loop = asyncio.get_running_loop()
     done = asyncio.Event()  # stop: --max reached, idle timeout, a signal, stdout closed
