@@ -148,7 +148,16 @@ def _with_segment_sizes(config: BrokerConfig) -> BrokerConfig:
 async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
     # The replicas start one after another in this process, so the first ones cannot reach
     # the later ones for a moment; that is expected here, not worth a warning.
-    logging.getLogger("ledgermq.net.peer").setLevel(logging.ERROR)
+    peer_log = logging.getLogger("ledgermq.net.peer")
+    level = peer_log.level
+    peer_log.setLevel(logging.ERROR)
+    try:
+        return await _serve_quickstart(args, data_dir)
+    finally:
+        peer_log.setLevel(level)  # run in-process (tests): leave the logging as it was
+
+
+async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
     namesrv = NameServer(
         NameServerConfig(listen_host=HOST, listen_port=NAMESRV_PORT + args.port_offset)
     )
