@@ -175,6 +175,8 @@ def write_json(
 
 def write_chart(path: Path, rows: Sequence[SummaryRow], title: str) -> str | None:
     """Throughput and p99 per workload per system as a PNG; the reason when it cannot."""
+    if not rows:
+        return "chart skipped: nothing ran"
     try:
         import matplotlib as mpl  # noqa: PLC0415 - optional extra `bench`
 
