@@ -5,11 +5,18 @@ Starts a NameServer and one 3-replica broker group as real processes on loopback
 
 - produce, batched: 4 producers x SEND_BATCH of 64 messages (issue 5 goal: >= 50k msgs/s);
 - produce, single: 16 producers x one message per send;
+- sequential: one producer, one message per send, each waiting for the previous acknowledgement;
 - send latency at 10k msgs/s offered (8 producers x batches of 16, paced; goal p99 <= 5 ms);
 - consume: a pull consumer reads everything produced, from each queue's start (>= 100k msgs/s);
 - failover write gap: kill -9 of the master under a paced load, time to the first acknowledged
   send after the kill, over several trials (the killed replica is restarted between trials;
   goal: median <= 2 s).
+
+Every workload also reports the **CPU per acknowledged (or consumed) message**: utime + stime
+(``/proc/<pid>/stat``) of every process of the cluster (the three replicas and the NameServer),
+summed, over the measured window, divided by the messages; and separately that of the load
+generator (this process). ``--flush both`` runs the produce workloads with ``ASYNC_FLUSH`` and then
+the batched and paced ones again on a ``SYNC_FLUSH`` cluster.
 
 Prints a table and writes benchmarks/results/broker.json (``--json FILE`` elsewhere).
 """
@@ -29,7 +36,8 @@ import tempfile
 import time
 
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
-from ledgermq.bench.stats import Progress, format_table
+from ledgermq.bench.cpu import CpuMeter
+from ledgermq.bench.stats import Progress, RunResult, format_table
 from ledgermq.client import Admin, Producer
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.broker_cluster import BrokerCluster
@@ -41,7 +49,12 @@ def _options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per workload")
     parser.add_argument("--failover-trials", type=int, default=5)
-    parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH")
+    parser.add_argument(
+        "--flush",
+        choices=["ASYNC_FLUSH", "SYNC_FLUSH", "both"],
+        default="ASYNC_FLUSH",
+        help="both: everything on ASYNC_FLUSH, then batched and paced sends on SYNC_FLUSH",
+    )
     parser.add_argument(
         "--json",
         default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "broker.json"),
@@ -105,53 +118,73 @@ async def _failover_gap(cluster: BrokerCluster, topic: str) -> float:
     return gap
 
 
-async def _bench(cluster: BrokerCluster, args: argparse.Namespace) -> dict[str, object]:
+async def _bench(
+    cluster: BrokerCluster, args: argparse.Namespace, *, full: bool
+) -> dict[str, object]:
+    """The workloads on ``cluster``; ``full=False`` runs only batched and paced sends (the
+    SYNC_FLUSH pass of ``--flush both``)."""
     namesrv = cluster.namesrv_addr
-    await _create_topics(namesrv, ["BenchBatched", "BenchSingle", "BenchLatency", "BenchFailover"])
+    topics = ["BenchBatched", "BenchSingle", "BenchSequential", "BenchLatency", "BenchFailover"]
+    await _create_topics(namesrv, topics)
     progress = Progress()
-    results = [
-        await run_produce(
-            ProduceOptions(namesrv, "BenchBatched", batch=64, producers=4,
-                           duration_s=args.duration, mode="produce batched"),
-            progress,
-        ),
-        await run_produce(
-            ProduceOptions(namesrv, "BenchSingle", batch=1, producers=16,
-                           duration_s=args.duration, mode="produce single"),
-            progress,
-        ),
-        await run_produce(
-            ProduceOptions(namesrv, "BenchLatency", batch=16, producers=8, rate=10_000,
-                           duration_s=args.duration, mode="latency @10k/s"),
-            progress,
-        ),
-        await run_consume(
-            ConsumeOptions(namesrv, "BenchBatched", duration_s=max(args.duration, 30.0),
-                           mode="consume"),
-            progress,
-        ),
+    meter = CpuMeter(cluster.server_pids())
+    produce = [
+        ProduceOptions(namesrv, "BenchBatched", batch=64, producers=4,
+                       duration_s=args.duration, mode="produce batched"),
+        ProduceOptions(namesrv, "BenchSingle", batch=1, producers=16,
+                       duration_s=args.duration, mode="produce single"),
+        ProduceOptions(namesrv, "BenchSequential", batch=1, producers=1,
+                       duration_s=args.duration, mode="sequential"),
+        ProduceOptions(namesrv, "BenchLatency", batch=16, producers=8, rate=10_000,
+                       duration_s=args.duration, mode="latency @10k/s"),
     ]  # fmt: skip
-    gaps = [await _failover_gap(cluster, "BenchFailover") for _ in range(args.failover_trials)]
+    if not full:
+        produce = [o for o in produce if o.batch > 1]
+    results = [await run_produce(options, progress, meter=meter) for options in produce]
+    gaps: list[float] = []
+    if full:
+        consume = ConsumeOptions(
+            namesrv, "BenchBatched", duration_s=max(args.duration, 30.0), mode="consume"
+        )
+        results.append(await run_consume(consume, progress, meter=meter))
+        gaps = [await _failover_gap(cluster, "BenchFailover") for _ in range(args.failover_trials)]
     return {"results": results, "failover_gaps_s": gaps}
+
+
+def _run_cluster(flush: str, args: argparse.Namespace, *, full: bool) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="ledgermq-broker-bench-") as tmp:
+        settings = {"mappedFileSizeCommitLog": str(256 << 20)}
+        cluster = BrokerCluster(tmp, replicas=3, flush=flush, extra_settings=settings)
+        try:
+            cluster.wait_routable()
+            outcome = asyncio.run(_bench(cluster, args, full=full))
+        finally:
+            cluster.close()
+    results = outcome["results"]
+    assert isinstance(results, list)
+    outcome["results"] = [dataclasses.replace(r, flush=flush) for r in results]
+    return outcome
 
 
 def main() -> int:
     args = _options()
     logging.basicConfig(level=logging.ERROR)
-    with tempfile.TemporaryDirectory(prefix="ledgermq-broker-bench-") as tmp:
-        settings = {"mappedFileSizeCommitLog": str(256 << 20)}
-        cluster = BrokerCluster(tmp, replicas=3, flush=args.flush, extra_settings=settings)
-        try:
-            cluster.wait_routable()
-            outcome = asyncio.run(_bench(cluster, args))
-        finally:
-            cluster.close()
-    results = outcome["results"]
-    gaps = outcome["failover_gaps_s"]
-    assert isinstance(results, list)
-    assert isinstance(gaps, list)
-    results = [dataclasses.replace(r, flush=args.flush) for r in results]
+    flushes = ["ASYNC_FLUSH", "SYNC_FLUSH"] if args.flush == "both" else [args.flush]
+    results: list[RunResult] = []
+    gaps: list[float] = []
+    for index, flush in enumerate(flushes):
+        outcome = _run_cluster(flush, args, full=index == 0)
+        more = outcome["results"]
+        more_gaps = outcome["failover_gaps_s"]
+        assert isinstance(more, list)
+        assert isinstance(more_gaps, list)
+        results.extend(more)
+        gaps.extend(more_gaps)
     print(format_table(results))
+    print(
+        "server us/msg: CPU (user + kernel) of the 3 replicas and the NameServer, summed, per "
+        "acknowledged (consume: received) message; loadgen us/msg: the same for this process"
+    )
     if gaps:
         print(
             f"failover write gap (kill -9 master -> first ack), {len(gaps)} trials: median "

@@ -125,3 +125,17 @@ def test_forced_progress_redraws_at_most_five_times_a_second() -> None:
     assert "1.2/5.0 s" in text
     progress.finish()
     assert stream.getvalue().endswith("\r")
+
+
+def test_table_shows_cpu_per_message_only_when_measured() -> None:
+    assert "us/msg" not in format_table([_result("ledgermq", 1.0)])
+    rows = [
+        _result("ledgermq", 1.0, server_cpu_us=41.04, client_cpu_us=5.6),
+        _result("ledgermq", 1.0, mode="consume"),  # not measured: blank cells
+    ]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split()[-4:] == ["server", "us/msg", "loadgen", "us/msg"]
+    assert lines[2].split()[-2:] == ["41.0", "5.6"]
+    assert lines[3].split()[-1] == "0"  # the errors column ends the row
+    row = RunResult.from_json(rows[0].to_json())
+    assert (row.server_cpu_us, row.client_cpu_us) == (41.04, 5.6)

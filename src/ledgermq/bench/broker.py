@@ -19,6 +19,7 @@ from ledgermq.client import Message, Producer, PullConsumer
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
+    from ledgermq.bench.cpu import CpuMeter
     from ledgermq.client import MessageQueue
 
 __all__ = ["ConsumeOptions", "ProduceOptions", "fill_topic", "run_consume", "run_produce"]
@@ -84,7 +85,26 @@ async def fill_topic(
     return messages / (time.perf_counter() - start)
 
 
-async def run_produce(options: ProduceOptions, progress: Progress | None = None) -> RunResult:
+async def _meter_window(meter: CpuMeter, start: float, end: float) -> None:
+    """Read ``meter`` at loop time ``start`` and again at ``end`` (the measured window)."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, start - loop.time()))
+    meter.start()
+    await asyncio.sleep(max(0.0, end - loop.time()))
+    meter.stop()
+
+
+def _cpu_per_message(meter: CpuMeter | None, messages: int) -> tuple[float | None, float | None]:
+    if meter is None or meter.usage is None:
+        return None, None
+    return meter.usage.per_message_us(messages)
+
+
+async def run_produce(
+    options: ProduceOptions, progress: Progress | None = None, *, meter: CpuMeter | None = None
+) -> RunResult:
+    """Run one produce workload; with ``meter``, also the CPU per acknowledged message over the
+    measured window (servers summed, and the load generator)."""
     producer = Producer("ledgermq-bench-producer", options.namesrv_addr, send_timeout_s=10.0)
     await producer.start()
     body = b"x" * options.body_bytes
@@ -128,13 +148,17 @@ async def run_produce(options: ProduceOptions, progress: Progress | None = None)
             if progress is not None and done >= start:
                 progress.update(options.mode, done - start, options.duration_s, acked)
 
+    tasks = [one_producer(i) for i in range(options.producers)]
+    if meter is not None:
+        tasks.append(_meter_window(meter, start, end))
     try:
-        await asyncio.gather(*(one_producer(i) for i in range(options.producers)))
+        await asyncio.gather(*tasks)
     finally:
         await producer.shutdown()
         if progress is not None:
             progress.finish()
     seconds = options.duration_s
+    server_us, client_us = _cpu_per_message(meter, acked)
     return RunResult(
         system="ledgermq",
         mode=options.mode,
@@ -150,10 +174,15 @@ async def run_produce(options: ProduceOptions, progress: Progress | None = None)
         max_ms=latencies.max_ms(),
         errors=errors,
         note=f"offered {options.rate:,.0f} msgs/s" if options.rate else "",
+        server_cpu_us=server_us,
+        client_cpu_us=client_us,
     )
 
 
-async def run_consume(options: ConsumeOptions, progress: Progress | None = None) -> RunResult:
+async def run_consume(
+    options: ConsumeOptions, progress: Progress | None = None, *, meter: CpuMeter | None = None
+) -> RunResult:
+    """Read a topic from its start; with ``meter``, also the CPU per consumed message."""
     consumer = PullConsumer("ledgermq-bench-consumer", options.namesrv_addr)
     await consumer.start()
     latencies = LatencyRecorder()
@@ -180,12 +209,17 @@ async def run_consume(options: ConsumeOptions, progress: Progress | None = None)
                 if progress is not None:
                     progress.update(options.mode, loop.time() - start, options.duration_s, received)
 
+        if meter is not None:
+            meter.start()
         await asyncio.gather(*(drain(q, low, high) for q, (low, high) in bounds.items()))
         seconds = max(loop.time() - start, 1e-9)
+        if meter is not None:
+            meter.stop()
     finally:
         await consumer.shutdown()
         if progress is not None:
             progress.finish()
+    server_us, client_us = _cpu_per_message(meter, received)
     return RunResult(
         system="ledgermq",
         mode=options.mode,
@@ -201,4 +235,6 @@ async def run_consume(options: ConsumeOptions, progress: Progress | None = None)
         max_ms=latencies.max_ms(),
         errors=0,
         note=f"{received:,} of {total:,} messages in {len(bounds)} queues",
+        server_cpu_us=server_us,
+        client_cpu_us=client_us,
     )

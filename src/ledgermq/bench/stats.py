@@ -91,6 +91,11 @@ class RunResult:
     max_ms: float
     errors: int  # calls that failed (and were retried) in the window
     note: str = ""
+    server_cpu_us: float | None = None
+    """CPU microseconds per acknowledged body, summed over every server process (replicas and
+    NameServer), over the measured window; None when not measured."""
+    client_cpu_us: float | None = None
+    """The same for the load generator."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (``from_json`` reads it back)."""
@@ -118,6 +123,15 @@ _COLUMNS: Final = (
     ("max ms", lambda r: f"{r.max_ms:,.2f}", True),
     ("errors", lambda r: f"{r.errors:,}", True),
 )
+_CPU_COLUMNS: Final = (
+    # shown when some row measured CPU (``ledgermq ledger bench`` does not)
+    ("server us/msg", lambda r: _us(r.server_cpu_us), True),
+    ("loadgen us/msg", lambda r: _us(r.client_cpu_us), True),
+)
+
+
+def _us(value: float | None) -> str:
+    return "" if value is None else f"{value:,.1f}"
 
 
 def _workload(result: RunResult) -> tuple[str, int, int, int, str]:
@@ -134,9 +148,12 @@ def format_table(results: Sequence[RunResult], *, ratio: tuple[str, str] | None 
             clients, batch, body size and flush); blank where there is no such row. Default:
             no ratio column.
     """
-    headers = [name for name, _, _ in _COLUMNS]
-    rows = [[cell(result) for _, cell, _ in _COLUMNS] for result in results]
-    right = [align for _, _, align in _COLUMNS]
+    columns: list[tuple[str, Callable[[RunResult], str], bool]] = list(_COLUMNS)
+    if any(r.server_cpu_us is not None or r.client_cpu_us is not None for r in results):
+        columns.extend(_CPU_COLUMNS)
+    headers = [name for name, _, _ in columns]
+    rows = [[cell(result) for _, cell, _ in columns] for result in results]
+    right = [align for _, _, align in columns]
     if ratio is not None:
         numerator, denominator = ratio
         base = {_workload(r): r.entries_per_s for r in results if r.system == denominator}

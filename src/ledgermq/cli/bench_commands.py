@@ -1,7 +1,9 @@
 """``ledgermq bench produce | consume``: throughput and latency against a running cluster.
 
 (``ledgermq ledger bench`` measures the ledger alone, starting its own replicas;
-``python benchmarks/broker.py`` starts a whole cluster and runs every workload of the README.)
+``python benchmarks/broker.py`` starts a whole cluster and runs every workload of the README;
+``ledgermq bench peers`` starts LedgerMQ and the peers that are installed, NATS JetStream first,
+and runs those workloads side by side.)
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
+from ledgermq.bench.peers import run as peers_run
 from ledgermq.bench.stats import Progress, format_table, write_json
 from ledgermq.net import run
 
@@ -46,6 +49,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             parser.add_argument("--pull-batch", type=int, default=256, help="messages per pull")
             parser.add_argument("--max", type=int, help="stop after this many messages")
             parser.set_defaults(handler=cmd_bench_consume)
+    peers = sub.add_parser(
+        "peers",
+        help="LedgerMQ side by side with NATS JetStream and other Raft-replicated peers "
+        "(starts them all on loopback; peers not installed are skipped)",
+    )
+    peers_run.add_arguments(peers)
+    peers.set_defaults(handler=cmd_bench_peers)
 
 
 def _report(result: RunResult, json_path: str | None) -> int:
@@ -77,3 +87,7 @@ def cmd_bench_consume(args: argparse.Namespace) -> int:
         max_messages=args.max,
     )
     return _report(run(run_consume(options, Progress())), args.json)
+
+
+def cmd_bench_peers(args: argparse.Namespace) -> int:
+    return peers_run.run_from_args(args)

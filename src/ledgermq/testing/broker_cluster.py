@@ -293,6 +293,12 @@ class BrokerCluster:
             raise ClusterStartError(f"{group}/{node} was never started")
         return proc.pid
 
+    def server_pids(self) -> list[int]:
+        """PIDs of every running NameServer and replica: the processes whose CPU is the
+        cluster's (``ledgermq.bench.cpu.CpuMeter``)."""
+        children = [*self._namesrvs, *self._brokers.values()]
+        return [c.proc.pid for c in children if c.proc is not None and c.is_running()]
+
     def _key(self, group: str, node: str) -> tuple[str, str]:
         if (group, node) not in self._brokers:
             raise ValueError(
