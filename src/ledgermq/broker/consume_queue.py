@@ -464,12 +464,7 @@ class ConsumeQueue:
         are pinned, so retention or a topic deletion meanwhile cannot close them mid-sync.
         """
         self._check_open()
-        log = self._log
-        pinned = log.pin_dirty()
-        try:
-            log.sync_segments(pinned)
-        finally:
-            log.unpin_all(pinned)
+        self._log.sync_pinned()
 
     def close(self) -> None:
         """Unmap and close the files; idempotent. Unflushed units stay in the page cache."""

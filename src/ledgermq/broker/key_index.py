@@ -594,12 +594,7 @@ class KeyIndex:
             generation = self._generation
             file = self._files[-1] if self._files else None
             count = file.count if file is not None else 0
-        log = self._log
-        pinned = log.pin_dirty()
-        try:
-            log.sync_segments(pinned)
-        finally:
-            log.unpin_all(pinned)
+        self._log.sync_pinned()
         if file is None:
             return
         with self._lock:

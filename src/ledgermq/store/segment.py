@@ -526,6 +526,15 @@ class SegmentLog:
             for segment in segments:
                 segment.unpin()
 
+    def sync_pinned(self) -> None:
+        """Sync every dirty segment with it pinned: safe from a thread other than the writer's
+        while retention or a deletion may close segments meanwhile."""
+        pinned = self.pin_dirty()
+        try:
+            self.sync_segments(pinned)
+        finally:
+            self.unpin_all(pinned)
+
     @staticmethod
     def sync_segments(segments: list[Segment]) -> None:
         """``fdatasync`` each segment (GIL released while the disk works)."""
