@@ -613,6 +613,67 @@ def test_a_batch_is_one_entry_and_each_record_is_addressable(tmp_path: Path) -> 
     _run(tmp_path, test)
 
 
+def test_concurrent_single_sends_share_entries_and_keep_their_own_offsets(
+    tmp_path: Path,
+) -> None:
+    """Single sends of one loop pass are grouped into one ledger entry (append_group); each
+    still has its own queue offset, message id and record on every replica, in send order."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        store = master.state.commitlog._ledger.store  # type: ignore[union-attr]
+        first = await cluster.send(master.address, "Grouped", b"first", queue_id=1)
+        assert first.code == MQResponseCode.SUCCESS, first.remark
+        before = store.end_index
+        bodies = [f"single {i}".encode() * (i + 1) for i in range(16)]
+        answers = await asyncio.gather(
+            *(
+                cluster.send(
+                    master.address, "Grouped", body, queue_id=i % 2,
+                    properties={"KEYS": f"k{i}", "UNIQ_KEY": f"G{i}"},
+                )
+                for i, body in enumerate(bodies)
+            )
+        )  # fmt: skip
+        assert all(a.code == MQResponseCode.SUCCESS for a in answers), answers
+        added = [e for e in store.read_range(before + 1, 1 << 20) if e.channel == CHANNEL_MESSAGES]
+        assert len(added) < 16, f"{len(added)} entries for 16 concurrent sends: not grouped"
+        offsets = [decode_offset_message_id(a.ext_fields["msgId"])[2] for a in answers]
+        assert len(set(offsets)) == 16
+        expected = {0: [b for i, b in enumerate(bodies) if i % 2 == 0], 1: [b"first"]}
+        expected[1] += [b for i, b in enumerate(bodies) if i % 2 == 1]
+        for i, answer in enumerate(answers):
+            queue = i % 2
+            assert int(answer.ext_fields["queueOffset"]) == expected[queue].index(bodies[i])
+        for replica in cluster.brokers.values():
+            for queue, wanted in expected.items():
+
+                async def has_all(
+                    b: object = replica, q: int = queue, n: int = len(wanted)
+                ) -> bool:
+                    r = await cluster.pull(b.address, "Grouped", q, 0)  # type: ignore[attr-defined]
+                    return r.code == 0 and len(decode_records(r.body)) == n
+
+                await _eventually(has_all)
+                pulled = decode_records(
+                    (await cluster.pull(replica.address, "Grouped", queue, 0)).body, check_crc=True
+                )
+                assert [m.body for m in pulled] == wanted
+                assert [m.queue_offset for m in pulled] == list(range(len(wanted)))
+        for i in (0, 7, 15):
+            viewed = await cluster.request(
+                master.address, MQRequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offsets[i])}
+            )
+            assert decode_records(viewed.body)[0].body == bodies[i]
+            queried = await cluster.request(
+                master.address, MQRequestCode.QUERY_MESSAGE,
+                {"topic": "Grouped", "key": f"k{i}", "maxNum": "8"},
+            )  # fmt: skip
+            assert [m.body for m in decode_records(queried.body)] == [bodies[i]]
+
+    _run(tmp_path, test)
+
+
 def test_an_unusable_key_index_is_rebuilt_from_the_commit_log(tmp_path: Path) -> None:
     """The key index is derived data: a damaged (or old-format) index file does not stop the
     broker; it is rebuilt by re-dispatching the commit log."""

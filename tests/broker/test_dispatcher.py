@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
+from ledgermq.broker.append_group import pack_entries
 from ledgermq.broker.commitlog import CHANNEL_MESSAGES, CommitLog
 from ledgermq.broker.consume_queue_store import ConsumeQueueStore
 from ledgermq.broker.dispatcher import Dispatcher
 from ledgermq.broker.key_index import KeyIndex
-from ledgermq.broker.message_writer import pack_entries
 from ledgermq.broker.metadata import BrokerMetadata
 from ledgermq.clock import SystemClock
 from ledgermq.ledger.server import AppendResult

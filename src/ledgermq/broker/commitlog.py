@@ -19,9 +19,10 @@ per batch amortises it over the batch. It also makes a batch atomic: all of it c
 (Java's DLedger mode can commit a prefix of a batch). The exception is a batch whose records
 outgrow one entry's ``maxBodyBytes`` (maxMessageSize + 4 KiB; records are larger than batched
 messages by their topic and hosts): it spills into further entries of the same append, whole
-records each. Single sends, send-backs and delayed messages are one record per entry, as in
-DLedger. The dispatcher walks every record of a body (``scan_dispatch_records``), and a
-replica never needs to know how a record was batched.
+records each. Going further, the master groups the sends of one event-loop pass (single sends,
+send-backs and delayed messages too) into shared entries (``append_group``). The dispatcher
+walks every record of a body (``scan_dispatch_records``), and a replica never needs to know how
+a record was batched or grouped.
 
 One deliberate difference from DLedgerCommitLog: RocketMQ writes ``pos + 48`` into the record's
 PHYSICALOFFSET field with an append hook while the entry is encoded. Our entries are CRC-checked

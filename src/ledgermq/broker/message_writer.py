@@ -16,6 +16,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ledgermq.broker.append_group import AppendGroup, AppendRefusedError
 from ledgermq.errors import (
     ConnectError,
     LeaderPendingFullError,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from ledgermq.broker.broker_state import BrokerState
 
-__all__ = ["MessageWriter", "PutResult", "pack_entries", "split_host_port"]
+__all__ = ["MessageWriter", "PutResult", "split_host_port"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ def split_host_port(address: str) -> tuple[str, int]:
 class MessageWriter:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
+        self._group = AppendGroup(state.commitlog)
 
     async def put(
         self,
@@ -72,8 +74,8 @@ class MessageWriter:
     ) -> PutResult:
         """Store ``items`` (body, flag, properties string) in one queue; returns once committed.
 
-        All the records go into one ledger entry (``commitlog``'s module docstring says why), so
-        a batch is stored or refused as a whole, unless it needs more than one entry's bytes.
+        The records join the other puts of this loop pass in shared ledger entries
+        (``append_group``'s module docstring says why); a batch is stored or refused as a whole.
         """
         state = self._state
         state.require_master("storing messages")
@@ -94,52 +96,23 @@ class MessageWriter:
             store_host=store_host,
             reconsume_times=reconsume_times,
         )
-        commitlog = state.commitlog
-        bodies, firsts = pack_entries(blob, starts, commitlog.max_entry_bytes)
         try:
-            future = commitlog.submit_messages(bodies)
-        except LedgerMQError as exc:
-            # Refused before reaching the log: nothing was stored, the offsets go back.
-            table.roll_back(topic, queue_id, first)
-            raise _refusal(state.config.broker_name, exc) from None
-        try:
-            result = await future
+            offsets = await self._group.add(
+                blob, starts, lambda: table.roll_back(topic, queue_id, first)
+            )
+        except AppendRefusedError as exc:  # nothing was stored; the offsets went back
+            raise _refusal(state.config.broker_name, exc.cause) from None
         except LedgerMQError as exc:
             raise RequestRejectedError(
                 f"the message was not acknowledged by a quorum ({exc}); it may still be stored, "
                 "so a retry can duplicate it",
                 MQResponseCode.SYSTEM_ERROR,
             ) from None
-        offsets = commitlog.physical_offsets(result, starts, firsts)
         host, port = store_host
         state.stats.record_put(topic, len(items), len(blob))
         return PutResult(
             [create_offset_message_id(host, port, offset) for offset in offsets], offsets, first
         )
-
-
-def pack_entries(blob: bytes, starts: list[int], limit: int) -> tuple[list[bytes], list[int]]:
-    """Split concatenated records into ledger entry bodies of at most ``limit`` bytes each.
-
-    Returns the bodies and, for each, the number of its first record. Nearly always one body
-    (a batch is at most ``maxMessageSize`` and an entry may take that plus 4 KiB); a batch of
-    many tiny messages, whose records outgrow its send body, spills into further entries. A
-    record larger than ``limit`` gets an entry of its own, which the ledger then refuses.
-    """
-    if len(blob) <= limit:
-        return [blob], [0]
-    bodies: list[bytes] = []
-    firsts: list[int] = []
-    ends = [*starts[1:], len(blob)]
-    first = 0
-    for i, end in enumerate(ends):
-        if end - starts[first] > limit and i > first:
-            bodies.append(blob[starts[first] : starts[i]])
-            firsts.append(first)
-            first = i
-    bodies.append(blob[starts[first] :])
-    firsts.append(first)
-    return bodies, firsts
 
 
 def _refusal(broker_name: str, exc: LedgerMQError) -> RequestRejectedError:
