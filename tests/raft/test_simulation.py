@@ -29,6 +29,7 @@ REGRESSIONS = [
     (510, 3, False, "fresh cluster: a blank node refused every log and the group never elected"),
     (135, 5, False, "fresh cluster: blank candidates out-bid each other's terms forever"),
     (223, 5, False, "checker: an acknowledgement from a node whose disk was later replaced"),
+    (50, 3, False, "replaced disk: a term persisted before hearing of the log made it unblank"),
 ]
 
 

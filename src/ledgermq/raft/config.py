@@ -63,6 +63,10 @@ class RaftConfig:
     """Entry bytes per APPEND push (DLedger ``maxBatchAppendSize`` is 4 KiB; batching is ours)."""
     commit_push_interval_ms: int = 1000
     """An idle leader re-sends the commit index at least this often (DLedger: 1 s)."""
+    commit_push_delay_ms: int = 5
+    """A new commit index rides on the next APPEND push; a COMMIT push of its own goes out only
+    when none has carried it for this long (0: at once). DLedger waits up to a second; at once
+    cost every sequential send two more frames, wake-ups and parses per follower."""
     legacy_heartbeat_term_check: bool = False
     """Version A of the heartbeat decision (EXPIRED_TERM only counts without quorum)."""
 
@@ -96,6 +100,8 @@ class RaftConfig:
         ):
             if getattr(self, name) < 1:
                 raise RaftConfigError(f"{name} must be positive")
+        if self.commit_push_delay_ms < 0:
+            raise RaftConfigError("commit_push_delay_ms must not be negative")
 
     @property
     def quorum(self) -> int:

@@ -149,6 +149,8 @@ class _Dispatcher:
     """rid -> (first index, count, sent at) of outstanding APPEND pushes."""
     last_commit_push_ms: int = NEVER
     last_pushed_commit: int = -1
+    commit_behind_since_ms: int | None = None
+    """Since when the follower has not been sent our commit index (None: it has been)."""
 
 
 @dataclass(slots=True)
@@ -206,10 +208,13 @@ class RaftCore:
         self.transferee: str | None = None
         self.term_to_take_leadership = -1
         self.committed_index = min(committed_index, self._log.last_index)
-        # A node started with no log and no hard state (new, or its disk was replaced) is
-        # blank; once it sees that the group has a log it is rebuilding (HardState.rebuilding,
-        # _note_peer, _rebuilding_refusal) until it has caught up with a leader.
-        self._blank = hard_state == HardState() and self._log.last_index < 0
+        # A node started with no log (new, or its disk was replaced) is blank; once it sees
+        # that the group has a log it is rebuilding (HardState.rebuilding, _note_peer,
+        # _rebuilding_refusal) until it has caught up with a leader. Its hard state does not
+        # make it less blank: a node whose disk was replaced may campaign, persist a term and
+        # restart before it has heard of the group's log (simulation seed 50), and its vote must
+        # still not elect a log that misses entries it had held.
+        self._blank = self._log.last_index < 0
         self._rebuilding = hard_state.rebuilding
         self._forget_peers()
         self.peers_live: dict[str, bool] = {}
@@ -1288,14 +1293,26 @@ class RaftCore:
             d.write_index += len(entries)
             d.last_pushed_commit = self.committed_index
             d.last_commit_push_ms = now
+            d.commit_behind_since_ms = None
             sent_any = True
-        if not sent_any and (
-            d.last_pushed_commit < self.committed_index
-            or now - d.last_commit_push_ms >= cfg.commit_push_interval_ms
-        ):
+        if not sent_any:
+            self._maybe_push_commit(d)
+
+    def _maybe_push_commit(self, d: _Dispatcher) -> None:
+        """A COMMIT push when the follower's commit index has waited ``commit_push_delay_ms``
+        for an APPEND to carry it, or none went for ``commit_push_interval_ms``."""
+        cfg = self.config
+        now = self._now
+        commit_due = False
+        if d.last_pushed_commit < self.committed_index:
+            if d.commit_behind_since_ms is None:
+                d.commit_behind_since_ms = now
+            commit_due = now - d.commit_behind_since_ms >= cfg.commit_push_delay_ms
+        if commit_due or now - d.last_commit_push_ms >= cfg.commit_push_interval_ms:
             self._push(d, PushKind.COMMIT, self.committed_index)
             d.last_pushed_commit = self.committed_index
             d.last_commit_push_ms = now
+            d.commit_behind_since_ms = None
 
     def _reprobe(self, peer: str) -> None:
         """The peer answers heartbeats but not our COMPARE / TRUNCATE: it was lost, ask again.
