@@ -14,17 +14,33 @@ The decoder is fed whatever the socket returned and yields whole commands. It re
 soon as its length prefix says it is too big, before buffering it, and after any error it stays
 failed: the stream has lost its framing and the connection must be closed. Only
 ``ProtocolError`` ever leaves it.
+
+The JSON header is read and written by ``orjson`` when it is installed (the ``fast`` extra):
+the standard library's ``json`` took about 5 µs to parse and 6 µs to write a send's header, a
+fifth of the master's Python time per single send; orjson takes 1.4 and 0.3. The standard
+library stays the reference: whatever orjson refuses (a byte-order mark, NaN, integers past 64
+bits, lone surrogates) goes to it, so both accept and refuse exactly the same frames, and
+``LEDGERMQ_PURE_PYTHON=1`` runs on the reference alone (tests/wire/test_frame_json.py holds them
+equal).
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import os
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import ProtocolError
+
+try:
+    import orjson
+
+    HAVE_ORJSON = True
+except ImportError:  # pragma: no cover - the fast extra is not installed
+    HAVE_ORJSON = False
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -54,6 +70,21 @@ SEPARATE_BODY_BYTES: Final = 64 * 1024
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _PREFIX = struct.Struct(">ii")
 _BINARY_FIXED = struct.Struct(">hbhii")
+
+_use_orjson = HAVE_ORJSON and os.environ.get("LEDGERMQ_PURE_PYTHON") != "1"
+"""Whether orjson reads and writes headers. A module global, not a constant, so that a test can
+turn it off and run on the reference."""
+
+
+def _dump_header_json(header: Mapping[str, object]) -> bytes:
+    """The header we write (str keys; int, str and None values; ``extFields`` of str) as
+    compact UTF-8 JSON, keys in their order: byte for byte what the reference writes."""
+    if _use_orjson:
+        try:
+            return orjson.dumps(header)
+        except (TypeError, ValueError):
+            pass  # lone surrogates, integers past 64 bits: the reference says what they are
+    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class SerializeType(enum.IntEnum):
@@ -157,7 +188,7 @@ def _encode_head(command: RemotingCommand) -> bytes:
     }
     if command.remark is not None:
         header["remark"] = command.remark
-    encoded = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    encoded = _dump_header_json(header)
     return _PREFIX.pack(4 + len(encoded) + len(command.body), len(encoded)) + encoded
 
 
@@ -224,6 +255,59 @@ class FrameDecoder:
 
 
 def _parse_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    if _use_orjson:
+        try:
+            parsed = orjson.loads(raw)
+        except ValueError:
+            parsed = None
+        if type(parsed) is dict:
+            command = _plain_command(parsed, body)
+            if command is not None:
+                return command
+    return _parse_json_header_reference(raw, body)
+
+
+def _plain_command(header: dict[str, object], body: bytes) -> RemotingCommand | None:
+    """The command of an orjson-parsed header whose fields all have their usual types (ints in
+    range, strings, ``extFields`` of strings or ints); None sends anything else to the reference,
+    which then refuses it or reads it exactly as it always has (orjson reads integers past 64
+    bits as floats, for one)."""
+    code = header.get("code")
+    opaque = header.get("opaque")
+    flag = header.get("flag", 0)
+    version = header.get("version", 0)
+    remark = header.get("remark")
+    language = header.get("language", "OTHER")
+    raw_fields = header.get("extFields")
+    if not (
+        type(code) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and type(version) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and (remark is None or type(remark) is str)
+        and type(language) is str
+    ):
+        return None
+    fields: dict[str, str]
+    if raw_fields is None:
+        fields = {}
+    elif type(raw_fields) is dict:
+        fields = raw_fields
+        if not all(type(v) is str for v in raw_fields.values()):
+            if not all(type(v) is str or type(v) is int for v in raw_fields.values()):
+                return None
+            fields = {k: v if type(v) is str else str(v) for k, v in raw_fields.items()}
+    else:
+        return None
+    return RemotingCommand(code, opaque, flag, remark, fields, body, language, version)
+
+
+def _parse_json_header_reference(raw: bytes, body: bytes) -> RemotingCommand:
+    """``_parse_json_header`` on the standard library's json: the reference."""
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
