@@ -27,6 +27,7 @@ What stays as it was:
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from ledgermq.ledger.server import AppendResult
 
 __all__ = ["AppendGroup", "AppendRefusedError", "pack_entries"]
+
+_log = logging.getLogger(__name__)
 
 
 class AppendRefusedError(LedgerMQError):
@@ -58,7 +61,7 @@ class _Put:
     blob: bytes
     starts: list[int]
     give_back: Callable[[], None]
-    future: asyncio.Future[list[int]]
+    on_done: Callable[[list[int] | BaseException], None]
     segments: list[tuple[int, int, int, int]] = field(default_factory=list)
     """(entry number in the append, base, first record, stop record): record ``r`` of the put
     lies at ``base + starts[r]`` in the body of that entry."""
@@ -81,18 +84,39 @@ class AppendGroup:
         The future fails with ``AppendRefusedError`` after ``give_back`` ran when the ledger
         refused the append, and with the ledger's error when the outcome is unknown.
         """
-        loop = asyncio.get_running_loop()
-        put = _Put(blob, starts, give_back, loop.create_future())
+        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+
+        def settle(outcome: list[int] | BaseException) -> None:
+            if future.done():  # its sender gave up (connection closed): nothing to answer
+                return
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+        self.add_callback(blob, starts, give_back, settle)
+        return future
+
+    def add_callback(
+        self,
+        blob: bytes,
+        starts: list[int],
+        give_back: Callable[[], None],
+        on_done: Callable[[list[int] | BaseException], None],
+    ) -> None:
+        """``add`` for the send path, without a future: ``on_done`` is called once, with the
+        physical offsets or the error, straight from the append's completion (a future and
+        its awaiting coroutine cost a loop pass and a task each)."""
+        put = _Put(blob, starts, give_back, on_done)
         if _largest_record(blob, starts) > self._commitlog.max_entry_bytes:
             # The ledger will refuse it: alone, so that the refusal is its own. The group so
             # far goes first, to keep log order equal to queue-offset order.
             self._flush()
             self._submit([put])
-            return put.future
+            return
         self._puts.append(put)
         if self._flush_handle is None:
-            self._flush_handle = loop.call_soon(self._flush)
-        return put.future
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         if self._flush_handle is not None:
@@ -113,8 +137,7 @@ class AppendGroup:
                 put.give_back()
             refused = AppendRefusedError(exc)
             for put in puts:
-                if not put.future.done():
-                    put.future.set_exception(refused)
+                _call(put, refused)
             return
         appended.add_done_callback(lambda done: _settle(puts, done))
 
@@ -158,25 +181,31 @@ def _largest_record(blob: bytes, starts: Sequence[int]) -> int:
 def _settle(puts: Sequence[_Put], appended: asyncio.Future[AppendResult]) -> None:
     """Give every put of the group its physical offsets, or the append's error."""
     if appended.cancelled():
+        cancelled = asyncio.CancelledError("the ledger closed before the append completed")
         for put in puts:
-            put.future.cancel()
+            _call(put, cancelled)
         return
     error = appended.exception()
     if error is not None:
         for put in puts:
-            if not put.future.done():
-                put.future.set_exception(error)
+            _call(put, error)
         return
     positions = appended.result().positions
     for put in puts:
-        if put.future.done():  # its sender gave up (connection closed): nothing to answer
-            continue
         offsets: list[int] = []
         starts = put.starts
         for entry, base, first, stop in put.segments:
             origin = positions[entry] + BODY_OFFSET + base
             offsets.extend([origin + start for start in starts[first:stop]])
-        put.future.set_result(offsets)
+        _call(put, offsets)
+
+
+def _call(put: _Put, outcome: list[int] | BaseException) -> None:
+    """One put's callback; its failure is logged and must not keep the others unanswered."""
+    try:
+        put.on_done(outcome)
+    except Exception:  # noqa: BLE001 - one put's bug must not leave the group unanswered
+        _log.exception("a send's completion callback failed")
 
 
 def pack_entries(blob: bytes, starts: list[int], limit: int) -> tuple[list[bytes], list[int]]:

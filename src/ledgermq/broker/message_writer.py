@@ -11,6 +11,7 @@ stored, so a retry can duplicate it, as in RocketMQ) and SYSTEM_BUSY for back-pr
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ipaddress
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_records
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ledgermq.broker.broker_state import BrokerState
 
@@ -76,7 +77,40 @@ class MessageWriter:
 
         The records join the other puts of this loop pass in shared ledger entries
         (``append_group``'s module docstring says why); a batch is stored or refused as a whole.
+        Raises ``RequestRejectedError`` with the code the producer gets.
         """
+        future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+
+        def settle(outcome: PutResult | RequestRejectedError) -> None:
+            if future.done():
+                return
+            if isinstance(outcome, PutResult):
+                future.set_result(outcome)
+            else:
+                future.set_exception(outcome)
+
+        self.submit(
+            topic, queue_id, items, settle,
+            sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+            reconsume_times=reconsume_times,
+        )  # fmt: skip
+        return await future
+
+    def submit(
+        self,
+        topic: str,
+        queue_id: int,
+        items: Sequence[tuple[bytes, int, str]],
+        on_done: Callable[[PutResult | RequestRejectedError], None],
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "127.0.0.1:0",
+        reconsume_times: int = 0,
+    ) -> None:
+        """``put`` without a coroutine, for the send path: ``on_done`` gets the result or the
+        refusal once, from the append's completion. Raises ``RequestRejectedError`` at once
+        when this replica is not the master."""
         state = self._state
         state.require_master("storing messages")
         now = state.now_ms()
@@ -96,22 +130,34 @@ class MessageWriter:
             store_host=store_host,
             reconsume_times=reconsume_times,
         )
-        try:
-            offsets = await self._group.add(
-                blob, starts, lambda: table.roll_back(topic, queue_id, first)
-            )
-        except AppendRefusedError as exc:  # nothing was stored; the offsets went back
-            raise _refusal(state.config.broker_name, exc.cause) from None
-        except LedgerMQError as exc:
-            raise RequestRejectedError(
-                f"the message was not acknowledged by a quorum ({exc}); it may still be stored, "
-                "so a retry can duplicate it",
-                MQResponseCode.SYSTEM_ERROR,
-            ) from None
-        host, port = store_host
-        state.stats.record_put(topic, len(items), len(blob))
-        return PutResult(
-            [create_offset_message_id(host, port, offset) for offset in offsets], offsets, first
+        broker_name = state.config.broker_name
+
+        def settle(outcome: list[int] | BaseException) -> None:
+            if isinstance(outcome, AppendRefusedError):  # nothing stored; offsets went back
+                on_done(_refusal(broker_name, outcome.cause))
+            elif isinstance(outcome, asyncio.CancelledError):
+                on_done(
+                    RequestRejectedError(
+                        "the broker is shutting down; the message may still be stored",
+                        MQResponseCode.SYSTEM_ERROR,
+                    )
+                )
+            elif isinstance(outcome, BaseException):
+                on_done(
+                    RequestRejectedError(
+                        f"the message was not acknowledged by a quorum ({outcome}); it may "
+                        "still be stored, so a retry can duplicate it",
+                        MQResponseCode.SYSTEM_ERROR,
+                    )
+                )
+            else:
+                host, port = store_host
+                state.stats.record_put(topic, len(items), len(blob))
+                ids = [create_offset_message_id(host, port, offset) for offset in outcome]
+                on_done(PutResult(ids, outcome, first))
+
+        self._group.add_callback(
+            blob, starts, lambda: table.roll_back(topic, queue_id, first), settle
         )
 
 

@@ -10,6 +10,7 @@ group's dead-letter topic; messages with a ``DELAY`` level wait in the delay top
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from dataclasses import dataclass
@@ -30,16 +31,19 @@ from ledgermq.wire.message import (
     decode_batch,
     decode_properties,
     encode_properties,
+    find_property,
     validate_message,
     validate_topic,
 )
 from ledgermq.wire.route import is_writable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.message_writer import PutResult
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.route import TopicConfig
 
 __all__ = ["SendProcessor", "SendRequest", "parse_send_request"]
 
@@ -83,12 +87,69 @@ def parse_send_request(command: RemotingCommand) -> SendRequest:
     )
 
 
+@dataclass(slots=True)
+class _Checked:
+    """A send that passed the checks that need no topic: its request and messages."""
+
+    request: SendRequest
+    items: list[tuple[bytes, int, str]]
+
+
 class SendProcessor:
+    """One send, two ways in: ``process`` (a coroutine, for sends that may create a topic or
+    route to a retry or dead-letter topic) and ``start`` (no task and no coroutine, for the
+    common case of a known topic: its answer is made straight from the commit). Both run the
+    same steps, ``_check``, ``_place`` and ``_answer``, so they cannot disagree."""
+
     def __init__(self, state: BrokerState) -> None:
         self._state = state
         self._rng = random.Random()  # noqa: S311 - spreads sends without a queue id
 
     async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
+        checked = self._check(command)
+        request = checked.request
+        topic = request.topic
+        queue_id = request.queue_id
+        if topic.startswith(RETRY_PREFIX):
+            topic, queue_id = await self._route_retry(request, queue_id)
+        topic_config = await self._state.topics.ensure_for_send(
+            topic, request.default_topic, request.default_topic_queue_nums
+        )
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+        def settle(outcome: RemotingCommand | RequestRejectedError) -> None:
+            if future.done():
+                return
+            if isinstance(outcome, RequestRejectedError):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+        self._store(command, checked, topic_config, queue_id, client_address, settle)
+        return await future
+
+    def start(
+        self,
+        command: RemotingCommand,
+        client_address: str,
+        on_done: Callable[[RemotingCommand | RequestRejectedError], None],
+    ) -> bool:
+        """Store a send to a topic that exists and is not a retry topic, and call ``on_done``
+        once with its answer (or refusal) when it is committed; False, having done nothing,
+        when the send needs ``process``. Raises ``RequestRejectedError`` (and the errors of a
+        malformed request) at once for a send refused before anything was stored."""
+        checked = self._check(command)
+        request = checked.request
+        if request.topic.startswith(RETRY_PREFIX):
+            return False
+        topic_config = self._state.topics.find(request.topic)
+        if topic_config is None:
+            return False
+        self._store(command, checked, topic_config, request.queue_id, client_address, on_done)
+        return True
+
+    def _check(self, command: RemotingCommand) -> _Checked:
+        """Everything a send is checked for before its topic is looked at."""
         state = self._state
         request = parse_send_request(command)
         state.require_master("send")
@@ -108,15 +169,21 @@ class SendProcessor:
                 f"the broker[{config.broker_name}] sending message is forbidden",
                 MQResponseCode.NO_PERMISSION,
             )
-        topic = request.topic
-        queue_id = request.queue_id
-        reconsume_times = request.reconsume_times
-        properties_list = [p for _, _, p in items]
-        if topic.startswith(RETRY_PREFIX):
-            topic, queue_id = await self._route_retry(request, queue_id)
-        topic_config = await state.topics.ensure_for_send(
-            topic, request.default_topic, request.default_topic_queue_nums
-        )
+        return _Checked(request, items)
+
+    def _store(
+        self,
+        command: RemotingCommand,
+        checked: _Checked,
+        topic_config: TopicConfig,
+        queue_id: int,
+        client_address: str,
+        on_done: Callable[[RemotingCommand | RequestRejectedError], None],
+    ) -> None:
+        """Pick the queue, divert a delayed message to the delay topic, and store it."""
+        state = self._state
+        request = checked.request
+        topic = topic_config.topic_name
         if not is_writable(topic_config.perm):
             raise RequestRejectedError(
                 f"the topic[{topic}] sending message is forbidden", MQResponseCode.NO_PERMISSION
@@ -129,33 +196,45 @@ class SendProcessor:
                 f"{topic_config.write_queue_nums} write queues",
                 MQResponseCode.SYSTEM_ERROR,
             )
+        items = checked.items
         # Delayed messages (single sends only, as RocketMQ) wait in the delay topic's queue of
         # their level, with the real destination in their properties.
         store_topic, store_queue = topic, queue_id
         if not request.batch:
-            props = decode_properties(properties_list[0])
-            level = _delay_level(props)
+            body, flag, properties = items[0]
+            level = _delay_level(properties)
             if level > 0:
-                level = min(level, len(config.delay_levels_ms))
+                props = decode_properties(properties)
+                level = min(level, len(state.config.delay_levels_ms))
                 props[MessageProperty.REAL_TOPIC] = topic
                 props[MessageProperty.REAL_QID] = str(queue_id)
                 props[MessageProperty.DELAY] = str(level)
-                properties_list = [encode_properties(props)]
+                items = [(body, flag, encode_properties(props))]
                 store_topic, store_queue = SCHEDULE_TOPIC, level - 1
-        return await self._store(
-            command,
-            store_topic,
-            store_queue,
-            topic,
-            queue_id,
-            [
-                (body, flag, props)
-                for (body, flag, _), props in zip(items, properties_list, strict=True)
-            ],
-            request,
-            reconsume_times,
-            client_address,
-        )
+        answered_queue = queue_id if store_topic == topic else store_queue
+
+        def answer(outcome: PutResult | RequestRejectedError) -> None:
+            if isinstance(outcome, RequestRejectedError):
+                on_done(outcome)
+                return
+            ext = {
+                "msgId": ",".join(outcome.msg_ids),
+                "queueId": str(answered_queue),
+                "queueOffset": str(outcome.first_queue_offset),
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            }
+            if len(items) == 1:
+                uniq = find_property(items[0][2], MessageProperty.UNIQ_KEY)
+                if uniq:
+                    ext["transactionId"] = uniq
+            on_done(command.response(MQResponseCode.SUCCESS, ext_fields=ext))
+
+        state.messages.submit(
+            store_topic, store_queue, items, answer,
+            sys_flag=request.sys_flag, born_timestamp=request.born_timestamp,
+            born_host=client_address, reconsume_times=request.reconsume_times,
+        )  # fmt: skip
 
     def _messages(self, request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
         max_bytes = self._state.config.max_message_size
@@ -196,43 +275,9 @@ class SendProcessor:
             return dlq.topic_name, 0
         return request.topic, queue_id
 
-    async def _store(
-        self,
-        command: RemotingCommand,
-        store_topic: str,
-        store_queue: int,
-        topic: str,
-        queue_id: int,
-        items: list[tuple[bytes, int, str]],
-        request: SendRequest,
-        reconsume_times: int,
-        client_address: str,
-    ) -> RemotingCommand:
-        result = await self._state.messages.put(
-            store_topic,
-            store_queue,
-            items,
-            sys_flag=request.sys_flag,
-            born_timestamp=request.born_timestamp,
-            born_host=client_address,
-            reconsume_times=reconsume_times,
-        )
-        ext = {
-            "msgId": ",".join(result.msg_ids),
-            "queueId": str(queue_id if store_topic == topic else store_queue),
-            "queueOffset": str(result.first_queue_offset),
-            "MSG_REGION": "DefaultRegion",
-            "TRACE_ON": "true",
-        }
-        if len(items) == 1:
-            uniq = decode_properties(items[0][2]).get(MessageProperty.UNIQ_KEY)
-            if uniq:
-                ext["transactionId"] = uniq
-        return command.response(MQResponseCode.SUCCESS, ext_fields=ext)
 
-
-def _delay_level(properties: Mapping[str, str]) -> int:
-    text = properties.get(MessageProperty.DELAY)
+def _delay_level(properties: str) -> int:
+    text = find_property(properties, MessageProperty.DELAY)
     if not text:
         return 0
     try:

@@ -93,6 +93,11 @@ _OUTCOMES_KEPT: Final = frozenset(
 """Requests whose SUCCESS is still sent after a store failure: it reports a change a majority
 committed, which stays true (refusing it would only make the client send it again)."""
 
+_SEND_CODES: Final = frozenset(
+    {MQRequestCode.SEND_MESSAGE, MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE}
+)
+"""Requests ``SendProcessor.start`` takes without a task when their topic is known."""
+
 Handler = Callable[["Connection", "RemotingCommand"], "Awaitable[RemotingCommand | None]"]
 
 
@@ -428,9 +433,30 @@ class BrokerServer:
                     )
                 )
             return
+        if command.code in _SEND_CODES and self._start_send(conn, command):
+            return
         task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _start_send(self, conn: Connection, command: RemotingCommand) -> bool:
+        """A send to a known topic, without a task: its answer goes out from the commit's
+        completion (``SendProcessor.start``). False when it needs the task path (a topic to
+        create, a retry topic) or the broker has failed; nothing has been done then."""
+        send = self._send
+        if send is None or self._failed() is not None:
+            return False
+
+        def answer(outcome: RemotingCommand | RequestRejectedError) -> None:
+            if isinstance(outcome, RequestRejectedError):
+                outcome = command.response(outcome.code, remark=str(outcome))
+            self._answer(conn, command, outcome)
+
+        try:
+            return send.start(command, conn.address, answer)
+        except Exception as exc:  # noqa: BLE001 - mapped exactly as _serve maps it
+            self._answer(conn, command, self._error_response(conn, command, exc))
+            return True
 
     async def _serve(self, handler: Handler, conn: Connection, command: RemotingCommand) -> None:
         failure = self._failed()
@@ -441,19 +467,35 @@ class BrokerServer:
             return
         try:
             response = await handler(conn, command)
-        except RequestRejectedError as exc:
-            response = command.response(exc.code, remark=str(exc))
-        except LedgerMQError as exc:
-            response = command.response(MQResponseCode.SYSTEM_ERROR, remark=str(exc))
-        except asyncio.CancelledError:
-            response = command.response(
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - the client is answered
+            response = self._error_response(conn, command, exc)
+        self._answer(conn, command, response)
+
+    def _error_response(
+        self, conn: Connection, command: RemotingCommand, exc: BaseException
+    ) -> RemotingCommand:
+        """What the client is told when handling its request raised ``exc``."""
+        if isinstance(exc, RequestRejectedError):
+            return command.response(exc.code, remark=str(exc))
+        if isinstance(exc, LedgerMQError):
+            return command.response(MQResponseCode.SYSTEM_ERROR, remark=str(exc))
+        if isinstance(exc, asyncio.CancelledError):
+            return command.response(
                 MQResponseCode.SYSTEM_ERROR, remark="the broker is shutting down"
             )
-        except Exception as exc:  # noqa: BLE001 - the client gets an answer; we get the log
-            _log.exception("request %d from %s failed", command.code, conn.address)
-            response = command.response(
-                MQResponseCode.SYSTEM_ERROR, remark=f"internal error: {type(exc).__name__}: {exc}"
-            )
+        _log.error(
+            "request %d from %s failed", command.code, conn.address,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )  # fmt: skip
+        return command.response(
+            MQResponseCode.SYSTEM_ERROR, remark=f"internal error: {type(exc).__name__}: {exc}"
+        )
+
+    def _answer(
+        self, conn: Connection, command: RemotingCommand, response: RemotingCommand | None
+    ) -> None:
+        """Send ``response`` unless the request was one-way or the client has gone; after a
+        store failure, only outcomes a majority committed (``_OUTCOMES_KEPT``) still go out."""
         if response is None or command.is_oneway or conn.closed:
             return
         failure = self._failed()

@@ -86,6 +86,7 @@ __all__ = [
     "encode_properties",
     "encode_record",
     "encode_records",
+    "find_property",
     "parse_subscription",
     "read_dispatch_info",
     "scan_dispatch_records",
@@ -1076,6 +1077,11 @@ _INDEX_HEAD: Final = struct.Struct(">ii4xi4xq8xi16xq20xi")
 _TAGS_MARK: Final = "\x02TAGS\x01"
 _KEYS_MARK: Final = "\x02KEYS\x01"
 _UNIQ_MARK: Final = "\x02UNIQ_KEY\x01"
+
+
+def find_property(text: str, key: str) -> str | None:
+    """``decode_properties(text).get(key)`` without building the dict (a send looks up two)."""
+    return _find_property(text, f"{_PROPERTY_END}{key}{_NAME_VALUE}")
 
 
 def _find_property(text: str, mark: str) -> str | None:
