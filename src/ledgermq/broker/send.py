@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import (
@@ -24,7 +24,7 @@ from ledgermq.errors import (
     RequestRejectedError,
 )
 from ledgermq.wire import MQRequestCode, MQResponseCode, ext_bool, ext_int, ext_str
-from ledgermq.wire.ext_fields import expand_send_v2_fields
+from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields
 from ledgermq.wire.message import (
     MessageProperty,
     SysFlag,
@@ -50,8 +50,11 @@ __all__ = ["SendProcessor", "SendRequest", "parse_send_request"]
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendRequest:
+    """A send's header, read (not frozen: built once per send, and a frozen dataclass's
+    ``__init__`` costs four times a plain one's)."""
+
     producer_group: str
     topic: str
     default_topic: str | None
@@ -66,9 +69,20 @@ class SendRequest:
     batch: bool
 
 
+_V2_CODES: Final = frozenset({MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE})
+_V2_KEYS: Final = frozenset(SEND_V2_FIELD_NAMES)
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
 def parse_send_request(command: RemotingCommand) -> SendRequest:
+    """The send's header; ``BadRequestError`` names a missing or malformed field."""
     fields: Mapping[str, str] = command.ext_fields
-    if command.code in (MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE):
+    if command.code in _V2_CODES:
+        if fields.keys() <= _V2_KEYS:
+            request = _parse_v2_plain(fields, command.code == MQRequestCode.SEND_BATCH_MESSAGE)
+            if request is not None:
+                return request
         fields = expand_send_v2_fields(fields)
     max_reconsume = fields.get("maxReconsumeTimes")
     return SendRequest(
@@ -85,6 +99,39 @@ def parse_send_request(command: RemotingCommand) -> SendRequest:
         max_reconsume_times=int(max_reconsume) if max_reconsume not in (None, "") else None,
         batch=command.code == MQRequestCode.SEND_BATCH_MESSAGE or ext_bool(fields, "batch"),
     )
+
+
+def _parse_v2_plain(fields: Mapping[str, str], batch_code: bool) -> SendRequest | None:
+    """The V2 header as every client we know sends it (one-letter names, every number present
+    and in range, ``batch`` spelled true or false) in one step; None for anything else, which
+    the general reader then reads, or refuses with its messages. Why: the general reader
+    renamed the 14 fields into a new dict and parsed each number through a checking helper,
+    about a tenth of the master's Python time per single send."""
+    get = fields.get
+    topic = get("b")
+    batch_text = get("m")
+    max_reconsume = get("l")
+    if topic is None or batch_text not in (None, "false", "true"):
+        return None
+    try:
+        numbers = (
+            int(fields["d"]) if "d" in fields else 4,
+            int(fields["e"]) if "e" in fields else -1,
+            int(fields["f"]) if "f" in fields else 0,
+            int(fields["g"]) if "g" in fields else 0,
+            int(fields["h"]) if "h" in fields else 0,
+            int(fields["j"]) if "j" in fields else 0,
+        )
+        max_times = None if max_reconsume is None else int(max_reconsume)
+    except ValueError:  # "" (a default) or not a number: the general reader decides
+        return None
+    if not (min(numbers) >= _INT64_MIN and max(numbers) <= _INT64_MAX):
+        return None
+    queue_nums, queue_id, sys_flag, born, flag, reconsume = numbers
+    return SendRequest(
+        get("a", ""), topic, get("c") or None, queue_nums, queue_id, sys_flag, born, flag,
+        get("i", ""), reconsume, max_times, batch_code or batch_text == "true",
+    )  # fmt: skip
 
 
 @dataclass(slots=True)

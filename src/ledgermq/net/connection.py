@@ -25,7 +25,6 @@ import logging
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Final, TypeAlias, cast
 
 from ledgermq.errors import ConnectionClosedError, ProtocolError, RequestTimeoutError
@@ -37,6 +36,7 @@ from ledgermq.wire import (
     FrameDecoder,
     RemotingCommand,
     encode_frame_parts,
+    with_opaque,
 )
 
 __all__ = ["Connection", "Handler"]
@@ -141,34 +141,36 @@ class Connection(asyncio.Protocol):
     def send_request_nowait(self, command: RemotingCommand) -> int:
         """Queue ``command`` with a fresh opaque and return it; its answer goes to the handler."""
         opaque = self._take_opaque()
-        self._queue(encode_frame_parts(replace(command, opaque=opaque)))
+        self._queue(encode_frame_parts(with_opaque(command, opaque, command.flag)))
         return opaque
 
     def send_oneway(self, command: RemotingCommand) -> int:
         """Queue ``command`` with a fresh opaque and the one-way flag; no answer is expected."""
-        return self.send_request_nowait(replace(command, flag=command.flag | FLAG_ONEWAY))
+        opaque = self._take_opaque()
+        self._queue(encode_frame_parts(with_opaque(command, opaque, command.flag | FLAG_ONEWAY)))
+        return opaque
 
     async def request(self, command: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send ``command`` with a fresh opaque and return the response carrying that opaque.
 
         Raises RequestTimeoutError after ``timeout_s`` seconds (the opaque is forgotten and a
         late answer dropped) and ConnectionClosedError if the connection closes first.
+
+        The deadline is one timer that fails the future, not ``asyncio.timeout``: the context
+        manager cost a request about 5 us, a tenth of a client's Python time per send.
         """
         opaque = self._take_opaque()
-        frame = encode_frame_parts(replace(command, opaque=opaque))
+        frame = encode_frame_parts(with_opaque(command, opaque, command.flag))
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._queue(frame)
         self._pending[opaque] = future
+        deadline = self._loop.call_later(
+            timeout_s, _expire, future, self.address, command.code, opaque, timeout_s
+        )
         try:
-            async with asyncio.timeout(timeout_s):
-                return await future
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"no answer from {self.address} to request code {command.code} "
-                f"(opaque {opaque}) within {timeout_s:g} s",
-                self.address,
-            ) from None
+            return await future
         finally:
+            deadline.cancel()
             if self._pending.pop(opaque, None) is not None:
                 self._abandon(opaque)
 
@@ -356,3 +358,17 @@ class Connection(asyncio.Protocol):
             callback(self)
         except Exception:
             logger.exception("a close callback of the connection to %s failed", self.address)
+
+
+def _expire(
+    future: asyncio.Future[RemotingCommand], address: str, code: int, opaque: int, timeout_s: float
+) -> None:
+    """``request``'s deadline: no answer came in time."""
+    if not future.done():
+        future.set_exception(
+            RequestTimeoutError(
+                f"no answer from {address} to request code {code} (opaque {opaque}) "
+                f"within {timeout_s:g} s",
+                address,
+            )
+        )

@@ -14,6 +14,7 @@ from ledgermq.wire.frame import (
     SerializeType,
     encode_frame,
     encode_frame_parts,
+    with_opaque,
 )
 from ledgermq.wire.message import (
     BLANK_MAGIC,
@@ -123,4 +124,5 @@ __all__ = [
     "tags_match",
     "validate_message",
     "validate_topic",
+    "with_opaque",
 ]

@@ -56,6 +56,7 @@ __all__ = [
     "SerializeType",
     "encode_frame",
     "encode_frame_parts",
+    "with_opaque",
 ]
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
@@ -69,6 +70,7 @@ SEPARATE_BODY_BYTES: Final = 64 * 1024
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _PREFIX = struct.Struct(">ii")
+_LENGTH = struct.Struct(">i")
 _BINARY_FIXED = struct.Struct(">hbhii")
 
 _use_orjson = HAVE_ORJSON and os.environ.get("LEDGERMQ_PURE_PYTHON") != "1"
@@ -111,9 +113,15 @@ class LanguageCode(enum.IntEnum):
     NODE_JS = 13
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RemotingCommand:
-    """One request or response (``RemotingCommand``)."""
+    """One request or response (``RemotingCommand``).
+
+    Treat it as immutable (``dataclasses.replace`` makes a changed copy). It is not declared
+    ``frozen``: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
+    and cost 0.94 µs here against 0.21 µs for this one, and every request and every response
+    builds one (two or more per single send on the master, one per push on a follower).
+    """
 
     code: int
     opaque: int
@@ -152,6 +160,14 @@ class RemotingCommand:
             ext_fields=ext_fields or {},
             body=body,
         )
+
+
+def with_opaque(command: RemotingCommand, opaque: int, flag: int) -> RemotingCommand:
+    """``command`` with another ``opaque`` and ``flag`` (``dataclasses.replace`` took 3 us)."""
+    return RemotingCommand(
+        command.code, opaque, flag, command.remark, command.ext_fields, command.body,
+        command.language, command.version,
+    )  # fmt: skip
 
 
 def encode_frame(command: RemotingCommand) -> bytes:
@@ -208,50 +224,69 @@ class FrameDecoder:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        """Every whole command in what has arrived so far, in order.
+
+        The frames are read at offsets and the consumed bytes dropped once per call (not after
+        each frame: a read holding 16 requests moved the rest of the buffer 16 times), and when
+        nothing was buffered the bytes are read where they are instead of being copied in first.
+        """
         if self._failed is not None:
             raise ProtocolError(f"the stream is unusable after an earlier error: {self._failed}")
-        self._buffer += data
+        buf = self._buffer
+        source: bytes | bytearray
+        if buf:
+            buf += data
+            source = buf
+        else:
+            source = data
         commands: list[RemotingCommand] = []
         try:
-            while True:
-                command = self._next()
-                if command is None:
-                    return commands
-                commands.append(command)
+            with memoryview(source) as view:
+                consumed = self._frames(view, commands)
         except ProtocolError as exc:
             self._failed = exc
-            self._buffer.clear()
+            buf.clear()
             raise
+        if source is buf:
+            del buf[:consumed]
+        elif consumed < len(data):
+            buf += data[consumed:]
+        return commands
 
-    def _next(self) -> RemotingCommand | None:
-        buf = self._buffer
-        if len(buf) < 4:
-            return None
-        (length,) = struct.unpack_from(">i", buf)
-        if length < 4:
-            raise ProtocolError(f"frame length {length} is below the minimum of 4")
-        if length > self.max_frame_bytes:
-            raise ProtocolError(
-                f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes} bytes"
-            )
-        if len(buf) < 8:
-            return None
-        (word,) = struct.unpack_from(">I", buf, 4)
-        kind, header_length = word >> 24, word & 0xFFFFFF
-        if header_length > length - 4:
-            raise ProtocolError(
-                f"header length {header_length} does not fit in a frame of {length} bytes"
-            )
-        if len(buf) < 4 + length:
-            return None
-        header = bytes(buf[8 : 8 + header_length])
-        body = bytes(buf[8 + header_length : 4 + length])
-        del buf[: 4 + length]
-        if kind == SerializeType.JSON:
-            return _parse_json_header(header, body)
-        if kind == SerializeType.ROCKETMQ:
-            return _parse_binary_header(header, body)
-        raise ProtocolError(f"unknown serialize type {kind} (0 JSON and 1 ROCKETMQ exist)")
+    def _frames(self, view: memoryview, commands: list[RemotingCommand]) -> int:
+        """Decode the whole frames at the start of ``view`` into ``commands``; the bytes used."""
+        end = len(view)
+        pos = 0
+        unpack = _PREFIX.unpack_from
+        limit = self.max_frame_bytes
+        while end - pos >= 4:
+            (length,) = _LENGTH.unpack_from(view, pos)
+            if length < 4:
+                raise ProtocolError(f"frame length {length} is below the minimum of 4")
+            if length > limit:
+                raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit} bytes")
+            if end - pos < 8:
+                break
+            _, word = unpack(view, pos)
+            kind, header_length = (word >> 24) & 0xFF, word & 0xFFFFFF
+            if header_length > length - 4:
+                raise ProtocolError(
+                    f"header length {header_length} does not fit in a frame of {length} bytes"
+                )
+            frame_end = pos + 4 + length
+            if end < frame_end:
+                break
+            header_end = pos + 8 + header_length
+            header = bytes(view[pos + 8 : header_end])
+            body = bytes(view[header_end:frame_end])
+            pos = frame_end
+            if kind == SerializeType.JSON:
+                commands.append(_parse_json_header(header, body))
+            elif kind == SerializeType.ROCKETMQ:
+                commands.append(_parse_binary_header(header, body))
+            else:
+                raise ProtocolError(f"unknown serialize type {kind} (0 JSON and 1 ROCKETMQ exist)")
+        return pos
 
 
 def _parse_json_header(raw: bytes, body: bytes) -> RemotingCommand:

@@ -1,0 +1,53 @@
+"""``parse_send_request``: the one-step reader of SEND_MESSAGE_V2 headers must read exactly what
+the general reader (the same header under SEND_MESSAGE's long names) reads, and leave every
+header it does not take to it, so that errors stay the general reader's."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledgermq.broker.send import parse_send_request
+from ledgermq.wire import MQRequestCode, RemotingCommand
+from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields
+
+numbers = st.one_of(
+    st.integers(-(1 << 64), 1 << 64).map(str),
+    st.sampled_from(["", " 7 ", "1_000", "x", "-0", "+3", "9" * 25]),
+)
+texts = st.sampled_from(["", "g", "TopicTest", "%RETRY%g", "\x01UNIQ_KEY\x02a\x02"])
+booleans = st.sampled_from(["true", "false", "", "1", "0", "TRUE", " true", "yes"])
+value_of = {"a": texts, "b": texts, "c": texts, "i": texts, "m": booleans, "n": texts}
+headers = st.fixed_dictionaries(
+    {},
+    optional={key: value_of.get(key, numbers) for key in SEND_V2_FIELD_NAMES},
+)
+
+
+def _outcome(command: RemotingCommand) -> object:
+    try:
+        return parse_send_request(command)
+    except Exception as exc:  # noqa: BLE001 - the outcome compared is the error itself
+        return (type(exc), str(exc))
+
+
+@given(headers, st.sampled_from([MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE]))
+def test_a_v2_header_reads_as_its_long_named_twin(fields: dict[str, str], code: int) -> None:
+    v2 = RemotingCommand(code, 1, ext_fields=fields)
+    long_named = expand_send_v2_fields(fields)
+    if code == MQRequestCode.SEND_BATCH_MESSAGE:
+        long_named["batch"] = "true"
+    twin = RemotingCommand(MQRequestCode.SEND_MESSAGE, 1, ext_fields=long_named)
+    assert _outcome(v2) == _outcome(twin)
+
+
+def test_the_usual_v2_header_is_read() -> None:
+    fields = {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "17",
+              "h": "0", "i": "p", "j": "0", "k": "false", "m": "false"}  # fmt: skip
+    request = parse_send_request(
+        RemotingCommand(MQRequestCode.SEND_MESSAGE_V2, 1, ext_fields=fields)
+    )
+    assert (request.topic, request.queue_id, request.born_timestamp, request.batch) == (
+        "T", 3, 17, False,
+    )  # fmt: skip
+    assert request.max_reconsume_times is None
