@@ -2,7 +2,8 @@
 
 ``optional=True``: where they cannot be compiled (no C compiler), the package installs without
 them, ``ledgermq.store.append_plan`` uses its pure-Python planner and the Spark connector
-decodes records in Python (``ledgermq.spark.arrow_rows``).
+decodes records in Python (``ledgermq.spark.arrow_rows``), and the dispatcher scans records in
+Python (``ledgermq.wire.message``).
 """
 
 from setuptools import Extension, setup
@@ -18,6 +19,12 @@ setup(
         Extension(
             "ledgermq.wire._record_columns",
             ["src/ledgermq/wire/_record_columns.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "ledgermq.wire._dispatch_scan",
+            ["src/ledgermq/wire/_dispatch_scan.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

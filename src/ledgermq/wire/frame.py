@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import ProtocolError
+from ledgermq.speedups import PURE_PYTHON
 
 try:
     import orjson
@@ -73,7 +73,7 @@ _PREFIX = struct.Struct(">ii")
 _LENGTH = struct.Struct(">i")
 _BINARY_FIXED = struct.Struct(">hbhii")
 
-_use_orjson = HAVE_ORJSON and os.environ.get("LEDGERMQ_PURE_PYTHON") != "1"
+_use_orjson = HAVE_ORJSON and not PURE_PYTHON
 """Whether orjson reads and writes headers. A module global, not a constant, so that a test can
 turn it off and run on the reference."""
 

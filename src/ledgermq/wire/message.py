@@ -45,6 +45,12 @@ import zlib
 from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 from ledgermq.errors import InvalidMessageError, MessageFormatError
+from ledgermq.speedups import PURE_PYTHON
+
+try:
+    from ledgermq.wire._dispatch_scan import scan_dispatch_records as _c_scan
+except ImportError:  # pragma: no cover - the extension is optional (no C compiler)
+    _c_scan = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -236,6 +242,12 @@ _NAME_VALUE: Final = "\x01"
 _PROPERTY_END: Final = "\x02"
 
 _tuple_new: Final = tuple.__new__
+
+HAVE_DISPATCH_SCAN: Final = _c_scan is not None
+"""Whether the C ``scan_dispatch_records`` (``_dispatch_scan.c``) was built."""
+_use_c = HAVE_DISPATCH_SCAN and not PURE_PYTHON
+"""Whether ``scan_dispatch_records`` runs in C. A module global, not a constant, so that a test
+can turn it off and run on the reference."""
 
 
 # ---------------------------------------------------------------- properties
@@ -1102,6 +1114,38 @@ def scan_dispatch_records(buf: bytes | bytearray | memoryview) -> list[RecordInd
     """``read_dispatch_info`` of every record of ``buf`` (whole records, nothing else), reduced
     to what the dispatcher indexes; a ledger entry's body holds one record or a batch's records.
 
+    Every replica runs this on every committed entry, so it is C (``_dispatch_scan.c``) where the
+    extension is built: the common record is read there and every other one by ``_slow_record``
+    here, so results and errors are those of the reference, ``_scan_dispatch_records_py``.
+
+    Raises:
+        MessageFormatError: ``buf`` is not a sequence of whole, well-formed records (or empty).
+    """
+    if _use_c:
+        records = _c_scan(buf, RecordIndexInfo, _slow_record)
+        if records is not None:
+            return records
+    return _scan_dispatch_records_py(buf)
+
+
+def _slow_record(buf: bytes | bytearray | memoryview, pos: int) -> RecordIndexInfo:
+    """The record at ``pos`` by ``read_dispatch_info``: any layout, or the error it makes."""
+    info = read_dispatch_info(buf, pos)
+    keys = list(info.keys)
+    if info.uniq_key:
+        keys.append(info.uniq_key)
+    record: RecordIndexInfo = _tuple_new(
+        RecordIndexInfo,
+        (pos, info.total_size, info.topic, info.queue_id, info.queue_offset,
+         info.store_timestamp, info.tags_code, keys),
+    )  # fmt: skip
+    return record
+
+
+def _scan_dispatch_records_py(buf: bytes | bytearray | memoryview) -> list[RecordIndexInfo]:
+    """``scan_dispatch_records`` in Python: the reference the C version is tested against, and
+    what runs without the extension or with ``LEDGERMQ_PURE_PYTHON=1``.
+
     The common record (V1, IPv4 hosts, UTF-8 topic and properties) is read with one struct call
     and three substring searches instead of a properties dict; anything else goes through
     ``read_dispatch_info``, so the result and the errors are the same.
@@ -1169,26 +1213,9 @@ def scan_dispatch_records(buf: bytes | bytearray | memoryview) -> list[RecordInd
                         )
                         pos = record_end
                         continue
-        info = read_dispatch_info(buf, pos)
-        keys = list(info.keys)
-        if info.uniq_key:
-            keys.append(info.uniq_key)
-        append(
-            _tuple_new(
-                RecordIndexInfo,
-                (
-                    pos,
-                    info.total_size,
-                    info.topic,
-                    info.queue_id,
-                    info.queue_offset,
-                    info.store_timestamp,
-                    info.tags_code,
-                    keys,
-                ),
-            )
-        )
-        pos += info.total_size
+        record = _slow_record(buf, pos)
+        append(record)
+        pos += record.total_size
     return out
 
 
