@@ -23,6 +23,12 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
+            "ledgermq.wire._record_decode",
+            ["src/ledgermq/wire/_record_decode.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
             "ledgermq.wire._dispatch_scan",
             ["src/ledgermq/wire/_dispatch_scan.c"],
             optional=True,

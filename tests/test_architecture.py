@@ -87,6 +87,9 @@ def test_c_speedups_are_built_where_required() -> None:
         assert importlib.util.find_spec("ledgermq.wire._dispatch_scan") is not None, (
             "the C extension ledgermq.wire._dispatch_scan (the dispatcher's scan) was not built"
         )
+        assert importlib.util.find_spec("ledgermq.wire._record_decode") is not None, (
+            "the C extension ledgermq.wire._record_decode (the consumers' decoder) was not built"
+        )
 
 
 def test_import_linter_contracts_hold() -> None:
