@@ -28,11 +28,13 @@ from ledgermq.ledger import codec
 from ledgermq.spark import arrow_rows
 from ledgermq.store import _speedups
 from ledgermq.store.entry_format import HEADER_SIZE, Entry, EntryType
-from ledgermq.wire import _dispatch_scan, _record_columns
+from ledgermq.wire import _dispatch_scan, _record_columns, _record_decode
 from ledgermq.wire.message import (
     MESSAGE_MAGIC_V2,
+    MessageExt,
     RecordIndexInfo,
     SysFlag,
+    _decode_records_py,
     _scan_dispatch_records_py,
     _slow_record,
     decode_records,
@@ -172,6 +174,21 @@ def fuzz_record_columns(rng: random.Random) -> None:
         fail("record_columns", data, fast.to_pylist(), reference.to_pylist())
 
 
+def fuzz_record_decode(rng: random.Random) -> None:
+    data = records_input(rng)
+    expected = outcome(lambda: [tuple(m) for m in _decode_records_py(data, False, 1 << 20)])
+    for buf in (data, bytearray(data), memoryview(data)):
+        got = outcome(
+            lambda buf=buf: [tuple(m) for m in decode_records(buf, max_inflated_bytes=1 << 20)]  # type: ignore[misc]
+        )
+        if got != expected:
+            fail("decode_records (_record_decode.decode_plain)", data, got, expected)
+    start = rng.randrange(len(data) + 1)
+    decoded, stop = _record_decode.decode_plain(data, start, MessageExt)
+    if not start <= stop <= len(data) or (stop == start and decoded):
+        fail("decode_plain bounds", data, (len(decoded), stop), f"a stop in {start}..{len(data)}")
+
+
 def fuzz_crc32c(rng: random.Random) -> None:
     data = mutate(rng.randbytes(rng.choice((0, 1, 7, 8, 9, 63, 64, 1000, 5000))), rng)
     value = rng.randrange(1 << 32)
@@ -230,6 +247,7 @@ def fuzz_entry_codec(rng: random.Random) -> None:
 TARGETS: dict[str, Callable[[random.Random], None]] = {
     "scan_dispatch_records": fuzz_dispatch_scan,
     "record_columns": fuzz_record_columns,
+    "decode_records": fuzz_record_decode,
     "crc32c": fuzz_crc32c,
     "encode_entries/decode_entries": fuzz_entry_codec,
 }
