@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.bench.etcd_client import EtcdClient, EtcdError
+from ledgermq.bench.etcd_client import EtcdClient, EtcdError, client_unavailable
 from ledgermq.bench.peers.servers import ServerProcess, find_binary
 from ledgermq.bench.processes import HOST, free_ports
 from ledgermq.errors import LedgerMQError
@@ -36,9 +36,13 @@ def etcd_binary(path: str | None = None) -> str | None:
 
 
 def etcd_unavailable(what: str, path: str | None = None) -> str | None:
-    """The one line printed instead of ``what``'s rows when etcd is not installed, or None."""
+    """The one line printed instead of ``what``'s rows when etcd or grpcio is not installed
+    (saying how to install it), or None."""
     if etcd_binary(path) is None:
         return f"{what}: skipped, etcd is not installed ({INSTALL_LINE})"
+    missing = client_unavailable()
+    if missing is not None:
+        return f"{what}: skipped, {missing}"
     return None
 
 
@@ -94,7 +98,7 @@ class EtcdCluster:
             while True:
                 try:
                     await client.put(b"ready?", b"")
-                except (EtcdError, OSError) as exc:
+                except EtcdError as exc:
                     if loop.time() > deadline:
                         raise LedgerMQError(
                             f"etcd did not elect a leader: {exc}\n{self.tails()}"
@@ -110,13 +114,12 @@ class EtcdCluster:
         for index in range(len(self.client_ports)):
             client = self.client(index)
             try:
-                status = await client.status()
+                if await client.is_leader():
+                    return index
             except EtcdError:
                 continue
             finally:
                 await client.close()
-            if status.get("leader") == status.get("header", {}).get("member_id"):
-                return index
         return 0
 
     def tails(self) -> str:

@@ -4,8 +4,8 @@ etcd is a key-value store, not a broker, but its write path is the same Raft log
 on a majority before the answer, so it is compared with LedgerMQ ``SYNC_FLUSH``: a single send is
 one put, a batch of 64 is one transaction of 64 puts (one Raft entry), each message under its own
 key. Consume is a range read, in key order and 256 keys per request, of what the batched workload
-stored. The client is ``bench.etcd_client`` (etcd's JSON gateway over asyncio, in this process),
-one connection per producer, all to the leader.
+stored. The client is ``bench.etcd_client`` (grpcio's asyncio API, messages encoded by hand, in
+this process), one channel per producer, all to the leader.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ def key_prefix(workload: str) -> bytes:
 
 
 class EtcdSystem:
-    """A 3-member etcd cluster driven by our asyncio JSON-gateway client."""
+    """A 3-member etcd cluster driven by our asyncio gRPC client (grpcio)."""
 
-    key: str = "etcd (JSON gateway)"
-    client: str = "asyncio HTTP/JSON gateway (Python); batch = txn of puts"
+    key: str = "etcd"
+    client: str = "grpcio asyncio (Python), protobuf by hand; batch = txn of puts"
     durability: str = DURABILITY
     baseline: str | None = "LedgerMQ SYNC_FLUSH"
 

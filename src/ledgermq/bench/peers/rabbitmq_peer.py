@@ -65,7 +65,7 @@ class RabbitSystem:
     """A 3-node RabbitMQ cluster with one quorum queue, driven by aio-pika."""
 
     key: str = "RabbitMQ quorum (aio-pika)"
-    client: str = "aio-pika 9+ (Python), publisher confirms"
+    client: str = "aio-pika (Python), publisher confirms"
     durability: str = DURABILITY
     baseline: str | None = "LedgerMQ SYNC_FLUSH"
 
