@@ -62,6 +62,44 @@ def test_no_peer_installed_is_one_line_each_and_no_traceback(tmp_path: Path, cap
     assert any("nats-server is not installed" in line for line in document["skipped"])
 
 
+def test_rabbitmq_and_etcd_not_installed_are_one_line_each(tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    code = peers_run.main(
+        ["--systems", "rabbitmq", "etcd", "--peer-path", str(empty), "--rounds", "1",
+         "--results-dir", str(tmp_path / "results")]
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0
+    assert "Traceback" not in out.out + out.err
+    assert [line for line in out.out.splitlines() if ": skipped, " in line] == [
+        (
+            "RabbitMQ quorum: skipped, rabbitmq-server is not installed "
+            "(apt-get install rabbitmq-server)"
+        ),
+        "etcd: skipped, etcd is not installed (apt-get install etcd-server)",
+    ] * 2  # as it happens, then under the table
+    assert f"no peer ran: install them with `{INSTALL_HINT}`" in out.out
+
+
+def test_systems_run_in_order_and_sync_consumes_only_beside_its_peers() -> None:
+    systems = peers_run.build_systems(list(peers_run.SYSTEM_NAMES), None)
+    assert [s.key for s in systems] == [
+        "LedgerMQ ASYNC_FLUSH",
+        "NATS JetStream R3 (go)",
+        "NATS JetStream R3 (nats-py)",
+        "LedgerMQ SYNC_FLUSH",
+        "RabbitMQ quorum (aio-pika)",
+        "etcd",
+    ]
+    assert [s.baseline for s in systems[4:]] == ["LedgerMQ SYNC_FLUSH"] * 2
+    sync, rabbit = systems[3], systems[4]
+    assert peers_run._applies(sync, "consume", [sync, rabbit])
+    assert not peers_run._applies(sync, "consume", [systems[0], sync])
+    assert peers_run._applies(sync, "sequential", [sync])
+    assert peers_run._applies(rabbit, "consume", [sync, rabbit])
+
+
 def test_go_loader_without_a_go_toolchain_is_skipped_with_how_to_install(tmp_path: Path) -> None:
     with pytest.raises(PeerUnavailableError, match="apt-get install golang-go"):
         build_go_loader(tmp_path, path=str(tmp_path))

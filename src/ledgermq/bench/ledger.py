@@ -12,7 +12,8 @@ figure is the time from the kill to the first append acknowledged by the new lea
 replica is restarted and the next trial kills whoever leads then.
 
 In the same run the same workloads go to PySyncObj (``bench.pysyncobj_log``) when it is
-installed, and the table shows the ratio.
+installed, and the ``flush=sync`` ones to a 3-member etcd (``bench.etcd_log``: fsync on a majority
+before the answer, like ``sync``) when it is installed; the table shows a ratio per peer.
 """
 
 from __future__ import annotations
@@ -285,10 +286,11 @@ DEFAULT_WORKLOADS: Final = (
     Workload("clients", 16, 1, "async"),
     Workload("batched", 4, 1024, "async"),
     Workload("single", 1, 1, "sync"),
+    Workload("clients", 16, 1, "sync"),
     Workload("batched", 4, 1024, "sync"),
 )
 """Single appends from one client; many clients; batched appends (1 MiB requests, Kafka's
-``max.request.size``); each flush policy."""
+``max.request.size``); each flush policy (sync has all three: etcd is compared with them)."""
 
 
 def pysyncobj_available() -> bool:
@@ -306,6 +308,7 @@ class BenchOptions:
     duration_s: float = 5.0
     warmup_s: float = 1.0
     pysyncobj: bool = True
+    etcd: bool = True
     failover_trials: int = 5
     json_path: str | None = None
     workdir: str | None = None
@@ -313,6 +316,9 @@ class BenchOptions:
 
 def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
     """Every workload on LedgerMQ (and PySyncObj), then failover; prints the table."""
+    from ledgermq.bench.etcd_cluster import etcd_unavailable  # noqa: PLC0415
+    from ledgermq.bench.etcd_log import applies as etcd_applies  # noqa: PLC0415
+    from ledgermq.bench.etcd_log import run_etcd  # noqa: PLC0415
     from ledgermq.bench.pysyncobj_log import run_pysyncobj  # noqa: PLC0415
     from ledgermq.bench.stats import format_table, write_json  # noqa: PLC0415
 
@@ -321,6 +327,8 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
     logging.getLogger("ledgermq.net.peer").setLevel(logging.ERROR)
     progress = Progress()
     compare = options.pysyncobj and pysyncobj_available()
+    etcd_skipped = etcd_unavailable("etcd comparison") if options.etcd else None
+    with_etcd = options.etcd and etcd_skipped is None
     results: list[RunResult] = []
     for workload in options.workloads:
         results.append(
@@ -348,9 +356,28 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
                         warmup_s=options.warmup_s,
                     )
                 )
-    print(format_table(results, ratio=("ledgermq", "pysyncobj") if compare else None), file=out)
+        if with_etcd and etcd_applies(workload.flush, workload.batch):
+            results.append(
+                run_etcd(
+                    mode=workload.mode,
+                    clients=workload.clients,
+                    batch=workload.batch,
+                    body_bytes=options.body_bytes,
+                    duration_s=options.duration_s,
+                    flush=workload.flush,
+                    warmup_s=options.warmup_s,
+                    workdir=options.workdir,
+                    progress=progress,
+                )
+            )
+    ratios = [("ledgermq", "pysyncobj")] if compare else []
+    if with_etcd:
+        ratios.append(("ledgermq", "etcd"))
+    print(format_table(results, ratios=ratios), file=out)
     if options.pysyncobj and not compare:
         print("PySyncObj comparison skipped: pip install 'ledgermq[bench]'", file=out)
+    if etcd_skipped is not None:
+        print(etcd_skipped, file=out)
     failover: list[float] = []
     if options.failover_trials > 0:
         failover = measure_failover(options.failover_trials, workdir=options.workdir)

@@ -138,7 +138,12 @@ def _workload(result: RunResult) -> tuple[str, int, int, int, str]:
     return (result.mode, result.clients, result.batch, result.body_bytes, result.flush)
 
 
-def format_table(results: Sequence[RunResult], *, ratio: tuple[str, str] | None = None) -> str:
+def format_table(
+    results: Sequence[RunResult],
+    *,
+    ratio: tuple[str, str] | None = None,
+    ratios: Sequence[tuple[str, str]] = (),
+) -> str:
     """An aligned plain-text table, one row per result, numbers with thousands separators.
 
     Args:
@@ -147,6 +152,7 @@ def format_table(results: Sequence[RunResult], *, ratio: tuple[str, str] | None 
             its entries/s divided by that of the ``system_b`` row with the same workload (mode,
             clients, batch, body size and flush); blank where there is no such row. Default:
             no ratio column.
+        ratios: more such columns, one per pair, after ``ratio``'s (several peers side by side).
     """
     columns: list[tuple[str, Callable[[RunResult], str], bool]] = list(_COLUMNS)
     if any(r.server_cpu_us is not None or r.client_cpu_us is not None for r in results):
@@ -154,8 +160,7 @@ def format_table(results: Sequence[RunResult], *, ratio: tuple[str, str] | None 
     headers = [name for name, _, _ in columns]
     rows = [[cell(result) for _, cell, _ in columns] for result in results]
     right = [align for _, _, align in columns]
-    if ratio is not None:
-        numerator, denominator = ratio
+    for numerator, denominator in ([ratio] if ratio is not None else []) + list(ratios):
         base = {_workload(r): r.entries_per_s for r in results if r.system == denominator}
         headers.append(f"ratio {numerator}/{denominator}")
         right.append(True)

@@ -95,7 +95,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     bench = sub.add_parser(
         "bench",
-        help="start 3 replicas on loopback and measure appends (and PySyncObj, and failover)",
+        help="start 3 replicas on loopback and measure appends (and PySyncObj, etcd, and failover)",
     )
     bench.add_argument("--duration", type=float, default=5.0, help="measured seconds per mode")
     bench.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first")
@@ -107,6 +107,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="subset of: " + ", ".join(sorted({f"{w.mode}-{w.flush}" for w in DEFAULT_WORKLOADS})),
     )
     bench.add_argument("--no-pysyncobj", action="store_true", help="skip the PySyncObj runs")
+    bench.add_argument(
+        "--no-etcd", action="store_true", help="skip the etcd runs (flush=sync workloads only)"
+    )
     bench.add_argument("--failover-trials", type=int, default=5, help="0 to skip (default 5)")
     bench.add_argument("--json", help="write the results to this JSON file")
     bench.set_defaults(handler=cmd_bench)
@@ -273,6 +276,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             warmup_s=args.warmup,
             pysyncobj=not args.no_pysyncobj,
+            etcd=not args.no_etcd,
             failover_trials=args.failover_trials,
             json_path=args.json,
         )

@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.bench.peers.etcd_peer import EtcdSystem
 from ledgermq.bench.peers.ledgermq_peer import LedgerMQSystem
 from ledgermq.bench.peers.nats_peer import NatsSystem
+from ledgermq.bench.peers.rabbitmq_peer import RabbitSystem
 from ledgermq.bench.peers.report import (
     SystemInfo,
     format_peers_table,
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_arguments", "build_systems", "main", "run_peers"]
 
-SYSTEM_NAMES: Final = ("ledgermq", "nats-go", "nats-py")
+SYSTEM_NAMES: Final = ("ledgermq", "nats-go", "nats-py", "rabbitmq", "etcd")
 _SYNC_WORKLOADS: Final = ("produce batched", "produce single", "sequential", "latency @10k/s")
 
 
@@ -80,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_systems(names: Sequence[str], peer_path: str | None) -> list[System]:
-    """The systems in run order: LedgerMQ ASYNC_FLUSH first, its NATS peers, then SYNC_FLUSH."""
+    """The systems in run order: LedgerMQ ASYNC_FLUSH first, its NATS peers, then SYNC_FLUSH and
+    its peers (RabbitMQ quorum queues, etcd), which fsync on a majority before they answer."""
     systems: list[System] = []
     if "ledgermq" in names:
         systems.append(LedgerMQSystem("ASYNC_FLUSH"))
@@ -90,11 +93,19 @@ def build_systems(names: Sequence[str], peer_path: str | None) -> list[System]:
         systems.append(NatsSystem("nats-py", peer_path))
     if "ledgermq" in names:
         systems.append(LedgerMQSystem("SYNC_FLUSH"))
+    if "rabbitmq" in names:
+        systems.append(RabbitSystem(peer_path))
+    if "etcd" in names:
+        systems.append(EtcdSystem(peer_path))
     return systems
 
 
-def _applies(system: System, workload: str) -> bool:
+def _applies(system: System, workload: str, ready: Sequence[System]) -> bool:
+    """LedgerMQ SYNC_FLUSH runs the produce workloads, and consume only when a peer compared
+    with it (RabbitMQ, etcd) runs too: without one, its consume row would say nothing new."""
     if isinstance(system, LedgerMQSystem) and system.flush == "SYNC_FLUSH":
+        if workload == "consume":
+            return any(other.baseline == system.key for other in ready)
         return workload in _SYNC_WORKLOADS
     return True
 
@@ -149,7 +160,7 @@ def run_peers(
                     out(f"round {round_number}: {system.key} ...")
                     system.start(workdir)
                     for workload in chosen:
-                        if not _applies(system, workload.name):
+                        if not _applies(system, workload.name, ready):
                             continue
                         result = asyncio.run(system.run(workload, duration_s))
                         if result is not None:

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -27,16 +28,24 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTALL_HINT",
+    "MARKER_VARIABLE",
     "PeerUnavailableError",
     "ServerProcess",
     "find_binary",
+    "kill_marked",
+    "marked_pids",
+    "new_mark",
     "session_pids",
     "wait_port",
 ]
 
 INSTALL_HINT: Final = "apt-get install nats-server rabbitmq-server etcd-server"
+MARKER_VARIABLE: Final = "LEDGERMQ_PEERS_RUN"
+"""Set in the environment of everything a peer starts: daemons that leave the session (epmd)
+and the helpers of control tools still carry it, so ``kill_marked`` finds them."""
 _POLL_S: Final = 0.05
 _live: set[ServerProcess] = set()
+_marks: set[str] = set()
 
 
 class PeerUnavailableError(LedgerMQError):
@@ -69,6 +78,56 @@ def session_pids(sid: int, proc_root: str = "/proc") -> list[int]:
         if len(fields) > 3 and int(fields[3]) == sid and fields[0] != "Z":
             pids.append(int(entry))
     return sorted(pids)
+
+
+def new_mark() -> str:
+    """A fresh value for ``MARKER_VARIABLE``, swept at exit too if ``kill_marked`` never ran."""
+    mark = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    _marks.add(mark)
+    return mark
+
+
+def marked_pids(mark: str, proc_root: str = "/proc") -> list[int]:
+    """PIDs of live processes whose environment holds ``MARKER_VARIABLE=mark``."""
+    needle = f"{MARKER_VARIABLE}={mark}".encode()
+    pids = []
+    own = os.getpid()
+    for entry in os.listdir(proc_root):
+        if not entry.isdigit() or int(entry) == own:
+            continue
+        try:
+            with open(f"{proc_root}/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue  # exited meanwhile, or not ours to read
+        if needle in environ:
+            pids.append(int(entry))
+    return sorted(pids)
+
+
+def kill_marked(mark: str, proc_root: str = "/proc") -> list[int]:
+    """SIGKILL every process carrying ``mark`` (until none is left); returns what was killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        pids = [pid for pid in marked_pids(mark, proc_root) if not _is_zombie(pid, proc_root)]
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed.extend(pids)
+        time.sleep(_POLL_S)
+    _marks.discard(mark)
+    return sorted(set(killed))
+
+
+def _is_zombie(pid: int, proc_root: str) -> bool:
+    try:
+        with open(f"{proc_root}/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def wait_port(
@@ -163,3 +222,5 @@ def _kill_leftovers() -> None:
     """Last resort: no server outlives the benchmark that started it."""
     for server in list(_live):
         server.kill()
+    for mark in list(_marks):
+        kill_marked(mark)
