@@ -344,6 +344,23 @@ def test_scans_match_the_reference_on_random_bytes(noise: bytes, total: int) -> 
     _same_outcome(head + noise)
 
 
+values = st.text(st.characters(codec="utf-8", exclude_characters="\x02"), max_size=12)
+
+
+@given(values, values, values, topics)
+def test_scans_match_the_reference_on_any_text(tags: str, keys: str, uniq: str, topic: str) -> None:
+    """Any characters (all planes, all of Unicode's whitespace) in TAGS, KEYS and UNIQ_KEY: the
+    hash over UTF-16 units and the split on whitespace are the reference's."""
+    props = f"TAGS\x01{tags}\x02KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}"
+    record = encode_record(topic=topic, queue_id=1, body=b"", properties=props, **SHARED)  # type: ignore[arg-type]
+    _same_outcome(record)
+    for scan in _scans():
+        scanned = scan(record)
+        assert scanned is not None
+        assert scanned[0].tags_code == (message.tag_hash(tags) if tags else 0)
+        assert scanned[0].keys == keys.split() + ([uniq] if uniq else [])
+
+
 def test_tag_hash_counts_utf16_units() -> None:
     """Java's String.hashCode: a character past the BMP is two UTF-16 code units."""
     record = encode_record(
