@@ -11,9 +11,11 @@ records flipped, cut, overwritten or grown, and random bytes.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from collections.abc import Callable
 
@@ -342,6 +344,23 @@ def test_scans_match_the_reference_on_random_bytes(noise: bytes, total: int) -> 
     _same_outcome(head + noise)
 
 
+values = st.text(st.characters(codec="utf-8", exclude_characters="\x02"), max_size=12)
+
+
+@given(values, values, values, topics)
+def test_scans_match_the_reference_on_any_text(tags: str, keys: str, uniq: str, topic: str) -> None:
+    """Any characters (all planes, all of Unicode's whitespace) in TAGS, KEYS and UNIQ_KEY: the
+    hash over UTF-16 units and the split on whitespace are the reference's."""
+    props = f"TAGS\x01{tags}\x02KEYS\x01{keys}\x02UNIQ_KEY\x01{uniq}"
+    record = encode_record(topic=topic, queue_id=1, body=b"", properties=props, **SHARED)  # type: ignore[arg-type]
+    _same_outcome(record)
+    for scan in _scans():
+        scanned = scan(record)
+        assert scanned is not None
+        assert scanned[0].tags_code == (message.tag_hash(tags) if tags else 0)
+        assert scanned[0].keys == keys.split() + ([uniq] if uniq else [])
+
+
 def test_tag_hash_counts_utf16_units() -> None:
     """Java's String.hashCode: a character past the BMP is two UTF-16 code units."""
     record = encode_record(
@@ -393,6 +412,52 @@ def test_odd_buffers_go_to_the_reference() -> None:
         except Exception as exc:  # noqa: BLE001
             got = (type(exc), str(exc))
         assert got == expected
+
+
+class _Bytes(bytes):
+    """A bytes subclass: the C scan leaves it to the reference (it could redefine len())."""
+
+
+def test_no_leaks_on_success_or_failure() -> None:
+    """Records built, fallbacks called, errors raised: the references come back to where they
+    were and the memory does not grow."""
+    ext = pytest.importorskip("ledgermq.wire._dispatch_scan")
+    good = b"".join(
+        encode_record(topic=topic, queue_id=1, body=b"b" * 50, properties=props, **SHARED)  # type: ignore[arg-type]
+        for topic in ("T", "T", "主题")
+        for props in (
+            "TAGS\x01t\x02KEYS\x01key-a key-b\x02UNIQ_KEY\x01uniq-0001",
+            "",
+            "KEYS\x01é-key\u3000k2",
+        )
+    )
+    mixed = good + _widen(
+        good[: int.from_bytes(good[:4], "big")], v2=True, born6=True, store6=False
+    )
+    bad = mixed[:-1]
+    before = [sys.getrefcount(x) for x in (good, mixed, bad, RecordIndexInfo, _slow_record)]
+
+    def rounds() -> None:
+        for _ in range(300):
+            assert len(ext.scan_dispatch_records(good, RecordIndexInfo, _slow_record)) == 9
+            assert len(ext.scan_dispatch_records(mixed, RecordIndexInfo, _slow_record)) == 10
+            with pytest.raises(MessageFormatError):
+                ext.scan_dispatch_records(bad, RecordIndexInfo, _slow_record)
+            assert ext.scan_dispatch_records(_Bytes(good), RecordIndexInfo, _slow_record) is None
+
+    rounds()  # warm up caches and free lists
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start, _ = tracemalloc.get_traced_memory()
+        rounds()
+        gc.collect()
+        end, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert end - start < 10_000  # 1,200 calls building 5,700 records: a leak would show
+    assert [sys.getrefcount(x) for x in (good, mixed, bad, RecordIndexInfo, _slow_record)] == before
+    assert scan_dispatch_records(_Bytes(good)) == _scan_dispatch_records_py(good)
 
 
 def test_c_scan_checks_its_arguments() -> None:

@@ -19,8 +19,9 @@
  * absent or empty TAGS; KEYS is split as ``str.split()`` splits (any Unicode whitespace: ASCII
  * values here, others by PyUnicode_Split itself), then a non-empty UNIQ_KEY is appended.
  *
- * Returns None for a buffer that is not bytes, bytearray or a 1-D contiguous memoryview of
- * unsigned bytes: the caller then runs the reference on it.
+ * Returns None for a buffer that is not exactly bytes, bytearray or a 1-D contiguous memoryview
+ * of unsigned bytes (a subclass could change what len() or indexing mean): the caller then runs
+ * the reference on it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -353,11 +354,11 @@ scan_dispatch_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     PyTypeObject *type = (PyTypeObject *)args[1];
     PyObject *slow = args[2];
     Py_buffer view;
-    if (PyBytes_Check(buf) || PyByteArray_Check(buf)) {
+    if (PyBytes_CheckExact(buf) || PyByteArray_CheckExact(buf)) {
         if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0)
             return NULL;
     }
-    else if (PyMemoryView_Check(buf)) {
+    else if (Py_IS_TYPE(buf, &PyMemoryView_Type)) {
         if (PyObject_GetBuffer(buf, &view, PyBUF_FULL_RO) < 0) {
             PyErr_Clear(); /* released or not contiguous: the reference says what it makes of it */
             Py_RETURN_NONE;
