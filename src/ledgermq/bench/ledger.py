@@ -315,7 +315,21 @@ class BenchOptions:
 
 
 def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
-    """Every workload on LedgerMQ (and PySyncObj), then failover; prints the table."""
+    """Every workload on LedgerMQ (and PySyncObj and etcd), then failover; prints the table.
+
+    Replicas are started and killed on purpose, so the client's reconnect warnings are noise:
+    the peer logger is quiet while it runs and left as it was found (run in-process by tests,
+    a raised level made later tests of that logger see nothing)."""
+    peer_log = logging.getLogger("ledgermq.net.peer")
+    level = peer_log.level
+    peer_log.setLevel(logging.ERROR)
+    try:
+        return _run_bench(options, out)
+    finally:
+        peer_log.setLevel(level)
+
+
+def _run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
     from ledgermq.bench.etcd_cluster import etcd_unavailable  # noqa: PLC0415
     from ledgermq.bench.etcd_log import applies as etcd_applies  # noqa: PLC0415
     from ledgermq.bench.etcd_log import run_etcd  # noqa: PLC0415
@@ -323,8 +337,6 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
     from ledgermq.bench.stats import format_table, write_json  # noqa: PLC0415
 
     out = out or sys.stdout
-    # Replicas being started and killed on purpose: the client's reconnect warnings are noise.
-    logging.getLogger("ledgermq.net.peer").setLevel(logging.ERROR)
     progress = Progress()
     compare = options.pysyncobj and pysyncobj_available()
     etcd_skipped = etcd_unavailable("etcd comparison") if options.etcd else None
