@@ -44,6 +44,7 @@ class Nemesis:
     """Injects ``kinds`` into ``cluster`` until ``run``'s deadline (module docstring).
 
     ``faults`` is the record: one ``FaultRecord`` per fault, with times in ms since ``origin``.
+    ``monotonic`` and ``sleep`` are the clock (a test passes a fake one).
     """
 
     def __init__(
@@ -54,6 +55,8 @@ class Nemesis:
         *,
         origin: float,
         log: Callable[[str], None] = lambda line: None,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         unknown = set(kinds) - set(ALL_KINDS)
         if unknown:
@@ -68,24 +71,26 @@ class Nemesis:
         self.origin = origin
         self.log = log
         self.faults: list[FaultRecord] = []
+        self._monotonic = monotonic
+        self._sleep = sleep
         self._heal: Callable[[], None] | None = None
 
     def now_ms(self) -> float:
-        return (time.monotonic() - self.origin) * 1000
+        return (self._monotonic() - self.origin) * 1000
 
     def run(self, duration_s: float) -> None:
         """Quiet, fault, hold, heal, ... for ``duration_s``; always ends healed."""
-        deadline = time.monotonic() + duration_s
+        deadline = self._monotonic() + duration_s
         try:
             while True:
                 quiet = self.rng.uniform(*_QUIET_S)
-                if time.monotonic() + quiet >= deadline:
+                if self._monotonic() + quiet >= deadline:
                     break
-                time.sleep(quiet)
+                self._sleep(quiet)
                 kind = self.rng.choice(self.kinds)
-                hold = min(self.rng.uniform(*_HOLD_S), max(0.0, deadline - time.monotonic()))
+                hold = min(self.rng.uniform(*_HOLD_S), max(0.0, deadline - self._monotonic()))
                 self._inject(kind, hold)
-            time.sleep(max(0.0, deadline - time.monotonic()))
+            self._sleep(max(0.0, deadline - self._monotonic()))
         finally:
             self.heal()
 
@@ -113,7 +118,7 @@ class Nemesis:
         else:
             self.cluster.sigstop(GROUP, target)
             self._heal = lambda: self.cluster.sigcont(GROUP, target)
-        time.sleep(hold_s)
+        self._sleep(hold_s)
         self.heal()
         self.faults.append(FaultRecord(kind, (target,), start, self.now_ms()))
         self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {target}")

@@ -45,6 +45,7 @@ def write_timeline(history: History, path: Path) -> Path | None:
             )  # fmt: skip
         axes.set_xlabel("seconds since the start of the run (completion of each send)")
         axes.set_ylabel("producer")
+        axes.set_yticks(sorted({op.producer for op in history.sends}))
         axes.set_title(f"chaos run, seed {history.seed}")
         axes.legend(loc="upper right", fontsize=7)
         figure.tight_layout()

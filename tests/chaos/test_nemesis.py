@@ -1,0 +1,138 @@
+"""The nemesis on a fake cluster and a fake clock: a seed replays its schedule, one fault at a
+time, each healed before the next (never a majority down), network faults refused on loopback."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from ledgermq.testing.chaos.nemesis import ALL_KINDS, Nemesis
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeLab:
+    def __init__(self, journal: list[str]) -> None:
+        self.journal = journal
+        self.down: set[str] = set()
+        self.cuts: set[tuple[str, str]] = set()
+
+    def cut(self, a: str, b: str) -> None:
+        self.cuts |= {(a, b), (b, a)}
+        self.journal.append(f"cut {a} {b}")
+
+    def heal_cuts(self) -> None:
+        self.cuts.clear()
+        self.journal.append("heal cuts")
+
+    def link(self, node: str, *, up: bool) -> None:
+        (self.down.discard if up else self.down.add)(node)
+        self.journal.append(f"link {node} {'up' if up else 'down'}")
+
+
+class FakeCluster:
+    """Counts the replicas that are cut off, dead or paused after every step."""
+
+    nodes: ClassVar[list[str]] = ["n0", "n1", "n2"]
+
+    def __init__(self, network: bool = True) -> None:
+        self.journal: list[str] = []
+        self.lab: FakeLab | None = FakeLab(self.journal) if network else None
+        self.dead: set[str] = set()
+        self.paused: set[str] = set()
+        self.most_faulted = 0
+
+    def _count(self) -> None:
+        cut_off = set(self.lab.down) if self.lab else set()
+        if self.lab:
+            cut_off |= {
+                a for a, _ in self.lab.cuts if sum(1 for x, _ in self.lab.cuts if x == a) > 1
+            }
+        self.most_faulted = max(self.most_faulted, len(cut_off | self.dead | self.paused))
+
+    def master(self, group: str) -> str | None:
+        return "n1"
+
+    def kill9(self, group: str, node: str) -> None:
+        self.dead.add(node)
+        self.journal.append(f"kill9 {node}")
+        self._count()
+
+    def start_replica(self, group: str, node: str) -> None:
+        self.dead.discard(node)
+        self.journal.append(f"start {node}")
+
+    def sigstop(self, group: str, node: str) -> None:
+        self.paused.add(node)
+        self.journal.append(f"stop {node}")
+        self._count()
+
+    def sigcont(self, group: str, node: str) -> None:
+        self.paused.discard(node)
+        self.journal.append(f"cont {node}")
+
+
+def run(seed: int, kinds: tuple[str, ...] = ALL_KINDS) -> tuple[FakeCluster, Nemesis]:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        seed,
+        kinds,
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    original_cut = cluster.lab.cut  # type: ignore[union-attr]
+
+    def cut_and_count(a: str, b: str) -> None:
+        original_cut(a, b)
+        cluster._count()
+
+    cluster.lab.cut = cut_and_count  # type: ignore[union-attr, method-assign]
+    nemesis.run(120.0)
+    return cluster, nemesis
+
+
+def test_a_seed_replays_its_schedule_and_another_seed_differs() -> None:
+    first, nemesis = run(7)
+    again, _ = run(7)
+    other, _ = run(8)
+    assert first.journal == again.journal
+    assert first.journal != other.journal
+    assert len(nemesis.faults) >= 10
+    assert len({fault.kind for fault in nemesis.faults}) >= 3
+
+
+def test_one_replica_at_most_is_faulted_and_everything_ends_healed() -> None:
+    for seed in range(20):
+        cluster, nemesis = run(seed)
+        assert cluster.most_faulted == 1, seed
+        assert not cluster.dead
+        assert not cluster.paused
+        assert cluster.lab is not None
+        assert not cluster.lab.cuts
+        assert not cluster.lab.down
+        assert all(f.end_ms >= f.start_ms for f in nemesis.faults)
+
+
+def test_partition_master_cuts_the_master() -> None:
+    cluster, _ = run(3, ("partition-master",))
+    assert cluster.journal[:2] == ["cut n1 n0", "cut n1 n2"]
+
+
+def test_network_faults_need_namespaces() -> None:
+    with pytest.raises(ValueError, match="need namespaces"):
+        Nemesis(FakeCluster(network=False), 1, ["link-down"], origin=0.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        Nemesis(FakeCluster(), 1, ["meteor"], origin=0.0)  # type: ignore[arg-type]
