@@ -3,11 +3,12 @@ time, each healed before the next (never a majority down), network faults refuse
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from ledgermq.testing.chaos.nemesis import ALL_KINDS, Nemesis
+from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
 
 
 class FakeClock:
@@ -51,6 +52,7 @@ class FakeCluster:
         self.dead: set[str] = set()
         self.paused: set[str] = set()
         self.most_faulted = 0
+        self.store = Path("/nonexistent")
 
     def _count(self) -> None:
         cut_off = set(self.lab.down) if self.lab else set()
@@ -59,6 +61,9 @@ class FakeCluster:
                 a for a, _ in self.lab.cuts if sum(1 for x, _ in self.lab.cuts if x == a) > 1
             }
         self.most_faulted = max(self.most_faulted, len(cut_off | self.dead | self.paused))
+
+    def store_dir(self, group: str, node: str) -> Path:
+        return self.store / node
 
     def master(self, group: str) -> str | None:
         return "n1"
@@ -82,8 +87,11 @@ class FakeCluster:
         self.journal.append(f"cont {node}")
 
 
-def run(seed: int, kinds: tuple[str, ...] = ALL_KINDS) -> tuple[FakeCluster, Nemesis]:
+def run(
+    seed: int, kinds: tuple[str, ...] = DEFAULT_KINDS, store: Path | None = None
+) -> tuple[FakeCluster, Nemesis]:
     cluster = FakeCluster()
+    cluster.store = store or Path("/nonexistent")
     clock = FakeClock()
     nemesis = Nemesis(
         cluster,  # type: ignore[arg-type]
@@ -136,3 +144,27 @@ def test_network_faults_need_namespaces() -> None:
         Nemesis(FakeCluster(network=False), 1, ["link-down"], origin=0.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown fault kinds"):
         Nemesis(FakeCluster(), 1, ["meteor"], origin=0.0)  # type: ignore[arg-type]
+
+
+def test_wipe_deletes_a_followers_ledger_and_restarts_it(tmp_path: Path) -> None:
+    for node in FakeCluster.nodes:
+        (tmp_path / node / f"dledger-{node}" / "data").mkdir(parents=True)
+        (tmp_path / node / "config").mkdir()
+    cluster, nemesis = run(5, ("wipe",), store=tmp_path)
+    wiped = {fault.nodes[0] for fault in nemesis.faults}
+    assert wiped
+    assert "n1" not in wiped  # the master is never wiped
+    for node in wiped:
+        assert not list((tmp_path / node).glob("dledger-*"))
+        assert (tmp_path / node / "config").exists()
+    assert cluster.journal[:2] == [f"kill9 {nemesis.faults[0].nodes[0]}",
+                                   f"start {nemesis.faults[0].nodes[0]}"]  # fmt: skip
+
+
+def test_a_flapping_link_ends_up() -> None:
+    cluster, nemesis = run(9, ("link-flap",))
+    assert len(nemesis.faults) > 5
+    downs = [line for line in cluster.journal if line.endswith("down")]
+    assert len(downs) > 2 * len(nemesis.faults)  # down and up several times per fault
+    assert cluster.lab is not None
+    assert not cluster.lab.down

@@ -7,10 +7,11 @@ the command does lives here, next to the harness it drives.
 from __future__ import annotations
 
 import argparse
+import signal
 from typing import TYPE_CHECKING
 
 from ledgermq.testing.chaos.checker import format_report
-from ledgermq.testing.chaos.nemesis import ALL_KINDS
+from ledgermq.testing.chaos.nemesis import ALL_KINDS, DEFAULT_KINDS
 from ledgermq.testing.chaos.netns import cleanup_leftovers
 from ledgermq.testing.chaos.runner import BUGS, RunOptions, run_chaos
 
@@ -36,8 +37,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--faults",
         type=_kinds,
-        default=list(ALL_KINDS),
-        help=f"comma-separated fault kinds (default: all of {','.join(ALL_KINDS)})",
+        default=list(DEFAULT_KINDS),
+        help=f"comma-separated fault kinds of {','.join(ALL_KINDS)} (default: the survivable "
+        f"ones, {','.join(DEFAULT_KINDS)}; wipe is unsafe by design)",
     )
     parser.add_argument("--producers", type=int, default=3)
     parser.add_argument("--queues", type=int, default=4, help="queues of the test topic")
@@ -66,7 +68,11 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         loopback=args.loopback,
         inject_bug=args.inject_bug,
     )
-    result = run_chaos(options, out)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = run_chaos(options, out)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     out(f"seed {options.seed} ({result.mode})")
     out(format_report(result.report))
     for note in [*result.history.notes, *result.notes]:
@@ -80,6 +86,12 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
     if result.timeline is not None:
         out(f"timeline: {result.timeline}")
     return 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: the run's ``finally`` blocks kill the cluster and delete the
+    namespaces (by default SIGTERM ends the interpreter without running them)."""
+    raise KeyboardInterrupt
 
 
 def add_cleanup_arguments(parser: argparse.ArgumentParser) -> None:

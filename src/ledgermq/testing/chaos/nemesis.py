@@ -8,10 +8,20 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
   sends that can never commit.
 - ``partition-minority``: the same for a replica picked at random (a 1 | 2 split).
 - ``link-down``: a replica's ``eth0`` goes down: cut off from everyone, clients included.
+- ``link-flap``: a replica's ``eth0`` goes down and up every 0.2 to 1 s while the fault lasts
+  (connections break and come back, elections start and are interrupted).
 - ``kill9``: SIGKILL, restarted on its old store when the fault heals.
 - ``pause``: SIGSTOP, SIGCONT when the fault heals.
 
-The network kinds need namespaces; on loopback only ``kill9`` and ``pause`` are possible.
+Opt-in only (``--faults wipe``; not in the default set, so not survivable by definition):
+
+- ``wipe``: a follower is killed, its ledger directory (``dledger-<id>``, the README's
+  recovery for a corrupt log) deleted, and it is restarted at once to be rebuilt by the
+  master. Raft assumes a replica never forgets its term and vote, which this breaks: a
+  wiped replica may vote twice in a term. Jepsen calls such faults unsafe.
+
+The network kinds need namespaces; on loopback only ``kill9``, ``pause`` and ``wipe`` are
+possible.
 ``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
 same schedule (which replica is master at a given moment is up to the cluster).
 """
@@ -19,6 +29,7 @@ same schedule (which replica is master at a given moment is up to the cluster).
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -30,11 +41,22 @@ if TYPE_CHECKING:
 
     from ledgermq.testing.chaos.cluster import ChaosCluster
 
-__all__ = ["ALL_KINDS", "NETWORK_KINDS", "PROCESS_KINDS", "Nemesis"]
+__all__ = [
+    "ALL_KINDS",
+    "DEFAULT_KINDS",
+    "NETWORK_KINDS",
+    "PROCESS_KINDS",
+    "UNSAFE_KINDS",
+    "Nemesis",
+]
 
-NETWORK_KINDS: Final = ("partition-master", "partition-minority", "link-down")
+NETWORK_KINDS: Final = ("partition-master", "partition-minority", "link-down", "link-flap")
 PROCESS_KINDS: Final = ("kill9", "pause")
-ALL_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
+DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
+"""Survivable faults: one replica of three at a time."""
+UNSAFE_KINDS: Final = ("wipe",)
+ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS)
+_FLAP_S: Final = (0.2, 1.0)
 _HOLD_S: Final = (2.0, 6.0)
 _QUIET_S: Final = (1.0, 4.0)
 _TICK_S: Final = 0.05
@@ -62,7 +84,7 @@ class Nemesis:
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {ALL_KINDS}")
         if cluster.lab is None and set(kinds) & set(NETWORK_KINDS):
-            raise ValueError("network faults need namespaces; on loopback use kill9 / pause")
+            raise ValueError("network faults need namespaces; on loopback use kill9, pause, wipe")
         if not kinds:
             raise ValueError("the nemesis needs at least one fault kind")
         self.cluster = cluster
@@ -95,33 +117,59 @@ class Nemesis:
             self.heal()
 
     def _inject(self, kind: str, hold_s: float) -> None:
-        nodes = self.cluster.nodes
-        target = self.rng.choice(nodes)
-        if kind == "partition-master":
-            target = self.cluster.master(GROUP) or target
+        cluster = self.cluster
+        target = self.rng.choice(cluster.nodes)
+        if kind in ("partition-master", "wipe"):
+            master = cluster.master(GROUP)
+            if kind == "partition-master":
+                target = master or target
+            elif target == master:  # wipe a follower: the master's log is the one to copy
+                target = self.rng.choice([n for n in cluster.nodes if n != master])
         start = self.now_ms()
         self.log(f"{start / 1000:7.1f} s  {kind} {target} for {hold_s:.1f} s")
-        lab = self.cluster.lab
+        self._apply(kind, target)
+        if kind == "link-flap":
+            self._flap(target, hold_s)
+        else:
+            self._sleep(hold_s)
+        self.heal()
+        self.faults.append(FaultRecord(kind, (target,), start, self.now_ms()))
+        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {target}")
+
+    def _apply(self, kind: str, target: str) -> None:
+        """Inject ``kind`` on ``target`` and remember how to heal it."""
+        cluster, lab = self.cluster, self.cluster.lab
         if kind in ("partition-master", "partition-minority"):
             assert lab is not None
-            for other in nodes:
+            for other in cluster.nodes:
                 if other != target:
                     lab.cut(target, other)
             self._heal = lab.heal_cuts
-        elif kind == "link-down":
+        elif kind in ("link-down", "link-flap"):
             assert lab is not None
             lab.link(target, up=False)
             self._heal = lambda: lab.link(target, up=True)
         elif kind == "kill9":
-            self.cluster.kill9(GROUP, target)
-            self._heal = lambda: self.cluster.start_replica(GROUP, target)
+            cluster.kill9(GROUP, target)
+            self._heal = lambda: cluster.start_replica(GROUP, target)
+        elif kind == "wipe":
+            cluster.kill9(GROUP, target)
+            for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
+                shutil.rmtree(ledger)
+            cluster.start_replica(GROUP, target)
         else:
-            self.cluster.sigstop(GROUP, target)
-            self._heal = lambda: self.cluster.sigcont(GROUP, target)
-        self._sleep(hold_s)
-        self.heal()
-        self.faults.append(FaultRecord(kind, (target,), start, self.now_ms()))
-        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {target}")
+            cluster.sigstop(GROUP, target)
+            self._heal = lambda: cluster.sigcont(GROUP, target)
+
+    def _flap(self, target: str, hold_s: float) -> None:
+        lab = self.cluster.lab
+        assert lab is not None
+        end = self._monotonic() + hold_s
+        up = False
+        while self._monotonic() < end:
+            self._sleep(min(self.rng.uniform(*_FLAP_S), max(0.0, end - self._monotonic())))
+            up = not up
+            lab.link(target, up=up)
 
     def heal(self) -> None:
         """Undo the fault in force, if any (idempotent)."""

@@ -14,12 +14,14 @@ each side cuts a pair both ways) and ``ip link set eth0 down`` (the node is cut 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ipaddress
 import os
 import re
 import shutil
 import subprocess
+import weakref
 from typing import Final
 
 __all__ = [
@@ -90,6 +92,8 @@ def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
     """Delete the namespaces, bridges and veths of chaos runs whose process is gone (or all of
     them with ``include_live``), killing any process still inside; the names removed."""
     removed: list[str] = []
+    if shutil.which("ip") is None:
+        return removed  # no iproute2: no run here ever made a namespace
     for line in _ip("netns", "list", check=False).splitlines():
         name = line.split()[0] if line.split() else ""
         owner = _OWNED.match(name)
@@ -112,16 +116,31 @@ def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
 
 
 def _free_octet() -> int:
+    """A free third octet, searched from one that depends on the PID, so that two runs that
+    start together rarely race for the same subnet."""
     used = _ip("-4", "-o", "addr", "show", check=False)
-    for octet in range(1, 255):
+    first = os.getpid() % 254
+    for step in range(254):
+        octet = (first + step) % 254 + 1
         if f" {_NETWORK}.{octet}." not in used:
             return octet
     raise NetnsError(f"every {_NETWORK}.K.0/24 is in use in the root namespace")
 
 
+_live_labs: weakref.WeakSet[NetnsLab] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_leftovers() -> None:
+    """An interpreter that exits (even by an uncaught exception) deletes its namespaces."""
+    for lab in list(_live_labs):
+        lab.close()
+
+
 class NetnsLab:
     """The namespaces of one run (module docstring). ``close`` removes everything; it runs on
-    ``with`` exit, and ``cleanup_leftovers`` covers a run that died before it."""
+    ``with`` exit and at interpreter exit, and ``cleanup_leftovers`` covers a run that was
+    killed before either."""
 
     def __init__(self, nodes: list[str]) -> None:
         self.tag = str(os.getpid())
@@ -132,6 +151,7 @@ class NetnsLab:
         self.client_ip = ""
         self._blackholes: set[tuple[str, str]] = set()
         self._created: list[str] = []
+        _live_labs.add(self)
 
     def namespace(self, node: str) -> str:
         return f"{NAMESPACE_PREFIX}{self.tag}-{node}"
@@ -206,6 +226,7 @@ class NetnsLab:
                 _ip("link", "delete", name, check=False)
         self._created.clear()
         self._blackholes.clear()
+        _live_labs.discard(self)
 
     def __enter__(self) -> NetnsLab:
         return self

@@ -22,7 +22,7 @@ from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
 from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE, ChaosCluster
 from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
-from ledgermq.testing.chaos.nemesis import ALL_KINDS, PROCESS_KINDS, Nemesis
+from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, NETWORK_KINDS, PROCESS_KINDS, Nemesis
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
 from ledgermq.testing.chaos.timeline import write_timeline
 from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica
@@ -43,7 +43,7 @@ _CONSUME_S: Final = 60.0
 class RunOptions:
     seed: int
     duration_s: float = 60.0
-    faults: Sequence[str] = ALL_KINDS
+    faults: Sequence[str] = DEFAULT_KINDS
     producers: int = 3
     queues: int = 4
     base_dir: str | None = None
@@ -87,7 +87,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         if why_not is not None:
             log(f"network namespaces unavailable: {why_not}; running on loopback with process "
                 "faults only")  # fmt: skip
-        faults = [kind for kind in faults if kind in PROCESS_KINDS] or list(PROCESS_KINDS)
+        faults = [kind for kind in faults if kind not in NETWORK_KINDS] or list(PROCESS_KINDS)
     else:
         mode = "network namespaces"
         for name in cleanup_leftovers():
