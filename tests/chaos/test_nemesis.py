@@ -36,6 +36,9 @@ class FakeLab:
         self.cuts.clear()
         self.journal.append("heal cuts")
 
+    def bridge_port(self, node: str, *, attached: bool) -> None:
+        self.link(node, up=attached)
+
     def link(self, node: str, *, up: bool) -> None:
         (self.down.discard if up else self.down.add)(node)
         self.journal.append(f"link {node} {'up' if up else 'down'}")

@@ -8,6 +8,8 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
   sends that can never commit.
 - ``partition-minority``: the same for a replica picked at random (a 1 | 2 split).
 - ``link-down``: a replica's ``eth0`` goes down: cut off from everyone, clients included.
+- ``bridge-cut``: a replica's veth is taken off the bridge: cut off from everyone, and,
+  unlike ``link-down``, its own interface stays up, so every packet is silently lost.
 - ``link-flap``: a replica's ``eth0`` goes down and up every 0.2 to 1 s while the fault lasts
   (connections break and come back, elections start and are interrupted).
 - ``kill9``: SIGKILL, restarted on its old store when the fault heals.
@@ -50,7 +52,13 @@ __all__ = [
     "Nemesis",
 ]
 
-NETWORK_KINDS: Final = ("partition-master", "partition-minority", "link-down", "link-flap")
+NETWORK_KINDS: Final = (
+    "partition-master",
+    "partition-minority",
+    "link-down",
+    "link-flap",
+    "bridge-cut",
+)
 PROCESS_KINDS: Final = ("kill9", "pause")
 DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
 """Survivable faults: one replica of three at a time."""
@@ -149,6 +157,10 @@ class Nemesis:
             assert lab is not None
             lab.link(target, up=False)
             self._heal = lambda: lab.link(target, up=True)
+        elif kind == "bridge-cut":
+            assert lab is not None
+            lab.bridge_port(target, attached=False)
+            self._heal = lambda: lab.bridge_port(target, attached=True)
         elif kind == "kill9":
             cluster.kill9(GROUP, target)
             self._heal = lambda: cluster.start_replica(GROUP, target)

@@ -6,10 +6,14 @@ and ``cleanup_leftovers`` can tell a crashed run's leftovers from a live run's l
     root namespace:  bridge lmqb<pid>  10.200.K.1/24   (the workload's clients live here)
         |-- veth lmqv<pid><i>  <->  eth0 in namespace lmqc<pid>-<node>  10.200.K.(10+i)/24
 
-``K`` is the first third octet of 10.200.0.0/16 that no interface of the root namespace uses.
-Faults this kernel supports without netem or a firewall: a blackhole route inside a namespace
-(``ip route add blackhole PEER/32``: that namespace silently drops every packet to PEER; one on
-each side cuts a pair both ways) and ``ip link set eth0 down`` (the node is cut off from all).
+``K`` is a third octet of 10.200.0.0/16 that no interface of the root namespace uses.
+Faults this kernel supports without netem or a firewall:
+
+- a blackhole route inside a namespace (``ip route add blackhole PEER/32``), one on each side
+  of a pair: the pair is cut both ways. The kernel answers the local sender at once (EINVAL),
+  so each side fails fast rather than timing out; the other side's packets are dropped.
+- ``ip link set eth0 down`` inside a namespace: the node is cut off from all, and knows it.
+- its veth taken off the bridge: cut off from all, silently (its ``eth0`` stays up).
 """
 
 from __future__ import annotations
@@ -148,6 +152,8 @@ class NetnsLab:
         self.bridge = f"{_BRIDGE_PREFIX}{self.tag}"
         self.octet = 0
         self.ips: dict[str, str] = {}
+        self.veths: dict[str, str] = {}
+        """Node -> its veth's end in the root namespace (the bridge port)."""
         self.client_ip = ""
         self._blackholes: set[tuple[str, str]] = set()
         self._created: list[str] = []
@@ -195,6 +201,7 @@ class NetnsLab:
             _ip("addr", "add", f"{ip}/24", "dev", "eth0", namespace=namespace)
             _ip("link", "set", "eth0", "up", namespace=namespace)
             self.ips[node] = ip
+            self.veths[node] = outside
 
     # ------------------------------------------------------------------ faults
     def cut(self, a: str, b: str) -> None:
@@ -214,6 +221,14 @@ class NetnsLab:
     def link(self, node: str, *, up: bool) -> None:
         """``ip link set eth0 up|down`` in ``node``'s namespace."""
         _ip("link", "set", "eth0", "up" if up else "down", namespace=self.namespace(node))
+
+    def bridge_port(self, node: str, *, attached: bool) -> None:
+        """Take ``node``'s veth off the bridge (or put it back). Unlike a link down, the node
+        sees nothing: its ``eth0`` stays up and every packet is silently lost."""
+        if attached:
+            _ip("link", "set", self.veths[node], "master", self.bridge)
+        else:
+            _ip("link", "set", self.veths[node], "nomaster")
 
     # ------------------------------------------------------------------ teardown
     def close(self) -> None:
