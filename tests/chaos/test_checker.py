@@ -125,7 +125,12 @@ def test_failed_and_unknown_sends_are_accounted_for() -> None:
     for node in NODES:
         history.replica_reads[node] += [ReadMessage(1, 5, 0, 2), ReadMessage(0, 6, 1, 2)]
     report = check(history)
-    assert report.valid
+    assert not report.valid  # the unknown one may be stored; the refused one may not
+    assert report.violation_count == 1
+    assert (
+        "producer 1 seq 2 was refused (no route) but stored at queue 0 offset 6"
+        in (report.violations[0])
+    )
     assert (report.unknown_stored, report.failed_stored) == (1, 1)
 
 

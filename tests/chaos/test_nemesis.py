@@ -91,7 +91,11 @@ class FakeCluster:
 
 
 def run(
-    seed: int, kinds: tuple[str, ...] = DEFAULT_KINDS, store: Path | None = None
+    seed: int,
+    kinds: tuple[str, ...] = DEFAULT_KINDS,
+    store: Path | None = None,
+    *,
+    unsafe: bool = False,
 ) -> tuple[FakeCluster, Nemesis]:
     cluster = FakeCluster()
     cluster.store = store or Path("/nonexistent")
@@ -103,6 +107,7 @@ def run(
         origin=clock.now,
         monotonic=clock.monotonic,
         sleep=clock.sleep,
+        unsafe=unsafe,
     )
     original_cut = cluster.lab.cut  # type: ignore[union-attr]
 
@@ -171,3 +176,17 @@ def test_a_flapping_link_ends_up() -> None:
     assert len(downs) > 2 * len(nemesis.faults)  # down and up several times per fault
     assert cluster.lab is not None
     assert not cluster.lab.down
+
+
+def test_unsafe_mode_hits_a_majority_sometimes_and_still_heals_everything() -> None:
+    most = 0
+    for seed in range(10):
+        cluster, nemesis = run(seed, unsafe=True)
+        most = max(most, cluster.most_faulted)
+        assert max(len(fault.nodes) for fault in nemesis.faults) <= 2
+        assert not cluster.dead
+        assert not cluster.paused
+        assert cluster.lab is not None
+        assert not cluster.lab.down
+        assert not cluster.lab.cuts
+    assert most >= 2  # two cut off each from all: no two replicas connected (3)

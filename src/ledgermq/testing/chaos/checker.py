@@ -10,9 +10,11 @@ It checks what a replicated log promises to a producer, after the cluster was he
    acknowledged messages have offsets that grow with their sequence numbers.
 4. **Delivery.** Every acknowledged message reaches the consumer group; duplicates are counted,
    not failed (delivery is at-least-once).
-5. **Accounting.** Failed and unknown sends are counted with how many of them were stored anyway;
-   a failed send that was stored is reported (it is DLedger's "outcome unknown" in disguise),
-   but it does not fail the run.
+5. **Accounting.** Failed and unknown sends are counted with how many of them were stored
+   anyway. An unknown one may be stored or not; a *failed* one that was stored is a violation:
+   the workload calls a send failed only when nothing can have been stored (no connection, no
+   route, a refusal code the broker answers before anything reaches the log;
+   ``workload.classify``), so a stored one means a refusal that was not one.
 
 The checker never talks to a cluster, so it is tested on synthetic histories, including ones
 that must fail (tests/chaos/test_checker.py).
@@ -122,17 +124,7 @@ def check(history: History) -> Report:
     if not replicas:
         report.violate("no replica was read: nothing can be checked")
 
-    # 2. replicas agree slot by slot (a slot only some replicas have is judged by rule 1)
-    merged: dict[Slot, dict[MessageKey, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for node, slots in replicas.items():
-        for slot, key in slots.items():
-            merged[slot][key].append(node)
-    for slot, keys in sorted(merged.items()):
-        if len(keys) > 1:
-            shown = "; ".join(
-                f"producer {k[0]} seq {k[1]} on {', '.join(nodes)}" for k, nodes in keys.items()
-            )
-            report.violate(f"replicas disagree at queue {slot[0]} offset {slot[1]}: {shown}")
+    _check_agreement(replicas, report)
 
     stored: dict[MessageKey, set[Slot]] = defaultdict(set)
     for slots in replicas.values():
@@ -146,7 +138,12 @@ def check(history: History) -> Report:
         key = (op.producer, op.seq)
         if op.outcome is Outcome.FAILED:
             report.failed += 1
-            report.failed_stored += key in stored
+            if key in stored:
+                report.failed_stored += 1
+                report.violate(
+                    f"producer {op.producer} seq {op.seq} was refused ({op.error}) but stored "
+                    f"at {', '.join(f'queue {q} offset {o}' for q, o in sorted(stored[key]))}"
+                )
             continue
         if op.outcome is Outcome.UNKNOWN:
             report.unknown += 1
@@ -168,18 +165,7 @@ def check(history: History) -> Report:
                 f"{op.offset} (acked at {op.complete_ms / 1000:.1f} s): {'; '.join(missing)}"
             )
 
-    # 3. per-producer order within a queue
-    by_stream: dict[tuple[int, int], list[SendOp]] = defaultdict(list)
-    for op in acked:
-        by_stream[(op.producer, op.queue)].append(op)
-    for (producer, queue), ops in sorted(by_stream.items()):
-        ops.sort(key=lambda op: op.seq)
-        for before, after in pairwise(ops):
-            if after.offset <= before.offset:
-                report.violate(
-                    f"producer {producer} queue {queue}: seq {after.seq} acknowledged at "
-                    f"offset {after.offset}, not after seq {before.seq} at {before.offset}"
-                )
+    _check_order(acked, report)
 
     # 4. delivery to the consumer group
     deliveries = Counter((read.producer, read.seq) for read in history.consumed)
@@ -192,6 +178,35 @@ def check(history: History) -> Report:
                 f"acknowledged producer {op.producer} seq {op.seq} never reached the consumer"
             )
     return report
+
+
+def _check_agreement(replicas: dict[str, dict[Slot, MessageKey]], report: Report) -> None:
+    """Rule 2: replicas agree slot by slot (a slot only some replicas have is rule 1's)."""
+    merged: dict[Slot, dict[MessageKey, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for node, slots in replicas.items():
+        for slot, key in slots.items():
+            merged[slot][key].append(node)
+    for slot, keys in sorted(merged.items()):
+        if len(keys) > 1:
+            shown = "; ".join(
+                f"producer {k[0]} seq {k[1]} on {', '.join(nodes)}" for k, nodes in keys.items()
+            )
+            report.violate(f"replicas disagree at queue {slot[0]} offset {slot[1]}: {shown}")
+
+
+def _check_order(acked: Sequence[SendOp], report: Report) -> None:
+    """Rule 3: per producer and queue, offsets grow with sequence numbers."""
+    by_stream: dict[tuple[int, int], list[SendOp]] = defaultdict(list)
+    for op in acked:
+        by_stream[(op.producer, op.queue)].append(op)
+    for (producer, queue), ops in sorted(by_stream.items()):
+        ops.sort(key=lambda op: op.seq)
+        for before, after in pairwise(ops):
+            if after.offset <= before.offset:
+                report.violate(
+                    f"producer {producer} queue {queue}: seq {after.seq} acknowledged at "
+                    f"offset {after.offset}, not after seq {before.seq} at {before.offset}"
+                )
 
 
 def format_report(report: Report) -> str:

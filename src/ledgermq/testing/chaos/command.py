@@ -49,6 +49,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--loopback", action="store_true", help="no namespaces: process faults only"
     )
     parser.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="faults may hit two replicas of three at once (a majority): writes stop until "
+        "healed, nothing acknowledged may be lost",
+    )
+    parser.add_argument(
         "--inject-bug",
         choices=sorted(BUGS),
         help="run the brokers with a bug put in on purpose (the checker must catch it)",
@@ -67,6 +73,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         keep=args.keep,
         loopback=args.loopback,
         inject_bug=args.inject_bug,
+        unsafe=args.unsafe,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

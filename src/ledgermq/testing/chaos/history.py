@@ -35,9 +35,9 @@ class Outcome(enum.Enum):
 
     ``OK``: the broker acknowledged it (SEND_OK) at ``(queue, offset)``: it must be there for
     ever. ``FAILED``: the broker or the client says it was not stored (refused, no route,
-    connection never made): it should be absent, but finding it is reported, not failed (a
-    refusal after a local append is "outcome unknown" in DLedger terms). ``UNKNOWN``: a timeout
-    or a connection lost after the request left: either is fine, it is counted.
+    connection never made): it must be absent. ``UNKNOWN``: a timeout, a connection lost after
+    the request left, or the broker's "not acknowledged by a quorum in time": either is fine,
+    it is counted.
     """
 
     OK = "ok"

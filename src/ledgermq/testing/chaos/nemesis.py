@@ -15,7 +15,11 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
 - ``kill9``: SIGKILL, restarted on its old store when the fault heals.
 - ``pause``: SIGSTOP, SIGCONT when the fault heals.
 
-Opt-in only (``--faults wipe``; not in the default set, so not survivable by definition):
+``unsafe`` mode (``--unsafe``): each fault hits one or two replicas, so a majority can be
+down, paused or cut off (two replicas each cut from all leave no two replicas connected): the
+group must stop acknowledging sends, and still lose none it acknowledged.
+
+Opt-in only (``--faults wipe``; not in the default set, and never more than one follower):
 
 - ``wipe``: a follower is killed, its ledger directory (``dledger-<id>``, the README's
   recovery for a corrupt log) deleted, and it is restarted at once to be rebuilt by the
@@ -74,7 +78,9 @@ class Nemesis:
     """Injects ``kinds`` into ``cluster`` until ``run``'s deadline (module docstring).
 
     ``faults`` is the record: one ``FaultRecord`` per fault, with times in ms since ``origin``.
-    ``monotonic`` and ``sleep`` are the clock (a test passes a fake one).
+    ``monotonic`` and ``sleep`` are the clock (a test passes a fake one). ``unsafe``: a
+    fault may hit two replicas of three at once (a majority: the group stops accepting writes
+    until healed, and must still lose nothing acknowledged).
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class Nemesis:
         log: Callable[[str], None] = lambda line: None,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        unsafe: bool = False,
     ) -> None:
         unknown = set(kinds) - set(ALL_KINDS)
         if unknown:
@@ -98,12 +105,13 @@ class Nemesis:
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.kinds = list(kinds)
+        self.unsafe = unsafe
         self.origin = origin
         self.log = log
         self.faults: list[FaultRecord] = []
         self._monotonic = monotonic
         self._sleep = sleep
-        self._heal: Callable[[], None] | None = None
+        self._heals: list[Callable[[], None]] = []
 
     def now_ms(self) -> float:
         return (self._monotonic() - self.origin) * 1000
@@ -124,25 +132,35 @@ class Nemesis:
         finally:
             self.heal()
 
-    def _inject(self, kind: str, hold_s: float) -> None:
-        cluster = self.cluster
-        target = self.rng.choice(cluster.nodes)
+    def _targets(self, kind: str) -> list[str]:
+        """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
+        nodes = self.cluster.nodes
+        count = self.rng.choice((1, 2)) if self.unsafe and kind != "wipe" else 1
+        targets = self.rng.sample(nodes, count)
         if kind in ("partition-master", "wipe"):
-            master = cluster.master(GROUP)
-            if kind == "partition-master":
-                target = master or target
-            elif target == master:  # wipe a follower: the master's log is the one to copy
-                target = self.rng.choice([n for n in cluster.nodes if n != master])
+            master = self.cluster.master(GROUP)
+            if kind == "partition-master" and master is not None and master not in targets:
+                targets[0] = master
+            elif kind == "wipe" and master in targets:  # the master's log is the one to copy
+                targets = [self.rng.choice([n for n in nodes if n != master])]
+        return sorted(targets)
+
+    def _inject(self, kind: str, hold_s: float) -> None:
+        targets = self._targets(kind)
+        shown = ",".join(targets)
         start = self.now_ms()
-        self.log(f"{start / 1000:7.1f} s  {kind} {target} for {hold_s:.1f} s")
-        self._apply(kind, target)
-        if kind == "link-flap":
-            self._flap(target, hold_s)
-        else:
-            self._sleep(hold_s)
-        self.heal()
-        self.faults.append(FaultRecord(kind, (target,), start, self.now_ms()))
-        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {target}")
+        self.log(f"{start / 1000:7.1f} s  {kind} {shown} for {hold_s:.1f} s")
+        try:
+            for target in targets:
+                self._apply(kind, target)
+            if kind == "link-flap":
+                self._flap(targets, hold_s)
+            else:
+                self._sleep(hold_s)
+        finally:
+            self.heal()
+        self.faults.append(FaultRecord(kind, tuple(targets), start, self.now_ms()))
+        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {shown}")
 
     def _apply(self, kind: str, target: str) -> None:
         """Inject ``kind`` on ``target`` and remember how to heal it."""
@@ -152,18 +170,18 @@ class Nemesis:
             for other in cluster.nodes:
                 if other != target:
                     lab.cut(target, other)
-            self._heal = lab.heal_cuts
+            self._heals.append(lab.heal_cuts)
         elif kind in ("link-down", "link-flap"):
             assert lab is not None
             lab.link(target, up=False)
-            self._heal = lambda: lab.link(target, up=True)
+            self._heals.append(lambda: lab.link(target, up=True))
         elif kind == "bridge-cut":
             assert lab is not None
             lab.bridge_port(target, attached=False)
-            self._heal = lambda: lab.bridge_port(target, attached=True)
+            self._heals.append(lambda: lab.bridge_port(target, attached=True))
         elif kind == "kill9":
             cluster.kill9(GROUP, target)
-            self._heal = lambda: cluster.start_replica(GROUP, target)
+            self._heals.append(lambda: cluster.start_replica(GROUP, target))
         elif kind == "wipe":
             cluster.kill9(GROUP, target)
             for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
@@ -171,9 +189,9 @@ class Nemesis:
             cluster.start_replica(GROUP, target)
         else:
             cluster.sigstop(GROUP, target)
-            self._heal = lambda: cluster.sigcont(GROUP, target)
+            self._heals.append(lambda: cluster.sigcont(GROUP, target))
 
-    def _flap(self, target: str, hold_s: float) -> None:
+    def _flap(self, targets: list[str], hold_s: float) -> None:
         lab = self.cluster.lab
         assert lab is not None
         end = self._monotonic() + hold_s
@@ -181,10 +199,17 @@ class Nemesis:
         while self._monotonic() < end:
             self._sleep(min(self.rng.uniform(*_FLAP_S), max(0.0, end - self._monotonic())))
             up = not up
-            lab.link(target, up=up)
+            for target in targets:
+                lab.link(target, up=up)
 
     def heal(self) -> None:
-        """Undo the fault in force, if any (idempotent)."""
-        heal, self._heal = self._heal, None
-        if heal is not None:
-            heal()
+        """Undo the faults in force, all of them even if one heal fails (idempotent)."""
+        heals, self._heals = self._heals, []
+        failure: BaseException | None = None
+        for heal in heals:
+            try:
+                heal()
+            except Exception as exc:  # noqa: BLE001 - heal the rest, then raise the first
+                failure = failure or exc
+        if failure is not None:
+            raise failure

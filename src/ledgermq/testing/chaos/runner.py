@@ -50,6 +50,8 @@ class RunOptions:
     keep: bool = False
     loopback: bool = False
     inject_bug: str | None = None
+    unsafe: bool = False
+    """Faults may hit two replicas of three at once (``nemesis`` module docstring)."""
 
 
 @dataclass
@@ -70,6 +72,8 @@ def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
     words += ["--producers", str(options.producers), "--queues", str(options.queues)]
     if options.loopback:
         words.append("--loopback")
+    if options.unsafe:
+        words.append("--unsafe")
     if options.inject_bug:
         words += ["--inject-bug", options.inject_bug]
     return " ".join(words)
@@ -94,6 +98,8 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
             log(f"removed a crashed run's leftover {name}")
     base = Path(options.base_dir or tempfile.mkdtemp(prefix=f"ledgermq-chaos-{options.seed}-"))
     base.mkdir(parents=True, exist_ok=True)
+    if options.unsafe:
+        mode += ", unsafe: a majority may be hit"
     log(f"seed {options.seed}, {options.duration_s:g} s, {mode}, faults {', '.join(faults)}, "
         f"logs in {base}")  # fmt: skip
     lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2"])
@@ -133,7 +139,7 @@ def _exercise(
     origin = time.monotonic()
     history = History(seed=options.seed, queues=options.queues)
     workload = Workload(cluster.namesrv_addr, TOPIC, producers=options.producers, origin=origin)
-    nemesis = Nemesis(cluster, options.seed, faults, origin=origin, log=log)
+    nemesis = Nemesis(cluster, options.seed, faults, origin=origin, log=log, unsafe=options.unsafe)
     workload.start()
     try:
         nemesis.run(options.duration_s)
