@@ -111,6 +111,13 @@ def test_an_ack_never_consumed_fails() -> None:
     assert "never reached the consumer" in report.violations[0]
 
 
+def test_a_problem_of_the_cluster_fails() -> None:
+    history = healthy()
+    history.problems.append("no master of broker-a within 30 s after healing")
+    report = check(history)
+    assert report.violations == ["no master of broker-a within 30 s after healing"]
+
+
 def test_a_replica_that_cannot_be_read_fails() -> None:
     history = healthy()
     history.replica_errors["n1"] = "connection refused"
@@ -146,6 +153,7 @@ def test_bodies_and_history_files_round_trip(tmp_path: Path) -> None:
     assert parse_body(b"chaos:x:1:") is None
     history = healthy()
     history.notes.append("loopback")
+    history.problems.append("no master")
     history.replica_errors["n9"] = "gone"
     path = tmp_path / "history.jsonl"
     history.write_jsonl(path)

@@ -64,6 +64,7 @@ def test_cleanup_says_what_it_removed(monkeypatch: pytest.MonkeyPatch) -> None:
         return ["lmqc1-n0"] if include_live else []
 
     monkeypatch.setattr(command, "cleanup_leftovers", fake_cleanup)
+    monkeypatch.setattr(command, "cleanup_leftover_disks", lambda include_live: [])
     lines: list[str] = []
     assert command.cmd_cleanup(build_parser().parse_args(["chaos", "cleanup"]), lines.append) == 0
     assert lines == ["nothing to remove"]

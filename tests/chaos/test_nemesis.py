@@ -65,6 +65,12 @@ class FakeCluster:
             }
         self.most_faulted = max(self.most_faulted, len(cut_off | self.dead | self.paused))
 
+    def is_running(self, group: str, node: str) -> bool:
+        return node not in self.dead
+
+    def returncode(self, group: str, node: str) -> int | None:
+        return None if node not in self.dead else -9
+
     def store_dir(self, group: str, node: str) -> Path:
         return self.store / node
 
@@ -190,3 +196,21 @@ def test_unsafe_mode_hits_a_majority_sometimes_and_still_heals_everything() -> N
         assert not cluster.lab.down
         assert not cluster.lab.cuts
     assert most >= 2  # two cut off each from all: no two replicas connected (3)
+
+
+def test_a_replica_that_exits_by_itself_is_restarted() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        1,
+        ["pause"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    cluster.dead.add("n2")  # a fail-stop: no fault of the nemesis killed it
+    nemesis.run(5.0)
+    assert "start n2" in cluster.journal
+    assert len(nemesis.exits) == 1
+    assert "n2 exited with code -9" in nemesis.exits[0]

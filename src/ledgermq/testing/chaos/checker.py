@@ -114,6 +114,8 @@ def check(history: History) -> Report:
     report = Report()
     report.faults = dict(Counter(fault.kind for fault in history.faults))
     report.windows = unavailability_windows(history.sends)
+    for problem in history.problems:
+        report.violate(problem)
     for node, error in sorted(history.replica_errors.items()):
         report.violate(f"replica {node} could not be read after healing: {error}")
 

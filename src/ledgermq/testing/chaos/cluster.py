@@ -21,6 +21,7 @@ from ledgermq.testing.broker_cluster import HOST, BrokerCluster, ClusterStartErr
 if TYPE_CHECKING:
     import os
 
+    from ledgermq.testing.chaos.disks import LoopDisks
     from ledgermq.testing.chaos.netns import NetnsLab
 
 __all__ = ["GROUP", "NAMESRV_NODE", "ChaosCluster"]
@@ -41,11 +42,14 @@ class ChaosCluster(BrokerCluster):
         *,
         lab: NetnsLab | None,
         broker_module: str = "ledgermq",
+        disks: LoopDisks | None = None,
         flush: str = "ASYNC_FLUSH",
         start_timeout_s: float = 30.0,
     ) -> None:
         self.lab = lab
         self.broker_module = broker_module
+        self.disks = disks
+        """Each replica's store on its own small file system (the disk-full fault), or None."""
         self._loopback_namesrv_port = 0
         super().__init__(
             base_dir,
@@ -120,6 +124,9 @@ class ChaosCluster(BrokerCluster):
         self._namesrv_ports = [int(self.namesrv_addresses[0].rsplit(":", 1)[1])]
         if not self.ports:
             self._pick_ports()
+        if self.disks is not None and not self.disks.mounts:
+            for node in self.nodes:
+                self.disks.mount(node, self.store_dir(GROUP, node))
         try:
             self._start_brokers()
         except ClusterStartError:

@@ -11,6 +11,7 @@ import signal
 from typing import TYPE_CHECKING
 
 from ledgermq.testing.chaos.checker import format_report
+from ledgermq.testing.chaos.disks import cleanup_leftover_disks
 from ledgermq.testing.chaos.nemesis import ALL_KINDS, DEFAULT_KINDS
 from ledgermq.testing.chaos.netns import cleanup_leftovers
 from ledgermq.testing.chaos.runner import BUGS, RunOptions, run_chaos
@@ -110,6 +111,9 @@ def add_cleanup_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_cleanup(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
-    removed = cleanup_leftovers(include_live=args.all)
+    removed = [
+        *cleanup_leftover_disks(include_live=args.all),
+        *cleanup_leftovers(include_live=args.all),
+    ]
     out("\n".join(f"removed {name}" for name in removed) or "nothing to remove")
     return 0

@@ -112,11 +112,19 @@ class History:
     """What the consumer group received (duplicates included)."""
     queues: int = 0
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """What went wrong with the cluster itself, e.g. no master once healed (violations)."""
 
     def write_jsonl(self, path: Path) -> None:
         """One JSON object a line: a header, then sends, faults, reads, consumed messages."""
         with path.open("w") as out:
-            head = {"type": "run", "seed": self.seed, "queues": self.queues, "notes": self.notes}
+            head = {
+                "type": "run",
+                "seed": self.seed,
+                "queues": self.queues,
+                "notes": self.notes,
+                "problems": self.problems,
+            }
             out.write(json.dumps(head) + "\n")
             for op in self.sends:
                 row = asdict(op)
@@ -143,6 +151,7 @@ class History:
             if kind == "run":
                 history.seed, history.queues = row["seed"], row["queues"]
                 history.notes = list(row["notes"])
+                history.problems = list(row.get("problems", []))
             elif kind == "send":
                 row["outcome"] = Outcome(row["outcome"])
                 history.sends.append(SendOp(**row))

@@ -26,6 +26,11 @@ Opt-in only (``--faults wipe``; not in the default set, and never more than one 
   master. Raft assumes a replica never forgets its term and vote, which this breaks: a
   wiped replica may vote twice in a term. Jepsen calls such faults unsafe.
 
+Opt-in, with namespaces (root): ``disk-full``: a replica's store, a small loop-mounted ext4
+file system, is filled up by a filler file until the fault heals (then the file is deleted).
+A broker whose store fails stops for good; the nemesis, like a supervisor, restarts any
+replica that exited by itself (``supervise``), and the run reports it.
+
 The network kinds need namespaces; on loopback only ``kill9``, ``pause`` and ``wipe`` are
 possible.
 ``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALL_KINDS",
     "DEFAULT_KINDS",
+    "DISK_KINDS",
     "NETWORK_KINDS",
     "PROCESS_KINDS",
     "UNSAFE_KINDS",
@@ -67,8 +73,11 @@ PROCESS_KINDS: Final = ("kill9", "pause")
 DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
 """Survivable faults: one replica of three at a time."""
 UNSAFE_KINDS: Final = ("wipe",)
-ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS)
+DISK_KINDS: Final = ("disk-full",)
+"""Need root (loop mounts): opt-in, and only with namespaces."""
+ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *DISK_KINDS)
 _FLAP_S: Final = (0.2, 1.0)
+_SUPERVISE_S: Final = 0.5
 _HOLD_S: Final = (2.0, 6.0)
 _QUIET_S: Final = (1.0, 4.0)
 _TICK_S: Final = 0.05
@@ -98,6 +107,8 @@ class Nemesis:
         unknown = set(kinds) - set(ALL_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {ALL_KINDS}")
+        if set(kinds) & set(DISK_KINDS) and getattr(cluster, "disks", None) is None:
+            raise ValueError("disk-full needs the cluster's stores on loop disks (root)")
         if cluster.lab is None and set(kinds) & set(NETWORK_KINDS):
             raise ValueError("network faults need namespaces; on loopback use kill9, pause, wipe")
         if not kinds:
@@ -112,6 +123,10 @@ class Nemesis:
         self._monotonic = monotonic
         self._sleep = sleep
         self._heals: list[Callable[[], None]] = []
+        self._killed: set[str] = set()
+        """Replicas down on purpose (kill9 in force): the supervisor leaves them alone."""
+        self.exits: list[str] = []
+        """Replicas that exited on their own (a fail-stop) and were restarted, as sentences."""
 
     def now_ms(self) -> float:
         return (self._monotonic() - self.origin) * 1000
@@ -124,13 +139,33 @@ class Nemesis:
                 quiet = self.rng.uniform(*_QUIET_S)
                 if self._monotonic() + quiet >= deadline:
                     break
-                self._sleep(quiet)
+                self._wait(quiet)
                 kind = self.rng.choice(self.kinds)
                 hold = min(self.rng.uniform(*_HOLD_S), max(0.0, deadline - self._monotonic()))
                 self._inject(kind, hold)
-            self._sleep(max(0.0, deadline - self._monotonic()))
+            self._wait(max(0.0, deadline - self._monotonic()))
         finally:
             self.heal()
+        self.supervise()
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, restarting replicas that exit meanwhile (``supervise``)."""
+        end = self._monotonic() + seconds
+        while (left := end - self._monotonic()) > 0:
+            self._sleep(min(left, _SUPERVISE_S))
+            self.supervise()
+
+    def supervise(self) -> None:
+        """Restart every replica that exited by itself, as a supervisor would: a broker
+        whose store fails (a full disk) stops for good and expects one (README
+        "Operations"). Recorded in ``exits``; killed replicas wait for their fault to heal."""
+        for node in self.cluster.nodes:
+            if node in self._killed or self.cluster.is_running(GROUP, node):
+                continue
+            code = self.cluster.returncode(GROUP, node)
+            self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} exited with code {code}")
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {node} exited (code {code}): restarted")
+            self.cluster.start_replica(GROUP, node)
 
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
@@ -156,7 +191,7 @@ class Nemesis:
             if kind == "link-flap":
                 self._flap(targets, hold_s)
             else:
-                self._sleep(hold_s)
+                self._wait(hold_s)
         finally:
             self.heal()
         self.faults.append(FaultRecord(kind, tuple(targets), start, self.now_ms()))
@@ -179,9 +214,21 @@ class Nemesis:
             assert lab is not None
             lab.bridge_port(target, attached=False)
             self._heals.append(lambda: lab.bridge_port(target, attached=True))
+        elif kind == "disk-full":
+            disks = cluster.disks
+            assert disks is not None
+            disks.fill(target)
+
+            self._heals.append(lambda: disks.drain(target))
         elif kind == "kill9":
+            self._killed.add(target)
             cluster.kill9(GROUP, target)
-            self._heals.append(lambda: cluster.start_replica(GROUP, target))
+
+            def restart() -> None:
+                cluster.start_replica(GROUP, target)
+                self._killed.discard(target)
+
+            self._heals.append(restart)
         elif kind == "wipe":
             cluster.kill9(GROUP, target)
             for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):

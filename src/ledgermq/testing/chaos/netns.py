@@ -34,6 +34,7 @@ __all__ = [
     "NetnsLab",
     "cleanup_leftovers",
     "namespaces_available",
+    "pid_alive",
 ]
 
 NAMESPACE_PREFIX: Final = "lmqc"
@@ -75,7 +76,7 @@ def namespaces_available() -> str | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -101,7 +102,7 @@ def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
     for line in _ip("netns", "list", check=False).splitlines():
         name = line.split()[0] if line.split() else ""
         owner = _OWNED.match(name)
-        if owner is None or (not include_live and _pid_alive(int(owner.group(1)))):
+        if owner is None or (not include_live and pid_alive(int(owner.group(1)))):
             continue
         _kill_namespace_processes(name)
         _ip("netns", "delete", name, check=False)
@@ -112,7 +113,7 @@ def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
             continue
         name = fields[1].strip().split("@")[0]
         owner = _OWNED.match(name)
-        if owner is None or (not include_live and _pid_alive(int(owner.group(1)))):
+        if owner is None or (not include_live and pid_alive(int(owner.group(1)))):
             continue
         _ip("link", "delete", name, check=False)
         removed.append(name)

@@ -21,8 +21,15 @@ from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
 from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE, ChaosCluster
+from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
 from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
-from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, NETWORK_KINDS, PROCESS_KINDS, Nemesis
+from ledgermq.testing.chaos.nemesis import (
+    DEFAULT_KINDS,
+    DISK_KINDS,
+    NETWORK_KINDS,
+    PROCESS_KINDS,
+    Nemesis,
+)
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
 from ledgermq.testing.chaos.timeline import write_timeline
 from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica
@@ -83,19 +90,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     """Run ``options`` (module docstring); ``log`` gets one line per step and per fault."""
     if options.inject_bug is not None and options.inject_bug not in BUGS:
         raise ValueError(f"unknown bug {options.inject_bug!r}; known: {', '.join(BUGS)}")
-    why_not = None if options.loopback else namespaces_available()
-    loopback = options.loopback or why_not is not None
-    faults = list(options.faults)
-    if loopback:
-        mode = "loopback (process faults only)"
-        if why_not is not None:
-            log(f"network namespaces unavailable: {why_not}; running on loopback with process "
-                "faults only")  # fmt: skip
-        faults = [kind for kind in faults if kind not in NETWORK_KINDS] or list(PROCESS_KINDS)
-    else:
-        mode = "network namespaces"
-        for name in cleanup_leftovers():
-            log(f"removed a crashed run's leftover {name}")
+    loopback, mode, faults = _choose_mode(options, log)
     base = Path(options.base_dir or tempfile.mkdtemp(prefix=f"ledgermq-chaos-{options.seed}-"))
     base.mkdir(parents=True, exist_ok=True)
     if options.unsafe:
@@ -104,11 +99,12 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         f"logs in {base}")  # fmt: skip
     lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2"])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
+    disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
     try:
         if lab is not None:
             lab.create()
-        cluster = ChaosCluster(base / "cluster", lab=lab, broker_module=broker_module)
+        cluster = ChaosCluster(base / "cluster", lab=lab, broker_module=broker_module, disks=disks)
         cluster.start()
         cluster.wait_routable(timeout_s=30.0)
         with SyncAdmin(cluster.namesrv_addr) as admin:
@@ -119,6 +115,8 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     finally:
         if cluster is not None:
             cluster.close()
+        if disks is not None:
+            disks.close()
         if lab is not None:
             lab.close()
     history.write_jsonl(base / "history.jsonl")
@@ -131,6 +129,23 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         shutil.rmtree(base, ignore_errors=True)
         result.timeline = None
     return result
+
+
+def _choose_mode(options: RunOptions, log: Callable[[str], None]) -> tuple[bool, str, list[str]]:
+    """Namespaces when possible (leftovers of crashed runs removed first), else loopback with
+    the faults that need no root; ``(loopback, mode, faults)``."""
+    why_not = None if options.loopback else namespaces_available()
+    faults = list(options.faults)
+    if options.loopback or why_not is not None:
+        if why_not is not None:
+            log(f"network namespaces unavailable: {why_not}; running on loopback with process "
+                "faults only")  # fmt: skip
+        needs_root = (*NETWORK_KINDS, *DISK_KINDS)
+        faults = [kind for kind in faults if kind not in needs_root] or list(PROCESS_KINDS)
+        return True, "loopback (process faults only)", faults
+    for name in [*cleanup_leftovers(), *cleanup_leftover_disks()]:
+        log(f"removed a crashed run's leftover {name}")
+    return False, "network namespaces", faults
 
 
 def _exercise(
@@ -148,8 +163,13 @@ def _exercise(
         history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
         history.faults = nemesis.faults
         history.notes += workload.errors
+        history.notes += [f"supervisor: {line}" for line in nemesis.exits]
     log(f"healed; {len(history.sends)} sends; reading every replica")
-    cluster.wait_master(GROUP, timeout_s=_SETTLE_S)
+    try:
+        cluster.wait_master(GROUP, timeout_s=_SETTLE_S)
+    except AssertionError as exc:  # a liveness failure: judged with everything else
+        history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
+        log(f"no master after healing; its views and log tails:\n{exc}")
     history.replica_reads, history.replica_errors = _read_replicas(cluster, options.queues)
     expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
     for reads in history.replica_reads.values():
