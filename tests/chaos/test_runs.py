@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ledgermq.testing.chaos import runner
 from ledgermq.testing.chaos.checker import format_report
+from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
 from ledgermq.testing.chaos.netns import NAMESPACE_PREFIX, cleanup_leftovers, namespaces_available
 from ledgermq.testing.chaos.runner import RunOptions, RunResult, run_chaos
 from ledgermq.testing.child_process import wait_until
@@ -117,3 +119,69 @@ def test_loopback_fallback_with_process_faults(tmp_path: Path) -> None:
     assert "--loopback" in result.replay
     assert set(result.report.faults) <= {"kill9", "pause"}
     assert result.report.valid, shown
+
+
+@needs_netns
+def test_loop_disks_fill_drain_and_leftovers(tmp_path: Path) -> None:
+    """A replica's disk fills up and drains; a killed run's mounted disk is cleaned up."""
+    disks = LoopDisks(tmp_path / "disks", size_mb=32)
+    try:
+        disks.mount("n0", tmp_path / "store")
+        taken = disks.fill("n0")
+        assert taken > 20 << 20
+        with pytest.raises(OSError, match="No space left"):
+            (tmp_path / "store" / "more").write_bytes(b"x" * 65536)
+        disks.drain("n0")
+        (tmp_path / "store" / "more").write_bytes(b"x" * 65536)
+    finally:
+        disks.close()
+    assert "store" not in Path("/proc/mounts").read_text().split(str(tmp_path))[-1]
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from ledgermq.testing.chaos.disks import LoopDisks\n"
+        "disks = LoopDisks(Path(sys.argv[1]) / 'disks', size_mb=32)\n"
+        "disks.mount('n0', Path(sys.argv[1]) / 'orphan')\n"
+        "print('mounted', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline().strip() == b"mounted"
+        assert str(tmp_path / "orphan") in Path("/proc/mounts").read_text()
+        assert cleanup_leftover_disks() == []  # its owner is alive
+        owner.kill()
+        owner.wait(10)
+        assert len(cleanup_leftover_disks()) == 1
+        assert str(tmp_path / "orphan") not in Path("/proc/mounts").read_text()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+        cleanup_leftover_disks()
+
+
+def test_without_namespaces_the_run_says_so_and_keeps_process_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner, "namespaces_available", lambda: "not root (a test)")
+    lines: list[str] = []
+    options = RunOptions(seed=1, faults=("link-down", "disk-full", "pause", "wipe"))
+    loopback, mode, faults = runner._choose_mode(options, lines.append)
+    assert loopback
+    assert mode == "loopback (process faults only)"
+    assert faults == ["pause", "wipe"]
+    assert lines == [
+        (
+            "network namespaces unavailable: not root (a test); running on loopback with "
+            "process faults only"
+        )
+    ]
+    _, _, faults = runner._choose_mode(RunOptions(seed=1, faults=("link-down",)), lines.append)
+    assert faults == ["kill9", "pause"]
