@@ -185,3 +185,34 @@ def test_without_namespaces_the_run_says_so_and_keeps_process_faults(
     ]
     _, _, faults = runner._choose_mode(RunOptions(seed=1, faults=("link-down",)), lines.append)
     assert faults == ["kill9", "pause"]
+
+
+@needs_netns
+def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    """``ledgermq chaos run`` stopped by SIGTERM (a CI timeout) kills its cluster and deletes
+    its namespaces and disks before it exits."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "ledgermq", "chaos", "run", "--seed", "3", "--duration",
+               "120", "--faults", "kill9,disk-full", "--dir", str(tmp_path / "run")]  # fmt: skip
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:
+            if line.startswith(b"cluster up"):
+                break
+        tag = f"{NAMESPACE_PREFIX}{run.pid}-"
+        assert len(namespaces(tag)) == 4
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+        assert not namespaces(tag)
+        assert str(tmp_path) not in Path("/proc/mounts").read_text()
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+        assert str(tmp_path) not in ps.stdout, "a process of the run survived"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        if run.stdout is not None:
+            run.stdout.close()
+        cleanup_leftovers()
+        cleanup_leftover_disks()
