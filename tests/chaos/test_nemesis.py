@@ -9,6 +9,7 @@ from typing import ClassVar
 import pytest
 
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
+from ledgermq.testing.child_process import ProcessStartError
 
 
 class FakeClock:
@@ -214,3 +215,31 @@ def test_a_replica_that_exits_by_itself_is_restarted() -> None:
     assert "start n2" in cluster.journal
     assert len(nemesis.exits) == 1
     assert "n2 exited with code -9" in nemesis.exits[0]
+
+
+def test_a_failed_restart_is_recorded_and_tried_again() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    real_start = cluster.start_replica
+    attempts: list[str] = []
+
+    def start_once_failing(group: str, node: str) -> None:
+        attempts.append(node)
+        if len(attempts) == 1:
+            raise ProcessStartError(f"{node} exited with code 74 within 30 s; its log ends:\n...")
+        real_start(group, node)
+
+    cluster.start_replica = start_once_failing  # type: ignore[method-assign]
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        1,
+        ["pause"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    cluster.dead.add("n0")
+    nemesis.run(3.0)
+    assert attempts == ["n0", "n0"]
+    assert "restart failed: n0 exited with code 74 within 30 s; its log ends:" in nemesis.exits[1]
+    assert not cluster.dead

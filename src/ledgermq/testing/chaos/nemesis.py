@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.testing.chaos.cluster import GROUP
 from ledgermq.testing.chaos.history import FaultRecord
+from ledgermq.testing.child_process import ProcessStartError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -123,8 +124,9 @@ class Nemesis:
         self._monotonic = monotonic
         self._sleep = sleep
         self._heals: list[Callable[[], None]] = []
-        self._killed: set[str] = set()
-        """Replicas down on purpose (kill9 in force): the supervisor leaves them alone."""
+        self._held: set[str] = set()
+        """Replicas whose fault is in force (killed, disk full): the supervisor waits for the
+        heal before it restarts them."""
         self.exits: list[str] = []
         """Replicas that exited on their own (a fail-stop) and were restarted, as sentences."""
 
@@ -160,12 +162,17 @@ class Nemesis:
         whose store fails (a full disk) stops for good and expects one (README
         "Operations"). Recorded in ``exits``; killed replicas wait for their fault to heal."""
         for node in self.cluster.nodes:
-            if node in self._killed or self.cluster.is_running(GROUP, node):
+            if node in self._held or self.cluster.is_running(GROUP, node):
                 continue
             code = self.cluster.returncode(GROUP, node)
             self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} exited with code {code}")
-            self.log(f"{self.now_ms() / 1000:7.1f} s  {node} exited (code {code}): restarted")
-            self.cluster.start_replica(GROUP, node)
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {node} exited (code {code}): restarting")
+            try:
+                self.cluster.start_replica(GROUP, node)
+            except ProcessStartError as exc:  # tried again at the next check
+                first = str(exc).splitlines()[0]
+                self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} restart failed: {first}")
+                self.log(f"{self.now_ms() / 1000:7.1f} s  {node} did not restart: {first}")
 
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
@@ -221,12 +228,12 @@ class Nemesis:
 
             self._heals.append(lambda: disks.drain(target))
         elif kind == "kill9":
-            self._killed.add(target)
+            self._held.add(target)
             cluster.kill9(GROUP, target)
 
             def restart() -> None:
                 cluster.start_replica(GROUP, target)
-                self._killed.discard(target)
+                self._held.discard(target)
 
             self._heals.append(restart)
         elif kind == "wipe":
