@@ -243,3 +243,37 @@ def test_a_failed_restart_is_recorded_and_tried_again() -> None:
     assert attempts == ["n0", "n0"]
     assert "restart failed: n0 exited with code 74 within 30 s; its log ends:" in nemesis.exits[1]
     assert not cluster.dead
+
+
+def test_the_supervisor_waits_for_a_disk_full_fault_to_heal() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    filled: list[str] = []
+
+    class Disks:
+        def fill(self, node: str) -> int:
+            filled.append(node)
+            cluster.dead.add(node)  # the replica fail-stops on the full disk at once
+            cluster.journal.append(f"fill {node}")
+            return 1
+
+        def drain(self, node: str) -> None:
+            cluster.journal.append(f"drain {node}")
+
+    cluster.disks = Disks()  # type: ignore[attr-defined]
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        2,
+        ["disk-full"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    nemesis.run(20.0)
+    assert filled
+    for node in filled:
+        fill = cluster.journal.index(f"fill {node}")
+        drain = cluster.journal.index(f"drain {node}", fill)
+        start = cluster.journal.index(f"start {node}", fill)
+        assert drain < start  # never restarted onto a disk that is still full
+    assert not cluster.dead

@@ -224,9 +224,14 @@ class Nemesis:
         elif kind == "disk-full":
             disks = cluster.disks
             assert disks is not None
+            self._held.add(target)
             disks.fill(target)
 
-            self._heals.append(lambda: disks.drain(target))
+            def drain() -> None:
+                disks.drain(target)
+                self._held.discard(target)  # restarted by ``supervise`` if it stopped
+
+            self._heals.append(drain)
         elif kind == "kill9":
             self._held.add(target)
             cluster.kill9(GROUP, target)
