@@ -16,6 +16,7 @@ from ledgermq import __version__
 from ledgermq.cli import (
     bench_commands,
     broker_commands,
+    chaos_commands,
     client_commands,
     ledger_commands,
     namesrv_commands,
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_commands.register(commands)
     bench_commands.register(commands)
     namesrv_commands.register(commands)
+    chaos_commands.register(commands)
     return parser
 
 

@@ -1,0 +1,243 @@
+"""The judge of a chaos run: pure functions from a ``History`` to a ``Report``.
+
+It checks what a replicated log promises to a producer, after the cluster was healed:
+
+1. **No lost acknowledgement.** Every send acknowledged at ``(queue, offset)`` is at exactly that
+   ``(queue, offset)`` on *every* replica (each is read directly, not through the master).
+2. **One message per slot.** No two replicas disagree on the message at a ``(queue, offset)``
+   (two different messages at one slot means two masters wrote it, one of them unsafely).
+3. **Per-producer order.** A producer sends one message at a time, so within one queue its
+   acknowledged messages have offsets that grow with their sequence numbers.
+4. **Delivery.** Every acknowledged message reaches the consumer group; duplicates are counted,
+   not failed (delivery is at-least-once).
+5. **Accounting.** Failed and unknown sends are counted with how many of them were stored
+   anyway. An unknown one may be stored or not; a *failed* one that was stored is a violation:
+   the workload calls a send failed only when nothing can have been stored (no connection, no
+   route, a refusal code the broker answers before anything reaches the log;
+   ``workload.classify``), so a stored one means a refusal that was not one.
+
+The checker never talks to a cluster, so it is tested on synthetic histories, including ones
+that must fail (tests/chaos/test_checker.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import TYPE_CHECKING
+
+from ledgermq.testing.chaos.history import Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from ledgermq.testing.chaos.history import History, ReadMessage, SendOp
+
+__all__ = ["Report", "check", "format_report", "unavailability_windows"]
+
+MAX_SHOWN = 20
+"""Violations listed one by one; the rest are counted."""
+UNAVAILABLE_GAP_MS = 1000.0
+"""A stretch this long without any acknowledged send is an unavailability window."""
+
+Slot = tuple[int, int]
+MessageKey = tuple[int, int]
+
+
+@dataclass
+class Report:
+    """The counts of the result table, and every violation as a sentence."""
+
+    acks: int = 0
+    failed: int = 0
+    failed_stored: int = 0
+    unknown: int = 0
+    unknown_stored: int = 0
+    lost: int = 0
+    """Acknowledged messages missing (or misplaced) on at least one replica."""
+    not_consumed: int = 0
+    consumed: int = 0
+    duplicates: int = 0
+    """Deliveries to the consumer beyond the first of each message."""
+    stored_twice: int = 0
+    """Messages stored at more than one slot (a retry after an unknown outcome)."""
+    replicas: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
+    windows: list[tuple[float, float]] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    violation_count: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return self.violation_count == 0
+
+    def violate(self, sentence: str) -> None:
+        self.violation_count += 1
+        if len(self.violations) < MAX_SHOWN:
+            self.violations.append(sentence)
+
+
+def _slots(reads: Iterable[ReadMessage], report: Report, node: str) -> dict[Slot, MessageKey]:
+    """``(queue, offset) -> (producer, seq)`` of one replica; a slot read twice with two
+    different messages is a violation on its own."""
+    slots: dict[Slot, MessageKey] = {}
+    for read in reads:
+        slot, key = (read.queue, read.offset), (read.producer, read.seq)
+        old = slots.setdefault(slot, key)
+        if old != key:
+            report.violate(f"{node} serves two messages at queue {slot[0]} offset {slot[1]}")
+    return slots
+
+
+def unavailability_windows(
+    sends: Sequence[SendOp], gap_ms: float = UNAVAILABLE_GAP_MS
+) -> list[tuple[float, float]]:
+    """Stretches of at least ``gap_ms`` between the workload's first invoke and last
+    completion in which no send was acknowledged: ``[(start_ms, end_ms), ...]``."""
+    if not sends:
+        return []
+    begin = min(op.invoke_ms for op in sends)
+    end = max(op.complete_ms for op in sends)
+    acked = sorted(op.complete_ms for op in sends if op.outcome is Outcome.OK)
+    windows = []
+    previous = begin
+    for moment in [*acked, end]:
+        if moment - previous >= gap_ms:
+            windows.append((previous, moment))
+        previous = max(previous, moment)
+    return windows
+
+
+def check(history: History) -> Report:
+    """Judge ``history`` (module docstring); the report says what held and what did not."""
+    report = Report()
+    report.faults = dict(Counter(fault.kind for fault in history.faults))
+    report.windows = unavailability_windows(history.sends)
+    for problem in history.problems:
+        report.violate(problem)
+    for node, error in sorted(history.replica_errors.items()):
+        report.violate(f"replica {node} could not be read after healing: {error}")
+
+    replicas = {
+        node: _slots(reads, report, node) for node, reads in sorted(history.replica_reads.items())
+    }
+    report.replicas = len(replicas)
+    if not replicas:
+        report.violate("no replica was read: nothing can be checked")
+
+    _check_agreement(replicas, report)
+
+    stored: dict[MessageKey, set[Slot]] = defaultdict(set)
+    for slots in replicas.values():
+        for slot, key in slots.items():
+            stored[key].add(slot)
+    report.stored_twice = sum(1 for slots in stored.values() if len(slots) > 1)
+
+    # 1. every acknowledged message, at its slot, everywhere; 5. accounting
+    acked: list[SendOp] = []
+    for op in history.sends:
+        key = (op.producer, op.seq)
+        if op.outcome is Outcome.FAILED:
+            report.failed += 1
+            if key in stored:
+                report.failed_stored += 1
+                report.violate(
+                    f"producer {op.producer} seq {op.seq} was refused ({op.error}) but stored "
+                    f"at {', '.join(f'queue {q} offset {o}' for q, o in sorted(stored[key]))}"
+                )
+            continue
+        if op.outcome is Outcome.UNKNOWN:
+            report.unknown += 1
+            report.unknown_stored += key in stored
+            continue
+        report.acks += 1
+        acked.append(op)
+        slot = (op.queue, op.offset)
+        missing = []
+        for node, slots in replicas.items():
+            found = slots.get(slot)
+            if found != key:
+                what = "nothing" if found is None else f"producer {found[0]} seq {found[1]}"
+                missing.append(f"{node} has {what}")
+        if missing:
+            report.lost += 1
+            report.violate(
+                f"acknowledged producer {op.producer} seq {op.seq} at queue {op.queue} offset "
+                f"{op.offset} (acked at {op.complete_ms / 1000:.1f} s): {'; '.join(missing)}"
+            )
+
+    _check_order(acked, report)
+
+    # 4. delivery to the consumer group
+    deliveries = Counter((read.producer, read.seq) for read in history.consumed)
+    report.consumed = sum(deliveries.values())
+    report.duplicates = sum(count - 1 for count in deliveries.values())
+    for op in acked:
+        if (op.producer, op.seq) not in deliveries:
+            report.not_consumed += 1
+            report.violate(
+                f"acknowledged producer {op.producer} seq {op.seq} never reached the consumer"
+            )
+    return report
+
+
+def _check_agreement(replicas: dict[str, dict[Slot, MessageKey]], report: Report) -> None:
+    """Rule 2: replicas agree slot by slot (a slot only some replicas have is rule 1's)."""
+    merged: dict[Slot, dict[MessageKey, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for node, slots in replicas.items():
+        for slot, key in slots.items():
+            merged[slot][key].append(node)
+    for slot, keys in sorted(merged.items()):
+        if len(keys) > 1:
+            shown = "; ".join(
+                f"producer {k[0]} seq {k[1]} on {', '.join(nodes)}" for k, nodes in keys.items()
+            )
+            report.violate(f"replicas disagree at queue {slot[0]} offset {slot[1]}: {shown}")
+
+
+def _check_order(acked: Sequence[SendOp], report: Report) -> None:
+    """Rule 3: per producer and queue, offsets grow with sequence numbers."""
+    by_stream: dict[tuple[int, int], list[SendOp]] = defaultdict(list)
+    for op in acked:
+        by_stream[(op.producer, op.queue)].append(op)
+    for (producer, queue), ops in sorted(by_stream.items()):
+        ops.sort(key=lambda op: op.seq)
+        for before, after in pairwise(ops):
+            if after.offset <= before.offset:
+                report.violate(
+                    f"producer {producer} queue {queue}: seq {after.seq} acknowledged at "
+                    f"offset {after.offset}, not after seq {before.seq} at {before.offset}"
+                )
+
+
+def format_report(report: Report) -> str:
+    """The result table, then the violations (the first ``MAX_SHOWN``)."""
+    down = sum(end - start for start, end in report.windows)
+    longest = max((end - start for start, end in report.windows), default=0.0)
+    faults = ", ".join(f"{kind} {count}" for kind, count in sorted(report.faults.items()))
+    rows = [
+        ("acknowledged", str(report.acks)),
+        ("failed (stored anyway)", f"{report.failed} ({report.failed_stored})"),
+        ("unknown outcome (stored)", f"{report.unknown} ({report.unknown_stored})"),
+        ("lost acknowledged", str(report.lost)),
+        ("stored at two slots", str(report.stored_twice)),
+        ("replicas read", str(report.replicas)),
+        ("consumed (duplicates)", f"{report.consumed} ({report.duplicates})"),
+        ("acked, never consumed", str(report.not_consumed)),
+        ("faults", faults or "none"),
+        (
+            "unavailability windows",
+            f"{len(report.windows)}, {down / 1000:.1f} s in all, longest {longest / 1000:.1f} s",
+        ),
+        ("result", "VALID" if report.valid else f"INVALID: {report.violation_count} violations"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    if report.violations:
+        lines.append("violations:")
+        lines += [f"  - {sentence}" for sentence in report.violations]
+        hidden = report.violation_count - len(report.violations)
+        if hidden > 0:
+            lines.append(f"  ... and {hidden} more")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""``ledgermq chaos run | cleanup``: the arguments and what each command prints.
+
+``ledgermq.cli.chaos_commands`` only hangs these under the ``ledgermq`` command; everything
+the command does lives here, next to the harness it drives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from typing import TYPE_CHECKING
+
+from ledgermq.testing.chaos.checker import format_report
+from ledgermq.testing.chaos.disks import cleanup_leftover_disks
+from ledgermq.testing.chaos.nemesis import ALL_KINDS, DEFAULT_KINDS
+from ledgermq.testing.chaos.netns import cleanup_leftovers
+from ledgermq.testing.chaos.runner import BUGS, RunOptions, run_chaos
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["add_cleanup_arguments", "add_run_arguments", "cmd_cleanup", "cmd_run"]
+
+
+def _kinds(text: str) -> list[str]:
+    kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
+    unknown = sorted(set(kinds) - set(ALL_KINDS))
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kinds {unknown}; choose from {', '.join(ALL_KINDS)}"
+        )
+    return kinds
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, required=True, help="picks every fault and its time")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    parser.add_argument(
+        "--faults",
+        type=_kinds,
+        default=list(DEFAULT_KINDS),
+        help=f"comma-separated fault kinds of {','.join(ALL_KINDS)} (default: the survivable "
+        f"ones, {','.join(DEFAULT_KINDS)}; wipe is unsafe by design)",
+    )
+    parser.add_argument("--producers", type=int, default=3)
+    parser.add_argument("--queues", type=int, default=4, help="queues of the test topic")
+    parser.add_argument("--dir", help="keep the logs and the history here (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir of a valid run")
+    parser.add_argument(
+        "--loopback", action="store_true", help="no namespaces: process faults only"
+    )
+    parser.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="faults may hit two replicas of three at once (a majority): writes stop until "
+        "healed, nothing acknowledged may be lost",
+    )
+    parser.add_argument(
+        "--inject-bug",
+        choices=sorted(BUGS),
+        help="run the brokers with a bug put in on purpose (the checker must catch it)",
+    )
+
+
+def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
+    """Exit code 0 when the history checks out, 1 when it does not."""
+    options = RunOptions(
+        seed=args.seed,
+        duration_s=args.duration,
+        faults=args.faults,
+        producers=args.producers,
+        queues=args.queues,
+        base_dir=args.dir,
+        keep=args.keep,
+        loopback=args.loopback,
+        inject_bug=args.inject_bug,
+        unsafe=args.unsafe,
+    )
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = run_chaos(options, out)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    out(f"seed {options.seed} ({result.mode})")
+    out(format_report(result.report))
+    for note in [*result.history.notes, *result.notes]:
+        out(f"note: {note}")
+    if result.report.valid:
+        if result.timeline is not None:
+            out(f"timeline: {result.timeline}")
+        return 0
+    out(f"replay: {result.replay}")
+    out(f"logs and history: {result.base_dir}")
+    if result.timeline is not None:
+        out(f"timeline: {result.timeline}")
+    return 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: the run's ``finally`` blocks kill the cluster and delete the
+    namespaces (by default SIGTERM ends the interpreter without running them)."""
+    raise KeyboardInterrupt
+
+
+def add_cleanup_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="also remove the namespaces of runs that are still going",
+    )
+
+
+def cmd_cleanup(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
+    removed = [
+        *cleanup_leftover_disks(include_live=args.all),
+        *cleanup_leftovers(include_live=args.all),
+    ]
+    out("\n".join(f"removed {name}" for name in removed) or "nothing to remove")
+    return 0

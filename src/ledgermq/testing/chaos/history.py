@@ -1,0 +1,168 @@
+"""What a chaos run records: every send with its outcome, every fault, every message read back.
+
+A history is data, not behaviour: the workload and the nemesis append to it while the run goes
+on, the checker (``checker.py``) judges it afterwards, and it is written to ``history.jsonl`` so
+that a failed run can be judged again, or by another checker, without running it again.
+Times are milliseconds since the start of the run (``time.monotonic`` based), so that the
+invoke / complete intervals of different producers can be compared.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = [
+    "FaultRecord",
+    "History",
+    "Outcome",
+    "ReadMessage",
+    "SendOp",
+    "message_body",
+    "parse_body",
+]
+
+_BODY_PREFIX = "chaos"
+
+
+class Outcome(enum.Enum):
+    """How a send ended, as the producer saw it.
+
+    ``OK``: the broker acknowledged it (SEND_OK) at ``(queue, offset)``: it must be there for
+    ever. ``FAILED``: the broker or the client says it was not stored (refused, no route,
+    connection never made): it must be absent. ``UNKNOWN``: a timeout, a connection lost after
+    the request left, or the broker's "not acknowledged by a quorum in time": either is fine,
+    it is counted.
+    """
+
+    OK = "ok"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class SendOp:
+    """One send: producer ``producer`` sent its message number ``seq``."""
+
+    producer: int
+    seq: int
+    invoke_ms: float
+    complete_ms: float
+    outcome: Outcome
+    queue: int = -1
+    """Queue id the broker stored it in (OK only)."""
+    offset: int = -1
+    """Queue offset the broker acknowledged (OK only)."""
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    """One fault of the nemesis: what, on which node(s), from when to when (heal time)."""
+
+    kind: str
+    nodes: tuple[str, ...]
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReadMessage:
+    """One message as a reader found it: ``(queue, offset)`` and who sent it."""
+
+    queue: int
+    offset: int
+    producer: int
+    seq: int
+
+
+def message_body(producer: int, seq: int, pad: int = 0) -> bytes:
+    """The body that names a message: ``chaos:<producer>:<seq>:`` then ``pad`` dots."""
+    return f"{_BODY_PREFIX}:{producer}:{seq}:".encode() + b"." * pad
+
+
+def parse_body(body: bytes) -> tuple[int, int] | None:
+    """``(producer, seq)`` of a body made by ``message_body``; None for any other message."""
+    parts = body.split(b":", 3)
+    if len(parts) < 4 or parts[0] != _BODY_PREFIX.encode():
+        return None
+    try:
+        return int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+
+
+@dataclass
+class History:
+    """The whole record of one run (see the module docstring)."""
+
+    seed: int
+    sends: list[SendOp] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+    replica_reads: dict[str, list[ReadMessage]] = field(default_factory=dict)
+    """Node name -> every message of the topic as that replica serves it, after healing."""
+    replica_errors: dict[str, str] = field(default_factory=dict)
+    """Node name -> why it could not be read completely (a replica that must be read)."""
+    consumed: list[ReadMessage] = field(default_factory=list)
+    """What the consumer group received (duplicates included)."""
+    queues: int = 0
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """What went wrong with the cluster itself, e.g. no master once healed (violations)."""
+
+    def write_jsonl(self, path: Path) -> None:
+        """One JSON object a line: a header, then sends, faults, reads, consumed messages."""
+        with path.open("w") as out:
+            head = {
+                "type": "run",
+                "seed": self.seed,
+                "queues": self.queues,
+                "notes": self.notes,
+                "problems": self.problems,
+            }
+            out.write(json.dumps(head) + "\n")
+            for op in self.sends:
+                row = asdict(op)
+                row["outcome"] = op.outcome.value
+                out.write(json.dumps({"type": "send", **row}) + "\n")
+            for fault in self.faults:
+                out.write(json.dumps({"type": "fault", **asdict(fault)}) + "\n")
+            for node, reads in self.replica_reads.items():
+                for read in reads:
+                    out.write(json.dumps({"type": "replica", "node": node, **asdict(read)}) + "\n")
+            for node, error in self.replica_errors.items():
+                out.write(json.dumps({"type": "replica_error", "node": node, "error": error}))
+                out.write("\n")
+            for read in self.consumed:
+                out.write(json.dumps({"type": "consumed", **asdict(read)}) + "\n")
+
+    @classmethod
+    def read_jsonl(cls, path: Path) -> History:
+        """The inverse of ``write_jsonl``."""
+        history = cls(seed=0)
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            kind = row.pop("type")
+            if kind == "run":
+                history.seed, history.queues = row["seed"], row["queues"]
+                history.notes = list(row["notes"])
+                history.problems = list(row.get("problems", []))
+            elif kind == "send":
+                row["outcome"] = Outcome(row["outcome"])
+                history.sends.append(SendOp(**row))
+            elif kind == "fault":
+                row["nodes"] = tuple(row["nodes"])
+                history.faults.append(FaultRecord(**row))
+            elif kind == "replica":
+                node = row.pop("node")
+                history.replica_reads.setdefault(node, []).append(ReadMessage(**row))
+            elif kind == "replica_error":
+                history.replica_errors[row["node"]] = row["error"]
+            elif kind == "consumed":
+                history.consumed.append(ReadMessage(**row))
+        return history

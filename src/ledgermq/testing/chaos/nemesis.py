@@ -1,0 +1,274 @@
+"""The nemesis: faults chosen by a seed, one at a time, each healed before the next.
+
+Every fault touches one replica of the three, so a majority is always up and connected: the
+cluster must stay safe *and* recover (the default, survivable mode). Kinds:
+
+- ``partition-master``: the master is cut from the other replicas (blackhole routes on both
+  sides of each pair); clients and the NameServer still reach it, so it may keep accepting
+  sends that can never commit.
+- ``partition-minority``: the same for a replica picked at random (a 1 | 2 split).
+- ``link-down``: a replica's ``eth0`` goes down: cut off from everyone, clients included.
+- ``bridge-cut``: a replica's veth is taken off the bridge: cut off from everyone, and,
+  unlike ``link-down``, its own interface stays up, so every packet is silently lost.
+- ``link-flap``: a replica's ``eth0`` goes down and up every 0.2 to 1 s while the fault lasts
+  (connections break and come back, elections start and are interrupted).
+- ``kill9``: SIGKILL, restarted on its old store when the fault heals.
+- ``pause``: SIGSTOP, SIGCONT when the fault heals.
+
+``unsafe`` mode (``--unsafe``): each fault hits one or two replicas, so a majority can be
+down, paused or cut off (two replicas each cut from all leave no two replicas connected): the
+group must stop acknowledging sends, and still lose none it acknowledged.
+
+Opt-in only (``--faults wipe``; not in the default set, and never more than one follower):
+
+- ``wipe``: a follower is killed, its ledger directory (``dledger-<id>``, the README's
+  recovery for a corrupt log) deleted, and it is restarted at once to be rebuilt by the
+  master. Raft assumes a replica never forgets its term and vote, which this breaks: a
+  wiped replica may vote twice in a term. Jepsen calls such faults unsafe.
+
+Opt-in, with namespaces (root): ``disk-full``: a replica's store, a small loop-mounted ext4
+file system, is filled up by a filler file until the fault heals (then the file is deleted).
+A broker whose store fails stops for good; the nemesis, like a supervisor, restarts any
+replica that exited by itself (``supervise``), and the run reports it.
+
+The network kinds need namespaces; on loopback only ``kill9``, ``pause`` and ``wipe`` are
+possible.
+``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
+same schedule (which replica is master at a given moment is up to the cluster).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.testing.chaos.cluster import GROUP
+from ledgermq.testing.chaos.history import FaultRecord
+from ledgermq.testing.child_process import ProcessStartError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ledgermq.testing.chaos.cluster import ChaosCluster
+
+__all__ = [
+    "ALL_KINDS",
+    "DEFAULT_KINDS",
+    "DISK_KINDS",
+    "NETWORK_KINDS",
+    "PROCESS_KINDS",
+    "UNSAFE_KINDS",
+    "Nemesis",
+]
+
+NETWORK_KINDS: Final = (
+    "partition-master",
+    "partition-minority",
+    "link-down",
+    "link-flap",
+    "bridge-cut",
+)
+PROCESS_KINDS: Final = ("kill9", "pause")
+DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
+"""Survivable faults: one replica of three at a time."""
+UNSAFE_KINDS: Final = ("wipe",)
+DISK_KINDS: Final = ("disk-full",)
+"""Need root (loop mounts): opt-in, and only with namespaces."""
+ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *DISK_KINDS)
+_FLAP_S: Final = (0.2, 1.0)
+_SUPERVISE_S: Final = 0.5
+_HOLD_S: Final = (2.0, 6.0)
+_QUIET_S: Final = (1.0, 4.0)
+_TICK_S: Final = 0.05
+
+
+class Nemesis:
+    """Injects ``kinds`` into ``cluster`` until ``run``'s deadline (module docstring).
+
+    ``faults`` is the record: one ``FaultRecord`` per fault, with times in ms since ``origin``.
+    ``monotonic`` and ``sleep`` are the clock (a test passes a fake one). ``unsafe``: a
+    fault may hit two replicas of three at once (a majority: the group stops accepting writes
+    until healed, and must still lose nothing acknowledged).
+    """
+
+    def __init__(
+        self,
+        cluster: ChaosCluster,
+        seed: int,
+        kinds: Sequence[str],
+        *,
+        origin: float,
+        log: Callable[[str], None] = lambda line: None,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        unsafe: bool = False,
+    ) -> None:
+        unknown = set(kinds) - set(ALL_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {ALL_KINDS}")
+        if set(kinds) & set(DISK_KINDS) and getattr(cluster, "disks", None) is None:
+            raise ValueError("disk-full needs the cluster's stores on loop disks (root)")
+        if cluster.lab is None and set(kinds) & set(NETWORK_KINDS):
+            raise ValueError("network faults need namespaces; on loopback use kill9, pause, wipe")
+        if not kinds:
+            raise ValueError("the nemesis needs at least one fault kind")
+        self.cluster = cluster
+        self.rng = random.Random(seed)
+        self.kinds = list(kinds)
+        self.unsafe = unsafe
+        self.origin = origin
+        self.log = log
+        self.faults: list[FaultRecord] = []
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._heals: list[Callable[[], None]] = []
+        self._held: set[str] = set()
+        """Replicas whose fault is in force (killed, disk full): the supervisor waits for the
+        heal before it restarts them."""
+        self.exits: list[str] = []
+        """Replicas that exited on their own (a fail-stop) and were restarted, as sentences."""
+
+    def now_ms(self) -> float:
+        return (self._monotonic() - self.origin) * 1000
+
+    def run(self, duration_s: float) -> None:
+        """Quiet, fault, hold, heal, ... for ``duration_s``; always ends healed."""
+        deadline = self._monotonic() + duration_s
+        try:
+            while True:
+                quiet = self.rng.uniform(*_QUIET_S)
+                if self._monotonic() + quiet >= deadline:
+                    break
+                self._wait(quiet)
+                kind = self.rng.choice(self.kinds)
+                hold = min(self.rng.uniform(*_HOLD_S), max(0.0, deadline - self._monotonic()))
+                self._inject(kind, hold)
+            self._wait(max(0.0, deadline - self._monotonic()))
+        finally:
+            self.heal()
+        self.supervise()
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, restarting replicas that exit meanwhile (``supervise``)."""
+        end = self._monotonic() + seconds
+        while (left := end - self._monotonic()) > 0:
+            self._sleep(min(left, _SUPERVISE_S))
+            self.supervise()
+
+    def supervise(self) -> None:
+        """Restart every replica that exited by itself, as a supervisor would: a broker
+        whose store fails (a full disk) stops for good and expects one (README
+        "Operations"). Recorded in ``exits``; killed replicas wait for their fault to heal."""
+        for node in self.cluster.nodes:
+            if node in self._held or self.cluster.is_running(GROUP, node):
+                continue
+            code = self.cluster.returncode(GROUP, node)
+            self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} exited with code {code}")
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {node} exited (code {code}): restarting")
+            try:
+                self.cluster.start_replica(GROUP, node)
+            except ProcessStartError as exc:  # tried again at the next check
+                first = str(exc).splitlines()[0]
+                self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} restart failed: {first}")
+                self.log(f"{self.now_ms() / 1000:7.1f} s  {node} did not restart: {first}")
+
+    def _targets(self, kind: str) -> list[str]:
+        """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
+        nodes = self.cluster.nodes
+        count = self.rng.choice((1, 2)) if self.unsafe and kind != "wipe" else 1
+        targets = self.rng.sample(nodes, count)
+        if kind in ("partition-master", "wipe"):
+            master = self.cluster.master(GROUP)
+            if kind == "partition-master" and master is not None and master not in targets:
+                targets[0] = master
+            elif kind == "wipe" and master in targets:  # the master's log is the one to copy
+                targets = [self.rng.choice([n for n in nodes if n != master])]
+        return sorted(targets)
+
+    def _inject(self, kind: str, hold_s: float) -> None:
+        targets = self._targets(kind)
+        shown = ",".join(targets)
+        start = self.now_ms()
+        self.log(f"{start / 1000:7.1f} s  {kind} {shown} for {hold_s:.1f} s")
+        try:
+            for target in targets:
+                self._apply(kind, target)
+            if kind == "link-flap":
+                self._flap(targets, hold_s)
+            else:
+                self._wait(hold_s)
+        finally:
+            self.heal()
+        self.faults.append(FaultRecord(kind, tuple(targets), start, self.now_ms()))
+        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {shown}")
+
+    def _apply(self, kind: str, target: str) -> None:
+        """Inject ``kind`` on ``target`` and remember how to heal it."""
+        cluster, lab = self.cluster, self.cluster.lab
+        if kind in ("partition-master", "partition-minority"):
+            assert lab is not None
+            for other in cluster.nodes:
+                if other != target:
+                    lab.cut(target, other)
+            self._heals.append(lab.heal_cuts)
+        elif kind in ("link-down", "link-flap"):
+            assert lab is not None
+            lab.link(target, up=False)
+            self._heals.append(lambda: lab.link(target, up=True))
+        elif kind == "bridge-cut":
+            assert lab is not None
+            lab.bridge_port(target, attached=False)
+            self._heals.append(lambda: lab.bridge_port(target, attached=True))
+        elif kind == "disk-full":
+            disks = cluster.disks
+            assert disks is not None
+            self._held.add(target)
+            disks.fill(target)
+
+            def drain() -> None:
+                disks.drain(target)
+                self._held.discard(target)  # restarted by ``supervise`` if it stopped
+
+            self._heals.append(drain)
+        elif kind == "kill9":
+            self._held.add(target)
+            cluster.kill9(GROUP, target)
+
+            def restart() -> None:
+                cluster.start_replica(GROUP, target)
+                self._held.discard(target)
+
+            self._heals.append(restart)
+        elif kind == "wipe":
+            cluster.kill9(GROUP, target)
+            for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
+                shutil.rmtree(ledger)
+            cluster.start_replica(GROUP, target)
+        else:
+            cluster.sigstop(GROUP, target)
+            self._heals.append(lambda: cluster.sigcont(GROUP, target))
+
+    def _flap(self, targets: list[str], hold_s: float) -> None:
+        lab = self.cluster.lab
+        assert lab is not None
+        end = self._monotonic() + hold_s
+        up = False
+        while self._monotonic() < end:
+            self._sleep(min(self.rng.uniform(*_FLAP_S), max(0.0, end - self._monotonic())))
+            up = not up
+            for target in targets:
+                lab.link(target, up=up)
+
+    def heal(self) -> None:
+        """Undo the faults in force, all of them even if one heal fails (idempotent)."""
+        heals, self._heals = self._heals, []
+        failure: BaseException | None = None
+        for heal in heals:
+            try:
+                heal()
+            except Exception as exc:  # noqa: BLE001 - heal the rest, then raise the first
+                failure = failure or exc
+        if failure is not None:
+            raise failure

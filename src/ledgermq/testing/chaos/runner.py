@@ -1,0 +1,202 @@
+"""One chaos run from start to verdict: cluster up, workload and nemesis for a while, heal, read
+every replica and the consumer group, check, report.
+
+Nothing is left behind whatever happens: the cluster's processes are killed and the
+namespaces deleted in ``finally`` (and ``BrokerCluster`` kills its children at exit); a run
+killed outright leaves namespaces named after its PID, which the next run, or
+``ledgermq chaos cleanup``, removes (``netns.cleanup_leftovers``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.client import SyncAdmin
+from ledgermq.errors import LedgerMQError
+from ledgermq.testing.chaos.checker import Report, check
+from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE, ChaosCluster
+from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
+from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
+from ledgermq.testing.chaos.nemesis import (
+    DEFAULT_KINDS,
+    DISK_KINDS,
+    NETWORK_KINDS,
+    PROCESS_KINDS,
+    Nemesis,
+)
+from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.timeline import write_timeline
+from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["BUGS", "RunOptions", "RunResult", "replay_command", "run_chaos"]
+
+TOPIC: Final = "ChaosTopic"
+BUGS: Final = {"ack-before-commit": "ledgermq.testing.chaos.buggy_broker"}
+"""Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
+_SETTLE_S: Final = 30.0
+_CONSUME_S: Final = 60.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    seed: int
+    duration_s: float = 60.0
+    faults: Sequence[str] = DEFAULT_KINDS
+    producers: int = 3
+    queues: int = 4
+    base_dir: str | None = None
+    keep: bool = False
+    loopback: bool = False
+    inject_bug: str | None = None
+    unsafe: bool = False
+    """Faults may hit two replicas of three at once (``nemesis`` module docstring)."""
+
+
+@dataclass
+class RunResult:
+    report: Report
+    history: History
+    base_dir: Path
+    mode: str
+    replay: str
+    timeline: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
+    """The ``ledgermq chaos run`` line that runs ``options`` again."""
+    words = ["ledgermq", "chaos", "run", "--seed", str(options.seed)]
+    words += ["--duration", f"{options.duration_s:g}", "--faults", ",".join(faults)]
+    words += ["--producers", str(options.producers), "--queues", str(options.queues)]
+    if options.loopback:
+        words.append("--loopback")
+    if options.unsafe:
+        words.append("--unsafe")
+    if options.inject_bug:
+        words += ["--inject-bug", options.inject_bug]
+    return " ".join(words)
+
+
+def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
+    """Run ``options`` (module docstring); ``log`` gets one line per step and per fault."""
+    if options.inject_bug is not None and options.inject_bug not in BUGS:
+        raise ValueError(f"unknown bug {options.inject_bug!r}; known: {', '.join(BUGS)}")
+    loopback, mode, faults = _choose_mode(options, log)
+    base = Path(options.base_dir or tempfile.mkdtemp(prefix=f"ledgermq-chaos-{options.seed}-"))
+    base.mkdir(parents=True, exist_ok=True)
+    if options.unsafe:
+        mode += ", unsafe: a majority may be hit"
+    log(f"seed {options.seed}, {options.duration_s:g} s, {mode}, faults {', '.join(faults)}, "
+        f"logs in {base}")  # fmt: skip
+    lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2"])
+    broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
+    disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
+    cluster: ChaosCluster | None = None
+    try:
+        if lab is not None:
+            lab.create()
+        cluster = ChaosCluster(base / "cluster", lab=lab, broker_module=broker_module, disks=disks)
+        cluster.start()
+        cluster.wait_routable(timeout_s=30.0)
+        with SyncAdmin(cluster.namesrv_addr) as admin:
+            admin.create_topic(TOPIC, options.queues, wait_s=20.0)
+        log(f"cluster up: NameServer {cluster.namesrv_addr}, master "
+            f"{cluster.master(GROUP)}")  # fmt: skip
+        history = _exercise(cluster, options, faults, log)
+    finally:
+        if cluster is not None:
+            cluster.close()
+        if disks is not None:
+            disks.close()
+        if lab is not None:
+            lab.close()
+    history.write_jsonl(base / "history.jsonl")
+    report = check(history)
+    result = RunResult(report, history, base, mode, replay_command(options, faults))
+    result.timeline = write_timeline(history, base / "timeline.png")
+    if result.timeline is None:
+        result.notes.append("no timeline.png: matplotlib is not installed")
+    if report.valid and not options.keep and options.base_dir is None:
+        shutil.rmtree(base, ignore_errors=True)
+        result.timeline = None
+    return result
+
+
+def _choose_mode(options: RunOptions, log: Callable[[str], None]) -> tuple[bool, str, list[str]]:
+    """Namespaces when possible (leftovers of crashed runs removed first), else loopback with
+    the faults that need no root; ``(loopback, mode, faults)``."""
+    why_not = None if options.loopback else namespaces_available()
+    faults = list(options.faults)
+    if options.loopback or why_not is not None:
+        if why_not is not None:
+            log(f"network namespaces unavailable: {why_not}; running on loopback with process "
+                "faults only")  # fmt: skip
+        needs_root = (*NETWORK_KINDS, *DISK_KINDS)
+        faults = [kind for kind in faults if kind not in needs_root] or list(PROCESS_KINDS)
+        return True, "loopback (process faults only)", faults
+    for name in [*cleanup_leftovers(), *cleanup_leftover_disks()]:
+        log(f"removed a crashed run's leftover {name}")
+    return False, "network namespaces", faults
+
+
+def _exercise(
+    cluster: ChaosCluster, options: RunOptions, faults: Sequence[str], log: Callable[[str], None]
+) -> History:
+    origin = time.monotonic()
+    history = History(seed=options.seed, queues=options.queues)
+    workload = Workload(cluster.namesrv_addr, TOPIC, producers=options.producers, origin=origin)
+    nemesis = Nemesis(cluster, options.seed, faults, origin=origin, log=log, unsafe=options.unsafe)
+    workload.start()
+    try:
+        nemesis.run(options.duration_s)
+    finally:
+        workload.stop()
+        history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
+        history.faults = nemesis.faults
+        history.notes += workload.errors
+        history.notes += [f"supervisor: {line}" for line in nemesis.exits]
+    log(f"healed; {len(history.sends)} sends; reading every replica")
+    try:
+        cluster.wait_master(GROUP, timeout_s=_SETTLE_S)
+    except AssertionError as exc:  # a liveness failure: judged with everything else
+        history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
+        log(f"no master after healing; its views and log tails:\n{exc}")
+    history.replica_reads, history.replica_errors = _read_replicas(cluster, options.queues)
+    expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
+    for reads in history.replica_reads.values():
+        expected |= {(read.producer, read.seq) for read in reads}
+    log(f"consuming {len(expected)} distinct messages with a push consumer group")
+    history.consumed = asyncio.run(
+        consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=_CONSUME_S)
+    )
+    return history
+
+
+def _read_replicas(
+    cluster: ChaosCluster, queues: int
+) -> tuple[dict[str, list[ReadMessage]], dict[str, str]]:
+    """Read each replica until all of them serve the same messages (followers catch up after
+    healing) or ``_SETTLE_S`` passes; the last reads and the replicas that failed."""
+    deadline = time.monotonic() + _SETTLE_S
+    while True:
+        reads: dict[str, list[ReadMessage]] = {}
+        errors: dict[str, str] = {}
+        for node in cluster.nodes:
+            try:
+                reads[node] = read_replica(cluster, GROUP, node, TOPIC, queues)
+            except LedgerMQError as exc:
+                errors[node] = str(exc)
+        views = [sorted(found, key=lambda r: (r.queue, r.offset)) for found in reads.values()]
+        agreed = not errors and all(view == views[0] for view in views)
+        if agreed or time.monotonic() >= deadline:
+            return reads, errors
+        time.sleep(1.0)

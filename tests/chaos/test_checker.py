@@ -1,0 +1,161 @@
+"""The chaos checker on synthetic histories: valid ones pass, each broken promise fails."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledgermq.testing.chaos.checker import check, format_report, unavailability_windows
+from ledgermq.testing.chaos.history import (
+    FaultRecord,
+    History,
+    Outcome,
+    ReadMessage,
+    SendOp,
+    message_body,
+    parse_body,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NODES = ("n0", "n1", "n2")
+
+
+def ok(producer: int, seq: int, queue: int, offset: int, at: float = 0.0) -> SendOp:
+    return SendOp(producer, seq, at, at + 5, Outcome.OK, queue, offset)
+
+
+def healthy() -> History:
+    """Two producers, two queues, every send acknowledged and everywhere, consumed once."""
+    history = History(seed=7, queues=2)
+    history.sends = [
+        ok(0, 0, 0, 0, 0),
+        ok(1, 0, 1, 0, 10),
+        ok(0, 1, 1, 1, 20),
+        ok(1, 1, 0, 1, 30),
+        SendOp(0, 2, 40, 3040, Outcome.UNKNOWN, error="timeout"),
+        SendOp(1, 2, 50, 60, Outcome.FAILED, error="no route"),
+    ]
+    reads = [ReadMessage(op.queue, op.offset, op.producer, op.seq) for op in history.sends[:4]]
+    history.replica_reads = {node: list(reads) for node in NODES}
+    history.consumed = [*reads, reads[0]]
+    history.faults = [FaultRecord("kill9", ("n1",), 5, 25)]
+    return history
+
+
+def test_a_healthy_history_is_valid() -> None:
+    report = check(healthy())
+    assert report.valid, report.violations
+    assert (report.acks, report.failed, report.unknown, report.duplicates) == (4, 1, 1, 1)
+    assert report.faults == {"kill9": 1}
+    table = format_report(report)
+    assert "VALID" in table
+    assert "kill9 1" in table
+
+
+def test_an_ack_missing_on_one_replica_fails() -> None:
+    history = healthy()
+    history.replica_reads["n2"] = history.replica_reads["n2"][1:]
+    report = check(history)
+    assert not report.valid
+    assert report.lost == 1
+    assert "n2 has nothing" in report.violations[0]
+
+
+def test_an_ack_at_another_offset_fails() -> None:
+    history = healthy()
+    moved = [ReadMessage(0, 5, 0, 0) if r.seq == 0 and r.producer == 0 else r for r in
+             history.replica_reads["n0"]]  # fmt: skip
+    history.replica_reads = {node: list(moved) for node in NODES}
+    report = check(history)
+    assert report.lost == 1
+    assert "queue 0 offset 0" in report.violations[0]
+
+
+def test_replicas_that_disagree_fail() -> None:
+    history = healthy()
+    history.replica_reads["n1"] = [*history.replica_reads["n1"], ReadMessage(0, 2, 1, 9)]
+    history.replica_reads["n2"] = [*history.replica_reads["n2"], ReadMessage(0, 2, 0, 9)]
+    report = check(history)
+    assert not report.valid
+    assert any("disagree at queue 0 offset 2" in v for v in report.violations)
+
+
+def test_an_overwritten_slot_fails() -> None:
+    """The bug chaos exists for: an ack for a message another master later overwrote."""
+    history = healthy()
+    history.sends.append(ok(0, 3, 0, 2, 60))
+    for node in NODES:
+        history.replica_reads[node].append(ReadMessage(0, 2, 1, 3))
+    report = check(history)
+    assert report.lost == 1
+    assert "has producer 1 seq 3" in report.violations[0]
+
+
+def test_per_producer_order_within_a_queue() -> None:
+    history = History(seed=1, queues=1)
+    history.sends = [ok(0, 0, 0, 1), ok(0, 1, 0, 0)]
+    reads = [ReadMessage(0, 1, 0, 0), ReadMessage(0, 0, 0, 1)]
+    history.replica_reads = {node: list(reads) for node in NODES}
+    history.consumed = list(reads)
+    report = check(history)
+    assert report.violation_count == 1
+    assert "not after seq 0" in report.violations[0]
+
+
+def test_an_ack_never_consumed_fails() -> None:
+    history = healthy()
+    history.consumed = history.consumed[1:-1]
+    report = check(history)
+    assert report.not_consumed == 1
+    assert "never reached the consumer" in report.violations[0]
+
+
+def test_a_problem_of_the_cluster_fails() -> None:
+    history = healthy()
+    history.problems.append("no master of broker-a within 30 s after healing")
+    report = check(history)
+    assert report.violations == ["no master of broker-a within 30 s after healing"]
+
+
+def test_a_replica_that_cannot_be_read_fails() -> None:
+    history = healthy()
+    history.replica_errors["n1"] = "connection refused"
+    assert not check(history).valid
+    history.replica_reads = {}
+    history.replica_errors = {}
+    assert "no replica was read" in check(history).violations[0]
+
+
+def test_failed_and_unknown_sends_are_accounted_for() -> None:
+    history = healthy()
+    for node in NODES:
+        history.replica_reads[node] += [ReadMessage(1, 5, 0, 2), ReadMessage(0, 6, 1, 2)]
+    report = check(history)
+    assert not report.valid  # the unknown one may be stored; the refused one may not
+    assert report.violation_count == 1
+    assert (
+        "producer 1 seq 2 was refused (no route) but stored at queue 0 offset 6"
+        in (report.violations[0])
+    )
+    assert (report.unknown_stored, report.failed_stored) == (1, 1)
+
+
+def test_unavailability_windows() -> None:
+    sends = [ok(0, 0, 0, 0, 0), SendOp(0, 1, 10, 3010, Outcome.UNKNOWN), ok(0, 2, 3010, 1, 3010)]
+    assert unavailability_windows(sends) == [(5.0, 3015.0)]
+    assert unavailability_windows([]) == []
+
+
+def test_bodies_and_history_files_round_trip(tmp_path: Path) -> None:
+    assert parse_body(message_body(3, 42, pad=10)) == (3, 42)
+    assert parse_body(b"other") is None
+    assert parse_body(b"chaos:x:1:") is None
+    history = healthy()
+    history.notes.append("loopback")
+    history.problems.append("no master")
+    history.replica_errors["n9"] = "gone"
+    path = tmp_path / "history.jsonl"
+    history.write_jsonl(path)
+    again = History.read_jsonl(path)
+    assert again == history

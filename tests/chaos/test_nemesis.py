@@ -1,0 +1,279 @@
+"""The nemesis on a fake cluster and a fake clock: a seed replays its schedule, one fault at a
+time, each healed before the next (never a majority down), network faults refused on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
+from ledgermq.testing.child_process import ProcessStartError
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeLab:
+    def __init__(self, journal: list[str]) -> None:
+        self.journal = journal
+        self.down: set[str] = set()
+        self.cuts: set[tuple[str, str]] = set()
+
+    def cut(self, a: str, b: str) -> None:
+        self.cuts |= {(a, b), (b, a)}
+        self.journal.append(f"cut {a} {b}")
+
+    def heal_cuts(self) -> None:
+        self.cuts.clear()
+        self.journal.append("heal cuts")
+
+    def bridge_port(self, node: str, *, attached: bool) -> None:
+        self.link(node, up=attached)
+
+    def link(self, node: str, *, up: bool) -> None:
+        (self.down.discard if up else self.down.add)(node)
+        self.journal.append(f"link {node} {'up' if up else 'down'}")
+
+
+class FakeCluster:
+    """Counts the replicas that are cut off, dead or paused after every step."""
+
+    nodes: ClassVar[list[str]] = ["n0", "n1", "n2"]
+
+    def __init__(self, network: bool = True) -> None:
+        self.journal: list[str] = []
+        self.lab: FakeLab | None = FakeLab(self.journal) if network else None
+        self.dead: set[str] = set()
+        self.paused: set[str] = set()
+        self.most_faulted = 0
+        self.store = Path("/nonexistent")
+
+    def _count(self) -> None:
+        cut_off = set(self.lab.down) if self.lab else set()
+        if self.lab:
+            cut_off |= {
+                a for a, _ in self.lab.cuts if sum(1 for x, _ in self.lab.cuts if x == a) > 1
+            }
+        self.most_faulted = max(self.most_faulted, len(cut_off | self.dead | self.paused))
+
+    def is_running(self, group: str, node: str) -> bool:
+        return node not in self.dead
+
+    def returncode(self, group: str, node: str) -> int | None:
+        return None if node not in self.dead else -9
+
+    def store_dir(self, group: str, node: str) -> Path:
+        return self.store / node
+
+    def master(self, group: str) -> str | None:
+        return "n1"
+
+    def kill9(self, group: str, node: str) -> None:
+        self.dead.add(node)
+        self.journal.append(f"kill9 {node}")
+        self._count()
+
+    def start_replica(self, group: str, node: str) -> None:
+        self.dead.discard(node)
+        self.journal.append(f"start {node}")
+
+    def sigstop(self, group: str, node: str) -> None:
+        self.paused.add(node)
+        self.journal.append(f"stop {node}")
+        self._count()
+
+    def sigcont(self, group: str, node: str) -> None:
+        self.paused.discard(node)
+        self.journal.append(f"cont {node}")
+
+
+def run(
+    seed: int,
+    kinds: tuple[str, ...] = DEFAULT_KINDS,
+    store: Path | None = None,
+    *,
+    unsafe: bool = False,
+) -> tuple[FakeCluster, Nemesis]:
+    cluster = FakeCluster()
+    cluster.store = store or Path("/nonexistent")
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        seed,
+        kinds,
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+        unsafe=unsafe,
+    )
+    original_cut = cluster.lab.cut  # type: ignore[union-attr]
+
+    def cut_and_count(a: str, b: str) -> None:
+        original_cut(a, b)
+        cluster._count()
+
+    cluster.lab.cut = cut_and_count  # type: ignore[union-attr, method-assign]
+    nemesis.run(120.0)
+    return cluster, nemesis
+
+
+def test_a_seed_replays_its_schedule_and_another_seed_differs() -> None:
+    first, nemesis = run(7)
+    again, _ = run(7)
+    other, _ = run(8)
+    assert first.journal == again.journal
+    assert first.journal != other.journal
+    assert len(nemesis.faults) >= 10
+    assert len({fault.kind for fault in nemesis.faults}) >= 3
+
+
+def test_one_replica_at_most_is_faulted_and_everything_ends_healed() -> None:
+    for seed in range(20):
+        cluster, nemesis = run(seed)
+        assert cluster.most_faulted == 1, seed
+        assert not cluster.dead
+        assert not cluster.paused
+        assert cluster.lab is not None
+        assert not cluster.lab.cuts
+        assert not cluster.lab.down
+        assert all(f.end_ms >= f.start_ms for f in nemesis.faults)
+
+
+def test_partition_master_cuts_the_master() -> None:
+    cluster, _ = run(3, ("partition-master",))
+    assert cluster.journal[:2] == ["cut n1 n0", "cut n1 n2"]
+
+
+def test_network_faults_need_namespaces() -> None:
+    with pytest.raises(ValueError, match="need namespaces"):
+        Nemesis(FakeCluster(network=False), 1, ["link-down"], origin=0.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        Nemesis(FakeCluster(), 1, ["meteor"], origin=0.0)  # type: ignore[arg-type]
+
+
+def test_wipe_deletes_a_followers_ledger_and_restarts_it(tmp_path: Path) -> None:
+    for node in FakeCluster.nodes:
+        (tmp_path / node / f"dledger-{node}" / "data").mkdir(parents=True)
+        (tmp_path / node / "config").mkdir()
+    cluster, nemesis = run(5, ("wipe",), store=tmp_path)
+    wiped = {fault.nodes[0] for fault in nemesis.faults}
+    assert wiped
+    assert "n1" not in wiped  # the master is never wiped
+    for node in wiped:
+        assert not list((tmp_path / node).glob("dledger-*"))
+        assert (tmp_path / node / "config").exists()
+    assert cluster.journal[:2] == [f"kill9 {nemesis.faults[0].nodes[0]}",
+                                   f"start {nemesis.faults[0].nodes[0]}"]  # fmt: skip
+
+
+def test_a_flapping_link_ends_up() -> None:
+    cluster, nemesis = run(9, ("link-flap",))
+    assert len(nemesis.faults) > 5
+    downs = [line for line in cluster.journal if line.endswith("down")]
+    assert len(downs) > 2 * len(nemesis.faults)  # down and up several times per fault
+    assert cluster.lab is not None
+    assert not cluster.lab.down
+
+
+def test_unsafe_mode_hits_a_majority_sometimes_and_still_heals_everything() -> None:
+    most = 0
+    for seed in range(10):
+        cluster, nemesis = run(seed, unsafe=True)
+        most = max(most, cluster.most_faulted)
+        assert max(len(fault.nodes) for fault in nemesis.faults) <= 2
+        assert not cluster.dead
+        assert not cluster.paused
+        assert cluster.lab is not None
+        assert not cluster.lab.down
+        assert not cluster.lab.cuts
+    assert most >= 2  # two cut off each from all: no two replicas connected (3)
+
+
+def test_a_replica_that_exits_by_itself_is_restarted() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        1,
+        ["pause"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    cluster.dead.add("n2")  # a fail-stop: no fault of the nemesis killed it
+    nemesis.run(5.0)
+    assert "start n2" in cluster.journal
+    assert len(nemesis.exits) == 1
+    assert "n2 exited with code -9" in nemesis.exits[0]
+
+
+def test_a_failed_restart_is_recorded_and_tried_again() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    real_start = cluster.start_replica
+    attempts: list[str] = []
+
+    def start_once_failing(group: str, node: str) -> None:
+        attempts.append(node)
+        if len(attempts) == 1:
+            raise ProcessStartError(f"{node} exited with code 74 within 30 s; its log ends:\n...")
+        real_start(group, node)
+
+    cluster.start_replica = start_once_failing  # type: ignore[method-assign]
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        1,
+        ["pause"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    cluster.dead.add("n0")
+    nemesis.run(3.0)
+    assert attempts == ["n0", "n0"]
+    assert "restart failed: n0 exited with code 74 within 30 s; its log ends:" in nemesis.exits[1]
+    assert not cluster.dead
+
+
+def test_the_supervisor_waits_for_a_disk_full_fault_to_heal() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    filled: list[str] = []
+
+    class Disks:
+        def fill(self, node: str) -> int:
+            filled.append(node)
+            cluster.dead.add(node)  # the replica fail-stops on the full disk at once
+            cluster.journal.append(f"fill {node}")
+            return 1
+
+        def drain(self, node: str) -> None:
+            cluster.journal.append(f"drain {node}")
+
+    cluster.disks = Disks()  # type: ignore[attr-defined]
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        2,
+        ["disk-full"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    nemesis.run(20.0)
+    assert filled
+    for node in filled:
+        fill = cluster.journal.index(f"fill {node}")
+        drain = cluster.journal.index(f"drain {node}", fill)
+        start = cluster.journal.index(f"start {node}", fill)
+        assert drain < start  # never restarted onto a disk that is still full
+    assert not cluster.dead

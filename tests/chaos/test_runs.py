@@ -1,0 +1,218 @@
+"""Real chaos runs (issue 15): a seeded run in network namespaces must check out, the same run
+against a broker with an injected bug must not, a crashed run's namespaces are cleaned up, and
+without namespaces the suite falls back to loopback with process faults.
+
+The namespace tests need root and iproute2; elsewhere they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledgermq.testing.chaos import runner
+from ledgermq.testing.chaos.checker import format_report
+from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
+from ledgermq.testing.chaos.netns import NAMESPACE_PREFIX, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.runner import RunOptions, RunResult, run_chaos
+from ledgermq.testing.child_process import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(400)]
+
+WHY_NOT = namespaces_available()
+needs_netns = pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces: {WHY_NOT}")
+
+
+def namespaces(tag: str) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return [line.split()[0] for line in listed.stdout.splitlines() if line.startswith(tag)]
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie waiting for an absent init to reap it counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def run(tmp_path: Path, **options: object) -> tuple[RunResult, str]:
+    lines: list[str] = []
+    result = run_chaos(RunOptions(base_dir=str(tmp_path / "run"), **options), lines.append)  # type: ignore[arg-type]
+    shown = "\n".join([*lines, format_report(result.report), f"replay: {result.replay}",
+                       f"logs: {result.base_dir}"])  # fmt: skip
+    print(shown)
+    return result, shown
+
+
+@needs_netns
+def test_a_seeded_run_in_namespaces_checks_out(tmp_path: Path) -> None:
+    """The CI run: 60 s of every fault kind under load."""
+    result, shown = run(tmp_path, seed=15, duration_s=60.0)
+    assert result.mode == "network namespaces"
+    assert result.report.valid, shown
+    assert result.report.acks > 500, shown
+    assert sum(result.report.faults.values()) >= 5, shown
+    assert result.report.replicas == 3
+    assert not namespaces(f"{NAMESPACE_PREFIX}{os.getpid()}-"), "namespaces left behind"
+
+
+@needs_netns
+def test_an_injected_bug_is_caught(tmp_path: Path) -> None:
+    """Brokers that acknowledge a send the quorum never acknowledged: isolating the master
+    loses acknowledged messages, and the checker says which."""
+    result, shown = run(
+        tmp_path, seed=2, duration_s=20.0, faults=("partition-master",),
+        inject_bug="ack-before-commit",
+    )  # fmt: skip
+    assert not result.report.valid, shown
+    assert result.report.lost > 0, shown
+    assert "--inject-bug ack-before-commit" in result.replay
+    assert (result.base_dir / "history.jsonl").exists()
+
+
+@needs_netns
+def test_a_crashed_runs_namespaces_are_removed(tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves its namespaces and a process inside; cleanup removes
+    both, and leaves a live run's alone."""
+    script = (
+        "import sys, subprocess, time\n"
+        "from ledgermq.testing.chaos.netns import NetnsLab\n"
+        "lab = NetnsLab(['n0'])\n"
+        "lab.create()\n"
+        "child = subprocess.Popen(lab.exec_prefix('n0') + ['sleep', '300'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
+    try:
+        assert owner.stdout is not None
+        inside = int(owner.stdout.readline())
+        tag = f"{NAMESPACE_PREFIX}{owner.pid}-"
+        assert namespaces(tag) == [f"{tag}n0"]
+        assert f"{tag}n0" not in cleanup_leftovers(), "a live run's namespace was removed"
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        removed = cleanup_leftovers()
+        assert f"{tag}n0" in removed
+        assert not namespaces(tag)
+        assert wait_until(lambda: gone(inside), 5.0), "the process in the namespace survived"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+        cleanup_leftovers()
+
+
+def test_loopback_fallback_with_process_faults(tmp_path: Path) -> None:
+    """``--loopback`` (what a machine without namespaces gets): only kill9 and pause."""
+    result, shown = run(tmp_path, seed=4, duration_s=10.0, loopback=True)
+    assert result.mode.startswith("loopback")
+    assert "--loopback" in result.replay
+    assert set(result.report.faults) <= {"kill9", "pause"}
+    assert result.report.valid, shown
+
+
+@needs_netns
+def test_loop_disks_fill_drain_and_leftovers(tmp_path: Path) -> None:
+    """A replica's disk fills up and drains; a killed run's mounted disk is cleaned up."""
+    disks = LoopDisks(tmp_path / "disks", size_mb=32)
+    try:
+        disks.mount("n0", tmp_path / "store")
+        taken = disks.fill("n0")
+        assert taken > 20 << 20
+        with pytest.raises(OSError, match="No space left"):
+            (tmp_path / "store" / "more").write_bytes(b"x" * 65536)
+        disks.drain("n0")
+        (tmp_path / "store" / "more").write_bytes(b"x" * 65536)
+    finally:
+        disks.close()
+    assert "store" not in Path("/proc/mounts").read_text().split(str(tmp_path))[-1]
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from ledgermq.testing.chaos.disks import LoopDisks\n"
+        "disks = LoopDisks(Path(sys.argv[1]) / 'disks', size_mb=32)\n"
+        "disks.mount('n0', Path(sys.argv[1]) / 'orphan')\n"
+        "print('mounted', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline().strip() == b"mounted"
+        assert str(tmp_path / "orphan") in Path("/proc/mounts").read_text()
+        assert cleanup_leftover_disks() == []  # its owner is alive
+        owner.kill()
+        owner.wait(10)
+        assert len(cleanup_leftover_disks()) == 1
+        assert str(tmp_path / "orphan") not in Path("/proc/mounts").read_text()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+        cleanup_leftover_disks()
+
+
+def test_without_namespaces_the_run_says_so_and_keeps_process_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner, "namespaces_available", lambda: "not root (a test)")
+    lines: list[str] = []
+    options = RunOptions(seed=1, faults=("link-down", "disk-full", "pause", "wipe"))
+    loopback, mode, faults = runner._choose_mode(options, lines.append)
+    assert loopback
+    assert mode == "loopback (process faults only)"
+    assert faults == ["pause", "wipe"]
+    assert lines == [
+        (
+            "network namespaces unavailable: not root (a test); running on loopback with "
+            "process faults only"
+        )
+    ]
+    _, _, faults = runner._choose_mode(RunOptions(seed=1, faults=("link-down",)), lines.append)
+    assert faults == ["kill9", "pause"]
+
+
+@needs_netns
+def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    """``ledgermq chaos run`` stopped by SIGTERM (a CI timeout) kills its cluster and deletes
+    its namespaces and disks before it exits."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "ledgermq", "chaos", "run", "--seed", "3", "--duration",
+               "120", "--faults", "kill9,disk-full", "--dir", str(tmp_path / "run")]  # fmt: skip
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:
+            if line.startswith(b"cluster up"):
+                break
+        tag = f"{NAMESPACE_PREFIX}{run.pid}-"
+        assert len(namespaces(tag)) == 4
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+        assert not namespaces(tag)
+        assert str(tmp_path) not in Path("/proc/mounts").read_text()
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+        assert str(tmp_path) not in ps.stdout, "a process of the run survived"
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        if run.stdout is not None:
+            run.stdout.close()
+        cleanup_leftovers()
+        cleanup_leftover_disks()
