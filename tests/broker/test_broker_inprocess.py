@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import json
 import threading
 from typing import TYPE_CHECKING, Any
@@ -333,7 +334,7 @@ def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
     _run(tmp_path, test)
 
 
-@pytest.mark.parametrize("fault", ["ledger store", "dispatch"])
+@pytest.mark.parametrize("fault", ["ledger store", "dispatch", "dispatch and the last checkpoint"])
 def test_a_replica_whose_store_fails_refuses_every_pull_and_stops(
     tmp_path: Path, fault: str
 ) -> None:
@@ -360,11 +361,19 @@ def test_a_replica_whose_store_fails_refuses_every_pull_and_stops(
         def disk_full(*args: object, **kwargs: object) -> Any:
             raise DiskFullError("no space left (test)")
 
+        def no_space(*args: object, **kwargs: object) -> Any:
+            raise OSError(errno.ENOSPC, "No space left on device (test)")
+
         if fault == "ledger store":
             slave.ledger.store.append_entries = disk_full  # type: ignore[method-assign]
         else:
             assert slave.state is not None
             slave.state.queues.get_or_create = disk_full  # type: ignore[method-assign]
+        if fault == "dispatch and the last checkpoint":
+            # Was (chaos suite, disk-full fault): the store's close raised ENOSPC writing its
+            # checkpoint, the broker's close stopped there and never ended: the process idled
+            # with its port closed, neither serving nor exiting.
+            slave.ledger.store._write_checkpoint = no_space  # type: ignore[attr-defined]
         assert (await cluster.send(master.address, "S", b"two")).code == 0
         answer = await held
         assert answer.code == MQResponseCode.SERVICE_NOT_AVAILABLE, answer

@@ -216,10 +216,24 @@ class BrokerServer:
                   config.dleger_self_id, self.address, *config.ledger_config().address)  # fmt: skip
 
     async def close(self) -> None:
+        """Stop serving and close everything; it always ends closed (``wait_closed`` returns),
+        whatever fails on the way, so that a replica stopping on a failed disk exits (with
+        ``EXIT_STORE_FAILED``) instead of idling for ever with its port closed."""
         if self._closing:
             await self._closed.wait()
             return
         self._closing = True
+        try:
+            await self._close()
+        except Exception:  # noqa: BLE001 - closing must finish; the failure is in the log
+            _log.exception(
+                "broker %s replica %s: closing failed; it stops anyway",
+                self.config.broker_name, self.config.dleger_self_id,
+            )  # fmt: skip
+        finally:
+            self._closed.set()
+
+    async def _close(self) -> None:
         state = self.state
         if self._pull is not None:
             self._pull.wake_all()
@@ -260,7 +274,6 @@ class BrokerServer:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-        self._closed.set()
 
     async def wait_closed(self) -> None:
         await self._closed.wait()

@@ -226,11 +226,23 @@ class LedgerServer:
         self._schedule_tick()
 
     async def close(self) -> None:
-        """Stop serving, answer what is pending with an error, flush and close the store."""
+        """Stop serving, answer what is pending with an error, flush and close the store.
+
+        It always ends closed, whatever fails on the way (``wait_closed`` returns): a replica
+        that stops because its disk is full cannot write its last checkpoint either, and a
+        close that raised there left the process idle for ever, neither serving nor exiting
+        (found by the chaos suite's disk-full fault). The next start recovers from the log.
+        """
         if self._closing:
             await self._closed.wait()
             return
         self._closing = True
+        try:
+            await self._close()
+        finally:
+            self._closed.set()
+
+    async def _close(self) -> None:
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         if self._listener is not None:
@@ -247,10 +259,15 @@ class LedgerServer:
         if self._flusher is not None:
             self._flusher.shutdown(wait=True)
         if self._store is not None and self._given_store is None:
-            with contextlib.suppress(StoreError):
+            try:
                 await asyncio.to_thread(self._store.close)
+            except (StoreError, OSError) as exc:
+                _log.error(
+                    "replica %s: closing its store failed (%s); the next start recovers the "
+                    "log from disk",
+                    self.config.self_id, exc,
+                )  # fmt: skip
         self.metrics.close()
-        self._closed.set()
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
