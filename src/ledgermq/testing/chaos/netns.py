@@ -4,7 +4,7 @@ Layout (``<pid>`` is the id of the process that made the lab, so that names are 
 and ``cleanup_leftovers`` can tell a crashed run's leftovers from a live run's lab)::
 
     root namespace:  bridge lmqb<pid>  10.200.K.1/24   (the workload's clients live here)
-        |-- veth lmqv<pid><i>  <->  eth0 in namespace lmqc<pid>-<node>  10.200.K.(10+i)/24
+        |-- veth lmqv<pid>-<i>  <->  eth0 in namespace lmqc<pid>-<node>  10.200.K.(10+i)/24
 
 ``K`` is a third octet of 10.200.0.0/16 that no interface of the root namespace uses.
 Faults this kernel supports without netem or a firewall:
@@ -34,6 +34,7 @@ __all__ = [
     "NetnsLab",
     "cleanup_leftovers",
     "namespaces_available",
+    "owner_pid",
     "pid_alive",
 ]
 
@@ -93,6 +94,13 @@ def _kill_namespace_processes(namespace: str) -> None:
             os.kill(int(pid), 9)
 
 
+def owner_pid(name: str) -> int | None:
+    """The PID of the run that made the namespace, bridge or veth ``name``; None if no run
+    of ours made it. Every name ends its PID with a non-digit (or the name's end)."""
+    owner = _OWNED.match(name)
+    return None if owner is None else int(owner.group(1))
+
+
 def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
     """Delete the namespaces, bridges and veths of chaos runs whose process is gone (or all of
     them with ``include_live``), killing any process still inside; the names removed."""
@@ -101,8 +109,8 @@ def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
         return removed  # no iproute2: no run here ever made a namespace
     for line in _ip("netns", "list", check=False).splitlines():
         name = line.split()[0] if line.split() else ""
-        owner = _OWNED.match(name)
-        if owner is None or (not include_live and pid_alive(int(owner.group(1)))):
+        owner = owner_pid(name)
+        if owner is None or (not include_live and pid_alive(owner)):
             continue
         _kill_namespace_processes(name)
         _ip("netns", "delete", name, check=False)
@@ -112,8 +120,8 @@ def cleanup_leftovers(*, include_live: bool = False) -> list[str]:
         if len(fields) < 2:
             continue
         name = fields[1].strip().split("@")[0]
-        owner = _OWNED.match(name)
-        if owner is None or (not include_live and pid_alive(int(owner.group(1)))):
+        owner = owner_pid(name)
+        if owner is None or (not include_live and pid_alive(owner)):
             continue
         _ip("link", "delete", name, check=False)
         removed.append(name)
@@ -163,6 +171,12 @@ class NetnsLab:
     def namespace(self, node: str) -> str:
         return f"{NAMESPACE_PREFIX}{self.tag}-{node}"
 
+    def veth_pair(self, index: int) -> tuple[str, str]:
+        """The names of node ``index``'s veth: the bridge's end, the namespace's end. The PID
+        ends at a non-digit: "lmqv<pid><i>" read as the PID of another, dead process, and a
+        second run's ``cleanup_leftovers`` deleted a live run's links."""
+        return f"{_VETH_PREFIX}{self.tag}-{index}", f"{_VETH_PREFIX}{self.tag}x{index}"
+
     def exec_prefix(self, node: str) -> list[str]:
         """What runs a command inside ``node``'s namespace."""
         return ["ip", "netns", "exec", self.namespace(node)]
@@ -185,10 +199,7 @@ class NetnsLab:
         _ip("link", "set", self.bridge, "up")
         for index, node in enumerate(self.nodes):
             namespace = self.namespace(node)
-            outside, inside = (
-                f"{_VETH_PREFIX}{self.tag}{index}",
-                f"{_VETH_PREFIX}{self.tag}x{index}",
-            )
+            outside, inside = self.veth_pair(index)
             ip = f"{subnet}.{10 + index}"
             ipaddress.IPv4Address(ip)  # a node beyond .254 is a programming error
             _ip("netns", "add", namespace)
