@@ -72,3 +72,22 @@ def test_cleanup_says_what_it_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert command.cmd_cleanup(args, lines.append) == 0
     assert lines[-1] == "removed lmqc1-n0"
     assert calls == [False, True]
+
+
+def test_a_run_that_cannot_go_on_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: a heal that failed (a link deleted from outside the run) ended the command with a
+    traceback."""
+    from ledgermq.testing.chaos.netns import NetnsError
+
+    def broken_run(options: RunOptions, log: object) -> RunResult:
+        raise NetnsError(
+            'ip netns exec lmqc1-n1 ip link set eth0 up failed: Cannot find device "eth0"'
+        )
+
+    monkeypatch.setattr(command, "run_chaos", broken_run)
+    lines: list[str] = []
+    args = build_parser().parse_args(["chaos", "run", "--seed", "7", "--duration", "5"])
+    assert command.cmd_run(args, lines.append) == 2
+    assert len(lines) == 1
+    assert lines[0].startswith("ledgermq chaos: error: seed 7: ")
+    assert "Cannot find device" in lines[0]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ledgermq.testing.chaos.checker import format_report
 from ledgermq.testing.chaos.disks import cleanup_leftover_disks
 from ledgermq.testing.chaos.nemesis import ALL_KINDS, DEFAULT_KINDS
-from ledgermq.testing.chaos.netns import cleanup_leftovers
+from ledgermq.testing.chaos.netns import NetnsError, cleanup_leftovers
 from ledgermq.testing.chaos.runner import BUGS, RunOptions, run_chaos
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
-    """Exit code 0 when the history checks out, 1 when it does not."""
+    """Exit code 0 when the history checks out, 1 when it does not, 2 when the run itself
+    could not go on (a fault that could not be put in or healed): one line, no traceback."""
     options = RunOptions(
         seed=args.seed,
         duration_s=args.duration,
@@ -79,6 +80,12 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         result = run_chaos(options, out)
+    except NetnsError as exc:
+        out(
+            f"ledgermq chaos: error: seed {options.seed}: the run stopped before its history "
+            f"could be checked: {exc}"
+        )
+        return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
     out(f"seed {options.seed} ({result.mode})")
