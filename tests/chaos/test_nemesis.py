@@ -277,3 +277,18 @@ def test_the_supervisor_waits_for_a_disk_full_fault_to_heal() -> None:
         start = cluster.journal.index(f"start {node}", fill)
         assert drain < start  # never restarted onto a disk that is still full
     assert not cluster.dead
+
+
+def test_a_bridge_cuts_the_sides_from_each_other_and_not_from_the_middle() -> None:
+    cluster, nemesis = run(5, ("bridge",))
+    assert nemesis.faults
+    assert all(f.kind == "bridge" for f in nemesis.faults)
+    cuts = [line.split()[1:] for line in cluster.journal if line.startswith("cut ")]
+    assert len(cuts) == len(nemesis.faults)  # one pair per fault: the two sides
+    for fault, pair in zip(nemesis.faults, cuts, strict=True):
+        (middle,) = fault.nodes
+        assert middle not in pair
+        assert sorted([middle, *pair]) == ["n0", "n1", "n2"]
+    assert cluster.most_faulted == 0  # nobody is cut off from a majority
+    assert cluster.lab is not None
+    assert not cluster.lab.cuts

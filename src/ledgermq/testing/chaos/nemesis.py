@@ -7,6 +7,10 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
   sides of each pair); clients and the NameServer still reach it, so it may keep accepting
   sends that can never commit.
 - ``partition-minority``: the same for a replica picked at random (a 1 | 2 split).
+- ``bridge``: the two replicas other than the one picked cannot reach each other, and both
+  reach the one picked (Jepsen's bridge: one node sees both halves, no majority is cut off).
+  A follower that stops hearing the master still reaches the master's other voter: the
+  election rules decide whether it disrupts a working leader.
 - ``link-down``: a replica's ``eth0`` goes down: cut off from everyone, clients included.
 - ``bridge-cut``: a replica's veth is taken off the bridge: cut off from everyone, and,
   unlike ``link-down``, its own interface stays up, so every packet is silently lost.
@@ -66,6 +70,7 @@ __all__ = [
 NETWORK_KINDS: Final = (
     "partition-master",
     "partition-minority",
+    "bridge",
     "link-down",
     "link-flap",
     "bridge-cut",
@@ -177,7 +182,7 @@ class Nemesis:
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
         nodes = self.cluster.nodes
-        count = self.rng.choice((1, 2)) if self.unsafe and kind != "wipe" else 1
+        count = self.rng.choice((1, 2)) if self.unsafe and kind not in ("wipe", "bridge") else 1
         targets = self.rng.sample(nodes, count)
         if kind in ("partition-master", "wipe"):
             master = self.cluster.master(GROUP)
@@ -212,6 +217,13 @@ class Nemesis:
             for other in cluster.nodes:
                 if other != target:
                     lab.cut(target, other)
+            self._heals.append(lab.heal_cuts)
+        elif kind == "bridge":  # ``target`` is the middle: the others lose each other only
+            assert lab is not None
+            sides = [node for node in cluster.nodes if node != target]
+            for index, a in enumerate(sides):
+                for b in sides[index + 1 :]:
+                    lab.cut(a, b)
             self._heals.append(lab.heal_cuts)
         elif kind in ("link-down", "link-flap"):
             assert lab is not None
