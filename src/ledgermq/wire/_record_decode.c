@@ -2,7 +2,8 @@
  *
  * Why C: a consumer decodes every message it receives, and the Python loop (struct unpack,
  * two UTF-8 decodes, a properties dict built by split/partition, a 16-field tuple) cost about
- * 3 us per 1 KiB message; a pull of 256 messages spent most of its client CPU here.
+ * 2.3 us per 1 KiB message (C: 0.56, idle machine, 2026-11-25); a pull of 256 messages spent
+ * most of its client CPU here.
  *
  * decode_plain(data, pos, message_type) decodes consecutive records of `data` from `pos` while
  * each one takes the common path (V1 magic, IPv4 hosts, uncompressed body, UTF-8 topic and
