@@ -3,13 +3,20 @@
 ``optional=True``: where they cannot be compiled (no C compiler), the package installs without
 them, ``ledgermq.store.append_plan`` uses its pure-Python planner and the Spark connector
 decodes records in Python (``ledgermq.spark.arrow_rows``), and the dispatcher scans records in
-Python (``ledgermq.wire.message``).
+Python (``ledgermq.wire.message``) and the key index hashes and links keys in Python
+(``ledgermq.broker.key_index``).
 """
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
+        Extension(
+            "ledgermq.broker._key_index",
+            ["src/ledgermq/broker/_key_index.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
         Extension(
             "ledgermq.store._speedups",
             ["src/ledgermq/store/_speedups.c"],

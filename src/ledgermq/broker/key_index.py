@@ -87,7 +87,13 @@ from zlib import crc32
 
 from ledgermq.broker._files import make_dirs_durably, open_segment_log
 from ledgermq.errors import CorruptLogError, StoreClosedError, StoreError
+from ledgermq.speedups import PURE_PYTHON
 from ledgermq.store.segment import PAGE_BYTES, READ_MARGIN, allocation_target
+
+try:
+    from ledgermq.broker import _key_index
+except ImportError:  # pragma: no cover - the extension is optional (no C compiler)
+    _key_index = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import mmap
@@ -125,16 +131,28 @@ _CRC: Final = struct.Struct("<I")
 _SLOT: Final = struct.Struct("<I")
 _SLOTS_PER_PAGE: Final = PAGE_BYTES // SLOT_SIZE
 _SLOT_BIAS: Final = HEADER_SIZE // SLOT_SIZE
+_DONE, _NEED_ROOM, _NEED_PAGE, _SAME_OFFSET = 0, 1, 2, 3
+"""``index_run``'s statuses (``_key_index.c``); 4 (SLOW) is the remaining one."""
 """Slot ``s`` is on file page ``(s + _SLOT_BIAS) // _SLOTS_PER_PAGE`` (the header is page 0)."""
 
 
-def key_hash(topic: str, key: str) -> int:
+def _key_hash_py(topic: str, key: str) -> int:
     """The stable 64-bit (signed) hash of ``topic#key`` that items carry.
 
-    Stable across processes and versions, unlike ``hash()``, which is salted per process.
+    Stable across processes and versions, unlike ``hash()``, which is salted per process. The
+    reference of ``_key_index.c``'s BLAKE2b.
     """
     digest = hashlib.blake2b(f"{topic}#{key}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+HAVE_KEY_INDEX_C: Final = _key_index is not None
+"""Whether ``_key_index.c`` was built."""
+_use_c = HAVE_KEY_INDEX_C and not PURE_PYTHON
+"""Whether ``KeyIndex`` indexes with the C loop (a global, so a test can turn it off)."""
+
+key_hash = _key_index.key_hash if _use_c else _key_hash_py
+"""The stable 64-bit (signed) hash of ``topic#key`` that items carry (C where built)."""
 
 
 def index_file_bytes(records_per_file: int, slots: int) -> int:
@@ -278,11 +296,84 @@ class KeyIndex:
         self._check_open()
         return self._add(messages)
 
-    def _add(  # noqa: PLR0915 - one loop, kept inline for speed
-        self, messages: Iterable[tuple[str, Iterable[str], int, int]]
+    def _add(self, messages: Iterable[tuple[str, Iterable[str], int, int]]) -> int:
+        if _use_c:
+            return self._add_c(messages if type(messages) is list else list(messages))
+        return self._add_py(messages)
+
+    def _add_c(  # noqa: PLR0915 - one loop over index_run's stops
+        self, messages: list[tuple[str, Iterable[str], int, int]]
     ) -> int:
-        """The hot path. Per key: hash, one slot load and store, one packed item; the items of a
-        file are written in one go at the end (or when the file fills up)."""
+        """``_add_py`` with its per-key loop in C (``_key_index.c``: ``index_run``), which
+        stops where this side must act: a file to grow or roll, a slot page to allocate, a
+        re-dispatched message at the last offset, or a message only the reference takes."""
+        files = self._files
+        if not files:
+            self._roll()
+        file = files[-1]
+        cap = self.records_per_file
+        nslots = self.slots_per_file
+        run = _key_index.index_run
+        last = self._last_phy
+        count = start = file.count
+        room = file.room
+        min_ts, max_ts = file.min_ts, file.max_ts
+        data = bytearray()
+        added = 0
+        pos = kpos = 0
+        skip_first = False
+        try:
+            while True:
+                slots = self._slots
+                assert slots is not None
+                status, pos, kpos, count, last, min_ts, max_ts, n, slot = run(
+                    messages, pos, kpos, skip_first, slots, self._slot_pages, nslots,
+                    count, room, last, min_ts, max_ts, data,
+                )  # fmt: skip
+                added += n
+                skip_first = skip_first and pos == 0  # it applies to messages[0] only
+                if status == _DONE:
+                    return added
+                if status == _NEED_ROOM:  # may raise DiskFullError before the key changes anything
+                    if count == cap:
+                        self._commit(file, start, count, data, last, min_ts, max_ts)
+                        file = self._roll()
+                        count = start = 0
+                        min_ts, max_ts = file.min_ts, file.max_ts
+                        data = bytearray()
+                    room = self._grow_items(file, count + 1)
+                elif status == _NEED_PAGE:
+                    self._allocate_slot_page(slot)
+                elif status == _SAME_OFFSET:
+                    self._commit(file, start, count, data, last, min_ts, max_ts)
+                    start = count
+                    data = bytearray()
+                    topic, keys, phy_offset, store_timestamp = messages[pos]
+                    missing = self._missing_keys(topic, keys, phy_offset)
+                    messages = [(topic, missing, phy_offset, store_timestamp), *messages[pos + 1 :]]
+                    pos = kpos = 0
+                    skip_first = True
+                else:  # _SLOW: the reference takes the rest, from this file's state
+                    self._commit(file, start, count, data, last, min_ts, max_ts)
+                    start = count
+                    if skip_first:  # its offset was handled: index the keys given, as is
+                        topic, keys, phy_offset, store_timestamp = messages[pos]
+                        added += self._add_py(
+                            ((topic, keys, phy_offset, store_timestamp),), skip_first=True
+                        )
+                        pos += 1
+                    return added + self._add_py(messages[pos:])
+        finally:
+            self._commit(file, start, count, data, last, min_ts, max_ts)
+
+    def _add_py(  # noqa: PLR0915 - one loop, kept inline for speed
+        self, messages: Iterable[tuple[str, Iterable[str], int, int]], *, skip_first: bool = False
+    ) -> int:
+        """The reference of the hot path. Per key: hash, one slot load and store, one packed
+        item; the items of a file are written in one go at the end (or when the file fills up).
+
+        ``skip_first``: the first message's offset was checked by the caller (``_add_c`` after a
+        re-dispatched message's missing keys were found); index its keys as given."""
         files = self._files
         if not files:
             self._roll()
@@ -304,7 +395,9 @@ class KeyIndex:
         try:
             for topic, given, phy_offset, store_timestamp in messages:
                 keys = given
-                if phy_offset <= last:
+                if skip_first:
+                    skip_first = False
+                elif phy_offset <= last:
                     if phy_offset < 0:
                         raise ValueError(f"phy offset must be >= 0, got {phy_offset}")
                     if phy_offset < last:
