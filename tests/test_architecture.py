@@ -15,10 +15,10 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "ledgermq"
 
 # Pure layers: no I/O, no clocks, no randomness, no concurrency (STYLE.md section 7.12).
-PURE_PACKAGES = ("raft", "wire")
+PURE_PACKAGES = ("raft", "wire", "acl")
 PURE_BANNED = {"asyncio", "socket", "threading", "time", "random", "os", "selectors", "mmap"}
 # Core layers never import the layers above them.
-CORE_PACKAGES = ("raft", "store", "wire")
+CORE_PACKAGES = ("raft", "store", "wire", "acl")
 UPPER_LAYERS = {"net", "ledger", "broker", "namesrv", "client", "spark", "cli", "testing"}
 
 

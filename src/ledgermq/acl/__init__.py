@@ -1,0 +1,37 @@
+"""RocketMQ's plain ACL, pure: accounts, signatures, and what each request needs.
+
+DESIGN.md ("two front doors, one house"): ``ledgermq.acl`` parses ACL files, verifies
+signatures and maps a request to the permission it needs, and every front door (remoting,
+later gRPC, the NameServer) calls it. It does no I/O: the servers read the files and hand the
+text in, so the rules are tested without sockets or files, and secrets never leave it (a refusal
+says what is missing, never a secret, never whether the key or the signature was wrong).
+"""
+
+from ledgermq.acl.addresses import AddressPattern, parse_address_pattern
+from ledgermq.acl.config import Account, AclConfig, AclConfigError, parse_acl_config
+from ledgermq.acl.permission import Perm, parse_perm, perm_allows
+from ledgermq.acl.resources import Needs, Resource, heartbeat_needs, request_needs
+from ledgermq.acl.signature import request_content, sign, sign_request, signature_matches
+from ledgermq.acl.validator import Decision, validate
+
+__all__ = [
+    "Account",
+    "AclConfig",
+    "AclConfigError",
+    "AddressPattern",
+    "Decision",
+    "Needs",
+    "Perm",
+    "Resource",
+    "heartbeat_needs",
+    "parse_acl_config",
+    "parse_address_pattern",
+    "parse_perm",
+    "perm_allows",
+    "request_content",
+    "request_needs",
+    "sign",
+    "sign_request",
+    "signature_matches",
+    "validate",
+]

@@ -1,0 +1,316 @@
+"""ledgermq.acl: RocketMQ's plain ACL file, signatures, the permission table and the decision."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledgermq.acl import (
+    AclConfig,
+    AclConfigError,
+    Decision,
+    Perm,
+    heartbeat_needs,
+    parse_acl_config,
+    parse_address_pattern,
+    parse_perm,
+    perm_allows,
+    request_content,
+    request_needs,
+    sign,
+    sign_request,
+    signature_matches,
+    validate,
+)
+from ledgermq.acl.resources import ACCOUNT_ONLY_CODES, ADMIN_CODES, RESOURCE_CODES, Resource
+from ledgermq.wire.codes import MQRequestCode
+
+# RocketMQ's documented example (docs/cn/acl/user_guide.md), secretKey as YAML reads it: an int.
+PLAIN_ACL = """
+globalWhiteRemoteAddresses:
+  - 10.10.103.*
+  - 192.168.0.*
+
+accounts:
+  - accessKey: RocketMQ
+    secretKey: 12345678
+    whiteRemoteAddress:
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - topicA=DENY
+      - topicB=PUB|SUB
+      - topicC=SUB
+    groupPerms:
+      # the group should convert to retry topic
+      - groupA=DENY
+      - groupB=PUB|SUB
+      - groupC=SUB
+
+  - accessKey: rocketmq2
+    secretKey: 12345678
+    whiteRemoteAddress: 192.168.1.*
+    # if it is admin, it could access all resources
+    admin: true
+"""
+
+
+def config() -> AclConfig:
+    return parse_acl_config({"plain_acl.yml": PLAIN_ACL})
+
+
+# ------------------------------------------------------------------ signatures
+
+
+def test_signature_vector() -> None:
+    """Computed by hand from the algorithm: values ordered by name ("AccessKey" < "a" < "b":
+    Java orders by UTF-16 code units, capitals first), then the body; HMAC-SHA1, Base64."""
+    fields = {"b": "2", "a": "1", "AccessKey": "RocketMQ"}
+    assert request_content(fields, b"hello") == b"RocketMQ12hello"
+    assert sign(b"RocketMQ12hello", "12345678") == "Kzwm3m2emzXbrztROKCD3OpbYRQ="
+
+
+def test_the_signature_is_not_part_of_what_it_signs() -> None:
+    signed = sign_request({"topic": "T"}, b"x", "RocketMQ", "12345678")
+    assert request_content(signed, b"x") == b"RocketMQTx"
+    assert signature_matches(signed, b"x", "12345678")
+
+
+def test_java_string_order_is_by_utf16_code_units() -> None:
+    # U+10000 is the surrogate pair D800 DC00, which Java puts before U+FFFF (Python does not).
+    fields = {"\uffff": "second", "\U00010000": "first"}
+    assert request_content(fields, None) == b"firstsecond"
+
+
+@given(
+    fields=st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=20), max_size=6),
+    body=st.binary(max_size=50),
+    secret=st.text(min_size=7, max_size=20),
+)
+def test_sign_then_verify_and_any_change_breaks_it(
+    fields: dict[str, str], body: bytes, secret: str
+) -> None:
+    signed = sign_request(fields, body, "AccessKeyX", secret)
+    names = sorted(signed, key=lambda name: name.encode("utf-16-be", "surrogatepass"))
+    values = "".join(signed[name] for name in names if name != "Signature")
+    content = values.encode("utf-8", "surrogatepass") + body
+    expected = base64.b64encode(hmac.new(secret.encode(), content, hashlib.sha1).digest()).decode()
+    assert signed["Signature"] == expected
+    assert signature_matches(signed, body, secret)
+    assert not signature_matches(signed, body + b"!", secret)
+    assert not signature_matches(signed, body, secret + "x")
+    assert not signature_matches({**signed, "extra": "1"}, body, secret)
+
+
+# ------------------------------------------------------------------ the file
+
+
+def test_rocketmq_documented_file_parses() -> None:
+    acl = config()
+    assert [p.text for p in acl.global_white] == ["10.10.103.*", "192.168.0.*"]
+    user = acl.accounts["RocketMQ"]
+    assert user.secret_key == "12345678"  # YAML's int, as RocketMQ reads it
+    assert not user.admin
+    assert user.default_topic_perm == Perm.DENY
+    assert user.default_group_perm == Perm.SUB
+    assert user.topic_perms == {
+        "topicA": Perm.DENY,
+        "topicB": Perm.PUB | Perm.SUB,
+        "topicC": Perm.SUB,
+    }
+    assert user.group_perms["groupB"] == Perm.PUB | Perm.SUB
+    assert acl.accounts["rocketmq2"].admin
+    assert "12345678" not in repr(user)
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("accounts: [{accessKey: RocketMQ, secretKey: short}]", "longer than 6"),
+        ("accounts: [{accessKey: RocketMQ}]", "longer than 6"),
+        (
+            "accounts: [{accessKey: RocketMQ, secretKey: 12345678, admn: true}]",
+            "unknown field(s) admn",
+        ),
+        (
+            "accounts: [{accessKey: RocketMQ, secretKey: 12345678, defaultTopicPerm: PUBSUB}]",
+            "unknown permission",
+        ),
+        (
+            "accounts: [{accessKey: RocketMQ, secretKey: 12345678, topicPerms: [topicA]}]",
+            "not name=PERM",
+        ),
+        (
+            "accounts: [{accessKey: RocketMQ, secretKey: 12345678, whiteRemoteAddress: 1.2.3}]",
+            "four parts",
+        ),
+        ("accounts: [{accessKey: RocketMQ, secretKey: 12345678, admin: maybe}]", "true or false"),
+        ("globalWhiteRemoteAddresses: [300.1.1.1]", "0 to 255"),
+        ("accounts: {accessKey: RocketMQ}", "must be a list"),
+        ("acounts: []", "unknown field(s) acounts"),
+        ("accounts: [", "not valid YAML"),
+    ],
+)
+def test_bad_files_are_refused_clearly(text: str, complaint: str) -> None:
+    with pytest.raises(AclConfigError) as caught:
+        parse_acl_config({"conf/plain_acl.yml": text})
+    assert complaint in str(caught.value)
+    assert "conf/plain_acl.yml" in str(caught.value)
+    assert "12345678" not in str(caught.value)
+
+
+def test_one_key_in_two_files_is_refused() -> None:
+    account = "accounts: [{accessKey: RocketMQ, secretKey: 12345678}]"
+    with pytest.raises(AclConfigError, match=r"also defined in conf/acl/a\.yml"):
+        parse_acl_config({"conf/acl/a.yml": account, "conf/acl/b.yml": account})
+
+
+def test_files_merge_and_an_empty_file_grants_nothing() -> None:
+    acl = parse_acl_config(
+        {
+            "a.yml": "accounts: [{accessKey: alice-key, secretKey: alice-secret}]",
+            "b.yml": "accounts: [{accessKey: bobby-key, secretKey: bobby-secret}]",
+            "c.yml": "",
+        }
+    )
+    assert set(acl.accounts) == {"alice-key", "bobby-key"}
+
+
+# ------------------------------------------------------------------ permissions and addresses
+
+
+def test_permissions() -> None:
+    assert parse_perm("PUB|SUB") == parse_perm(" sub | pub ") == Perm.PUB | Perm.SUB
+    assert perm_allows(Perm.PUB, Perm.PUB | Perm.SUB)
+    assert not perm_allows(Perm.PUB, Perm.SUB)
+    assert not perm_allows(Perm.SUB, Perm.DENY)
+    assert perm_allows(Perm.ANY, Perm.SUB)
+    assert not perm_allows(Perm.ANY, Perm.DENY)
+    with pytest.raises(ValueError, match="unknown permission"):
+        parse_perm("ALL")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "inside", "outside"),
+    [
+        ("*", ["1.2.3.4", "::1"], []),
+        ("192.168.0.*", ["192.168.0.1", "192.168.0.255"], ["192.168.1.1", "10.0.0.1"]),
+        ("192.168.1.10-20", ["192.168.1.10", "192.168.1.20"], ["192.168.1.9", "192.168.1.21"]),
+        ("192.168.0.{1,2}", ["192.168.0.1", "192.168.0.2"], ["192.168.0.3"]),
+        ("10.0.0.1,10.0.0.5", ["10.0.0.1", "10.0.0.5", "::ffff:10.0.0.5"], ["10.0.0.2"]),
+        ("::1", ["::1", "0:0:0:0:0:0:0:1"], ["127.0.0.1"]),
+        ("", [], ["127.0.0.1"]),
+    ],
+)
+def test_white_addresses(pattern: str, inside: list[str], outside: list[str]) -> None:
+    parsed = parse_address_pattern(pattern)
+    assert all(parsed.matches(a) for a in inside)
+    assert not any(parsed.matches(a) for a in outside)
+    assert not parsed.matches("not-an-address") or parsed.everything
+
+
+# ------------------------------------------------------------------ what a request needs
+
+
+def test_every_request_code_is_classified_once() -> None:
+    for code in MQRequestCode:
+        homes = [code in ADMIN_CODES, code in RESOURCE_CODES, code in ACCOUNT_ONLY_CODES]
+        assert homes.count(True) == 1, code
+
+
+def test_needs() -> None:
+    topic, group = Resource("topic", "T"), Resource("group", "G")
+    assert request_needs(MQRequestCode.SEND_MESSAGE_V2, {"a": "P", "b": "T"}).resources == {
+        topic: Perm.PUB
+    }
+    assert request_needs(MQRequestCode.SEND_MESSAGE, {"topic": "T"}).resources == {topic: Perm.PUB}
+    retry = request_needs(MQRequestCode.SEND_MESSAGE_V2, {"a": "G", "b": "%RETRY%G"})
+    assert retry.resources == {group: Perm.SUB}
+    pull = request_needs(MQRequestCode.PULL_MESSAGE, {"topic": "T", "consumerGroup": "G"})
+    assert pull.resources == {topic: Perm.SUB, group: Perm.SUB}
+    assert request_needs(MQRequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}).admin
+    assert request_needs(MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).resources == {}
+    beat = heartbeat_needs([("G", ["T", "%RETRY%G"])])
+    assert beat.resources == {group: Perm.SUB, topic: Perm.SUB}
+
+
+# ------------------------------------------------------------------ the decision
+
+
+def _send(ak: str, secret: str, topic: str) -> tuple[dict[str, str], bytes]:
+    body = b"payload"
+    return sign_request({"a": "P", "b": topic, "e": "0"}, body, ak, secret), body
+
+
+def _decide(
+    fields: dict[str, str], body: bytes, ip: str = "127.0.0.1", code: int = 310
+) -> Decision:
+    needs = request_needs(code, fields)
+    return validate(config(), ip, code, fields, body, needs)
+
+
+def test_a_signed_send_with_pub_is_allowed() -> None:
+    decision = _decide(*_send("RocketMQ", "12345678", "topicB"))
+    assert decision.allowed
+    assert decision.access_key == "RocketMQ"
+
+
+def test_refusals_say_what_is_missing() -> None:
+    assert (
+        "no PUB permission on topic 'topicC'"
+        in _decide(*_send("RocketMQ", "12345678", "topicC")).remark
+    )
+    assert (
+        "no PUB permission on topic 'other'"
+        in _decide(*_send("RocketMQ", "12345678", "other")).remark
+    )
+    unsigned = _decide({"a": "P", "b": "topicB"}, b"x")
+    assert not unsigned.allowed
+    assert "not signed" in unsigned.remark
+
+
+def test_a_wrong_secret_and_an_unknown_key_read_alike() -> None:
+    wrong_secret = _decide(*_send("RocketMQ", "12345679", "topicB"))
+    unknown_key = _decide(*_send("NoSuchKey", "12345678", "topicB"))
+    assert not wrong_secret.allowed
+    assert not unknown_key.allowed
+    assert wrong_secret.remark == unknown_key.remark
+    assert "12345678" not in wrong_secret.remark
+
+
+def test_white_addresses_pass_as_rocketmq_lets_them() -> None:
+    assert _decide({"a": "P", "b": "topicA"}, b"x", ip="192.168.0.7").allowed  # global
+    # the account's own white address: no signature needed, and no permission check
+    fields = {"a": "P", "b": "topicA", "AccessKey": "rocketmq2"}
+    assert _decide(fields, b"x", ip="192.168.1.9").allowed
+    assert not _decide(fields, b"x", ip="192.168.2.9").allowed
+
+
+def test_admin_codes_need_an_admin_account() -> None:
+    fields = sign_request({"topic": "T"}, None, "RocketMQ", "12345678")
+    refused = _decide(fields, b"", code=MQRequestCode.UPDATE_AND_CREATE_TOPIC)
+    assert not refused.allowed
+    assert "needs an admin account" in refused.remark
+    admin = sign_request({"topic": "T"}, None, "rocketmq2", "12345678")
+    assert _decide(admin, b"", code=MQRequestCode.UPDATE_AND_CREATE_TOPIC).allowed
+    # an admin without permission lists may use every resource (RocketMQ's rule)
+    assert _decide(*_send("rocketmq2", "12345678", "topicA"), ip="10.1.1.1").allowed
+
+
+def test_group_permissions_and_defaults() -> None:
+    def pull(group: str) -> bool:
+        fields = sign_request(
+            {"topic": "topicB", "consumerGroup": group}, None, "RocketMQ", "12345678"
+        )
+        return bool(_decide(fields, b"", code=MQRequestCode.PULL_MESSAGE).allowed)
+
+    assert pull("groupB")
+    assert pull("groupC")
+    assert not pull("groupA")  # DENY
+    assert pull("anyOtherGroup")  # defaultGroupPerm: SUB
