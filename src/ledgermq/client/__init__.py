@@ -16,12 +16,14 @@ from ledgermq.client.consumer import (
     PushConsumer,
     RecordsPullResult,
 )
+from ledgermq.client.credentials import Credentials
 from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
 
 __all__ = [
     "Admin",
     "ConsumeStatus",
     "ConsumerProgress",
+    "Credentials",
     "Message",
     "MessageQueue",
     "MessageSelector",

@@ -53,6 +53,7 @@ from ledgermq.wire.route import MASTER_ID, TopicRouteData
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
+    from ledgermq.client.credentials import Credentials
     from ledgermq.net import Connection, Network
 
 __all__ = ["ClientInstance", "ConsumerHandle", "check_response", "parse_namesrv_addr"]
@@ -153,8 +154,11 @@ class ClientInstance:
         route_refresh_interval_s: float = 30.0,
         heartbeat_interval_s: float = 30.0,
         rng: random.Random | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
+        self.credentials = credentials
+        """When set, every request is signed (``Credentials.sign``)."""
         self.ip = local_ip()
         if client_id is None:
             instance = instance_name or f"{os.getpid()}#{next(_instance_counter)}"
@@ -229,7 +233,10 @@ class ClientInstance:
         expect: Collection[int] = _SUCCESS,
     ) -> RemotingCommand:
         """One request to ``address``; the answer if its code is in ``expect``, else the error."""
-        command = RemotingCommand(code=code, opaque=0, ext_fields=ext_fields or {}, body=body)
+        fields = ext_fields or {}
+        if self.credentials is not None:
+            fields = self.credentials.sign(fields, body)
+        command = RemotingCommand(code=code, opaque=0, ext_fields=fields, body=body)
         response = await self.pool.request(
             address, command, timeout_s if timeout_s is not None else self.request_timeout_s
         )
@@ -238,6 +245,8 @@ class ClientInstance:
     async def invoke_oneway(
         self, address: str, code: int, ext_fields: Mapping[str, str], body: bytes = b""
     ) -> None:
+        if self.credentials is not None:
+            ext_fields = self.credentials.sign(ext_fields, body)
         command = RemotingCommand(code=code, opaque=0, ext_fields=ext_fields, body=body)
         await self.pool.oneway(address, command)
 

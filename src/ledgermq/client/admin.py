@@ -29,6 +29,7 @@ from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, T
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
     from ledgermq.net import Network
     from ledgermq.wire import MessageExt
@@ -80,6 +81,7 @@ class Admin:
         namesrv_addr: ``"host:port;host:port"``.
         request_timeout_s: timeout of one request (default 5 s).
         network, client_id, clock: see ``ClientInstance``.
+        credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
     """
 
     def __init__(
@@ -90,9 +92,11 @@ class Admin:
         network: Network | None = None,
         client_id: str | None = None,
         clock: Clock | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self._client = ClientInstance(
             namesrv_addr,
+            credentials=credentials,
             client_id=client_id,
             network=network,
             clock=clock,

@@ -76,6 +76,7 @@ from ledgermq.wire.route import MASTER_ID
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
+    from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
     from ledgermq.net import Network
     from ledgermq.wire import MessageExt
@@ -127,6 +128,7 @@ class PullConsumer:
         namesrv_addr: ``"host:port;host:port"``.
         request_timeout_s: timeout of one request (default 3 s).
         network, client_id, instance_name, clock: see ``ClientInstance``.
+        credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
     """
 
     def __init__(
@@ -139,6 +141,7 @@ class PullConsumer:
         client_id: str | None = None,
         instance_name: str | None = None,
         clock: Clock | None = None,
+        credentials: Credentials | None = None,
         route_refresh_interval_s: float = 30.0,
     ) -> None:
         if not group:
@@ -147,6 +150,7 @@ class PullConsumer:
         self.request_timeout_s = request_timeout_s
         self._client = ClientInstance(
             namesrv_addr,
+            credentials=credentials,
             client_id=client_id,
             instance_name=instance_name,
             network=network,
@@ -310,6 +314,7 @@ class PushConsumer:
         suspend_orderly_s: pause before an orderly batch is retried (1 s).
         drop_wait_s: how long a dropped queue waits for its consumption in flight (3 s).
         network, client_id, instance_name, clock: see ``ClientInstance``.
+        credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
         rng: randomness of the back-offs.
     """
 
@@ -344,6 +349,7 @@ class PushConsumer:
         client_id: str | None = None,
         instance_name: str | None = None,
         clock: Clock | None = None,
+        credentials: Credentials | None = None,
         rng: random.Random | None = None,
     ) -> None:
         if not group:
@@ -382,6 +388,7 @@ class PushConsumer:
         self._rng = rng if rng is not None else random.Random()  # noqa: S311 - back-off jitter
         self._client = ClientInstance(
             namesrv_addr,
+            credentials=credentials,
             client_id=client_id,
             instance_name=instance_name,
             network=network,

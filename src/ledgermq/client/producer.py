@@ -75,6 +75,7 @@ from ledgermq.wire.route import MASTER_ID, is_writable
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
+    from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
     from ledgermq.net import Network
     from ledgermq.wire.route import TopicRouteData
@@ -162,6 +163,7 @@ class Producer:
         network: ``TcpNetwork()`` by default.
         client_id, instance_name: see ``ClientInstance``.
         clock: time source (tests).
+        credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
     """
 
     def __init__(
@@ -178,6 +180,7 @@ class Producer:
         client_id: str | None = None,
         instance_name: str | None = None,
         clock: Clock | None = None,
+        credentials: Credentials | None = None,
         route_refresh_interval_s: float = 30.0,
         heartbeat_interval_s: float = 30.0,
     ) -> None:
@@ -193,6 +196,7 @@ class Producer:
         self.fault_avoid_ms = fault_avoid_ms
         self._client = ClientInstance(
             namesrv_addr,
+            credentials=credentials,
             client_id=client_id,
             instance_name=instance_name,
             network=network,
