@@ -31,6 +31,10 @@ FILE_KEYS: Final = {
     "bindAddress": "listen_host",
     "scanNotActiveBrokerInterval": "scan_interval_ms",
     "brokerTimeoutMillis": "broker_timeout_ms",
+    "aclEnable": "acl_enable",
+    "rocketmqHome": "rocketmq_home",
+    "aclFilePath": "acl_path",
+    "auditLogFile": "audit_log_file",
 }
 """``namesrv.conf`` key -> ``NameServerConfig`` field."""
 
@@ -45,12 +49,22 @@ class NameServerConfig:
         scan_interval_ms: how often silent brokers are looked for (default 10 000 ms).
         broker_timeout_ms: how long a broker may stay silent when its registration does not
             say (``heartbeatTimeoutMillis``); default 120 000 ms.
+        acl_enable: check registrations and topic deletions against the ACL files
+            (``aclEnable``; route lookups stay open, as in RocketMQ).
+        rocketmq_home: where ``conf/plain_acl.yml`` and ``conf/acl`` are looked for
+            (``rocketmqHome``; default ``$ROCKETMQ_HOME``, else the working directory).
+        acl_path: an ACL file or directory instead of those (``aclFilePath``).
+        audit_log_file: where admin and refused requests are logged (``auditLogFile``).
     """
 
     listen_host: str = "127.0.0.1"
     listen_port: int = 9876
     scan_interval_ms: int = 10_000
     broker_timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS
+    acl_enable: bool = False
+    rocketmq_home: str | None = None
+    acl_path: str | None = None
+    audit_log_file: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -69,6 +83,8 @@ class NameServerConfig:
         defaults = cls()
         host = defaults.listen_host
         numbers: dict[str, int] = {}
+        texts: dict[str, str] = {}
+        acl_enable = False
         for key, text in values.items():
             name = FILE_KEYS.get(key)
             if name is None:
@@ -77,9 +93,17 @@ class NameServerConfig:
                 host = text.strip()
                 if not host:
                     raise ConfigError(f"{key} must not be empty")
+            elif name == "acl_enable":
+                acl_enable = _boolean(key, text)
+            elif name in {"rocketmq_home", "acl_path", "audit_log_file"}:
+                texts[name] = text.strip()
             else:
                 numbers[name] = _integer(key, text)
         config = cls(
+            acl_enable=acl_enable,
+            rocketmq_home=texts.get("rocketmq_home") or None,
+            acl_path=texts.get("acl_path") or None,
+            audit_log_file=texts.get("audit_log_file") or None,
             listen_host=host,
             listen_port=numbers.get("listen_port", defaults.listen_port),
             scan_interval_ms=numbers.get("scan_interval_ms", defaults.scan_interval_ms),
@@ -88,6 +112,13 @@ class NameServerConfig:
         if ignored:
             _log.warning("%s", ignored_warning(ignored, "NameServer"))
         return config
+
+
+def _boolean(key: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in {"true", "false"}:
+        raise ConfigError(f"{key} must be true or false, not {text!r}")
+    return value == "true"
 
 
 def _integer(key: str, text: str) -> int:

@@ -39,6 +39,7 @@ from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import BadRequestError, RequestRejectedError
 from ledgermq.namesrv.routes import RemovedBroker, RouteTable
 from ledgermq.net import TcpNetwork
+from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
 from ledgermq.wire import (
     MQRequestCode,
     MQResponseCode,
@@ -62,6 +63,16 @@ __all__ = ["NameServer"]
 logger = logging.getLogger(__name__)
 
 _Processor: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand]
+
+_CHECKED_CODES: Final = frozenset(
+    {
+        MQRequestCode.REGISTER_BROKER,
+        MQRequestCode.UNREGISTER_BROKER,
+        MQRequestCode.DELETE_TOPIC_IN_NAMESRV,
+    }
+)
+"""What the ACL guards here: what changes the route table. Lookups stay open, as in RocketMQ,
+whose NameServer has no ACL at all."""
 
 TOPIC_NOT_EXIST_REMARK: Final = "No topic route info in name server for the topic: "
 """RocketMQ's remark for TOPIC_NOT_EXIST, followed by the topic (clients may show it)."""
@@ -94,6 +105,15 @@ class NameServer:
         self._registered_over: dict[str, Connection] = {}
         # Connections that carry our close callback (each gets it once).
         self._watched: set[Connection] = set()
+        self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
+        self._acl: AclGate | None = None
+        if config.acl_enable:
+            paths = (
+                [config.acl_path] if config.acl_path else default_acl_paths(config.rocketmq_home)
+            )
+            self._acl = AclGate(
+                AclFiles(paths, self._clock), "namesrv", self._audit, only=_CHECKED_CODES
+            )
         self._processors: dict[int, _Processor] = {
             MQRequestCode.REGISTER_BROKER: self._register_broker,
             MQRequestCode.UNREGISTER_BROKER: self._unregister_broker,
@@ -128,6 +148,8 @@ class NameServer:
         if self._listener is not None:
             self._listener.close()
             await self._listener.wait_closed()
+        if self._audit is not None:
+            self._audit.close()
         logger.info("namesrv stopped")
 
     @property
@@ -163,6 +185,12 @@ class NameServer:
         if self._closing or cmd.is_response:
             return  # the NameServer sends no requests, so a response is nobody's
         processor = self._processors.get(cmd.code)
+        if self._acl is not None:
+            refusal = self._acl.check(conn.address, cmd)
+            if refusal is not None:
+                if not cmd.is_oneway and not conn.closed:
+                    conn.send(refusal)
+                return
         try:
             if processor is None:
                 raise RequestRejectedError(  # noqa: TRY301 - one error path for every refusal
