@@ -208,6 +208,14 @@ class ConnectError(NetworkError):
     """
 
 
+class PeerAuthenticationError(ConnectError):
+    """A connection was made but the two ends did not prove they share the group's secret.
+
+    Nothing was sent but the handshake. Retriable like any failed connect (a replica restarting
+    with a new secret), but it persists while the secrets differ: the message says which end.
+    """
+
+
 class ConnectionClosedError(NetworkError):
     """The connection closed (by us, by the peer, or after a protocol error) before an answer came.
 

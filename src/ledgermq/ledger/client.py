@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import os
 import random
 import threading
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -38,6 +40,7 @@ from ledgermq.errors import (
     RequestTimeoutError,
 )
 from ledgermq.ledger.config import parse_peers
+from ledgermq.ledger.peer_auth import authenticate
 from ledgermq.ledger.requests import (
     LedgerEntry,
     Metadata,
@@ -75,8 +78,16 @@ class AsyncLedgerClient:
         request_timeout_s: float = 3.0,
         retry_timeout_s: float = 15.0,
         retry_unknown: bool = True,
+        peer_secret: str | None = None,
     ) -> None:
         self.group = group
+        self._on_connect = (
+            functools.partial(
+                authenticate, secret=peer_secret.encode(), group=group, who=f"client-{os.getpid()}"
+            )
+            if peer_secret
+            else None
+        )
         self.peers = dict(parse_peers(peers) if isinstance(peers, str) else peers)
         if not self.peers:
             raise ConfigError("a ledger client needs at least one peer")
@@ -156,7 +167,9 @@ class AsyncLedgerClient:
         link = self._links.get(node)
         if link is None:
             host, port = self.peers[node]
-            link = PeerLink(self._network, host, port, _ignore_unsolicited)
+            link = PeerLink(
+                self._network, host, port, _ignore_unsolicited, on_connect=self._on_connect
+            )
             self._links[node] = link
         return link
 

@@ -60,6 +60,10 @@ class LedgerConfig:
     """When old data files are deleted (``fileReservedHours``, ``deleteWhen``, disk ratios)."""
     raft: Mapping[str, object] = field(default_factory=dict)
     """Extra ``RaftConfig`` fields (snake_case), e.g. heart_beat_time_interval_ms."""
+    peer_secret: str | None = field(default=None, repr=False)
+    """The group's shared secret (``dLegerPeerSecret``): when set, the ledger port serves only
+    connections that prove they know it, and this replica proves it to its peers
+    (``ledger.peer_auth``). Every replica of the group needs the same one."""
 
     def __post_init__(self) -> None:
         if self.self_id not in self.peers:
@@ -164,6 +168,7 @@ FILE_KEYS: Final = {
     "preferredLeaderIds": "raft.preferred_leader_ids",
     "leadershipTransferWaitTimeout": "raft.leadership_transfer_wait_timeout_ms",
     "enableLeaderElector": "raft.enable_leader_elector",
+    "peerSecret": "peer_secret",
 }
 """Config-file key (DLedgerConfig's name) -> LedgerConfig field ("raft." = a RaftConfig field)."""
 

@@ -35,6 +35,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import json
 import logging
 import random
@@ -56,6 +57,7 @@ from ledgermq.ledger.codec import PEER_REQUEST_CODES, decode_message, encode_ent
 from ledgermq.ledger.hard_state import read_hard_state, write_hard_state
 from ledgermq.ledger.log_writer import apply_log_changes
 from ledgermq.ledger.metrics import LedgerMetrics
+from ledgermq.ledger.peer_auth import PeerAuthenticator, authenticate
 from ledgermq.ledger.requests import Metadata, decode_bodies, error_for
 from ledgermq.net import Connection, PeerLink, TcpNetwork
 from ledgermq.raft import (
@@ -148,6 +150,8 @@ class LedgerServer:
         self._core: RaftCore | None = None
         self._listener: Listener | None = None
         self._links: dict[str, PeerLink] = {}
+        self.peer_auth: PeerAuthenticator | None = None
+        """The ledger port's gate when ``peer_secret`` is set (its ``refused`` counts)."""
         self._reply_routes: collections.OrderedDict[tuple[str, int], tuple[Connection, int]] = (
             collections.OrderedDict()
         )
@@ -207,11 +211,25 @@ class LedgerServer:
                 1, thread_name_prefix=f"ledgermq-sync-{cfg.self_id}"
             )
         host, port = cfg.address
-        self._listener = await self._network.serve(host, port, self._on_frame)
+        on_connect = None
+        serve = self._on_frame
+        if cfg.peer_secret:
+            secret = cfg.peer_secret.encode()
+            self.peer_auth = PeerAuthenticator(secret, cfg.group)
+            on_connect = functools.partial(
+                authenticate, secret=secret, group=cfg.group, who=cfg.self_id
+            )
+            serve = self._on_incoming_frame
+        self._listener = await self._network.serve(host, port, serve)
         for peer in self._raft_config.others:
             peer_host, peer_port = cfg.peers[peer]
             self._links[peer] = PeerLink(
-                self._network, peer_host, peer_port, self._on_frame, rng=self._rng
+                self._network,
+                peer_host,
+                peer_port,
+                self._on_frame,
+                rng=self._rng,
+                on_connect=on_connect,
             )
         if cfg.metrics_port is not None:
             self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
@@ -613,6 +631,15 @@ class LedgerServer:
         self._transfers.clear()
 
     # ================================================================== inputs
+    def _on_incoming_frame(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """A frame on a connection made to this replica, when peers must authenticate: only
+        what ``peer_auth`` admits reaches ``_on_frame``. Our own links to the peers proved the
+        peer when they connected, so their frames go to ``_on_frame`` directly."""
+        auth = self.peer_auth
+        if auth is not None and not auth.admit(conn, cmd):
+            return
+        self._on_frame(conn, cmd)
+
     def _on_frame(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Every frame from any connection, in arrival order."""
         if self._closing or self._core is None:

@@ -62,6 +62,7 @@ class PeerLink:
         max_backoff_s: float = 2.0,
         rng: random.Random | None = None,
         sleep: Sleep = asyncio.sleep,
+        on_connect: Callable[[Connection], Awaitable[None]] | None = None,
     ) -> None:
         if not 0 < min_backoff_s <= max_backoff_s:
             raise ValueError("need 0 < min_backoff_s <= max_backoff_s")
@@ -76,6 +77,9 @@ class PeerLink:
         # Jitter only spreads reconnects in time; it needs no cryptographic quality.
         self._rng = rng if rng is not None else random.Random()  # noqa: S311
         self._sleep = sleep
+        self._on_connect = on_connect
+        """Run on each new connection before it is used (the ledger's peer authentication);
+        a ``NetworkError`` from it counts as a failed connect."""
 
         self._conn: Connection | None = None
         self._connector: asyncio.Task[None] | None = None
@@ -185,6 +189,18 @@ class PeerLink:
                 await self._sleep(self.backoff_s(failures))
                 failures += 1
                 continue
+            if self._on_connect is not None and not self._is_closed():
+                try:
+                    await self._on_connect(conn)
+                except NetworkError as exc:
+                    conn.close()
+                    self._last_error = exc
+                    if not self._failing:
+                        self._failing = True
+                        logger.warning("%s; retrying with back-off", exc)
+                    await self._sleep(self.backoff_s(failures))
+                    failures += 1
+                    continue
             if self._is_closed():  # close() ran while we were connecting
                 conn.close()
                 return

@@ -83,6 +83,7 @@ class ResponseCode(enum.IntEnum):
     ILLEGAL_MEMBER_STATE = 504
     LEADER_NOT_READY = 505
     LEADER_TRANSFERRING = 506
+    NOT_AUTHENTICATED = 600  # ours: the ledger port accepts only its group's peers (peer_auth)
 
 
 class VoteResult(enum.Enum):

@@ -23,6 +23,8 @@ class LedgerRequestCode(enum.IntEnum):
     PULL = 51003
     PUSH = 51004
     LEADERSHIP_TRANSFER = 51005
+    AUTH_HELLO = 51100  # ours: peer authentication, step 1 (ledgermq.ledger.peer_auth)
+    AUTH_PROOF = 51101  # ours: peer authentication, step 2
 
 
 class MQRequestCode(enum.IntEnum):
