@@ -20,7 +20,7 @@ from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
     from ledgermq.bench.cpu import CpuMeter
-    from ledgermq.client import MessageQueue
+    from ledgermq.client import Credentials, MessageQueue
 
 __all__ = ["ConsumeOptions", "ProduceOptions", "fill_topic", "run_consume", "run_produce"]
 
@@ -37,6 +37,8 @@ class ProduceOptions:
     rate: float | None = None
     """Messages per second to offer (None: as fast as acknowledgements allow)."""
     mode: str = "produce"
+    credentials: Credentials | None = None
+    """Sign every request (a cluster with ACL on)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class ConsumeOptions:
     pull_batch: int = 256
     max_messages: int | None = None
     mode: str = "consume"
+    credentials: Credentials | None = None
 
 
 async def fill_topic(
@@ -105,7 +108,12 @@ async def run_produce(
 ) -> RunResult:
     """Run one produce workload; with ``meter``, also the CPU per acknowledged message over the
     measured window (servers summed, and the load generator)."""
-    producer = Producer("ledgermq-bench-producer", options.namesrv_addr, send_timeout_s=10.0)
+    producer = Producer(
+        "ledgermq-bench-producer",
+        options.namesrv_addr,
+        send_timeout_s=10.0,
+        credentials=options.credentials,
+    )
     await producer.start()
     body = b"x" * options.body_bytes
     batch = [Message(body) for _ in range(options.batch)]
@@ -183,7 +191,9 @@ async def run_consume(
     options: ConsumeOptions, progress: Progress | None = None, *, meter: CpuMeter | None = None
 ) -> RunResult:
     """Read a topic from its start; with ``meter``, also the CPU per consumed message."""
-    consumer = PullConsumer("ledgermq-bench-consumer", options.namesrv_addr)
+    consumer = PullConsumer(
+        "ledgermq-bench-consumer", options.namesrv_addr, credentials=options.credentials
+    )
     await consumer.start()
     latencies = LatencyRecorder()
     received = 0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
 from ledgermq.bench.peers import run as peers_run
 from ledgermq.bench.stats import Progress, format_table, write_json
+from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.net import run
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
             help="NameServers (default: $NAMESRV_ADDR or 127.0.0.1:9876)",
         )
+        add_credential_args(parser)
         parser.add_argument("-t", "--topic", default="BenchTopic")
         parser.add_argument("--duration", type=float, default=10.0, help="seconds to measure")
         parser.add_argument("--json", help="also write the result to this JSON file")
@@ -74,6 +76,7 @@ def cmd_bench_produce(args: argparse.Namespace) -> int:
         producers=args.producers,
         duration_s=args.duration,
         rate=args.rate,
+        credentials=credentials_from(args),
     )
     return _report(run(run_produce(options, Progress())), args.json)
 
@@ -85,6 +88,7 @@ def cmd_bench_consume(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         pull_batch=args.pull_batch,
         max_messages=args.max,
+        credentials=credentials_from(args),
     )
     return _report(run(run_consume(options, Progress())), args.json)
 

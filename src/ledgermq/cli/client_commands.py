@@ -12,6 +12,7 @@ import argparse
 import os
 from typing import Any
 
+from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.client import Admin
 from ledgermq.net import run
 
@@ -30,6 +31,7 @@ def _namesrv_arg(parser: argparse.ArgumentParser) -> None:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = commands.add_parser("admin", help="topics, clusters, consumer progress, leadership")
     _namesrv_arg(admin)
+    add_credential_args(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
     create = sub.add_parser("topic-create", help="create or update a topic on every master")
     create.add_argument("-t", "--topic", required=True)
@@ -69,6 +71,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
     transfer.set_defaults(handler=cmd_transfer)
+    for subcommand in sub.choices.values():
+        add_credential_args(subcommand, inherited=True)
 
 
 def _seconds(text: str) -> float:
@@ -83,7 +87,7 @@ def _seconds(text: str) -> float:
 
 
 async def _with_admin(args: argparse.Namespace, work: Any) -> int:
-    admin = Admin(args.namesrv_addr)
+    admin = Admin(args.namesrv_addr, credentials=credentials_from(args))
     await admin.start()
     try:
         result: int = await work(admin)
