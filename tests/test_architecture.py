@@ -15,10 +15,10 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "ledgermq"
 
 # Pure layers: no I/O, no clocks, no randomness, no concurrency (STYLE.md section 7.12).
-PURE_PACKAGES = ("raft", "wire", "pop")
+PURE_PACKAGES = ("raft", "wire", "pop", "timers")
 PURE_BANNED = {"asyncio", "socket", "threading", "time", "random", "os", "selectors", "mmap"}
 # Core layers never import the layers above them.
-CORE_PACKAGES = ("raft", "store", "wire", "pop")
+CORE_PACKAGES = ("raft", "store", "wire", "pop", "timers")
 UPPER_LAYERS = {
     "net", "ledger", "broker", "namesrv", "client", "spark", "cli", "testing", "proxy"
 }  # fmt: skip
