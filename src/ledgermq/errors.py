@@ -19,6 +19,7 @@ __all__ = [
     "CorruptLogError",
     "DiskFullError",
     "EntryTooLargeError",
+    "Http2PrefaceError",
     "InconsistentLogError",
     "IndexCompactedError",
     "IndexOutOfRangeError",
@@ -171,6 +172,13 @@ class ProtocolError(LedgerMQError):
 
     Raised only by the frame decoder (and request parsers built on it); the message says what
     was wrong and where, never echoing more than a few bytes of the input.
+    """
+
+
+class Http2PrefaceError(ProtocolError):
+    """The peer opened with an HTTP/2 client preface: a gRPC client (a RocketMQ 5 SDK) dialled a
+    remoting port. Close the connection as for any protocol error, but log where gRPC is served
+    (``ledgermq.wire.http2``): that client's operator has only the address to change.
     """
 
 

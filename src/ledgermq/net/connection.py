@@ -8,7 +8,8 @@ It does four things and nothing else:
   loop leaves in a single ``transport.write`` (one system call for a whole burst of Raft pushes
   or responses, instead of one per frame), or a single ``writelines`` when it holds a large
   body, which is then not copied;
-- frames in: bytes go through one ``FrameDecoder``; a broken stream closes the connection;
+- frames in: bytes go through one ``FrameDecoder``; a broken stream closes the connection (a
+  gRPC client that dialled this port gets a log line naming the gRPC port, ``wire/http2.py``);
 - request ids: ``request`` gives each command a fresh ``opaque`` and completes its future when a
   response with that ``opaque`` arrives; timed-out answers that arrive late are dropped;
 - everything else that arrives (requests, one-way commands, responses nobody waits for) goes to
@@ -27,7 +28,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final, TypeAlias, cast
 
-from ledgermq.errors import ConnectionClosedError, ProtocolError, RequestTimeoutError
+from ledgermq.errors import (
+    ConnectionClosedError,
+    Http2PrefaceError,
+    ProtocolError,
+    RequestTimeoutError,
+)
 from ledgermq.net.os_errors import format_address, map_os_error
 from ledgermq.wire import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -69,8 +75,11 @@ class Connection(asyncio.Protocol):
         *,
         address: str | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        grpc_port: int | None = None,
     ) -> None:
         self._handler = handler
+        #: Where this process serves gRPC, named to a gRPC client that dialled us (None: nowhere).
+        self._grpc_port = grpc_port
         self._loop = asyncio.get_running_loop()
         self._decoder = FrameDecoder(max_frame_bytes)
         self._transport: asyncio.Transport | None = None
@@ -273,6 +282,9 @@ class Connection(asyncio.Protocol):
             return
         try:
             commands = self._decoder.feed(data)
+        except Http2PrefaceError:
+            self._refuse_grpc_client()
+            return
         except ProtocolError as exc:
             logger.warning("closing the connection to %s: %s", self.address, exc)
             self._mark_closed(f"connection to {self.address} closed after a protocol error: {exc}")
@@ -306,6 +318,21 @@ class Connection(asyncio.Protocol):
                     command.opaque,
                     self.address,
                 )
+
+    def _refuse_grpc_client(self) -> None:
+        """One log line that says where gRPC is, then a plain close (why plain: wire/http2.py)."""
+        if self._grpc_port is not None:
+            where = f"gRPC is served on port {self._grpc_port}"
+        else:
+            where = (
+                "this process serves no gRPC: RocketMQ 5 clients connect to a broker's or"
+                " proxy's gRPC port (grpcServerPort, RocketMQ's default 8081)"
+            )
+        reason = f"a gRPC (HTTP/2) client dialled this RocketMQ remoting port; {where}"
+        logger.warning("closing the connection to %s: %s", self.address, reason)
+        self._mark_closed(f"connection to {self.address} closed: {reason}")
+        if self._transport is not None:
+            self._transport.close()
 
     def eof_received(self) -> bool | None:
         return None  # the peer is done: let the transport close and call connection_lost

@@ -83,6 +83,7 @@ class MemoryNetwork:
             listener.handler,
             address=format_address("memory", client_port),
             max_frame_bytes=self.max_frame_bytes,
+            grpc_port=listener.grpc_port,
         )
         client_end = MemoryTransport(
             loop, self, client, sockname=("memory", client_port), peername=(host, port)
@@ -96,14 +97,16 @@ class MemoryNetwork:
         client.connection_made(client_end)
         return client
 
-    async def serve(self, host: str, port: int, handler: Handler) -> MemoryListener:
+    async def serve(
+        self, host: str, port: int, handler: Handler, *, grpc_port: int | None = None
+    ) -> MemoryListener:
         if port == 0:
             port = self._allocate_port()
         elif (host, port) in self._listeners:
             address = format_address(host, port)
             in_use = OSError(errno.EADDRINUSE, "Address already in use")
             raise NetworkError(f"cannot listen on {address}: {describe_os_error(in_use)}", address)
-        listener = MemoryListener(self, host, port, handler)
+        listener = MemoryListener(self, host, port, handler, grpc_port)
         self._listeners[(host, port)] = listener
         await asyncio.sleep(0)
         return listener
@@ -127,10 +130,18 @@ class MemoryNetwork:
 class MemoryListener:
     """A listener of a ``MemoryNetwork``; tracks its accepted connections to close them."""
 
-    def __init__(self, network: MemoryNetwork, host: str, port: int, handler: Handler) -> None:
+    def __init__(
+        self,
+        network: MemoryNetwork,
+        host: str,
+        port: int,
+        handler: Handler,
+        grpc_port: int | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.handler = handler
+        self.grpc_port = grpc_port
         self._network = network
         # Accepted connections with their transports and the address the client dialled.
         self._accepted: dict[Connection, tuple[MemoryTransport, str]] = {}

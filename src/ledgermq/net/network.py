@@ -41,6 +41,12 @@ class Network(Protocol):
         """A new connection to ``host:port``; ConnectError if none is made within ``timeout_s``."""
         ...
 
-    async def serve(self, host: str, port: int, handler: Handler) -> Listener:
-        """Listen on ``host:port`` (port 0: any free one); ``handler`` serves every connection."""
+    async def serve(
+        self, host: str, port: int, handler: Handler, *, grpc_port: int | None = None
+    ) -> Listener:
+        """Listen on ``host:port`` (port 0: any free one); ``handler`` serves every connection.
+
+        ``grpc_port``: where this process serves gRPC, named to a gRPC client that dials this
+        (remoting) listener by mistake; None says it serves none.
+        """
         ...

@@ -40,8 +40,10 @@ class TcpNetwork:
             raise map_os_error(exc, address, connecting=True) from exc
         return connection
 
-    async def serve(self, host: str, port: int, handler: Handler) -> TcpListener:
-        listener = TcpListener(handler, self.max_frame_bytes)
+    async def serve(
+        self, host: str, port: int, handler: Handler, *, grpc_port: int | None = None
+    ) -> TcpListener:
+        listener = TcpListener(handler, self.max_frame_bytes, grpc_port)
         try:
             server = await asyncio.get_running_loop().create_server(
                 listener.make_connection, host, port
@@ -58,9 +60,12 @@ class TcpNetwork:
 class TcpListener:
     """An asyncio server plus the connections it accepted (asyncio does not track those)."""
 
-    def __init__(self, handler: Handler, max_frame_bytes: int) -> None:
+    def __init__(
+        self, handler: Handler, max_frame_bytes: int, grpc_port: int | None = None
+    ) -> None:
         self._handler = handler
         self._max_frame_bytes = max_frame_bytes
+        self._grpc_port = grpc_port
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._closing: list[Connection] = []
@@ -76,7 +81,9 @@ class TcpListener:
 
     def make_connection(self) -> Connection:
         """The protocol factory of the server: one ``Connection`` per accepted socket."""
-        connection = Connection(self._handler, max_frame_bytes=self._max_frame_bytes)
+        connection = Connection(
+            self._handler, max_frame_bytes=self._max_frame_bytes, grpc_port=self._grpc_port
+        )
         self._connections.add(connection)
         connection.add_close_callback(self._connections.discard)
         return connection

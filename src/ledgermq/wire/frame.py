@@ -32,8 +32,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.errors import ProtocolError
+from ledgermq.errors import Http2PrefaceError, ProtocolError
 from ledgermq.speedups import PURE_PYTHON
+from ledgermq.wire.http2 import PREFACE_FRAME_LENGTH, is_http2_preface_start
 
 try:
     import orjson
@@ -214,6 +215,10 @@ class FrameDecoder:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 8:
             raise ValueError("max_frame_bytes must be at least 8")
+        if max_frame_bytes >= PREFACE_FRAME_LENGTH:
+            # b"PRI " as a length must stay refused, or a gRPC client's preface would be
+            # buffered as the start of a 1.3 GB frame instead of recognised (wire/http2.py)
+            raise ValueError(f"max_frame_bytes must be below {PREFACE_FRAME_LENGTH}")
         self.max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._failed: ProtocolError | None = None
@@ -264,6 +269,13 @@ class FrameDecoder:
             if length < 4:
                 raise ProtocolError(f"frame length {length} is below the minimum of 4")
             if length > limit:
+                # only here, on a frame refused anyway, is the HTTP/2 preface looked for: the
+                # hot path pays nothing for it (wire/http2.py)
+                if length == PREFACE_FRAME_LENGTH and is_http2_preface_start(view[pos : pos + 24]):
+                    raise Http2PrefaceError(
+                        "the peer sent an HTTP/2 client preface (a gRPC client, such as a"
+                        " RocketMQ 5 SDK) to a RocketMQ remoting port"
+                    )
                 raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit} bytes")
             if end - pos < 8:
                 break
