@@ -9,12 +9,17 @@ message or a table; errors are one line on stderr (main.py).
 from __future__ import annotations
 
 import argparse
+import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.client import Admin
+from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
+
+if TYPE_CHECKING:
+    from ledgermq.wire import MessageExt
 
 _DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -32,6 +37,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     admin = commands.add_parser("admin", help="topics, clusters, consumer progress, leadership")
     _namesrv_arg(admin)
     add_credential_args(admin)
+    _json_arg(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
     create = sub.add_parser("topic-create", help="create or update a topic on every master")
     create.add_argument("-t", "--topic", required=True)
@@ -71,8 +77,78 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
     transfer.set_defaults(handler=cmd_transfer)
+    _register_groups_and_brokers(sub)
     for subcommand in sub.choices.values():
         add_credential_args(subcommand, inherited=True)
+        _json_arg(subcommand, inherited=True)
+
+
+def _json_arg(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if inherited else False,
+        help="print JSON instead of a table",
+    )
+
+
+def _boolean(text: str) -> bool:
+    """``true`` / ``false`` (argparse type)."""
+    value = text.strip().lower()
+    if value not in {"true", "false"}:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value == "true"
+
+
+def _register_groups_and_brokers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    groups = sub.add_parser("consumer-groups", help="every subscription group and its settings")
+    groups.add_argument("-c", "--cluster", help="only this cluster's broker groups")
+    groups.set_defaults(handler=cmd_consumer_groups)
+    update = sub.add_parser(
+        "subgroup-update", help="create or update a subscription group on every master"
+    )
+    update.add_argument("-g", "--group", required=True)
+    update.add_argument("-c", "--cluster", help="only this cluster's broker groups")
+    update.add_argument("-b", "--broker", action="append", help="only these broker groups")
+    update.add_argument("--retry-max-times", type=int, help="deliveries before the DLQ (16)")
+    update.add_argument("--retry-queue-nums", type=int, help="queues of its retry topic (1)")
+    update.add_argument("--consume-enable", type=_boolean, help="true / false: may it consume")
+    update.add_argument("--orderly", type=_boolean, help="true / false: orderly consumption")
+    update.add_argument("--broadcast", type=_boolean, help="true / false: broadcasting allowed")
+    update.add_argument(
+        "--from-min", type=_boolean, help="true / false: a new group starts at the first offset"
+    )
+    update.set_defaults(handler=cmd_subgroup_update)
+    delete = sub.add_parser("subgroup-delete", help="delete a subscription group's settings")
+    delete.add_argument("-g", "--group", required=True)
+    delete.add_argument("-c", "--cluster", help="only this cluster's broker groups")
+    delete.add_argument("-b", "--broker", action="append", help="only these broker groups")
+    delete.set_defaults(handler=cmd_subgroup_delete)
+    connection = sub.add_parser(
+        "consumer-connection", help="the clients of a consumer group online now"
+    )
+    connection.add_argument("-g", "--group", required=True)
+    connection.set_defaults(handler=cmd_consumer_connection)
+    status = sub.add_parser("broker-status", help="every replica's role, term, log and counters")
+    status.add_argument("-b", "--broker", help="only this broker group")
+    status.add_argument("-c", "--cluster", help="only this cluster")
+    status.set_defaults(handler=cmd_broker_status)
+    config = sub.add_parser("broker-config", help="a broker replica's settings")
+    config.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
+    config.add_argument("--replica", type=int, default=0, help="replica id (0 = the master)")
+    config.set_defaults(handler=cmd_broker_config)
+    message = sub.add_parser("message", help="a message by id, or by key in a topic")
+    how = message.add_mutually_exclusive_group(required=True)
+    how.add_argument("--id", help="the offset message id (msgId of a send result)")
+    how.add_argument("--key", help="a KEYS value (or UNIQ_KEY); needs --topic")
+    message.add_argument("-t", "--topic", help="the topic (with --key)")
+    message.add_argument("--max", type=int, default=32, help="at most this many (with --key)")
+    message.add_argument(
+        "--body", choices=("text", "hex", "none"), default="text", help="how to show bodies"
+    )
+    message.set_defaults(handler=cmd_message)
 
 
 def _seconds(text: str) -> float:
@@ -96,6 +172,19 @@ async def _with_admin(args: argparse.Namespace, work: Any) -> int:
         await admin.close()
 
 
+def _emit(
+    args: argparse.Namespace,
+    header: tuple[str, ...],
+    keys: tuple[str, ...],
+    rows: list[tuple[object, ...]],
+) -> None:
+    """A table, or with ``--json`` a JSON list of objects with ``keys``."""
+    if getattr(args, "json", False):
+        print(json.dumps([dict(zip(keys, row, strict=True)) for row in rows], indent=2))
+    else:
+        _table(header, rows)
+
+
 def _table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
     cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
@@ -114,7 +203,10 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             order=args.order,
             wait_s=args.wait,
         )
-        print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
+        if args.json:
+            print(json.dumps({"topic": args.topic, "queues": args.queues, "brokers": brokers}))
+        else:
+            print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
         return 0
 
     return run(_with_admin(args, work))
@@ -122,8 +214,12 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        for topic in sorted(await admin.topic_list()):
-            print(topic)
+        topics = sorted(await admin.topic_list())
+        if args.json:
+            print(json.dumps(topics, indent=2))
+        else:
+            for topic in topics:
+                print(topic)
         return 0
 
     return run(_with_admin(args, work))
@@ -146,7 +242,12 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
                     addrs,
                 )
             )
-        _table(("broker", "read", "write", "perm", "replicas (0 = master)"), rows)
+        _emit(
+            args,
+            ("broker", "read", "write", "perm", "replicas (0 = master)"),
+            ("brokerName", "readQueueNums", "writeQueueNums", "perm", "replicas"),
+            rows,
+        )
         return 0
 
     return run(_with_admin(args, work))
@@ -155,8 +256,10 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
 def cmd_topic_stats(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         stats = await admin.topic_stats(args.topic)
-        _table(
+        _emit(
+            args,
             ("broker", "queue", "min", "max"),
+            ("brokerName", "queueId", "minOffset", "maxOffset"),
             [(s.broker_name, s.queue_id, s.min_offset, s.max_offset) for s in sorted(
                 stats, key=lambda s: (s.broker_name, s.queue_id))],
         )  # fmt: skip
@@ -168,7 +271,7 @@ def cmd_topic_stats(args: argparse.Namespace) -> int:
 def cmd_topic_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         await admin.delete_topic(args.topic)
-        print(f"topic {args.topic} deleted")
+        print(json.dumps({"deleted": args.topic}) if args.json else f"topic {args.topic} deleted")
         return 0
 
     return run(_with_admin(args, work))
@@ -200,7 +303,13 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
                             table.get("committedIndex", "?"),
                         )
                     )
-        _table(("cluster", "broker", "id", "address", "role", "replica", "term", "committed"), rows)
+        _emit(
+            args,
+            ("cluster", "broker", "id", "address", "role", "replica", "term", "committed"),
+            ("cluster", "brokerName", "brokerId", "address", "role", "replica", "term",
+             "committedIndex"),
+            rows,
+        )  # fmt: skip
         return 0
 
     return run(_with_admin(args, work))
@@ -209,12 +318,15 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
 def cmd_consumer_progress(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         rows = await admin.consumer_progress(args.group, args.topic)
-        _table(
+        _emit(
+            args,
             ("topic", "broker", "queue", "broker offset", "consumer offset", "lag"),
+            ("topic", "brokerName", "queueId", "brokerOffset", "consumerOffset", "lag"),
             [(r.topic, r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset, r.lag)
              for r in sorted(rows)],
         )  # fmt: skip
-        print(f"total lag: {sum(r.lag for r in rows)}")
+        if not args.json:
+            print(f"total lag: {sum(r.lag for r in rows)}")
         return 0
 
     return run(_with_admin(args, work))
@@ -223,7 +335,224 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
 def cmd_transfer(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         await admin.transfer_leadership(args.broker, args.to)
-        print(f"{args.to} leads broker group {args.broker}")
+        if args.json:
+            print(json.dumps({"brokerName": args.broker, "leader": args.to}))
+        else:
+            print(f"{args.to} leads broker group {args.broker}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+# ---------------------------------------------------------------------- groups
+_GROUP_SETTINGS = (
+    ("retry_max_times", "retryMaxTimes"),
+    ("retry_queue_nums", "retryQueueNums"),
+    ("consume_enable", "consumeEnable"),
+    ("orderly", "consumeMessageOrderly"),
+    ("broadcast", "consumeBroadcastEnable"),
+    ("from_min", "consumeFromMinEnable"),
+)
+
+
+def cmd_consumer_groups(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        groups = await admin.consumer_groups(cluster=args.cluster)
+        rows: list[tuple[object, ...]] = []
+        for group, by_broker in groups.items():
+            for broker, config in sorted(by_broker.items()):
+                rows.append(
+                    (
+                        group,
+                        broker,
+                        config.get("consumeEnable", True),
+                        config.get("consumeMessageOrderly", False),
+                        config.get("consumeBroadcastEnable", True),
+                        config.get("retryMaxTimes", 16),
+                    )
+                )
+        _emit(
+            args,
+            ("group", "broker", "consume", "orderly", "broadcast", "retry max"),
+            ("group", "brokerName", "consumeEnable", "consumeMessageOrderly",
+             "consumeBroadcastEnable", "retryMaxTimes"),
+            rows,
+        )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_subgroup_update(args: argparse.Namespace) -> int:
+    settings = {
+        field: getattr(args, name)
+        for name, field in _GROUP_SETTINGS
+        if getattr(args, name) is not None
+    }
+
+    async def work(admin: Admin) -> int:
+        brokers = await admin.update_group(
+            args.group, cluster=args.cluster, broker_names=args.broker, **settings
+        )
+        if args.json:
+            print(json.dumps({"group": args.group, "brokers": brokers, "settings": settings}))
+        else:
+            print(f"subscription group {args.group} on {', '.join(brokers)}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_subgroup_delete(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        brokers = await admin.delete_group(
+            args.group, cluster=args.cluster, broker_names=args.broker
+        )
+        if args.json:
+            print(json.dumps({"deleted": args.group, "brokers": brokers}))
+        else:
+            print(f"subscription group {args.group} deleted on {', '.join(brokers)}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_consumer_connection(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        rows = await admin.consumer_connections(args.group)
+        if not rows and not args.json:
+            print(f"no client of consumer group {args.group} is online")
+            return 1
+        _emit(
+            args,
+            ("broker", "client id", "address", "language", "version", "model", "topics"),
+            ("brokerName", "clientId", "clientAddr", "language", "version", "messageModel",
+             "topics"),
+            [(r.broker_name, r.client_id, r.client_addr, r.language, r.version,
+              r.message_model, ",".join(r.topics)) for r in rows],
+        )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+# ---------------------------------------------------------------------- brokers
+_STATUS_KEYS = (
+    "brokerRole",
+    "dLegerSelfId",
+    "dLegerTerm",
+    "dLegerLeader",
+    "ledgerEndIndex",
+    "committedIndex",
+    "dispatchedIndex",
+    "putMessages",
+    "getMessages",
+)
+
+
+def cmd_broker_status(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        replicas = await admin.broker_addresses(args.cluster)
+        if args.broker is not None:
+            if args.broker not in replicas:
+                raise LedgerMQError(
+                    f"broker group {args.broker!r} is not registered; known: "
+                    f"{', '.join(replicas) or 'none'}"
+                )
+            replicas = {args.broker: replicas[args.broker]}
+        rows: list[tuple[object, ...]] = []
+        for name, by_id in replicas.items():
+            for broker_id, address in by_id.items():
+                try:
+                    table = await admin.broker_runtime_info(address)
+                except LedgerMQError as exc:
+                    table = {"brokerRole": f"unreachable ({type(exc).__name__})"}
+                rows.append((name, broker_id, address, *(table.get(k, "?") for k in _STATUS_KEYS)))
+        _emit(
+            args,
+            ("broker", "id", "address", "role", "replica", "term", "leader", "end", "committed",
+             "dispatched", "put", "get"),
+            ("brokerName", "brokerId", "address", *_STATUS_KEYS),
+            rows,
+        )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_broker_config(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        replicas = (await admin.broker_addresses()).get(args.broker)
+        if not replicas or args.replica not in replicas:
+            raise LedgerMQError(
+                f"no replica {args.replica} of broker group {args.broker!r} is registered"
+            )
+        settings = await admin.broker_config(replicas[args.replica])
+        if args.json:
+            print(json.dumps(settings, indent=2, sort_keys=True))
+        else:
+            for key, value in sorted(settings.items()):
+                print(f"{key}={value}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+# ---------------------------------------------------------------------- messages
+def _body_preview(body: bytes, how: str) -> str:
+    if how == "hex":
+        return body.hex()
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"(binary, {len(body)} bytes; --body hex shows it)"
+
+
+def _message_record(message: MessageExt, how: str) -> dict[str, object]:
+    record: dict[str, object] = {
+        "msgId": message.properties.get("UNIQ_KEY", ""),
+        "offsetMsgId": message.offset_msg_id,
+        "topic": message.topic,
+        "queueId": message.queue_id,
+        "queueOffset": message.queue_offset,
+        "commitLogOffset": message.commit_log_offset,
+        "bornTimestamp": message.born_timestamp,
+        "bornHost": message.born_host,
+        "storeTimestamp": message.store_timestamp,
+        "storeHost": message.store_host,
+        "reconsumeTimes": message.reconsume_times,
+        "bodyBytes": len(message.body),
+        "properties": dict(sorted(message.properties.items())),
+    }
+    if how != "none":
+        record["body"] = _body_preview(message.body, how)
+    return record
+
+
+def cmd_message(args: argparse.Namespace) -> int:
+    if args.key is not None and not args.topic:
+        raise ConfigError("--key needs --topic: keys are indexed per topic")
+
+    async def work(admin: Admin) -> int:
+        if args.id is not None:
+            messages = [await admin.view_message(args.id)]
+        else:
+            messages = await admin.query_message(args.topic, args.key, max_num=args.max)
+        records = [_message_record(m, args.body) for m in messages]
+        if args.json:
+            print(json.dumps(records, indent=2))
+        elif not records:
+            print(f"no message of topic {args.topic} has key {args.key!r}")
+            return 1
+        else:
+            for record in records:
+                for name, value in record.items():
+                    if name == "properties":
+                        for key, text in value.items():  # type: ignore[attr-defined]
+                            print(f"  property {key} = {text}")
+                    else:
+                        print(f"{name}: {value}")
+                print()
         return 0
 
     return run(_with_admin(args, work))

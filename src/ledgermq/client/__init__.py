@@ -6,7 +6,7 @@ Only the names listed here are the public API; modules starting with ``_`` are p
 
 from ledgermq.client._routing import MessageQueue, allocate_averagely
 from ledgermq.client._selector import MessageSelector
-from ledgermq.client.admin import Admin, ConsumerProgress, QueueStats
+from ledgermq.client.admin import Admin, ConsumerConnection, ConsumerProgress, QueueStats
 from ledgermq.client.blocking import SyncAdmin, SyncProducer, SyncPullConsumer, SyncPushConsumer
 from ledgermq.client.consumer import (
     ConsumeStatus,
@@ -22,6 +22,7 @@ from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
 __all__ = [
     "Admin",
     "ConsumeStatus",
+    "ConsumerConnection",
     "ConsumerProgress",
     "Credentials",
     "Message",

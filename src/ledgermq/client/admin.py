@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ledgermq.net import Network
     from ledgermq.wire import MessageExt
 
-__all__ = ["Admin", "ConsumerProgress", "QueueStats"]
+__all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "QueueStats"]
 
 _POLL_S = 0.05
 """How often a wait for groups or routes asks the NameServers again."""
@@ -64,6 +64,20 @@ class ConsumerProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True, order=True)
+class ConsumerConnection:
+    """One client of a consumer group, as a broker group's master sees it (heartbeats)."""
+
+    broker_name: str
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+    message_model: str
+    consume_type: str
+    topics: tuple[str, ...]
 
 
 def _rows(body: bytes) -> list[dict[str, Any]]:
@@ -380,7 +394,117 @@ class Admin:
             )
         return sorted(rows)
 
+    # ------------------------------------------------------------------ consumer groups
+    async def consumer_groups(
+        self, *, cluster: str | None = None
+    ) -> dict[str, dict[str, dict[str, Any]]]:
+        """Every subscription group: name -> broker group -> its config (RocketMQ's JSON fields:
+        ``consumeEnable``, ``retryMaxTimes``, ...), as each master holds it."""
+        groups: dict[str, dict[str, dict[str, Any]]] = {}
+        for name, address in (await self._masters(cluster)).items():
+            response = await self._client.invoke(
+                address, MQRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+            )
+            table = json.loads(response.body or b"{}").get("subscriptionGroupTable") or {}
+            for group, config in table.items():
+                if isinstance(config, dict):
+                    groups.setdefault(str(group), {})[name] = config
+        return dict(sorted(groups.items()))
+
+    async def update_group(
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        broker_names: Iterable[str] | None = None,
+        **settings: object,
+    ) -> list[str]:
+        """Create or update subscription group ``group`` on every master (of ``cluster``, or of
+        ``broker_names``); ``settings`` are RocketMQ's field names (``retryMaxTimes=3``,
+        ``consumeEnable=False``, ...), merged over what the group has now. Returns the broker
+        groups that took it."""
+        if not group:
+            raise LedgerMQError("the consumer group name must not be empty")
+        masters = await self._masters(cluster, broker_names)
+        current = await self.consumer_groups(cluster=cluster)
+        done = []
+        for name, address in masters.items():
+            config: dict[str, Any] = dict(current.get(group, {}).get(name, {}))
+            config.update(settings)
+            config["groupName"] = group
+            await self._client.invoke(
+                address,
+                MQRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                body=json.dumps(config).encode(),
+            )
+            done.append(name)
+        return done
+
+    async def delete_group(
+        self, group: str, *, cluster: str | None = None, broker_names: Iterable[str] | None = None
+    ) -> list[str]:
+        """Delete subscription group ``group`` (its config; offsets stay) on every master."""
+        done = []
+        for name, address in (await self._masters(cluster, broker_names)).items():
+            await self._client.invoke(
+                address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
+            )
+            done.append(name)
+        return done
+
+    async def consumer_connections(self, group: str) -> list[ConsumerConnection]:
+        """The clients of consumer group ``group`` online at each master (heartbeats)."""
+        rows: list[ConsumerConnection] = []
+        for name, address in (await self._masters()).items():
+            response = await self._client.invoke(
+                address,
+                MQRequestCode.GET_CONSUMER_CONNECTION_LIST,
+                {"consumerGroup": group},
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
+            )
+            if response.code != MQResponseCode.SUCCESS:
+                continue  # not online at that group
+            data = json.loads(response.body or b"{}")
+            topics = sorted((data.get("subscriptionTable") or {}).keys())
+            rows.extend(
+                ConsumerConnection(
+                    broker_name=name,
+                    client_id=str(c.get("clientId", "")),
+                    client_addr=str(c.get("clientAddr", "")),
+                    language=str(c.get("language", "")),
+                    version=int(c.get("version", 0) or 0),
+                    message_model=str(data.get("messageModel", "")),
+                    consume_type=str(data.get("consumeType", "")),
+                    topics=tuple(topics),
+                )
+                for c in data.get("connectionSet") or []
+                if isinstance(c, dict)
+            )
+        return sorted(rows)
+
     # ------------------------------------------------------------------ brokers
+    async def broker_config(self, address: str) -> dict[str, str]:
+        """The broker's settings (GET_BROKER_CONFIG), name -> value."""
+        response = await self._client.invoke(address, MQRequestCode.GET_BROKER_CONFIG)
+        settings: dict[str, str] = {}
+        for line in (response.body or b"").decode("utf-8", "replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() and not key.lstrip().startswith("#"):
+                settings[key.strip()] = value.strip()
+        return settings
+
+    async def broker_addresses(self, cluster: str | None = None) -> dict[str, dict[int, str]]:
+        """broker group -> replica id (0 = master) -> address, from the NameServer."""
+        info = await self.cluster_info()
+        names: Iterable[str] = (
+            info.cluster_addr_table.get(cluster, ()) if cluster else info.broker_addr_table
+        )
+        return {
+            name: dict(sorted(info.broker_addr_table[name].broker_addrs.items()))
+            for name in sorted(names)
+            if name in info.broker_addr_table
+        }
+
     async def broker_runtime_info(self, address: str) -> dict[str, str]:
         response = await self._client.invoke(address, MQRequestCode.GET_BROKER_RUNTIME_INFO)
         table = json.loads(response.body or b"{}").get("table") or {}

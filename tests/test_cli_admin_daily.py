@@ -1,0 +1,116 @@
+"""``ledgermq admin``'s daily commands against real processes (issue 18 section 3): consumer
+groups, subscription group create / delete, consumer connections, broker status and config,
+messages by id and by key, and ``--json`` on each.
+
+Select with ``-m integration``; skip with ``-m "not integration"``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ledgermq.client import ConsumeStatus, SyncProducer, SyncPushConsumer
+from tests.test_cli_admin import ledgermq
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ledgermq.testing.broker_cluster import BrokerCluster
+
+    MakeCluster = Callable[..., BrokerCluster]
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def admin_json(namesrv: str, *args: str) -> Any:
+    done = ledgermq("admin", "-n", namesrv, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout)
+
+
+def test_daily_admin_commands(broker_clusters: MakeCluster) -> None:
+    cluster = broker_clusters(replicas=3)
+    cluster.wait_routable()
+    ns = cluster.namesrv_addr
+    assert ledgermq("admin", "-n", ns, "topic-create", "-t", "Daily", "-q", "2").returncode == 0
+
+    # subscription groups: create with settings, list, delete
+    made = admin_json(ns, "subgroup-update", "-g", "OpsGroup", "--retry-max-times", "3",
+                      "--orderly", "true")  # fmt: skip
+    assert made == {
+        "group": "OpsGroup",
+        "brokers": ["broker-a"],
+        "settings": {"retryMaxTimes": 3, "consumeMessageOrderly": True},
+    }
+    groups = admin_json(ns, "consumer-groups")
+    assert isinstance(groups, list)
+    ops = [g for g in groups if g["group"] == "OpsGroup"]
+    assert ops == [
+        {
+            "group": "OpsGroup",
+            "brokerName": "broker-a",
+            "consumeEnable": True,
+            "consumeMessageOrderly": True,
+            "consumeBroadcastEnable": True,
+            "retryMaxTimes": 3,
+        }
+    ]
+    table = ledgermq("admin", "-n", ns, "consumer-groups")
+    assert "OpsGroup" in table.stdout
+    assert table.stdout.splitlines()[0].split()[:2] == ["group", "broker"]
+
+    # a message, then find it by id and by key
+    producer = SyncProducer("daily-producer", ns)
+    try:
+        producer.start()
+        result = producer.send("Daily", b"hello ops", keys=["order-42"])
+    finally:
+        producer.close()
+    by_id = admin_json(ns, "message", "--id", result.offset_msg_id)
+    assert isinstance(by_id, list)
+    assert by_id[0]["body"] == "hello ops"
+    assert by_id[0]["properties"]["KEYS"] == "order-42"
+    by_key = admin_json(ns, "message", "--key", "order-42", "-t", "Daily")
+    assert [m["offsetMsgId"] for m in by_key] == [result.offset_msg_id]
+    text = ledgermq("admin", "-n", ns, "message", "--key", "order-42", "-t", "Daily")
+    assert "body: hello ops" in text.stdout
+    missing = ledgermq("admin", "-n", ns, "message", "--key", "nothing", "-t", "Daily")
+    assert missing.returncode == 1
+    no_topic = ledgermq("admin", "-n", ns, "message", "--key", "order-42")
+    assert no_topic.returncode != 0
+    assert "--key needs --topic" in no_topic.stderr
+
+    # a consumer online: its connection shows
+    consumer = SyncPushConsumer("OpsGroup", ns)
+    consumer.subscribe("Daily", "*")
+    consumer.register_listener(lambda messages: ConsumeStatus.CONSUME_SUCCESS)
+    try:
+        consumer.start()
+        rows = admin_json(ns, "consumer-connection", "-g", "OpsGroup")
+        assert isinstance(rows, list)
+        assert len(rows) == 1
+        assert rows[0]["topics"] == "%RETRY%OpsGroup,Daily"  # the group's retry topic too
+        assert rows[0]["messageModel"] == "CLUSTERING"
+    finally:
+        consumer.close()
+    assert ledgermq("admin", "-n", ns, "consumer-connection", "-g", "Nobody").returncode == 1
+
+    # brokers: status of every replica, config of the master
+    status = admin_json(ns, "broker-status")
+    assert isinstance(status, list)
+    roles = sorted(r["brokerRole"] for r in status)
+    assert roles[:2] == ["SLAVE", "SLAVE"]
+    assert roles[2].endswith("MASTER")
+    assert len({r["dLegerTerm"] for r in status}) == 1
+    config = admin_json(ns, "broker-config", "-b", "broker-a")
+    assert isinstance(config, dict)
+    assert config["broker_name"] == "broker-a"
+
+    deleted = admin_json(ns, "subgroup-delete", "-g", "OpsGroup")
+    assert deleted == {"deleted": "OpsGroup", "brokers": ["broker-a"]}
+    after = admin_json(ns, "consumer-groups")
+    assert not [g for g in after if g["group"] == "OpsGroup"]
