@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ledgermq.client import ConsumeStatus, SyncProducer, SyncPushConsumer
+from ledgermq.errors import LedgerMQError
 from tests.test_cli_admin import ledgermq
 
 if TYPE_CHECKING:
@@ -109,6 +110,23 @@ def test_daily_admin_commands(broker_clusters: MakeCluster) -> None:
     config = admin_json(ns, "broker-config", "-b", "broker-a")
     assert isinstance(config, dict)
     assert config["broker_name"] == "broker-a"
+
+    # draining the group: routed read-only, sends refused with a sentence; then writable again
+    wiped = admin_json(ns, "wipe-write-perm", "-b", "broker-a")
+    assert [row["namesrvAddr"] for row in wiped] == [ns]
+    topics = wiped[0]["wipeTopicCount"]
+    assert topics >= 2  # Daily, %RETRY%OpsGroup and the broker's system topics
+    route = admin_json(ns, "topic-route", "-t", "Daily")
+    assert route[0]["perm"] == 4  # read only
+    drained = SyncProducer("drained-producer", ns, retry_times=0)
+    try:
+        drained.start()
+        with pytest.raises(LedgerMQError, match="does not allow writing"):
+            drained.send("Daily", b"refused")
+    finally:
+        drained.close()
+    assert admin_json(ns, "add-write-perm", "-b", "broker-a")[0]["addTopicCount"] == topics
+    assert admin_json(ns, "topic-route", "-t", "Daily")[0]["perm"] == 6
 
     deleted = admin_json(ns, "subgroup-delete", "-g", "OpsGroup")
     assert deleted == {"deleted": "OpsGroup", "brokers": ["broker-a"]}

@@ -6,7 +6,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledgermq.namesrv.routes import RegisterResult, RemovedBroker, RouteTable
-from ledgermq.wire.route import BrokerData, DataVersion, QueueData, TopicConfig
+from ledgermq.wire.route import (
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    DataVersion,
+    QueueData,
+    TopicConfig,
+)
 
 A, B, C = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 TOPICS = {"T": TopicConfig("T", 4, 4), "U": TopicConfig("U", 2, 2, perm=4)}
@@ -357,3 +364,23 @@ def test_the_table_stays_consistent_under_any_operations(ops: list[Operation]) -
             route = table.route(topic)
             assert route is not None
             assert {q.broker_name for q in route.queue_datas} <= set(info.broker_addr_table)
+
+
+def test_a_wiped_group_is_routed_read_only_until_write_is_added_back() -> None:
+    table = RouteTable()
+    group_of_three(table)
+    assert table.wipe_write_perm("broker-a") == len(TOPICS)
+    for topic in TOPICS:
+        route = table.route(topic)
+        assert route is not None
+        assert all(not q.perm & PERM_WRITE and q.perm & PERM_READ for q in route.queue_datas)
+    # the master's next registration (every 30 s) does not undo the operator's wipe
+    table.register_broker("c1", "broker-a", A, 0, topic_configs=TOPICS, term=1, now_ms=5)
+    route = table.route("T")
+    assert route is not None
+    assert not route.queue_datas[0].perm & PERM_WRITE
+    assert table.add_write_perm("broker-a") == len(TOPICS)
+    route = table.route("T")
+    assert route is not None
+    assert route.queue_datas[0].perm & PERM_WRITE
+    assert table.wipe_write_perm("no-such-group") == 0

@@ -49,6 +49,8 @@ ADMIN_CODES: Final = frozenset(
         _C.BROKER_HEARTBEAT,
         _C.RESET_CONSUMER_CLIENT_OFFSET,
         _C.TRANSFER_LEADERSHIP,
+        _C.WIPE_WRITE_PERM_OF_BROKER,
+        _C.ADD_WRITE_PERM_OF_BROKER,
     }
 )
 """Codes only an admin account may send."""

@@ -135,6 +135,13 @@ def _register_groups_and_brokers(
     status.add_argument("-b", "--broker", help="only this broker group")
     status.add_argument("-c", "--cluster", help="only this cluster")
     status.set_defaults(handler=cmd_broker_status)
+    for name, help_text, handler in (
+        ("wipe-write-perm", "route a broker group read-only (drain it)", cmd_wipe_write_perm),
+        ("add-write-perm", "route a drained broker group writable again", cmd_add_write_perm),
+    ):
+        perm = sub.add_parser(name, help=f"{help_text}, on every NameServer")
+        perm.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
+        perm.set_defaults(handler=handler)
     config = sub.add_parser("broker-config", help="a broker replica's settings")
     config.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     config.add_argument("--replica", type=int, default=0, help="replica id (0 = the master)")
@@ -475,6 +482,32 @@ def cmd_broker_status(args: argparse.Namespace) -> int:
             ("brokerName", "brokerId", "address", *_STATUS_KEYS),
             rows,
         )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_wipe_write_perm(args: argparse.Namespace) -> int:
+    return _write_perm(args, wipe=True)
+
+
+def cmd_add_write_perm(args: argparse.Namespace) -> int:
+    return _write_perm(args, wipe=False)
+
+
+def _write_perm(args: argparse.Namespace, *, wipe: bool) -> int:
+    async def work(admin: Admin) -> int:
+        call = admin.wipe_write_perm if wipe else admin.add_write_perm
+        counts = await call(args.broker)
+        _emit(
+            args,
+            ("name server", "topics"),
+            ("namesrvAddr", "wipeTopicCount" if wipe else "addTopicCount"),
+            sorted(counts.items()),
+        )
+        if not args.json:
+            state = "read-only (wiped)" if wipe else "writable"
+            print(f"broker group {args.broker} is routed {state} on every NameServer")
         return 0
 
     return run(_with_admin(args, work))

@@ -483,6 +483,27 @@ class Admin:
         return sorted(rows)
 
     # ------------------------------------------------------------------ brokers
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Route broker group ``broker_name`` read-only on every NameServer (drain it: producers
+        go elsewhere, consumers finish reading it). NameServer -> topics it serves."""
+        return await self._write_perm(MQRequestCode.WIPE_WRITE_PERM_OF_BROKER, broker_name)
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Undo ``wipe_write_perm`` on every NameServer."""
+        return await self._write_perm(MQRequestCode.ADD_WRITE_PERM_OF_BROKER, broker_name)
+
+    async def _write_perm(self, code: MQRequestCode, broker_name: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for address in self._client.namesrv_addrs:  # every one: clients may ask any of them
+            response = await self._client.invoke(address, code, {"brokerName": broker_name})
+            field = (
+                "wipeTopicCount"
+                if code == MQRequestCode.WIPE_WRITE_PERM_OF_BROKER
+                else ("addTopicCount")
+            )
+            counts[address] = int(response.ext_fields.get(field, "0"))
+        return counts
+
     async def broker_config(self, address: str) -> dict[str, str]:
         """The broker's settings (GET_BROKER_CONFIG), name -> value."""
         response = await self._client.invoke(address, MQRequestCode.GET_BROKER_CONFIG)

@@ -72,11 +72,13 @@ Output is ordered (sorted by group and topic name), so answers do not depend on 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.wire.route import (
     MASTER_ID,
+    PERM_WRITE,
     BrokerData,
     ClusterInfo,
     DataVersion,
@@ -164,6 +166,10 @@ class RouteTable:
         self._clusters: dict[str, set[str]] = {}  # cluster -> brokerNames
         self._topics: dict[str, dict[str, QueueData]] = {}  # topic -> brokerName -> queues
         self._live: dict[str, _Live] = {}  # broker address -> liveness
+        # Broker groups whose write permission an operator wiped (``wipe_write_perm``): their
+        # queues are routed read-only, whatever their registrations say, until
+        # ``add_write_perm``. Not persisted: a restarted NameServer routes them writable again.
+        self._write_wiped: set[str] = set()
 
     # ------------------------------------------------------------------ registration
     def register_broker(
@@ -283,7 +289,10 @@ class RouteTable:
         for name in sorted(queues):
             data = self.broker_data(name)
             if data is not None:
-                queue_datas.append(queues[name])
+                queue = queues[name]
+                if name in self._write_wiped:
+                    queue = dataclasses.replace(queue, perm=queue.perm & ~PERM_WRITE)
+                queue_datas.append(queue)
                 broker_datas.append(data)
         if not broker_datas:
             return None
@@ -315,6 +324,23 @@ class RouteTable:
         return TopicList(tuple(sorted(self._topics)))
 
     # ------------------------------------------------------------------ admin
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Route ``broker_name``'s queues read-only (drain it before maintenance: producers go
+        to the other groups, consumers still read it); how many topics it serves."""
+        self._write_wiped.add(broker_name)
+        return self._topics_of(broker_name)
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Undo ``wipe_write_perm``; how many topics it serves."""
+        self._write_wiped.discard(broker_name)
+        return self._topics_of(broker_name)
+
+    def write_wiped(self, broker_name: str) -> bool:
+        return broker_name in self._write_wiped
+
+    def _topics_of(self, broker_name: str) -> int:
+        return sum(1 for queues in self._topics.values() if broker_name in queues)
+
     def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
         """Forget ``topic`` (only its queues on ``cluster``'s groups, if given); True if any."""
         queues = self._topics.get(topic)

@@ -6,7 +6,9 @@ synchronously in arrival order; nothing here blocks, so no request waits for ano
 
 Served codes (protocol-remoting-and-grpc.md sections 2.4 to 2.6): 103 REGISTER_BROKER,
 104 UNREGISTER_BROKER, 105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO,
-206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER and 216 DELETE_TOPIC_IN_NAMESRV. Anything else is answered
+206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 216 DELETE_TOPIC_IN_NAMESRV, and mqadmin's
+205 WIPE_WRITE_PERM_OF_BROKER / 327 ADD_WRITE_PERM_OF_BROKER (a group routed read-only while it
+is drained for maintenance; not persisted, like the rest of the table). Anything else is answered
 REQUEST_CODE_NOT_SUPPORTED. Errors become answers in one place (``_on_frame``): a refused or
 malformed request gets its error's code and message; a bug gets SYSTEM_ERROR, is logged, and the
 server keeps serving. Responses to requests flagged one-way are not sent (a registration sent
@@ -69,6 +71,8 @@ _CHECKED_CODES: Final = frozenset(
         MQRequestCode.REGISTER_BROKER,
         MQRequestCode.UNREGISTER_BROKER,
         MQRequestCode.DELETE_TOPIC_IN_NAMESRV,
+        MQRequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        MQRequestCode.ADD_WRITE_PERM_OF_BROKER,
     }
 )
 """What the ACL guards here: what changes the route table. Lookups stay open, as in RocketMQ,
@@ -121,6 +125,8 @@ class NameServer:
             MQRequestCode.GET_BROKER_CLUSTER_INFO: self._get_cluster_info,
             MQRequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._get_topic_list,
             MQRequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+            MQRequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
+            MQRequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -310,6 +316,22 @@ class NameServer:
         deleted = self.routes.delete_topic(topic, cluster)
         logger.info("topic deleted topic=%s cluster=%s found=%s", topic, cluster, deleted)
         return cmd.response(MQResponseCode.SUCCESS)
+
+    def _wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        name = _name(cmd.ext_fields, "brokerName")
+        count = self.routes.wipe_write_perm(name)
+        logger.warning(
+            "write permission wiped broker_name=%s topics=%d from=%s", name, count, conn.address
+        )
+        return cmd.response(MQResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)})
+
+    def _add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        name = _name(cmd.ext_fields, "brokerName")
+        count = self.routes.add_write_perm(name)
+        logger.warning(
+            "write permission added broker_name=%s topics=%d from=%s", name, count, conn.address
+        )
+        return cmd.response(MQResponseCode.SUCCESS, ext_fields={"addTopicCount": str(count)})
 
     # ------------------------------------------------------------------ connections
     def _check_master_binding(self, conn: Connection, broker_name: str, broker_addr: str) -> None:
