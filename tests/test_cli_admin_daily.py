@@ -8,6 +8,7 @@ Select with ``-m integration``; skip with ``-m "not integration"``.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -65,6 +66,7 @@ def test_daily_admin_commands(broker_clusters: MakeCluster) -> None:
     assert table.stdout.splitlines()[0].split()[:2] == ["group", "broker"]
 
     # a message, then find it by id and by key
+    before_ms = int(time.time() * 1000) - 1
     producer = SyncProducer("daily-producer", ns)
     try:
         producer.start()
@@ -79,11 +81,16 @@ def test_daily_admin_commands(broker_clusters: MakeCluster) -> None:
     assert [m["offsetMsgId"] for m in by_key] == [result.offset_msg_id]
     text = ledgermq("admin", "-n", ns, "message", "--key", "order-42", "-t", "Daily")
     assert "body: hello ops" in text.stdout
+    in_range = admin_json(ns, "message", "-t", "Daily", "--from", str(before_ms))
+    assert [m["offsetMsgId"] for m in in_range] == [result.offset_msg_id]
+    earlier = admin_json(ns, "message", "-t", "Daily", "--from", "2020-01-01T00:00:00",
+                         "--to", str(before_ms - 1))  # fmt: skip
+    assert earlier == []
     missing = ledgermq("admin", "-n", ns, "message", "--key", "nothing", "-t", "Daily")
     assert missing.returncode == 1
     no_topic = ledgermq("admin", "-n", ns, "message", "--key", "order-42")
     assert no_topic.returncode != 0
-    assert "--key needs --topic" in no_topic.stderr
+    assert "--key and --from need --topic" in no_topic.stderr
 
     # a consumer online: its connection shows
     consumer = SyncPushConsumer("OpsGroup", ns)
@@ -132,3 +139,24 @@ def test_daily_admin_commands(broker_clusters: MakeCluster) -> None:
     assert deleted == {"deleted": "OpsGroup", "brokers": ["broker-a"]}
     after = admin_json(ns, "consumer-groups")
     assert not [g for g in after if g["group"] == "OpsGroup"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1795600800000", 1795600800000),
+        ("2026-11-25T10:00:00+00:00", 1795600800000),
+        ("2026-11-25T10:00:00.250Z", 1795600800250),
+    ],
+)
+def test_time_arguments(text: str, expected: int) -> None:
+    from ledgermq.cli.client_commands import _time_ms
+
+    assert _time_ms(text) == expected
+
+
+def test_rocketmq_time_format_is_local_time() -> None:
+    from ledgermq.cli.client_commands import _time_ms
+
+    local = _time_ms("2026-11-25#10:00:00:000")
+    assert local == _time_ms("2026-11-25T10:00:00")  # both naive: local time

@@ -9,8 +9,10 @@ message or a table; errors are one line on stderr (main.py).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
@@ -146,12 +148,21 @@ def _register_groups_and_brokers(
     config.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     config.add_argument("--replica", type=int, default=0, help="replica id (0 = the master)")
     config.set_defaults(handler=cmd_broker_config)
-    message = sub.add_parser("message", help="a message by id, or by key in a topic")
+    message = sub.add_parser("message", help="messages by id, by key, or by time range in a topic")
     how = message.add_mutually_exclusive_group(required=True)
     how.add_argument("--id", help="the offset message id (msgId of a send result)")
     how.add_argument("--key", help="a KEYS value (or UNIQ_KEY); needs --topic")
-    message.add_argument("-t", "--topic", help="the topic (with --key)")
-    message.add_argument("--max", type=int, default=32, help="at most this many (with --key)")
+    how.add_argument(
+        "--from",
+        dest="begin",
+        type=_time_ms,
+        metavar="TIME",
+        help="stored from TIME (needs --topic): epoch ms, ISO 8601 (2026-11-25T10:00:00, local "
+        "time unless it has a zone) or RocketMQ's yyyy-MM-dd#HH:mm:ss:SSS",
+    )
+    message.add_argument("--to", dest="end", type=_time_ms, metavar="TIME", help="until TIME (now)")
+    message.add_argument("-t", "--topic", help="the topic (with --key or --from)")
+    message.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
     message.add_argument(
         "--body", choices=("text", "hex", "none"), default="text", help="how to show bodies"
     )
@@ -562,20 +573,45 @@ def _message_record(message: MessageExt, how: str) -> dict[str, object]:
     return record
 
 
+def _time_ms(text: str) -> int:
+    """Epoch ms, ISO 8601, or RocketMQ's ``yyyy-MM-dd#HH:mm:ss:SSS`` (argparse type)."""
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        if "#" in value:  # RocketMQ's tools: 2026-11-25#10:00:00:000, local time
+            moment = datetime.datetime.strptime(value, "%Y-%m-%d#%H:%M:%S:%f").astimezone()
+        else:
+            moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: use epoch ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
+    return int(moment.timestamp() * 1000)  # a naive time is local, as in RocketMQ's tools
+
+
 def cmd_message(args: argparse.Namespace) -> int:
-    if args.key is not None and not args.topic:
-        raise ConfigError("--key needs --topic: keys are indexed per topic")
+    if (args.key is not None or args.begin is not None) and not args.topic:
+        raise ConfigError("--key and --from need --topic: messages are looked up per topic")
+    if args.end is not None and args.begin is None:
+        raise ConfigError("--to goes with --from")
 
     async def work(admin: Admin) -> int:
         if args.id is not None:
             messages = [await admin.view_message(args.id)]
-        else:
+        elif args.key is not None:
             messages = await admin.query_message(args.topic, args.key, max_num=args.max)
+        else:
+            end = args.end if args.end is not None else int(time.time() * 1000)
+            messages = await admin.messages_between(
+                args.topic, args.begin, end, max_messages=args.max
+            )
         records = [_message_record(m, args.body) for m in messages]
         if args.json:
             print(json.dumps(records, indent=2))
         elif not records:
-            print(f"no message of topic {args.topic} has key {args.key!r}")
+            what = f"has key {args.key!r}" if args.key is not None else "was stored then"
+            print(f"no message of topic {args.topic} {what}")
             return 1
         else:
             for record in records:

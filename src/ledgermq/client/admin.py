@@ -14,8 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledgermq.client._queue_api import PullStatus, QueueApi
 from ledgermq.client._remoting import ClientInstance
-from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info
+from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info, subscribe_queues
 from ledgermq.errors import LedgerMQError, NetworkError, NoRouteError, TopicNotFoundError
 from ledgermq.wire import (
     MQRequestCode,
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from ledgermq.wire import MessageExt
 
 __all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "QueueStats"]
+
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+"""RocketMQ's ``MixAll.TOOLS_CONSUMER_GROUP``: the group admin tools read messages as."""
 
 _POLL_S = 0.05
 """How often a wait for groups or routes asks the NameServers again."""
@@ -550,6 +554,35 @@ class Admin:
         if not messages:
             raise LedgerMQError(f"{address} returned no message for {offset_msg_id}")
         return messages[0]
+
+    async def messages_between(
+        self, topic: str, begin_ms: int, end_ms: int, *, max_messages: int = 100
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` stored from ``begin_ms`` to ``end_ms`` (epoch ms, both
+        included), oldest first, at most ``max_messages`` (the oldest ones). Each queue is read
+        from the offset its broker finds for ``begin_ms`` (SEARCH_OFFSET_BY_TIMESTAMP), as
+        RocketMQ's tools consumer (group ``TOOLS_CONSUMER``) does, without committing offsets."""
+        if end_ms < begin_ms:
+            raise LedgerMQError(f"the time range ends ({end_ms}) before it begins ({begin_ms})")
+        api = QueueApi(self._client, TOOLS_CONSUMER_GROUP)
+        route = await self.topic_route(topic)
+        found: list[MessageExt] = []
+        for mq in subscribe_queues(topic, route):
+            offset = await api.search_offset(mq, begin_ms)
+            end = await api.max_offset(mq)
+            taken = 0
+            while offset < end and taken < max_messages:
+                result = await api.pull(mq, offset, min(32, max_messages - taken), "*")
+                if result.status != PullStatus.FOUND or result.next_begin_offset <= offset:
+                    break
+                offset = result.next_begin_offset
+                inside = [m for m in result.messages if begin_ms <= m.store_timestamp <= end_ms]
+                found.extend(inside)
+                taken += len(inside)
+                if result.messages and result.messages[-1].store_timestamp > end_ms:
+                    break  # past the range (store times grow along a queue)
+        found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
+        return found[:max_messages]
 
     async def query_message(
         self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int = 1 << 62
