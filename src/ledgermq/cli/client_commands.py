@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.client import Admin
 from ledgermq.net import run
 
@@ -32,6 +33,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     admin = commands.add_parser("admin", help="topics, clusters, consumer progress, leadership")
     _namesrv_arg(admin)
     add_credential_args(admin)
+    add_tls_args(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
     create = sub.add_parser("topic-create", help="create or update a topic on every master")
     create.add_argument("-t", "--topic", required=True)
@@ -73,6 +75,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer.set_defaults(handler=cmd_transfer)
     for subcommand in sub.choices.values():
         add_credential_args(subcommand, inherited=True)
+        add_tls_args(subcommand, inherited=True)
 
 
 def _seconds(text: str) -> float:
@@ -87,7 +90,7 @@ def _seconds(text: str) -> float:
 
 
 async def _with_admin(args: argparse.Namespace, work: Any) -> int:
-    admin = Admin(args.namesrv_addr, credentials=credentials_from(args))
+    admin = Admin(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
     await admin.start()
     try:
         result: int = await work(admin)
