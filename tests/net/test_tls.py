@@ -468,3 +468,48 @@ def test_server_test_mode_asks_no_client_certificate(tls_certificates: Certifica
     config = server_config(tls_certificates, "enforcing", "require", test_mode=True)
     assert config.client_auth is ClientAuth.NONE
     assert config.server_context().verify_mode.name == "CERT_NONE"
+
+
+def test_tls_config_file_supplies_and_overrides_settings(
+    tls_certificates: CertificateSet, tmp_path: Any
+) -> None:
+    certs = tls_certificates
+    tls_file = tmp_path / "tls.properties"
+    tls_file.write_text(
+        "# RocketMQ's /etc/rocketmq/tls.properties\n"
+        f"tls.server.certPath={certs.server_cert}\n"
+        f"tls.server.keyPath={certs.server_key}\n"
+        "tls.server.need.client.auth=optional\n"
+        f"tls.server.trustCertPath={certs.ca}\n"
+        f"tls.client.trustCertPath={certs.ca}\n"
+    )
+    values = {
+        "tls.server.mode": "enforcing",
+        "tls.server.need.client.auth": "none",  # the file wins, as in RocketMQ
+        "tls.enable": "true",
+        "tls.config.file": str(tls_file),
+    }
+    server = tls_server_from_properties(values)
+    assert server.mode is TlsMode.ENFORCING
+    assert server.cert_path == str(certs.server_cert)
+    assert server.need_client_auth is ClientAuth.OPTIONAL
+    tls_client = tls_client_from_properties(values)
+    assert tls_client is not None
+    assert tls_client.trust_cert_path == str(certs.ca)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("tls.server.mode=enforcing\n", r"tls\.server\.mode is not read from tls\.config\.file"),
+        ("tls.server.colour=blue\n", r"tls\.server\.colour is not a TLS setting"),
+        ("just words\n", "expected key=value"),
+    ],
+)
+def test_bad_tls_config_files_say_which_line(tmp_path: Any, content: str, message: str) -> None:
+    tls_file = tmp_path / "tls.properties"
+    tls_file.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        tls_server_from_properties({"tls.config.file": str(tls_file)})
+    with pytest.raises(ConfigError, match=r"tls\.config\.file: cannot read"):
+        tls_server_from_properties({"tls.config.file": str(tmp_path / "missing")})

@@ -18,6 +18,10 @@ component's config file (``namesrv.conf``, a ledger replica's file, later ``brok
   (unset: the system's CAs).
 - ``tls.client.authServer``: verify the server's certificate and host name.
 - ``tls.test.mode.enable``: test mode: clients verify nothing; servers ask no client certificate.
+- ``tls.config.file``: a properties file of these keys (RocketMQ's
+  ``/etc/rocketmq/tls.properties``); as in RocketMQ, its values win over the component's own,
+  and it cannot set ``tls.server.mode`` nor ``tls.enable`` (LedgerMQ says so instead of ignoring
+  them). Read only when named: LedgerMQ does not look at ``/etc/rocketmq`` by itself.
 
 Where LedgerMQ differs from RocketMQ, it is to fail closed, and the difference is stated here:
 
@@ -56,6 +60,7 @@ __all__ = [
     "TlsServerConfig",
     "tls_client_from_properties",
     "tls_server_from_properties",
+    "with_config_file",
 ]
 
 
@@ -95,6 +100,7 @@ TLS_KEYS: Final = {
     "tls.client.trustCertPath": "client.trust_cert_path",
     "tls.client.authServer": "client.auth_server",
     "tls.test.mode.enable": "test_mode",
+    "tls.config.file": "config_file",
 }
 """Every TLS key a config file may hold (RocketMQ's ``TlsSystemConfig`` names) -> field."""
 
@@ -248,6 +254,7 @@ def tls_server_from_properties(values: Mapping[str, str]) -> TlsServerConfig:
     Raises:
         ConfigError: a bad mode, client-auth value or boolean, or missing certificate settings.
     """
+    values = with_config_file(values)
     mode = _choice(values, "tls.server.mode", TlsMode, TlsMode.DISABLED)
     auth = _choice(values, "tls.server.need.client.auth", ClientAuth, ClientAuth.NONE)
     _boolean(values, "tls.server.authClient", default=False)  # accepted (module docstring)
@@ -272,6 +279,7 @@ def tls_client_from_properties(
     """
     if not _boolean(values, "tls.enable", default=default_enable):
         return None
+    values = with_config_file(values)
     return TlsClientConfig(
         trust_cert_path=_path(values, "tls.client.trustCertPath"),
         cert_path=_path(values, "tls.client.certPath"),
@@ -282,7 +290,47 @@ def tls_client_from_properties(
     )
 
 
+def with_config_file(values: Mapping[str, str]) -> Mapping[str, str]:
+    """``values`` with the settings of ``tls.config.file`` (if named) on top.
+
+    Raises:
+        ConfigError: the file cannot be read, has a line that is not ``key=value``, or holds a
+            key that is not a TLS key or that RocketMQ does not read from it.
+    """
+    path = values.get("tls.config.file", "").strip()
+    if not path:
+        return values
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"tls.config.file: cannot read {path}: {exc.strerror or exc}") from None
+    loaded: dict[str, str] = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, text = line.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {line!r}")
+        if key in _NOT_IN_FILE:
+            raise ConfigError(
+                f"{path}:{number}: {key} is not read from tls.config.file (as in RocketMQ): "
+                "put it in the component's own config file"
+            )
+        if key not in TLS_KEYS:
+            raise ConfigError(
+                f"{path}:{number}: {key} is not a TLS setting; known: {', '.join(sorted(TLS_KEYS))}"
+            )
+        loaded[key] = text.strip()
+    return {**values, **loaded}
+
+
 # ---------------------------------------------------------------------- helpers
+
+_NOT_IN_FILE: Final = frozenset({"tls.server.mode", "tls.enable", "tls.config.file"})
+"""Keys RocketMQ reads only as system properties, never from ``tls.config.file``."""
 
 
 def _choice(values: Mapping[str, str], key: str, kind: type[_E], default: _E) -> _E:
