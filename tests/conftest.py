@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from ledgermq.testing.broker_cluster import BrokerCluster
 from ledgermq.testing.processes import ReplicaGroup
+from ledgermq.testing.tls_certs import CertificateSet, make_certificates, openssl_available
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator
@@ -65,6 +66,15 @@ def replica_groups(
 
 
 _GROUPS = pytest.StashKey[list[ReplicaGroup]]()
+
+
+@pytest.fixture(scope="session")
+def tls_certificates(tmp_path_factory: pytest.TempPathFactory) -> CertificateSet:
+    """A CA, server and client certificates and a wrong CA, made once per test session with
+    the ``openssl`` command (``ledgermq.testing.tls_certs``); skips the test without it."""
+    if not openssl_available():
+        pytest.skip("the openssl command is needed to make test certificates")
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

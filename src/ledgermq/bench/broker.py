@@ -20,7 +20,7 @@ from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
     from ledgermq.bench.cpu import CpuMeter
-    from ledgermq.client import Credentials, MessageQueue
+    from ledgermq.client import Credentials, MessageQueue, TlsClientConfig
 
 __all__ = ["ConsumeOptions", "ProduceOptions", "fill_topic", "run_consume", "run_produce"]
 
@@ -39,6 +39,8 @@ class ProduceOptions:
     mode: str = "produce"
     credentials: Credentials | None = None
     """Sign every request (a cluster with ACL on)."""
+    tls: TlsClientConfig | None = None
+    """Connect with TLS (a cluster whose ports serve it)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class ConsumeOptions:
     max_messages: int | None = None
     mode: str = "consume"
     credentials: Credentials | None = None
+    tls: TlsClientConfig | None = None
 
 
 async def fill_topic(
@@ -113,6 +116,7 @@ async def run_produce(
         options.namesrv_addr,
         send_timeout_s=10.0,
         credentials=options.credentials,
+        tls=options.tls,
     )
     await producer.start()
     body = b"x" * options.body_bytes
@@ -192,7 +196,10 @@ async def run_consume(
 ) -> RunResult:
     """Read a topic from its start; with ``meter``, also the CPU per consumed message."""
     consumer = PullConsumer(
-        "ledgermq-bench-consumer", options.namesrv_addr, credentials=options.credentials
+        "ledgermq-bench-consumer",
+        options.namesrv_addr,
+        credentials=options.credentials,
+        tls=options.tls,
     )
     await consumer.start()
     latencies = LatencyRecorder()

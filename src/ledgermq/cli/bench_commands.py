@@ -15,6 +15,7 @@ from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, r
 from ledgermq.bench.peers import run as peers_run
 from ledgermq.bench.stats import Progress, format_table, write_json
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.net import run
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             help="NameServers (default: $NAMESRV_ADDR or 127.0.0.1:9876)",
         )
         add_credential_args(parser)
+        add_tls_args(parser)
         parser.add_argument("-t", "--topic", default="BenchTopic")
         parser.add_argument("--duration", type=float, default=10.0, help="seconds to measure")
         parser.add_argument("--json", help="also write the result to this JSON file")
@@ -77,6 +79,7 @@ def cmd_bench_produce(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         rate=args.rate,
         credentials=credentials_from(args),
+        tls=tls_from(args),
     )
     return _report(run(run_produce(options, Progress())), args.json)
 
@@ -89,6 +92,7 @@ def cmd_bench_consume(args: argparse.Namespace) -> int:
         pull_batch=args.pull_batch,
         max_messages=args.max,
         credentials=credentials_from(args),
+        tls=tls_from(args),
     )
     return _report(run(run_consume(options, Progress())), args.json)
 

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.client import Admin
 from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
@@ -40,6 +41,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _namesrv_arg(admin)
     add_credential_args(admin)
     _json_arg(admin)
+    add_tls_args(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
     create = sub.add_parser("topic-create", help="create or update a topic on every master")
     create.add_argument("-t", "--topic", required=True)
@@ -82,6 +84,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _register_groups_and_brokers(sub)
     for subcommand in sub.choices.values():
         add_credential_args(subcommand, inherited=True)
+        add_tls_args(subcommand, inherited=True)
         _json_arg(subcommand, inherited=True)
 
 
@@ -181,7 +184,7 @@ def _seconds(text: str) -> float:
 
 
 async def _with_admin(args: argparse.Namespace, work: Any) -> int:
-    admin = Admin(args.namesrv_addr, credentials=credentials_from(args))
+    admin = Admin(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
     await admin.start()
     try:
         result: int = await work(admin)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgermq.bench.ledger import DEFAULT_WORKLOADS, BenchOptions, run_bench
 from ledgermq.cli.serving import EXIT_STORE_FAILED, wait_for_stop
+from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import build_config, load_properties
@@ -74,6 +75,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         p.add_argument(
             "--timeout", type=float, default=10.0, help="seconds to keep retrying (default 10)"
         )
+        add_tls_args(p)
         return p
 
     status = client_parser("status", "every replica's view: role, term, leader, indexes")
@@ -171,6 +173,7 @@ async def _with_client(
         args.peers,
         retry_timeout_s=args.timeout,
         request_timeout_s=3.0 if request_timeout_s is None else request_timeout_s,
+        tls=tls_from(args),
     )
     try:
         result: int = await work(client)

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final, TextIO
 
 from ledgermq.cli.client_commands import _namesrv_arg as namesrv_arg
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.client import ConsumeStatus, Message, MessageSelector, Producer, PushConsumer
 from ledgermq.errors import ConfigError, InvalidMessageError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
@@ -96,6 +97,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     produce = commands.add_parser("produce", help="send messages (arguments, or stdin lines)")
     namesrv_arg(produce)
     add_credential_args(produce)
+    add_tls_args(produce)
     produce.add_argument("-t", "--topic", required=True)
     produce.add_argument("--tags", help="tag of every message")
     produce.add_argument("--keys", help="keys of every message, space-separated")
@@ -128,6 +130,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     consume = commands.add_parser("consume", help="consume a topic as a member of a group")
     namesrv_arg(consume)
     add_credential_args(consume)
+    add_tls_args(consume)
     consume.add_argument("-t", "--topic", required=True)
     consume.add_argument("-g", "--group", required=True, help="consumer group")
     selector = consume.add_mutually_exclusive_group()
@@ -166,7 +169,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
 
 
 async def _produce(args: argparse.Namespace) -> int:
-    producer = Producer(args.group, args.namesrv_addr, credentials=credentials_from(args))
+    producer = Producer(
+        args.group, args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args)
+    )
     limit = 1 if args.sharding_key else args.batch
     source = _Lines(args.bodies) if args.bodies else _StdinLines(sys.stdin.buffer)
     pending: collections.deque[bytes] = collections.deque()
@@ -407,6 +412,7 @@ async def _consume(args: argparse.Namespace) -> int:
         ),
         orderly=args.orderly,
         credentials=credentials_from(args),
+        tls=tls_from(args),
     )
     consumer.subscribe(
         args.topic, MessageSelector.by_sql(args.sql) if args.sql else args.subscription

@@ -18,6 +18,7 @@ from ledgermq.client.consumer import (
 )
 from ledgermq.client.credentials import Credentials
 from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
+from ledgermq.net.tls import TlsClientConfig
 
 __all__ = [
     "Admin",
@@ -41,5 +42,6 @@ __all__ = [
     "SyncProducer",
     "SyncPullConsumer",
     "SyncPushConsumer",
+    "TlsClientConfig",
     "allocate_averagely",
 ]

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
     from ledgermq.client.credentials import Credentials
-    from ledgermq.net import Connection, Network
+    from ledgermq.net import Connection, Network, TlsClientConfig
 
 __all__ = ["ClientInstance", "ConsumerHandle", "check_response", "parse_namesrv_addr"]
 
@@ -139,6 +139,9 @@ class ClientInstance:
         route_refresh_interval_s: period of the route refresh (30 s).
         heartbeat_interval_s: period of the heartbeat (30 s).
         rng: randomness for the first NameServer choice and back-offs.
+        credentials: sign every request (a cluster with ACL on).
+        tls: dial NameServers and brokers with TLS (``TlsClientConfig``); ignored when
+            ``network`` is given.
     """
 
     def __init__(
@@ -155,6 +158,7 @@ class ClientInstance:
         heartbeat_interval_s: float = 30.0,
         rng: random.Random | None = None,
         credentials: Credentials | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> None:
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
         self.credentials = credentials
@@ -169,7 +173,7 @@ class ClientInstance:
         self.request_timeout_s = request_timeout_s
         self.route_refresh_interval_s = route_refresh_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
-        self._network: Network = network if network is not None else TcpNetwork()
+        self._network: Network = network if network is not None else TcpNetwork(tls_client=tls)
         self.pool = ConnectionPool(self._network, self._on_server_request)
         self._namesrv_index = self.rng.randrange(len(self.namesrv_addrs))
         # topic -> its latest route; topics listed here are refreshed periodically.

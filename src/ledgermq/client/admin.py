@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
-    from ledgermq.net import Network
+    from ledgermq.net import Network, TlsClientConfig
     from ledgermq.wire import MessageExt
 
 __all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "QueueStats"]
@@ -100,6 +100,8 @@ class Admin:
         request_timeout_s: timeout of one request (default 5 s).
         network, client_id, clock: see ``ClientInstance``.
         credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
+        tls: dial the NameServers and brokers with TLS (``TlsClientConfig``: the CA to
+            trust, a client certificate for mutual TLS); None: plain connections.
     """
 
     def __init__(
@@ -111,10 +113,12 @@ class Admin:
         client_id: str | None = None,
         clock: Clock | None = None,
         credentials: Credentials | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> None:
         self._client = ClientInstance(
             namesrv_addr,
             credentials=credentials,
+            tls=tls,
             client_id=client_id,
             network=network,
             clock=clock,

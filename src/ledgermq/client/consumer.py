@@ -78,7 +78,7 @@ if TYPE_CHECKING:
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
-    from ledgermq.net import Network
+    from ledgermq.net import Network, TlsClientConfig
     from ledgermq.wire import MessageExt
 
 __all__ = [
@@ -129,6 +129,8 @@ class PullConsumer:
         request_timeout_s: timeout of one request (default 3 s).
         network, client_id, instance_name, clock: see ``ClientInstance``.
         credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
+        tls: dial the NameServers and brokers with TLS (``TlsClientConfig``: the CA to
+            trust, a client certificate for mutual TLS); None: plain connections.
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class PullConsumer:
         instance_name: str | None = None,
         clock: Clock | None = None,
         credentials: Credentials | None = None,
+        tls: TlsClientConfig | None = None,
         route_refresh_interval_s: float = 30.0,
     ) -> None:
         if not group:
@@ -151,6 +154,7 @@ class PullConsumer:
         self._client = ClientInstance(
             namesrv_addr,
             credentials=credentials,
+            tls=tls,
             client_id=client_id,
             instance_name=instance_name,
             network=network,
@@ -315,6 +319,8 @@ class PushConsumer:
         drop_wait_s: how long a dropped queue waits for its consumption in flight (3 s).
         network, client_id, instance_name, clock: see ``ClientInstance``.
         credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
+        tls: dial the NameServers and brokers with TLS (``TlsClientConfig``: the CA to
+            trust, a client certificate for mutual TLS); None: plain connections.
         rng: randomness of the back-offs.
     """
 
@@ -350,6 +356,7 @@ class PushConsumer:
         instance_name: str | None = None,
         clock: Clock | None = None,
         credentials: Credentials | None = None,
+        tls: TlsClientConfig | None = None,
         rng: random.Random | None = None,
     ) -> None:
         if not group:
@@ -389,6 +396,7 @@ class PushConsumer:
         self._client = ClientInstance(
             namesrv_addr,
             credentials=credentials,
+            tls=tls,
             client_id=client_id,
             instance_name=instance_name,
             network=network,

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
-    from ledgermq.net import Network
+    from ledgermq.net import Network, TlsClientConfig
     from ledgermq.wire.route import TopicRouteData
 
 __all__ = ["Message", "Producer", "SendResult", "SendStatus"]
@@ -164,6 +164,8 @@ class Producer:
         client_id, instance_name: see ``ClientInstance``.
         clock: time source (tests).
         credentials: sign every request with this ACL account (``aclEnable=true`` clusters).
+        tls: dial the NameServers and brokers with TLS (``TlsClientConfig``: the CA to
+            trust, a client certificate for mutual TLS); None: plain connections.
     """
 
     def __init__(
@@ -181,6 +183,7 @@ class Producer:
         instance_name: str | None = None,
         clock: Clock | None = None,
         credentials: Credentials | None = None,
+        tls: TlsClientConfig | None = None,
         route_refresh_interval_s: float = 30.0,
         heartbeat_interval_s: float = 30.0,
     ) -> None:
@@ -197,6 +200,7 @@ class Producer:
         self._client = ClientInstance(
             namesrv_addr,
             credentials=credentials,
+            tls=tls,
             client_id=client_id,
             instance_name=instance_name,
             network=network,

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine, Mapping, Sequence
     from typing import Any
 
-    from ledgermq.net import Connection, Network
+    from ledgermq.net import Connection, Network, TlsClientConfig
 
 __all__ = ["AsyncLedgerClient", "LedgerClient"]
 
@@ -67,7 +67,12 @@ _MAX_BACKOFF_S: Final = 0.5
 
 
 class AsyncLedgerClient:
-    """A client of one ledger group. Use from one event loop; ``await close()`` at the end."""
+    """A client of one ledger group. Use from one event loop; ``await close()`` at the end.
+
+    ``peer_secret``: the group's ``peerSecret``, when its replicas authenticate connections.
+    ``tls``: dial the replicas with TLS (their ``tls.server.mode`` is permissive or enforcing);
+    ignored when ``network`` is given.
+    """
 
     def __init__(
         self,
@@ -79,6 +84,7 @@ class AsyncLedgerClient:
         retry_timeout_s: float = 15.0,
         retry_unknown: bool = True,
         peer_secret: str | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> None:
         self.group = group
         self._on_connect = (
@@ -91,7 +97,7 @@ class AsyncLedgerClient:
         self.peers = dict(parse_peers(peers) if isinstance(peers, str) else peers)
         if not self.peers:
             raise ConfigError("a ledger client needs at least one peer")
-        self._network: Network = network or TcpNetwork()
+        self._network: Network = network or TcpNetwork(tls_client=tls)
         self.request_timeout_s = request_timeout_s
         self.retry_timeout_s = retry_timeout_s
         self.retry_unknown = retry_unknown

@@ -15,6 +15,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
 from ledgermq.errors import ConfigError
+from ledgermq.net.tls import (
+    TLS_KEYS,
+    TlsClientConfig,
+    TlsMode,
+    TlsServerConfig,
+    tls_client_from_properties,
+    tls_server_from_properties,
+)
 from ledgermq.raft import RaftConfig
 from ledgermq.store import (
     DEFAULT_DATA_SEGMENT_BYTES,
@@ -27,7 +35,14 @@ from ledgermq.store.retention import RetentionConfig
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["FILE_KEYS", "LedgerConfig", "build_config", "load_properties", "parse_peers"]
+__all__ = [
+    "FILE_KEYS",
+    "LedgerConfig",
+    "build_config",
+    "load_properties",
+    "parse_peers",
+    "replica_tls",
+]
 
 FlushPolicy = Literal["async", "sync"]
 
@@ -64,6 +79,13 @@ class LedgerConfig:
     """The group's shared secret (``dLegerPeerSecret``): when set, the ledger port serves only
     connections that prove they know it, and this replica proves it to its peers
     (``ledger.peer_auth``). Every replica of the group needs the same one."""
+    tls_server: TlsServerConfig = field(default_factory=TlsServerConfig)
+    """TLS on the ledger port (``tls.server.*``; ``net.tls``): disabled by default."""
+    tls_client: TlsClientConfig | None = None
+    """How this replica dials its peers (``tls.enable``, ``tls.client.*``); None: plain.
+    ``build_config`` turns it on when the port enforces TLS (its peers do too), and lends it
+    the server's certificate, key and CAs where ``tls.client.*`` leaves them unset: one
+    certificate per replica (serverAuth and clientAuth) serves both directions."""
 
     def __post_init__(self) -> None:
         if self.self_id not in self.peers:
@@ -169,8 +191,10 @@ FILE_KEYS: Final = {
     "leadershipTransferWaitTimeout": "raft.leadership_transfer_wait_timeout_ms",
     "enableLeaderElector": "raft.enable_leader_elector",
     "peerSecret": "peer_secret",
+    **dict.fromkeys(TLS_KEYS, "tls"),
 }
-"""Config-file key (DLedgerConfig's name) -> LedgerConfig field ("raft." = a RaftConfig field)."""
+"""Config-file key (DLedgerConfig's name) -> LedgerConfig field ("raft." = a RaftConfig field;
+"tls": RocketMQ's ``tls.*`` keys, ``net.tls``)."""
 
 _INT_FIELDS: Final = frozenset(
     {
@@ -197,9 +221,12 @@ def build_config(values: Mapping[str, str]) -> LedgerConfig:
     top: dict[str, object] = {}
     raft: dict[str, object] = {}
     retention: dict[str, object] = {}
+    tls_values: dict[str, str] = {}
     for key, text in values.items():
         name = FILE_KEYS[key]
-        if name == "retention.file_reserved_hours":
+        if name == "tls":
+            tls_values[key] = text
+        elif name == "retention.file_reserved_hours":
             retention["file_reserved_hours"] = _number(key, text)
         elif name == "retention.delete_when":
             retention["delete_when"] = text
@@ -213,7 +240,29 @@ def build_config(values: Mapping[str, str]) -> LedgerConfig:
             top[name] = text
     if retention:
         top["retention"] = RetentionConfig(**retention)  # type: ignore[arg-type]
+    if tls_values:
+        top["tls_server"], top["tls_client"] = replica_tls(tls_values)
     return LedgerConfig(raft=raft, **top)  # type: ignore[arg-type]
+
+
+def replica_tls(values: Mapping[str, str]) -> tuple[TlsServerConfig, TlsClientConfig | None]:
+    """A replica's TLS settings from RocketMQ's ``tls.*`` keys (see ``LedgerConfig.tls_client``).
+
+    The broker's replicas use this too, so that a ledger group is configured the same way
+    whether it runs alone or under a broker.
+    """
+    server = tls_server_from_properties(values)
+    client = tls_client_from_properties(values, default_enable=server.mode is TlsMode.ENFORCING)
+    if client is None or not server.enabled:
+        return server, client
+    lend_certificate = not client.cert_path and not client.key_path
+    return server, dataclasses.replace(
+        client,
+        cert_path=server.cert_path if lend_certificate else client.cert_path,
+        key_path=server.key_path if lend_certificate else client.key_path,
+        key_password=server.key_password if lend_certificate else client.key_password,
+        trust_cert_path=client.trust_cert_path or server.trust_cert_path,
+    )
 
 
 def _number(key: str, text: str) -> float:

@@ -138,7 +138,9 @@ class LedgerServer:
         rng: random.Random | None = None,
     ) -> None:
         self.config = config
-        self._network: Network = network or TcpNetwork()
+        self._network: Network = network or TcpNetwork(
+            tls_server=config.tls_server, tls_client=config.tls_client
+        )
         self._given_store = store
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()  # noqa: S311 - election jitter, not cryptography

@@ -11,11 +11,12 @@ leaves a default in place.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import ConfigError
 from ledgermq.namesrv.routes import DEFAULT_BROKER_TIMEOUT_MS
+from ledgermq.net.tls import TLS_KEYS, TlsServerConfig, tls_server_from_properties
 from ledgermq.rocketmq_keys import NAMESRV_FILE_KEYS, check_keys, ignored_warning
 
 if TYPE_CHECKING:
@@ -35,8 +36,11 @@ FILE_KEYS: Final = {
     "rocketmqHome": "rocketmq_home",
     "aclFilePath": "acl_path",
     "auditLogFile": "audit_log_file",
+    **dict.fromkeys(TLS_KEYS, "tls"),
 }
-"""``namesrv.conf`` key -> ``NameServerConfig`` field."""
+"""``namesrv.conf`` key -> ``NameServerConfig`` field. The ``tls.*`` keys are RocketMQ's
+(``net.tls``); the NameServer dials nothing, so ``tls.enable`` and ``tls.client.*`` are accepted
+(one ``tls.properties`` may serve every component) and unused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,8 @@ class NameServerConfig:
             (``rocketmqHome``; default ``$ROCKETMQ_HOME``, else the working directory).
         acl_path: an ACL file or directory instead of those (``aclFilePath``).
         audit_log_file: where admin and refused requests are logged (``auditLogFile``).
+        tls: TLS on the listening port (``tls.server.mode``, ``tls.server.certPath`` ...;
+            ``net.tls``); disabled by default.
     """
 
     listen_host: str = "127.0.0.1"
@@ -65,6 +71,7 @@ class NameServerConfig:
     rocketmq_home: str | None = None
     acl_path: str | None = None
     audit_log_file: str | None = None
+    tls: TlsServerConfig = field(default_factory=TlsServerConfig)
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -87,7 +94,7 @@ class NameServerConfig:
         acl_enable = False
         for key, text in values.items():
             name = FILE_KEYS.get(key)
-            if name is None:
+            if name is None or name == "tls":
                 continue
             if name == "listen_host":
                 host = text.strip()
@@ -108,6 +115,7 @@ class NameServerConfig:
             listen_port=numbers.get("listen_port", defaults.listen_port),
             scan_interval_ms=numbers.get("scan_interval_ms", defaults.scan_interval_ms),
             broker_timeout_ms=numbers.get("broker_timeout_ms", defaults.broker_timeout_ms),
+            tls=tls_server_from_properties(values),
         )
         if ignored:
             _log.warning("%s", ignored_warning(ignored, "NameServer"))

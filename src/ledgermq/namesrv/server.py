@@ -87,7 +87,7 @@ class NameServer:
 
     Args:
         config: where to listen, scan interval, default broker timeout.
-        network: ``TcpNetwork()`` by default; tests pass a ``MemoryNetwork``.
+        network: ``TcpNetwork`` with ``config.tls`` by default; tests pass a ``MemoryNetwork``.
         clock: source of ``now_ms`` for liveness (``SystemClock()`` by default).
     """
 
@@ -100,7 +100,9 @@ class NameServer:
     ) -> None:
         self.config = config
         self.routes = RouteTable()
-        self._network: Network = network if network is not None else TcpNetwork()
+        self._network: Network = (
+            network if network is not None else TcpNetwork(tls_server=config.tls)
+        )
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._listener: Listener | None = None
         self._scan_task: asyncio.Task[None] | None = None

@@ -12,8 +12,17 @@ from ledgermq.net.os_errors import map_os_error
 from ledgermq.net.peer import PeerLink
 from ledgermq.net.pool import ConnectionPool, split_address
 from ledgermq.net.tcp import TcpNetwork
+from ledgermq.net.tls import (
+    ClientAuth,
+    TlsClientConfig,
+    TlsMode,
+    TlsServerConfig,
+    tls_client_from_properties,
+    tls_server_from_properties,
+)
 
 __all__ = [
+    "ClientAuth",
     "Connection",
     "ConnectionPool",
     "Handler",
@@ -22,8 +31,13 @@ __all__ = [
     "Network",
     "PeerLink",
     "TcpNetwork",
+    "TlsClientConfig",
+    "TlsMode",
+    "TlsServerConfig",
     "map_os_error",
     "run",
     "split_address",
+    "tls_client_from_properties",
+    "tls_server_from_properties",
     "uvloop_available",
 ]

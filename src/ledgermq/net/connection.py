@@ -285,7 +285,13 @@ class Connection(asyncio.Protocol):
         except Http2PrefaceError:
             self._refuse_grpc_client()
             return
-        except ProtocolError as exc:
+        except ProtocolError as error:
+            exc = error
+            if data[:2] == b"\x16\x03":  # a TLS ClientHello's first bytes: say so, not "frame"
+                exc = ProtocolError(
+                    "a TLS client dialled this plain port: serve TLS here with "
+                    "tls.server.mode=permissive or enforcing, or connect without TLS"
+                )
             logger.warning("closing the connection to %s: %s", self.address, exc)
             self._mark_closed(f"connection to {self.address} closed after a protocol error: {exc}")
             if self._transport is not None:

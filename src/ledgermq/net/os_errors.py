@@ -10,10 +10,12 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import ssl
+from typing import Final
 
 from ledgermq.errors import ConnectError, ConnectionClosedError, NetworkError
 
-__all__ = ["describe_os_error", "format_address", "map_os_error"]
+__all__ = ["describe_os_error", "describe_tls_error", "format_address", "map_os_error"]
 
 # Errors that mean "no connection was made", whatever the caller was doing.
 _CONNECT_ERRNOS = frozenset(
@@ -28,6 +30,8 @@ def format_address(host: str, port: int) -> str:
 
 def describe_os_error(exc: OSError) -> str:
     """A short lower-case reason for ``exc`` (no errno numbers, no Python class names)."""
+    if isinstance(exc, ssl.SSLError):
+        return describe_tls_error(exc)
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the host name ({exc.strerror or exc})"
     if isinstance(exc, ConnectionRefusedError):
@@ -46,14 +50,72 @@ def describe_os_error(exc: OSError) -> str:
     return reason[:1].lower() + reason[1:]
 
 
-def map_os_error(exc: OSError, address: str, *, connecting: bool = False) -> NetworkError:
+_TLS_HINTS: Final = (
+    (
+        "CERTIFICATE_REQUIRED",
+        (
+            "the server requires a client certificate: give one (--tls-cert and --tls-key, "
+            "tls.client.certPath and tls.client.keyPath)"
+        ),
+    ),
+    (
+        "UNKNOWN_CA",
+        "the server does not trust our client certificate's CA (tls.server.trustCertPath)",
+    ),
+    (
+        "BAD_CERTIFICATE",
+        "the server refused our client certificate (tls.server.trustCertPath)",
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "the other side does not speak TLS (a plain port: tls.server.mode=disabled)",
+    ),
+    (
+        "UNEXPECTED_EOF",
+        (
+            "the other side closed the connection during the TLS handshake (a plain port, "
+            "tls.server.mode=disabled, or it refused our certificate)"
+        ),
+    ),
+)
+"""OpenSSL reasons (substrings) -> what they mean for whoever reads the message."""
+
+
+def describe_tls_error(exc: ssl.SSLError) -> str:
+    """``describe_os_error`` for TLS: what failed and, where known, which setting to look at."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"TLS: the server's certificate was refused: {exc.verify_message or exc.reason} "
+            "(trust its CA with --tls-ca, tls.client.trustCertPath)"
+        )
+    reason = str(exc.reason or exc.strerror or exc)
+    for marker, hint in _TLS_HINTS:
+        if marker in reason.upper():
+            return f"TLS handshake failed ({reason.lower()}): {hint}"
+    return f"TLS failed: {reason.lower()}"
+
+
+def map_os_error(
+    exc: OSError, address: str, *, connecting: bool = False, tls: bool = False
+) -> NetworkError:
     """Our error for ``exc``, raised while connecting to or talking with ``address``.
 
     ``connecting`` says whether the connection was still being made; if so the result is always
     a ``ConnectError`` (nothing was sent). On an established connection refusals still mean
-    ``ConnectError`` and everything else means the connection is gone.
+    ``ConnectError`` and everything else means the connection is gone. ``tls``: the connection
+    was being made with TLS, so a reset or an early close most likely means the server does not
+    speak it.
     """
     reason = describe_os_error(exc)
+    if (
+        tls
+        and connecting
+        and isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError)
+    ):
+        reason += (
+            " during the TLS handshake (does the server serve TLS? tls.server.mode must be "
+            "permissive or enforcing)"
+        )
     if (
         connecting
         or isinstance(exc, ConnectionRefusedError | socket.gaierror)
