@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CommitLog
-from ledgermq.broker.consume_queue import BLANK_SIZE, ConsumeQueue
 from ledgermq.broker.pull import PullProcessor, PullResult
+from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CommitLog
+from ledgermq.broker.storage.consume_queue import BLANK_SIZE, ConsumeQueue
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError
 from ledgermq.store import LedgerStore
 from ledgermq.wire import MQResponseCode

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.metadata import (
+from ledgermq.broker.state.metadata import (
     SubscriptionGroupConfig,
     delete_group_op,
     delete_topic_op,
@@ -32,8 +32,8 @@ from ledgermq.wire.message import decode_offset_message_id, decode_records, vali
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
 
 if TYPE_CHECKING:
-    from ledgermq.broker.broker_state import BrokerState
     from ledgermq.broker.consumers import ConsumerManager
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.ledger.server import LedgerServer
     from ledgermq.wire import RemotingCommand
 

@@ -4,7 +4,7 @@ QUERY_CONSUMER_OFFSET answers a group that has no committed offset yet like the 
 for a queue whose messages are all still there: offset 0, so a new group reads a young queue
 from its start (protocol-remoting-and-grpc.md section 2.9); otherwise QUERY_NOT_FOUND and the
 client applies its consume-from-where. UPDATE_CONSUMER_OFFSET is answered once the offset is
-committed through the ledger (broker.metadata_writer), so an acknowledged commit survives a
+committed through the ledger (broker.state.metadata_writer), so an acknowledged commit survives a
 failover.
 
 ``commitOffset=-1`` is what clients send for a queue they hold but have not consumed yet
@@ -26,7 +26,7 @@ from ledgermq.wire import MQResponseCode, ext_int, ext_str
 from ledgermq.wire.message import STORE_TIMESTAMP_POSITION
 
 if TYPE_CHECKING:
-    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.wire import RemotingCommand
 
 __all__ = [

@@ -10,8 +10,8 @@ message as soon as it is committed and dispatched, without polling.
 Filtering (RocketMQ's ``ExpressionMessageFilter``): a TAG subscription skips units whose tags
 hash code it does not name, read from the ConsumeQueue alone; a SQL92 one (``expressionType``
 SQL92, with ``enablePropertyFilter``) reads the candidate records, decodes their properties and
-delivers those its selector makes TRUE (broker.filter). Either way a skipped message is one the
-subscription does not want, and the pull answers PULL_RETRY_IMMEDIATELY past it when nothing
+delivers those its selector makes TRUE (broker.storage.filter). Either way a skipped message is
+one the subscription does not want, and the pull answers PULL_RETRY_IMMEDIATELY past it when nothing
 matched. A pull without a subscription (no SUBSCRIPTION flag and no ``subscription`` field, as
 Java push consumers send by default) uses what the group's heartbeat registered for the topic.
 Only SQL92 pulls pay for reading properties.
@@ -30,8 +30,8 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.consume_queue import BLANK_SIZE
-from ledgermq.broker.filter.subscription import resolve
+from ledgermq.broker.storage.consume_queue import BLANK_SIZE
+from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
@@ -45,8 +45,8 @@ from ledgermq.wire.route import is_readable
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from ledgermq.broker.broker_state import BrokerState
-    from ledgermq.broker.filter import Sql92Selector
+    from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.broker.storage.filter import Sql92Selector
     from ledgermq.wire import RemotingCommand
 
 __all__ = ["PullProcessor", "PullResult"]

@@ -21,8 +21,8 @@ import logging
 import random
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.metadata import delay_offsets_op
-from ledgermq.broker.topics import SCHEDULE_TOPIC
+from ledgermq.broker.state.metadata import delay_offsets_op
+from ledgermq.broker.state.topics import SCHEDULE_TOPIC
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
@@ -34,7 +34,8 @@ from ledgermq.wire import MQResponseCode, ext_int, ext_str
 from ledgermq.wire.message import MessageProperty, decode_records, encode_properties
 
 if TYPE_CHECKING:
-    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.service.message_writer import MessageWriter
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.wire import RemotingCommand
     from ledgermq.wire.message import MessageExt
 
@@ -62,8 +63,9 @@ def _read_message(state: BrokerState, offset: int) -> MessageExt:
 
 
 class SendBackProcessor:
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
         self._state = state
+        self._writer = messages
         self._rng = random.Random()  # noqa: S311 - spreads retries over retry queues
 
     async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
@@ -97,7 +99,7 @@ class SendBackProcessor:
             properties[MessageProperty.REAL_QID] = str(self._rng.randrange(retry.write_queue_nums))
             properties[MessageProperty.DELAY] = str(level)
             topic, queue_id = SCHEDULE_TOPIC, level - 1
-        await state.messages.put(
+        await self._writer.put(
             topic,
             queue_id,
             [(message.body, message.flag, encode_properties(properties))],
@@ -112,8 +114,9 @@ class SendBackProcessor:
 class DelayScheduler:
     """Runs on the master only: brings delayed messages to their real topic when due."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
         self._state = state
+        self._writer = messages
         self._tasks: list[asyncio.Task[None]] = []
         self._progress: dict[int, int] = {}
         self._saved: dict[int, int] = {}
@@ -192,7 +195,7 @@ class DelayScheduler:
         if not topic or queue_text is None:
             _log.error("delayed message %s lacks its real topic; dropped", message.msg_id)
             return
-        await self._state.messages.put(
+        await self._writer.put(
             topic,
             int(queue_text),
             [(message.body, message.flag, encode_properties(properties))],

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.topics import RETRY_PREFIX, SCHEDULE_TOPIC
+from ledgermq.broker.state.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import (
     BadRequestError,
     InvalidMessageError,
@@ -40,8 +40,8 @@ from ledgermq.wire.route import is_writable
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ledgermq.broker.broker_state import BrokerState
-    from ledgermq.broker.message_writer import PutResult
+    from ledgermq.broker.service.message_writer import MessageWriter, PutResult
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.wire import RemotingCommand
     from ledgermq.wire.route import TopicConfig
 
@@ -148,8 +148,9 @@ class SendProcessor:
     common case of a known topic: its answer is made straight from the commit). Both run the
     same steps, ``_check``, ``_place`` and ``_answer``, so they cannot disagree."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
         self._state = state
+        self._writer = messages
         self._rng = random.Random()  # noqa: S311 - spreads sends without a queue id
 
     async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
@@ -277,7 +278,7 @@ class SendProcessor:
                     ext["transactionId"] = uniq
             on_done(command.response(MQResponseCode.SUCCESS, ext_fields=ext))
 
-        state.messages.submit(
+        self._writer.submit(
             store_topic, store_queue, items, answer,
             sys_flag=request.sys_flag, born_timestamp=request.born_timestamp,
             born_host=client_address, reconsume_times=request.reconsume_times,

@@ -23,33 +23,33 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker import admin, offsets
-from ledgermq.broker.broker_state import BrokerState
-from ledgermq.broker.commitlog import BODY_OFFSET, CommitLog
-from ledgermq.broker.consume_queue_store import ConsumeQueueStore
 from ledgermq.broker.consumers import (
     ConsumerManager,
     QueueLockManager,
     parse_heartbeat,
     parse_lock_body,
 )
-from ledgermq.broker.dispatch_checkpoint import (
-    DispatchCheckpoint,
-    flush_and_checkpoint,
-    read_dispatch_checkpoint,
-)
-from ledgermq.broker.dispatcher import Dispatcher
-from ledgermq.broker.filter.subscription import parse_check_client_body, resolve
-from ledgermq.broker.key_index import INDEX_DIR, KeyIndex
-from ledgermq.broker.message_writer import MessageWriter
-from ledgermq.broker.metadata import SNAPSHOT_FILE, BrokerMetadata
-from ledgermq.broker.metadata_writer import MetadataWriter
 from ledgermq.broker.pull import PullProcessor
-from ledgermq.broker.queue_offsets import QueueOffsetTable
 from ledgermq.broker.registration import NameServerRegistrar
 from ledgermq.broker.retry import DelayScheduler, SendBackProcessor
 from ledgermq.broker.role import RoleHandler
 from ledgermq.broker.send import SendProcessor
-from ledgermq.broker.topics import TopicManager, retry_topic
+from ledgermq.broker.service.message_writer import MessageWriter
+from ledgermq.broker.state.broker_state import BrokerState
+from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
+from ledgermq.broker.state.metadata_writer import MetadataWriter
+from ledgermq.broker.state.queue_offsets import QueueOffsetTable
+from ledgermq.broker.state.topics import TopicManager, retry_topic
+from ledgermq.broker.storage.commitlog import BODY_OFFSET, CommitLog
+from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+from ledgermq.broker.storage.dispatch_checkpoint import (
+    DispatchCheckpoint,
+    flush_and_checkpoint,
+    read_dispatch_checkpoint,
+)
+from ledgermq.broker.storage.dispatcher import Dispatcher
+from ledgermq.broker.storage.filter.subscription import parse_check_client_body, resolve
+from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
     BadRequestError,
@@ -183,16 +183,16 @@ class BrokerServer:
             dispatcher=dispatcher,
             queue_offsets=QueueOffsetTable(),
         )
-        state.messages = MessageWriter(state)
+        messages = MessageWriter(state)
         self.state = state
         done = await asyncio.to_thread(dispatcher.catch_up)
         _log.info("broker %s replica %s dispatched %d committed entries on start (up to %d)",
                   config.broker_name, config.dleger_self_id, done,
                   dispatcher.dispatched_index)  # fmt: skip
         self._pull = PullProcessor(state, self.consumers.subscription)
-        self._send = SendProcessor(state)
-        self._send_back = SendBackProcessor(state)
-        self._delay = DelayScheduler(state)
+        self._send = SendProcessor(state, messages)
+        self._send_back = SendBackProcessor(state, messages)
+        self._delay = DelayScheduler(state, messages)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
         self.ledger.add_commit_listener(dispatcher.on_commit)

@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
-from ledgermq.broker.filter.selector import Sql92Selector, compile_sql92
-from ledgermq.broker.filter.sql92_parser import Sql92Error
+from ledgermq.broker.storage.filter.selector import Sql92Selector, compile_sql92
+from ledgermq.broker.storage.filter.sql92_parser import Sql92Error
 from ledgermq.errors import BadRequestError, RequestRejectedError
 from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import parse_subscription

@@ -18,16 +18,15 @@ from ledgermq.wire import MQResponseCode
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from ledgermq.broker.commitlog import CommitLog
     from ledgermq.broker.config import BrokerConfig
-    from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-    from ledgermq.broker.dispatcher import Dispatcher
-    from ledgermq.broker.key_index import KeyIndex
-    from ledgermq.broker.message_writer import MessageWriter
-    from ledgermq.broker.metadata import BrokerMetadata
-    from ledgermq.broker.metadata_writer import MetadataWriter
-    from ledgermq.broker.queue_offsets import QueueOffsetTable
-    from ledgermq.broker.topics import TopicManager
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata_writer import MetadataWriter
+    from ledgermq.broker.state.queue_offsets import QueueOffsetTable
+    from ledgermq.broker.state.topics import TopicManager
+    from ledgermq.broker.storage.commitlog import CommitLog
+    from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+    from ledgermq.broker.storage.dispatcher import Dispatcher
+    from ledgermq.broker.storage.key_index import KeyIndex
     from ledgermq.clock import Clock
 
 __all__ = ["BrokerRole", "BrokerState", "BrokerStats"]
@@ -70,7 +69,6 @@ class BrokerState:
     keys: KeyIndex
     dispatcher: Dispatcher
     queue_offsets: QueueOffsetTable
-    messages: MessageWriter = field(init=False)
     stats: BrokerStats = field(default_factory=BrokerStats)
     role: BrokerRole = BrokerRole.SLAVE
     broker_id: int = -1

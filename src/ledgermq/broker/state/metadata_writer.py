@@ -16,16 +16,16 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.metadata import commit_offsets_op, encode_op
+from ledgermq.broker.state.metadata import commit_offsets_op, encode_op
 from ledgermq.errors import LedgerMQError, RequestRejectedError
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ledgermq.broker.commitlog import CommitLog
-    from ledgermq.broker.dispatcher import Dispatcher
-    from ledgermq.broker.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.storage.commitlog import CommitLog
+    from ledgermq.broker.storage.dispatcher import Dispatcher
 
 __all__ = ["MetadataWriter"]
 

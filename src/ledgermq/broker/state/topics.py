@@ -5,7 +5,7 @@ finds no route for a topic sends with ``defaultTopic=TBW102``; a broker with
 ``autoCreateTopicEnable`` creates the topic then, with the client's queue count capped by
 ``defaultTopicQueueNums``. A consumer group gets its retry topic ``%RETRY%<group>`` when its
 first heartbeat arrives, and its dead-letter topic ``%DLQ%<group>`` when a message first runs out
-of retries. Every creation is a metadata change through the ledger (broker.metadata), so all
+of retries. Every creation is a metadata change through the ledger (broker.state.metadata), so all
 replicas have it and a new master keeps it.
 """
 
@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.metadata import SubscriptionGroupConfig, put_group_op, put_topic_op
+from ledgermq.broker.state.metadata import SubscriptionGroupConfig, put_group_op, put_topic_op
 from ledgermq.errors import RequestRejectedError
 from ledgermq.wire import MQResponseCode
 from ledgermq.wire.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ledgermq.broker.config import BrokerConfig
-    from ledgermq.broker.metadata import BrokerMetadata
-    from ledgermq.broker.metadata_writer import MetadataWriter
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata_writer import MetadataWriter
 
 __all__ = [
     "AUTO_CREATE_TOPIC",

@@ -17,7 +17,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.append_group import AppendGroup, AppendRefusedError
+from ledgermq.broker.storage.append_group import AppendGroup, AppendRefusedError
 from ledgermq.errors import (
     ConnectError,
     LeaderPendingFullError,
@@ -32,7 +32,7 @@ from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_reco
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.state.broker_state import BrokerState
 
 __all__ = ["MessageWriter", "PutResult", "split_host_port"]
 

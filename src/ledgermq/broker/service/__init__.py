@@ -1,0 +1,3 @@
+"""The broker's service room: protocol-neutral operations, one place each (DESIGN.md, "two front
+doors, one house").
+"""
