@@ -22,19 +22,28 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.broker import admin, offsets
-from ledgermq.broker.consumers import (
+from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.registration import NameServerRegistrar
+from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections, json_body
+from ledgermq.broker.remoting.consumers import (
     ConsumerManager,
     QueueLockManager,
+    parse_check_client_body,
     parse_heartbeat,
     parse_lock_body,
 )
-from ledgermq.broker.pull import PullProcessor
-from ledgermq.broker.registration import NameServerRegistrar
-from ledgermq.broker.retry import DelayScheduler, SendBackProcessor
+from ledgermq.broker.remoting.errors import response_code
+from ledgermq.broker.remoting.offsets import OffsetProcessor
+from ledgermq.broker.remoting.pull import PullProcessor
+from ledgermq.broker.remoting.send import SendProcessor, send_response
+from ledgermq.broker.remoting.send_back import SendBackProcessor
 from ledgermq.broker.role import RoleHandler
-from ledgermq.broker.send import SendProcessor
+from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.message_writer import MessageWriter
+from ledgermq.broker.service.offsets import OffsetService
+from ledgermq.broker.service.pull import PullService
+from ledgermq.broker.service.retry import DelayScheduler, SendBackService
+from ledgermq.broker.service.send import SendService
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -48,7 +57,7 @@ from ledgermq.broker.storage.dispatch_checkpoint import (
     read_dispatch_checkpoint,
 )
 from ledgermq.broker.storage.dispatcher import Dispatcher
-from ledgermq.broker.storage.filter.subscription import parse_check_client_body, resolve
+from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
@@ -68,6 +77,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from ledgermq.broker.config import BrokerConfig
+    from ledgermq.broker.service.send import SendResult
     from ledgermq.net import Connection, Listener, Network
     from ledgermq.store import LogStore
     from ledgermq.wire import RemotingCommand
@@ -123,7 +133,10 @@ class BrokerServer:
         self._registrar: NameServerRegistrar | None = None
         self._role: RoleHandler | None = None
         self._delay: DelayScheduler | None = None
+        self._pull_service: PullService | None = None
         self._pull: PullProcessor | None = None
+        self._offsets: OffsetProcessor | None = None
+        self._admin: AdminProcessor | None = None
         self._send: SendProcessor | None = None
         self._send_back: SendBackProcessor | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -189,9 +202,14 @@ class BrokerServer:
         _log.info("broker %s replica %s dispatched %d committed entries on start (up to %d)",
                   config.broker_name, config.dleger_self_id, done,
                   dispatcher.dispatched_index)  # fmt: skip
-        self._pull = PullProcessor(state, self.consumers.subscription)
-        self._send = SendProcessor(state, messages)
-        self._send_back = SendBackProcessor(state, messages)
+        # The rooms (DESIGN.md): the service's operations over state and storage, and the
+        # remoting door's translators over the service.
+        self._pull_service = PullService(state, self.consumers.subscription)
+        self._pull = PullProcessor(self._pull_service)
+        self._send = SendProcessor(SendService(state, messages))
+        self._send_back = SendBackProcessor(SendBackService(state, messages))
+        self._offsets = OffsetProcessor(OffsetService(state))
+        self._admin = AdminProcessor(AdminService(state, self.ledger))
         self._delay = DelayScheduler(state, messages)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
@@ -235,8 +253,8 @@ class BrokerServer:
 
     async def _close(self) -> None:
         state = self.state
-        if self._pull is not None:
-            self._pull.wake_all()
+        if self._pull_service is not None:
+            self._pull_service.wake_all()
         pending = [task for task in self._tasks if not task.done()]
         if pending:  # woken pulls answer (refusals, after a failure) before connections close
             await asyncio.wait(pending, timeout=_DRAIN_S)
@@ -343,9 +361,9 @@ class BrokerServer:
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        assert self._pull is not None
+        assert self._pull_service is not None
         assert self._delay is not None
-        self._pull.on_arrival(topic, queue_id, max_offset)
+        self._pull_service.on_arrival(topic, queue_id, max_offset)
         self._delay.on_arrival(topic, queue_id)
 
     async def _topics_changed(self) -> None:
@@ -460,10 +478,12 @@ class BrokerServer:
         if send is None or self._failed() is not None:
             return False
 
-        def answer(outcome: RemotingCommand | RequestRejectedError) -> None:
-            if isinstance(outcome, RequestRejectedError):
-                outcome = command.response(outcome.code, remark=str(outcome))
-            self._answer(conn, command, outcome)
+        def answer(outcome: SendResult | ServiceError) -> None:
+            if isinstance(outcome, ServiceError):
+                response = command.response(response_code(outcome), remark=str(outcome))
+            else:
+                response = send_response(command, outcome)
+            self._answer(conn, command, response)
 
         try:
             return send.start(command, conn.address, answer)
@@ -488,6 +508,8 @@ class BrokerServer:
         self, conn: Connection, command: RemotingCommand, exc: BaseException
     ) -> RemotingCommand:
         """What the client is told when handling its request raised ``exc``."""
+        if isinstance(exc, ServiceError):
+            return command.response(response_code(exc), remark=str(exc))
         if isinstance(exc, RequestRejectedError):
             return command.response(exc.code, remark=str(exc))
         if isinstance(exc, LedgerMQError):
@@ -522,44 +544,32 @@ class BrokerServer:
             conn.send(response)
 
     def _handler_table(self) -> dict[int, Handler]:
-        state = self.state
-        assert state is not None
+        """Request code -> translator (``broker.remoting``), each over its service."""
         assert self._send is not None
         assert self._pull is not None
         assert self._send_back is not None
-        send, pull, send_back, ledger = self._send, self._pull, self._send_back, self.ledger
+        assert self._offsets is not None
+        assert self._admin is not None
+        send, pull, send_back = self._send, self._pull, self._send_back
+        offsets, admin = self._offsets, self._admin
 
-        def sync(fn: Callable[[BrokerState, RemotingCommand], RemotingCommand]) -> Handler:
+        def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-                return fn(state, command)
+                return fn(command)
 
             return run
 
-        def asynchronous(
-            fn: Callable[[BrokerState, RemotingCommand], Awaitable[RemotingCommand]],
-        ) -> Handler:
+        def asynchronous(fn: Callable[[RemotingCommand], Awaitable[RemotingCommand]]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-                return await fn(state, command)
+                return await fn(command)
 
             return run
 
         async def do_send(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return await send.process(command, conn.address)
 
-        async def do_pull(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await pull.process(command)
-
-        async def do_send_back(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await send_back.process(command, conn.address)
-
-        async def runtime(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return admin.runtime_info(state, ledger, command)
-
-        async def transfer(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await admin.transfer_leadership(state, ledger, command)
-
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return admin.consumer_connections(state, self.consumers, command)
+            return consumer_connections(self.consumers, command)
 
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             lines = [
@@ -572,8 +582,8 @@ class BrokerServer:
             code.SEND_MESSAGE: do_send,
             code.SEND_MESSAGE_V2: do_send,
             code.SEND_BATCH_MESSAGE: do_send,
-            code.PULL_MESSAGE: do_pull,
-            code.CONSUMER_SEND_MSG_BACK: do_send_back,
+            code.PULL_MESSAGE: asynchronous(pull.process),
+            code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
             code.GET_MAX_OFFSET: sync(offsets.max_offset),
@@ -598,9 +608,9 @@ class BrokerServer:
             code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.VIEW_MESSAGE_BY_ID: sync(admin.view_message),
             code.QUERY_MESSAGE: sync(admin.query_message),
-            code.GET_BROKER_RUNTIME_INFO: runtime,
+            code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
-            code.TRANSFER_LEADERSHIP: transfer,
+            code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
         }
 
     # ------------------------------------------------------------------ client management
@@ -657,7 +667,7 @@ class BrokerServer:
                     check.expression_type,
                     property_filter=self.config.enable_property_filter,
                 )
-            except RequestRejectedError as exc:
+            except ServiceError as exc:
                 _log.warning("client %s of group %s: subscription to %s refused: %s",
                              check.client_id, check.group, check.topic, exc)  # fmt: skip
                 raise
@@ -670,14 +680,14 @@ class BrokerServer:
             raise RequestRejectedError(
                 f"no consumer of group {group} is online", MQResponseCode.SYSTEM_ERROR
             )
-        body = admin.json_body({"consumerIdList": ids})
+        body = json_body({"consumerIdList": ids})
         return command.response(MQResponseCode.SUCCESS, body=body)
 
     async def _lock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
         assert self.state is not None
         client_id, group, queues = parse_lock_body(command.body)
         held = self.locks.lock(group, client_id, queues, self.state.now_ms())
-        body = admin.json_body({"lockOKMQSet": [q.to_object() for q in held]})
+        body = json_body({"lockOKMQSet": [q.to_object() for q in held]})
         return command.response(MQResponseCode.SUCCESS, body=body)
 
     async def _unlock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:

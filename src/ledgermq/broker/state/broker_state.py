@@ -1,7 +1,9 @@
-"""What the request processors share: one object per broker, handed to each processor.
+"""What the service's operations share: one object per broker, handed to each of them.
 
-Holding the collaborators in one place keeps the processors' constructors short and makes the
-broker's parts visible at a glance; each processor still uses only what its request needs.
+Holding the collaborators in one place keeps the constructors short and makes the broker's
+parts visible at a glance; each operation still uses only what it needs. It holds state and
+storage only: the message writer belongs to the service (``broker.service.message_writer``),
+which uses this object, never the other way round.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.errors import RequestRejectedError
-from ledgermq.wire import MQResponseCode
+from ledgermq.broker.errors import NotMasterError
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -94,10 +95,9 @@ class BrokerState:
         return self.role is BrokerRole.MASTER
 
     def require_master(self, what: str) -> None:
-        """Refuse a write on a slave: SERVICE_NOT_AVAILABLE sends the client to the master."""
+        """Refuse a write on a slave: ``NotMasterError`` sends the client to the master."""
         if self.role is not BrokerRole.MASTER:
-            raise RequestRejectedError(
+            raise NotMasterError(
                 f"broker {self.config.broker_name} replica {self.config.dleger_self_id} is a "
-                f"slave now; {what} goes to the master (look up the route again)",
-                MQResponseCode.SERVICE_NOT_AVAILABLE,
+                f"slave now; {what} goes to the master (look up the route again)"
             )

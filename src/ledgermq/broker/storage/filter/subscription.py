@@ -6,31 +6,29 @@ and CHECK_CLIENT_CONFIG (46) both ask ``resolve``, so they give the same answers
 ``PullMessageProcessor`` and ``ClientManageProcessor.checkClientConfig``:
 
 - a TAG expression is always accepted;
-- a SQL92 one on a broker with ``enablePropertyFilter=false``: SYSTEM_ERROR, "The broker does not
-  support consumer to filter message by SQL92" (the pull is refused, no offset moves);
-- a SQL92 one that does not parse: SUBSCRIPTION_PARSE_FAILED, with the reason and column;
-- any other type: SUBSCRIPTION_PARSE_FAILED (RocketMQ has no filter for it either).
+- a SQL92 one on a broker with ``enablePropertyFilter=false``: ``UnsupportedError`` (remoting:
+  SYSTEM_ERROR), "The broker does not support consumer to filter message by SQL92" (the pull is
+  refused, no offset moves);
+- a SQL92 one that does not parse: ``InvalidFilterError`` (SUBSCRIPTION_PARSE_FAILED), with the
+  reason and column;
+- any other type: ``InvalidFilterError`` (RocketMQ has no filter for it either).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Final
 
+from ledgermq.broker.errors import InvalidFilterError, UnsupportedError
 from ledgermq.broker.storage.filter.selector import Sql92Selector, compile_sql92
 from ledgermq.broker.storage.filter.sql92_parser import Sql92Error
-from ledgermq.errors import BadRequestError, RequestRejectedError
-from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import parse_subscription
 
 __all__ = [
     "SQL92",
     "TAG",
-    "ClientCheck",
     "PullFilter",
     "is_tag_type",
-    "parse_check_client_body",
     "resolve",
 ]
 
@@ -63,66 +61,21 @@ def resolve(expression: str, expression_type: str | None, *, property_filter: bo
         property_filter: the broker's ``enablePropertyFilter``.
 
     Raises:
-        RequestRejectedError: SYSTEM_ERROR (SQL92 disabled) or SUBSCRIPTION_PARSE_FAILED.
+        UnsupportedError: SQL92 is disabled (``enablePropertyFilter``).
+        InvalidFilterError: the type is unknown or the expression does not parse.
     """
     if is_tag_type(expression_type):
         tags, codes = parse_subscription(expression)
         return _ALL if tags is None else PullFilter(codes)
     if expression_type != SQL92:
-        raise RequestRejectedError(
-            f"the expression type {expression_type!r:.40} is not supported; use TAG or SQL92",
-            MQResponseCode.SUBSCRIPTION_PARSE_FAILED,
+        raise InvalidFilterError(
+            f"the expression type {expression_type!r:.40} is not supported; use TAG or SQL92"
         )
     if not property_filter:
-        raise RequestRejectedError(
-            f"The broker does not support consumer to filter message by {expression_type}",
-            MQResponseCode.SYSTEM_ERROR,
+        raise UnsupportedError(
+            f"The broker does not support consumer to filter message by {expression_type}"
         )
     try:
         return PullFilter(None, compile_sql92(expression))
     except Sql92Error as exc:
-        raise RequestRejectedError(
-            f"Invalid MessageSelector {expression!r:.200}: {exc}",
-            MQResponseCode.SUBSCRIPTION_PARSE_FAILED,
-        ) from None
-
-
-@dataclass(frozen=True, slots=True)
-class ClientCheck:
-    """``CheckClientRequestBody``: a consumer asks whether the broker takes its subscription."""
-
-    client_id: str
-    group: str
-    topic: str
-    expression: str
-    expression_type: str | None
-
-
-def parse_check_client_body(body: bytes) -> ClientCheck | None:
-    """The JSON body of CHECK_CLIENT_CONFIG; None when it carries no ``subscriptionData``
-    (RocketMQ answers SUCCESS then).
-
-    Raises:
-        BadRequestError: the body is not that JSON object.
-    """
-    try:
-        data = json.loads(body or b"{}")
-        if not isinstance(data, dict):
-            raise TypeError("the body is not a JSON object")  # noqa: TRY301 - one handler
-        sub = data.get("subscriptionData")
-        if sub is None:
-            return None
-        if not isinstance(sub, dict):
-            raise TypeError("subscriptionData is not an object")  # noqa: TRY301
-        expression_type = sub.get("expressionType")
-        return ClientCheck(
-            client_id=str(data.get("clientId") or ""),
-            group=str(data.get("group") or ""),
-            topic=str(sub.get("topic") or ""),
-            expression=str(sub.get("subString") or ""),
-            expression_type=None if expression_type is None else str(expression_type),
-        )
-    except (ValueError, TypeError) as exc:
-        raise BadRequestError(
-            f"the CHECK_CLIENT_CONFIG body is not valid CheckClientRequestBody JSON: {exc}"
-        ) from None
+        raise InvalidFilterError(f"Invalid MessageSelector {expression!r:.200}: {exc}") from None
