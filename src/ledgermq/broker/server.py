@@ -24,14 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.registration import NameServerRegistrar
-from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections, json_body
-from ledgermq.broker.remoting.consumers import (
-    ConsumerManager,
-    QueueLockManager,
-    parse_check_client_body,
-    parse_heartbeat,
-    parse_lock_body,
-)
+from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
+from ledgermq.broker.remoting.clients import ClientProcessor
+from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
@@ -39,6 +34,7 @@ from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
 from ledgermq.broker.role import RoleHandler
 from ledgermq.broker.service.admin import AdminService
+from ledgermq.broker.service.clients import ClientService
 from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.offsets import OffsetService
 from ledgermq.broker.service.pull import PullService
@@ -48,7 +44,7 @@ from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
 from ledgermq.broker.state.queue_offsets import QueueOffsetTable
-from ledgermq.broker.state.topics import TopicManager, retry_topic
+from ledgermq.broker.state.topics import TopicManager
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CommitLog
 from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
 from ledgermq.broker.storage.dispatch_checkpoint import (
@@ -57,11 +53,9 @@ from ledgermq.broker.storage.dispatch_checkpoint import (
     read_dispatch_checkpoint,
 )
 from ledgermq.broker.storage.dispatcher import Dispatcher
-from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
-    BadRequestError,
     CorruptLogError,
     LedgerMQError,
     NetworkError,
@@ -137,6 +131,7 @@ class BrokerServer:
         self._pull: PullProcessor | None = None
         self._offsets: OffsetProcessor | None = None
         self._admin: AdminProcessor | None = None
+        self._clients: ClientProcessor | None = None
         self._send: SendProcessor | None = None
         self._send_back: SendBackProcessor | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -151,7 +146,6 @@ class BrokerServer:
         self._failing: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
         self._handlers: dict[int, Handler] = {}
-        self._watched: set[Connection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closed = asyncio.Event()
@@ -210,6 +204,7 @@ class BrokerServer:
         self._send_back = SendBackProcessor(SendBackService(state, messages))
         self._offsets = OffsetProcessor(OffsetService(state))
         self._admin = AdminProcessor(AdminService(state, self.ledger))
+        self._clients = ClientProcessor(ClientService(state), self.consumers, self.locks)
         self._delay = DelayScheduler(state, messages)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
@@ -550,8 +545,9 @@ class BrokerServer:
         assert self._send_back is not None
         assert self._offsets is not None
         assert self._admin is not None
+        assert self._clients is not None
         send, pull, send_back = self._send, self._pull, self._send_back
-        offsets, admin = self._offsets, self._admin
+        offsets, admin, clients = self._offsets, self._admin, self._clients
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -590,12 +586,12 @@ class BrokerServer:
             code.GET_MIN_OFFSET: sync(offsets.min_offset),
             code.GET_EARLIEST_MSG_STORETIME: sync(offsets.earliest_store_time),
             code.SEARCH_OFFSET_BY_TIMESTAMP: sync(offsets.search_offset_by_timestamp),
-            code.HEART_BEAT: self._heartbeat,
-            code.UNREGISTER_CLIENT: self._unregister,
-            code.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
-            code.CHECK_CLIENT_CONFIG: self._check_client_config,
-            code.LOCK_BATCH_MQ: self._lock,
-            code.UNLOCK_BATCH_MQ: self._unlock,
+            code.HEART_BEAT: clients.heartbeat,
+            code.UNREGISTER_CLIENT: clients.unregister,
+            code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
+            code.CHECK_CLIENT_CONFIG: clients.check_client_config,
+            code.LOCK_BATCH_MQ: clients.lock,
+            code.UNLOCK_BATCH_MQ: clients.unlock,
             code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
             code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
             code.GET_ALL_TOPIC_CONFIG: sync(admin.all_topics),
@@ -612,88 +608,6 @@ class BrokerServer:
             code.GET_BROKER_CONFIG: broker_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
         }
-
-    # ------------------------------------------------------------------ client management
-    async def _heartbeat(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        state = self.state
-        assert state is not None
-        heartbeat = parse_heartbeat(command.body)
-        if conn not in self._watched:
-            self._watched.add(conn)
-            conn.add_close_callback(self._connection_closed)
-        changed = self.consumers.heartbeat(heartbeat, conn, command, state.now_ms())
-        if state.is_master:
-            for data in heartbeat.consumers:
-                if (
-                    data.group not in state.metadata.groups
-                    or state.topics.find(retry_topic(data.group)) is None
-                ):
-                    state.spawn(self._prepare_group(data.group))
-        self.consumers.notify_changed(changed)
-        return command.response(MQResponseCode.SUCCESS)
-
-    async def _prepare_group(self, group: str) -> None:
-        """A consumer group's subscription config and retry topic (``ClientManageProcessor``)."""
-        assert self.state is not None
-        await self.state.topics.ensure_group(group)
-        await self.state.topics.ensure_retry_topic(group)
-
-    def _connection_closed(self, conn: Connection) -> None:
-        self._watched.discard(conn)
-        changed = self.consumers.connection_closed(conn)
-        self.consumers.notify_changed(changed)
-
-    async def _unregister(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        client_id = fields.get("clientID", "")
-        if not client_id:
-            raise BadRequestError("the request header lacks the field 'clientID'")
-        changed = self.consumers.unregister(client_id, fields.get("consumerGroup") or None)
-        self.locks.release_client(client_id)
-        self.consumers.notify_changed(changed)
-        return command.response(MQResponseCode.SUCCESS)
-
-    async def _check_client_config(
-        self, conn: Connection, command: RemotingCommand
-    ) -> RemotingCommand:
-        """CHECK_CLIENT_CONFIG (46): would this broker take the consumer's subscription?
-        (``ClientManageProcessor.checkClientConfig``; Java clients ask before a SQL92
-        consumer starts.)"""
-        check = parse_check_client_body(command.body)
-        if check is not None:
-            try:
-                resolve(
-                    check.expression,
-                    check.expression_type,
-                    property_filter=self.config.enable_property_filter,
-                )
-            except ServiceError as exc:
-                _log.warning("client %s of group %s: subscription to %s refused: %s",
-                             check.client_id, check.group, check.topic, exc)  # fmt: skip
-                raise
-        return command.response(MQResponseCode.SUCCESS)
-
-    async def _consumer_list(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        group = command.ext_fields.get("consumerGroup", "")
-        ids = self.consumers.client_ids(group)
-        if not ids:
-            raise RequestRejectedError(
-                f"no consumer of group {group} is online", MQResponseCode.SYSTEM_ERROR
-            )
-        body = json_body({"consumerIdList": ids})
-        return command.response(MQResponseCode.SUCCESS, body=body)
-
-    async def _lock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        assert self.state is not None
-        client_id, group, queues = parse_lock_body(command.body)
-        held = self.locks.lock(group, client_id, queues, self.state.now_ms())
-        body = json_body({"lockOKMQSet": [q.to_object() for q in held]})
-        return command.response(MQResponseCode.SUCCESS, body=body)
-
-    async def _unlock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        client_id, group, queues = parse_lock_body(command.body)
-        self.locks.unlock(group, client_id, queues)
-        return command.response(MQResponseCode.SUCCESS)
 
 
 def _open_broker_stores(

@@ -19,6 +19,8 @@ Where each operation lives:
   (``queue_bounds``, ``earliest_store_time``, ``search_offset_by_timestamp``).
 - ``retry.SendBackService``: ``send_back`` (a consumer's failed message to its retry or
   dead-letter topic); ``retry.DelayScheduler``: delayed messages to their topic when due.
+- ``clients.ClientService``: what a consumer's heartbeat means (its group's subscription config
+  and retry topic) and ``check_subscription`` (as a pull would check it).
 - ``admin.AdminService``: topics and subscription groups (create, update, delete, list), the
   offset table, topic and consume statistics, messages by offset or key, runtime information,
   leadership transfer.
@@ -34,6 +36,6 @@ through the ledger, never a second copy in a door:
   ``broker.state``; today ``SendService`` refuses half messages (``ForbiddenError``);
 - timer messages (any delivery time) beside the delay levels.
 
-The consumer client registry (heartbeats, connections, queue locks) is the remoting door's own,
-in ``broker.remoting.consumers``.
+The client registry (members of consumer groups, their connections, queue locks) is the
+remoting door's own, in ``broker.remoting.consumers``.
 """
