@@ -40,6 +40,7 @@ from ledgermq.broker.service.offsets import OffsetService
 from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
+from ledgermq.broker.service.services import BrokerServices
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -120,6 +121,8 @@ class BrokerServer:
         self._clock: Clock = clock or SystemClock()
         self.ledger = LedgerServer(config.ledger_config(), network=self._network, clock=self._clock)
         self.state: BrokerState | None = None
+        self.services: BrokerServices | None = None
+        """The protocol-neutral operations (``broker.service``), once started."""
         self.consumers = ConsumerManager()
         self.locks = QueueLockManager()
         self._listener: Listener | None = None
@@ -198,13 +201,22 @@ class BrokerServer:
                   dispatcher.dispatched_index)  # fmt: skip
         # The rooms (DESIGN.md): the service's operations over state and storage, and the
         # remoting door's translators over the service.
-        self._pull_service = PullService(state, self.consumers.subscription)
-        self._pull = PullProcessor(self._pull_service)
-        self._send = SendProcessor(SendService(state, messages))
-        self._send_back = SendBackProcessor(SendBackService(state, messages))
-        self._offsets = OffsetProcessor(OffsetService(state))
-        self._admin = AdminProcessor(AdminService(state, self.ledger))
-        self._clients = ClientProcessor(ClientService(state), self.consumers, self.locks)
+        services = BrokerServices(
+            send=SendService(state, messages),
+            pull=PullService(state, self.consumers.subscription),
+            offsets=OffsetService(state),
+            send_back=SendBackService(state, messages),
+            clients=ClientService(state),
+            admin=AdminService(state, self.ledger),
+        )
+        self.services = services
+        self._pull_service = services.pull
+        self._pull = PullProcessor(services.pull)
+        self._send = SendProcessor(services.send)
+        self._send_back = SendBackProcessor(services.send_back)
+        self._offsets = OffsetProcessor(services.offsets)
+        self._admin = AdminProcessor(services.admin)
+        self._clients = ClientProcessor(services.clients, self.consumers, self.locks)
         self._delay = DelayScheduler(state, messages)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
