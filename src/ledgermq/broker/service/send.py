@@ -105,7 +105,7 @@ class SendService:
     """One send, two ways in: ``send`` (a coroutine, for sends that may create a topic or route
     to a retry or dead-letter topic) and ``start`` (no task and no coroutine, for the common case
     of a known topic: its result is made straight from the commit). Both run the same steps,
-    ``_check``, ``_place`` and ``_store``, so they cannot disagree."""
+    ``_check`` and ``_store``, so they cannot disagree."""
 
     def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
         self._state = state
