@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from ledgermq.broker.append_group import AppendGroup, AppendRefusedError
-from ledgermq.broker.commitlog import BODY_OFFSET
+from ledgermq.broker.storage.append_group import AppendGroup, AppendRefusedError
+from ledgermq.broker.storage.commitlog import BODY_OFFSET
 from ledgermq.errors import LedgerMQError, NotLeaderError
 from ledgermq.ledger.server import AppendResult
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from ledgermq.broker.commitlog import CommitLog
+    from ledgermq.broker.storage.commitlog import CommitLog
 
 
 class FakeCommitLog:

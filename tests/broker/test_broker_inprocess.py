@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledgermq.broker.commitlog import CHANNEL_MESSAGES
 from ledgermq.broker.server import BrokerServer
+from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES
 from ledgermq.errors import DiskFullError
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.namesrv import NameServer, NameServerConfig

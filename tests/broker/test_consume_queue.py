@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.consume_queue import (
+from ledgermq.broker.storage.consume_queue import (
     BLANK_SIZE,
     UNIT_SIZE,
     ConsumeQueue,

@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ledgermq.broker.consume_queue import BLANK_SIZE, UNIT_SIZE, ConsumeQueue, CqUnit
+from ledgermq.broker.storage.consume_queue import BLANK_SIZE, UNIT_SIZE, ConsumeQueue, CqUnit
 
 UPF = 3
 BLANK = CqUnit(0, BLANK_SIZE, 0)

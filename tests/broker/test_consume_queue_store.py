@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.consume_queue import ConsumeQueue
-from ledgermq.broker.consume_queue_store import ConsumeQueueStore, QueueStats
+from ledgermq.broker.storage.consume_queue import ConsumeQueue
+from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore, QueueStats
 from ledgermq.errors import InvalidMessageError, StoreClosedError
 
 if TYPE_CHECKING:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-from ledgermq.broker.dispatch_checkpoint import (
+from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+from ledgermq.broker.storage.dispatch_checkpoint import (
     DISPATCH_CHECKPOINT_NAME,
     DispatchCheckpoint,
     flush_and_checkpoint,
     read_dispatch_checkpoint,
     write_dispatch_checkpoint,
 )
-from ledgermq.broker.key_index import KeyIndex
+from ledgermq.broker.storage.key_index import KeyIndex
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,7 +55,7 @@ def test_flush_and_checkpoint_flushes_first(
         calls: list[str] = []
         monkeypatch.setattr(queues, "flush_all", lambda: calls.append("queues"))
         monkeypatch.setattr(index, "flush", lambda: calls.append("index"))
-        import ledgermq.broker.dispatch_checkpoint as module
+        import ledgermq.broker.storage.dispatch_checkpoint as module
 
         real_write = module.write_dispatch_checkpoint
 

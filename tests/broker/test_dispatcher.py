@@ -1,16 +1,16 @@
-"""The dispatcher over entries that hold one record or a batch's records (broker.commitlog)."""
+"""The dispatcher over entries holding one record or a batch's records (storage.commitlog)."""
 
 from __future__ import annotations
 
 import itertools
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.append_group import pack_entries
-from ledgermq.broker.commitlog import CHANNEL_MESSAGES, CommitLog
-from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-from ledgermq.broker.dispatcher import Dispatcher
-from ledgermq.broker.key_index import KeyIndex
-from ledgermq.broker.metadata import BrokerMetadata
+from ledgermq.broker.state.metadata import BrokerMetadata
+from ledgermq.broker.storage.append_group import pack_entries
+from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES, CommitLog
+from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+from ledgermq.broker.storage.dispatcher import Dispatcher
+from ledgermq.broker.storage.key_index import KeyIndex
 from ledgermq.clock import SystemClock
 from ledgermq.ledger.server import AppendResult
 from ledgermq.store.memory_store import MemoryLedgerStore

@@ -13,8 +13,8 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ledgermq.bench.processes import child_env
-from ledgermq.broker.consume_queue import ConsumeQueue
-from ledgermq.broker.key_index import KeyIndex
+from ledgermq.broker.storage.consume_queue import ConsumeQueue
+from ledgermq.broker.storage.key_index import KeyIndex
 from tests.store.test_disk_full import tiny_tmpfs
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ def test_key_index_items_past_growth_steps_read_back_after_reopen(tmp_path: Path
 
 _FILL_A_DISK = """
 import os, sys
-from ledgermq.broker.consume_queue import ConsumeQueue
-from ledgermq.broker.key_index import KeyIndex
+from ledgermq.broker.storage.consume_queue import ConsumeQueue
+from ledgermq.broker.storage.key_index import KeyIndex
 from ledgermq.errors import DiskFullError
 
 root = sys.argv[1]

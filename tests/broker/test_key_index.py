@@ -16,8 +16,8 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ledgermq.broker import key_index as key_index_module
-from ledgermq.broker.key_index import HEADER_SIZE, RECORD_SIZE, KeyIndex, key_hash
+from ledgermq.broker.storage import key_index as key_index_module
+from ledgermq.broker.storage.key_index import HEADER_SIZE, RECORD_SIZE, KeyIndex, key_hash
 from ledgermq.errors import CorruptLogError, StoreClosedError
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What a pull reads (``PullProcessor.read`` over ``CommitLog.read_records``), against the
+"""What a pull reads (``PullService.read`` over ``CommitLog.read_records``), against the
 reference: one ``read_record`` per ConsumeQueue unit, chosen unit by unit as RocketMQ's
 ``getMessage`` does (blanks skipped, tags filtered, at least one message, then up to
 ``maxMsgBytes``).
@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CommitLog
-from ledgermq.broker.consume_queue import BLANK_SIZE, ConsumeQueue
-from ledgermq.broker.pull import PullProcessor, PullResult
+from ledgermq.broker.remoting.pull import pull_code
+from ledgermq.broker.service.pull import PullResult, PullService
+from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CommitLog
+from ledgermq.broker.storage.consume_queue import BLANK_SIZE, ConsumeQueue
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError
 from ledgermq.store import LedgerStore
 from ledgermq.wire import MQResponseCode
@@ -38,7 +39,7 @@ class _Ledger:
 
 
 class Setup:
-    """A store, a commit log over it, one ConsumeQueue and a PullProcessor reading them."""
+    """A store, a commit log over it, one ConsumeQueue and a PullService reading them."""
 
     def __init__(self, tmp: Path) -> None:
         self.store = LedgerStore.open(tmp / "store", data_segment_bytes=4096, background=False)
@@ -49,7 +50,7 @@ class Setup:
             is_master=True,
             commitlog=self.commitlog,
         )
-        self.pull = PullProcessor(state)  # type: ignore[arg-type]
+        self.pull = PullService(state)  # type: ignore[arg-type]
         self.next_offset = 0
 
     def append(self, count: int, gap: int = 0) -> None:
@@ -131,14 +132,14 @@ def _fill(setup: Setup) -> None:
 
 
 def _as_tuple(result: PullResult) -> tuple[int, int, bytes, int]:
-    return result.code, result.next_begin_offset, result.body, result.count
+    return pull_code(result.status), result.next_begin_offset, result.body, result.count
 
 
 def test_a_pull_reads_what_one_read_per_record_read(setup: Setup) -> None:
     _fill(setup)
     assert setup.store.positions(0, setup.store.end_index)[-1] > 3 * 4096  # several files
     result = setup.read(0, 1024)
-    assert result.code == MQResponseCode.SUCCESS
+    assert pull_code(result.status) == MQResponseCode.SUCCESS
     assert _as_tuple(result) == setup.reference(0, 1024)
     messages = decode_records(result.body)
     real = [u for u in setup.queue.read(0, 1024) if u.size != BLANK_SIZE]
@@ -185,7 +186,7 @@ def test_filtered_and_blank_units_are_skipped(setup: Setup) -> None:
     # Nothing wanted (tags nobody has): go on past what was looked at, without a read.
     setup.store.close()
     result = setup.read(0, 32, tags=frozenset({99}))
-    assert (result.code, result.next_begin_offset, result.count) == (
+    assert (pull_code(result.status), result.next_begin_offset, result.count) == (
         MQResponseCode.PULL_RETRY_IMMEDIATELY,
         13,
         0,
@@ -197,7 +198,7 @@ def test_messages_removed_by_retention_ask_for_a_retry(setup: Setup) -> None:
     setup.store.reset_begin(setup.store.end_index)
     assert setup.store.begin_index > 0
     result = setup.read(0, 1024)
-    assert (result.code, result.next_begin_offset, result.body) == (
+    assert (pull_code(result.status), result.next_begin_offset, result.body) == (
         MQResponseCode.PULL_RETRY_IMMEDIATELY,
         0,
         b"",
@@ -209,7 +210,7 @@ def test_messages_removed_by_retention_ask_for_a_retry(setup: Setup) -> None:
         q for q, u in enumerate(units) if u.size != BLANK_SIZE and u.phy_offset >= log_start
     )
     result = setup.read(first_kept, 1024)
-    assert result.code == MQResponseCode.SUCCESS
+    assert pull_code(result.status) == MQResponseCode.SUCCESS
     assert _as_tuple(result) == setup.reference(first_kept, 1024)
 
 
@@ -218,7 +219,7 @@ def test_units_past_the_log_are_not_found(setup: Setup) -> None:
     end = setup.store.write_pos
     assert setup.queue.put(3, end + BODY_OFFSET, 200, 11)  # a unit the log does not hold
     result = setup.read(0, 32)
-    assert (result.code, result.next_begin_offset, result.body) == (
+    assert (pull_code(result.status), result.next_begin_offset, result.body) == (
         MQResponseCode.PULL_NOT_FOUND,
         0,
         b"",

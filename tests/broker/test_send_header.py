@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledgermq.broker.send import parse_send_request
+from ledgermq.broker.remoting.send import parse_send_request
 from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.broker.filter import Sql92Error, compile_sql92
-from ledgermq.broker.filter.sql92_eval import java_compare
-from ledgermq.broker.filter.sql92_parser import parse
+from ledgermq.broker.storage.filter import Sql92Error, compile_sql92
+from ledgermq.broker.storage.filter.sql92_eval import java_compare
+from ledgermq.broker.storage.filter.sql92_parser import parse
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

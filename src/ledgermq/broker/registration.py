@@ -19,7 +19,7 @@ from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import RegisterBrokerBody
 
 if TYPE_CHECKING:
-    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.ledger.server import LedgerServer
     from ledgermq.net import ConnectionPool
 

@@ -20,13 +20,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.broker_state import BrokerRole
+from ledgermq.broker.state.broker_state import BrokerRole
 from ledgermq.raft import Role, RoleChange
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.ledger.server import LedgerServer
 
 __all__ = ["RoleHandler"]

@@ -22,37 +22,41 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.broker import admin, offsets
-from ledgermq.broker.broker_state import BrokerState
-from ledgermq.broker.commitlog import BODY_OFFSET, CommitLog
-from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-from ledgermq.broker.consumers import (
-    ConsumerManager,
-    QueueLockManager,
-    parse_heartbeat,
-    parse_lock_body,
-)
-from ledgermq.broker.dispatch_checkpoint import (
+from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.registration import NameServerRegistrar
+from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
+from ledgermq.broker.remoting.clients import ClientProcessor
+from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+from ledgermq.broker.remoting.errors import response_code
+from ledgermq.broker.remoting.offsets import OffsetProcessor
+from ledgermq.broker.remoting.pull import PullProcessor
+from ledgermq.broker.remoting.send import SendProcessor, send_response
+from ledgermq.broker.remoting.send_back import SendBackProcessor
+from ledgermq.broker.role import RoleHandler
+from ledgermq.broker.service.admin import AdminService
+from ledgermq.broker.service.clients import ClientService
+from ledgermq.broker.service.message_writer import MessageWriter
+from ledgermq.broker.service.offsets import OffsetService
+from ledgermq.broker.service.pull import PullService
+from ledgermq.broker.service.retry import DelayScheduler, SendBackService
+from ledgermq.broker.service.send import SendService
+from ledgermq.broker.service.services import BrokerServices
+from ledgermq.broker.state.broker_state import BrokerState
+from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
+from ledgermq.broker.state.metadata_writer import MetadataWriter
+from ledgermq.broker.state.queue_offsets import QueueOffsetTable
+from ledgermq.broker.state.topics import TopicManager
+from ledgermq.broker.storage.commitlog import BODY_OFFSET, CommitLog
+from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+from ledgermq.broker.storage.dispatch_checkpoint import (
     DispatchCheckpoint,
     flush_and_checkpoint,
     read_dispatch_checkpoint,
 )
-from ledgermq.broker.dispatcher import Dispatcher
-from ledgermq.broker.filter.subscription import parse_check_client_body, resolve
-from ledgermq.broker.key_index import INDEX_DIR, KeyIndex
-from ledgermq.broker.message_writer import MessageWriter
-from ledgermq.broker.metadata import SNAPSHOT_FILE, BrokerMetadata
-from ledgermq.broker.metadata_writer import MetadataWriter
-from ledgermq.broker.pull import PullProcessor
-from ledgermq.broker.queue_offsets import QueueOffsetTable
-from ledgermq.broker.registration import NameServerRegistrar
-from ledgermq.broker.retry import DelayScheduler, SendBackProcessor
-from ledgermq.broker.role import RoleHandler
-from ledgermq.broker.send import SendProcessor
-from ledgermq.broker.topics import TopicManager, retry_topic
+from ledgermq.broker.storage.dispatcher import Dispatcher
+from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
-    BadRequestError,
     CorruptLogError,
     LedgerMQError,
     NetworkError,
@@ -68,6 +72,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from ledgermq.broker.config import BrokerConfig
+    from ledgermq.broker.service.send import SendResult
     from ledgermq.net import Connection, Listener, Network
     from ledgermq.store import LogStore
     from ledgermq.wire import RemotingCommand
@@ -116,6 +121,8 @@ class BrokerServer:
         self._clock: Clock = clock or SystemClock()
         self.ledger = LedgerServer(config.ledger_config(), network=self._network, clock=self._clock)
         self.state: BrokerState | None = None
+        self.services: BrokerServices | None = None
+        """The protocol-neutral operations (``broker.service``), once started."""
         self.consumers = ConsumerManager()
         self.locks = QueueLockManager()
         self._listener: Listener | None = None
@@ -123,7 +130,11 @@ class BrokerServer:
         self._registrar: NameServerRegistrar | None = None
         self._role: RoleHandler | None = None
         self._delay: DelayScheduler | None = None
+        self._pull_service: PullService | None = None
         self._pull: PullProcessor | None = None
+        self._offsets: OffsetProcessor | None = None
+        self._admin: AdminProcessor | None = None
+        self._clients: ClientProcessor | None = None
         self._send: SendProcessor | None = None
         self._send_back: SendBackProcessor | None = None
         self._housekeeping: asyncio.Task[None] | None = None
@@ -138,7 +149,6 @@ class BrokerServer:
         self._failing: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
         self._handlers: dict[int, Handler] = {}
-        self._watched: set[Connection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._closed = asyncio.Event()
@@ -183,16 +193,31 @@ class BrokerServer:
             dispatcher=dispatcher,
             queue_offsets=QueueOffsetTable(),
         )
-        state.messages = MessageWriter(state)
+        messages = MessageWriter(state)
         self.state = state
         done = await asyncio.to_thread(dispatcher.catch_up)
         _log.info("broker %s replica %s dispatched %d committed entries on start (up to %d)",
                   config.broker_name, config.dleger_self_id, done,
                   dispatcher.dispatched_index)  # fmt: skip
-        self._pull = PullProcessor(state, self.consumers.subscription)
-        self._send = SendProcessor(state)
-        self._send_back = SendBackProcessor(state)
-        self._delay = DelayScheduler(state)
+        # The rooms (DESIGN.md): the service's operations over state and storage, and the
+        # remoting door's translators over the service.
+        services = BrokerServices(
+            send=SendService(state, messages),
+            pull=PullService(state, self.consumers.subscription),
+            offsets=OffsetService(state),
+            send_back=SendBackService(state, messages),
+            clients=ClientService(state),
+            admin=AdminService(state, self.ledger),
+        )
+        self.services = services
+        self._pull_service = services.pull
+        self._pull = PullProcessor(services.pull)
+        self._send = SendProcessor(services.send)
+        self._send_back = SendBackProcessor(services.send_back)
+        self._offsets = OffsetProcessor(services.offsets)
+        self._admin = AdminProcessor(services.admin)
+        self._clients = ClientProcessor(services.clients, self.consumers, self.locks)
+        self._delay = DelayScheduler(state, messages)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
         self.ledger.add_commit_listener(dispatcher.on_commit)
@@ -235,8 +260,8 @@ class BrokerServer:
 
     async def _close(self) -> None:
         state = self.state
-        if self._pull is not None:
-            self._pull.wake_all()
+        if self._pull_service is not None:
+            self._pull_service.wake_all()
         pending = [task for task in self._tasks if not task.done()]
         if pending:  # woken pulls answer (refusals, after a failure) before connections close
             await asyncio.wait(pending, timeout=_DRAIN_S)
@@ -343,9 +368,9 @@ class BrokerServer:
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        assert self._pull is not None
+        assert self._pull_service is not None
         assert self._delay is not None
-        self._pull.on_arrival(topic, queue_id, max_offset)
+        self._pull_service.on_arrival(topic, queue_id, max_offset)
         self._delay.on_arrival(topic, queue_id)
 
     async def _topics_changed(self) -> None:
@@ -460,10 +485,12 @@ class BrokerServer:
         if send is None or self._failed() is not None:
             return False
 
-        def answer(outcome: RemotingCommand | RequestRejectedError) -> None:
-            if isinstance(outcome, RequestRejectedError):
-                outcome = command.response(outcome.code, remark=str(outcome))
-            self._answer(conn, command, outcome)
+        def answer(outcome: SendResult | ServiceError) -> None:
+            if isinstance(outcome, ServiceError):
+                response = command.response(response_code(outcome), remark=str(outcome))
+            else:
+                response = send_response(command, outcome)
+            self._answer(conn, command, response)
 
         try:
             return send.start(command, conn.address, answer)
@@ -488,6 +515,8 @@ class BrokerServer:
         self, conn: Connection, command: RemotingCommand, exc: BaseException
     ) -> RemotingCommand:
         """What the client is told when handling its request raised ``exc``."""
+        if isinstance(exc, ServiceError):
+            return command.response(response_code(exc), remark=str(exc))
         if isinstance(exc, RequestRejectedError):
             return command.response(exc.code, remark=str(exc))
         if isinstance(exc, LedgerMQError):
@@ -522,44 +551,33 @@ class BrokerServer:
             conn.send(response)
 
     def _handler_table(self) -> dict[int, Handler]:
-        state = self.state
-        assert state is not None
+        """Request code -> translator (``broker.remoting``), each over its service."""
         assert self._send is not None
         assert self._pull is not None
         assert self._send_back is not None
-        send, pull, send_back, ledger = self._send, self._pull, self._send_back, self.ledger
+        assert self._offsets is not None
+        assert self._admin is not None
+        assert self._clients is not None
+        send, pull, send_back = self._send, self._pull, self._send_back
+        offsets, admin, clients = self._offsets, self._admin, self._clients
 
-        def sync(fn: Callable[[BrokerState, RemotingCommand], RemotingCommand]) -> Handler:
+        def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-                return fn(state, command)
+                return fn(command)
 
             return run
 
-        def asynchronous(
-            fn: Callable[[BrokerState, RemotingCommand], Awaitable[RemotingCommand]],
-        ) -> Handler:
+        def asynchronous(fn: Callable[[RemotingCommand], Awaitable[RemotingCommand]]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-                return await fn(state, command)
+                return await fn(command)
 
             return run
 
         async def do_send(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return await send.process(command, conn.address)
 
-        async def do_pull(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await pull.process(command)
-
-        async def do_send_back(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await send_back.process(command, conn.address)
-
-        async def runtime(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return admin.runtime_info(state, ledger, command)
-
-        async def transfer(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await admin.transfer_leadership(state, ledger, command)
-
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return admin.consumer_connections(state, self.consumers, command)
+            return consumer_connections(self.consumers, command)
 
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             lines = [
@@ -572,20 +590,20 @@ class BrokerServer:
             code.SEND_MESSAGE: do_send,
             code.SEND_MESSAGE_V2: do_send,
             code.SEND_BATCH_MESSAGE: do_send,
-            code.PULL_MESSAGE: do_pull,
-            code.CONSUMER_SEND_MSG_BACK: do_send_back,
+            code.PULL_MESSAGE: asynchronous(pull.process),
+            code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
             code.GET_MAX_OFFSET: sync(offsets.max_offset),
             code.GET_MIN_OFFSET: sync(offsets.min_offset),
             code.GET_EARLIEST_MSG_STORETIME: sync(offsets.earliest_store_time),
             code.SEARCH_OFFSET_BY_TIMESTAMP: sync(offsets.search_offset_by_timestamp),
-            code.HEART_BEAT: self._heartbeat,
-            code.UNREGISTER_CLIENT: self._unregister,
-            code.GET_CONSUMER_LIST_BY_GROUP: self._consumer_list,
-            code.CHECK_CLIENT_CONFIG: self._check_client_config,
-            code.LOCK_BATCH_MQ: self._lock,
-            code.UNLOCK_BATCH_MQ: self._unlock,
+            code.HEART_BEAT: clients.heartbeat,
+            code.UNREGISTER_CLIENT: clients.unregister,
+            code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
+            code.CHECK_CLIENT_CONFIG: clients.check_client_config,
+            code.LOCK_BATCH_MQ: clients.lock,
+            code.UNLOCK_BATCH_MQ: clients.unlock,
             code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
             code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
             code.GET_ALL_TOPIC_CONFIG: sync(admin.all_topics),
@@ -598,92 +616,10 @@ class BrokerServer:
             code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.VIEW_MESSAGE_BY_ID: sync(admin.view_message),
             code.QUERY_MESSAGE: sync(admin.query_message),
-            code.GET_BROKER_RUNTIME_INFO: runtime,
+            code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
-            code.TRANSFER_LEADERSHIP: transfer,
+            code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
         }
-
-    # ------------------------------------------------------------------ client management
-    async def _heartbeat(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        state = self.state
-        assert state is not None
-        heartbeat = parse_heartbeat(command.body)
-        if conn not in self._watched:
-            self._watched.add(conn)
-            conn.add_close_callback(self._connection_closed)
-        changed = self.consumers.heartbeat(heartbeat, conn, command, state.now_ms())
-        if state.is_master:
-            for data in heartbeat.consumers:
-                if (
-                    data.group not in state.metadata.groups
-                    or state.topics.find(retry_topic(data.group)) is None
-                ):
-                    state.spawn(self._prepare_group(data.group))
-        self.consumers.notify_changed(changed)
-        return command.response(MQResponseCode.SUCCESS)
-
-    async def _prepare_group(self, group: str) -> None:
-        """A consumer group's subscription config and retry topic (``ClientManageProcessor``)."""
-        assert self.state is not None
-        await self.state.topics.ensure_group(group)
-        await self.state.topics.ensure_retry_topic(group)
-
-    def _connection_closed(self, conn: Connection) -> None:
-        self._watched.discard(conn)
-        changed = self.consumers.connection_closed(conn)
-        self.consumers.notify_changed(changed)
-
-    async def _unregister(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        client_id = fields.get("clientID", "")
-        if not client_id:
-            raise BadRequestError("the request header lacks the field 'clientID'")
-        changed = self.consumers.unregister(client_id, fields.get("consumerGroup") or None)
-        self.locks.release_client(client_id)
-        self.consumers.notify_changed(changed)
-        return command.response(MQResponseCode.SUCCESS)
-
-    async def _check_client_config(
-        self, conn: Connection, command: RemotingCommand
-    ) -> RemotingCommand:
-        """CHECK_CLIENT_CONFIG (46): would this broker take the consumer's subscription?
-        (``ClientManageProcessor.checkClientConfig``; Java clients ask before a SQL92
-        consumer starts.)"""
-        check = parse_check_client_body(command.body)
-        if check is not None:
-            try:
-                resolve(
-                    check.expression,
-                    check.expression_type,
-                    property_filter=self.config.enable_property_filter,
-                )
-            except RequestRejectedError as exc:
-                _log.warning("client %s of group %s: subscription to %s refused: %s",
-                             check.client_id, check.group, check.topic, exc)  # fmt: skip
-                raise
-        return command.response(MQResponseCode.SUCCESS)
-
-    async def _consumer_list(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        group = command.ext_fields.get("consumerGroup", "")
-        ids = self.consumers.client_ids(group)
-        if not ids:
-            raise RequestRejectedError(
-                f"no consumer of group {group} is online", MQResponseCode.SYSTEM_ERROR
-            )
-        body = admin.json_body({"consumerIdList": ids})
-        return command.response(MQResponseCode.SUCCESS, body=body)
-
-    async def _lock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        assert self.state is not None
-        client_id, group, queues = parse_lock_body(command.body)
-        held = self.locks.lock(group, client_id, queues, self.state.now_ms())
-        body = admin.json_body({"lockOKMQSet": [q.to_object() for q in held]})
-        return command.response(MQResponseCode.SUCCESS, body=body)
-
-    async def _unlock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        client_id, group, queues = parse_lock_body(command.body)
-        self.locks.unlock(group, client_id, queues)
-        return command.response(MQResponseCode.SUCCESS)
 
 
 def _open_broker_stores(

@@ -25,7 +25,7 @@ from typing import Final
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
-from ledgermq.broker.topics import AUTO_CREATE_TOPIC
+from ledgermq.broker.state.topics import AUTO_CREATE_TOPIC
 from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.store_commands import detect_segment_sizes
 from ledgermq.client import Admin, Producer, PullConsumer

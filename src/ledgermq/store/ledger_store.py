@@ -522,7 +522,7 @@ class LedgerStore:
 
         With ``stamp_at``, each range gets its own position written into it at that offset, as a
         big-endian int64: the broker's PHYSICALOFFSET field, which the append path leaves 0
-        (see ``broker.commitlog``). Doing it here, on the copy, spares the caller a copy of
+        (see ``broker.storage.commitlog``). Doing it here, on the copy, spares the caller a copy of
         every record to patch it.
 
         The runs are gathered and stamped in a buffer the store keeps (under its lock) and the

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ledgermq.broker import append_group
+from ledgermq.broker.storage import append_group
 from ledgermq.cli.main import main
 
 if TYPE_CHECKING:

@@ -1,10 +1,11 @@
-"""Redelivery: CONSUMER_SEND_MSG_BACK (36) and the delay-level scheduler.
+"""Redelivery: a consumer's send-back and the delay-level scheduler.
 
-A push consumer that fails a message sends it back (RocketMQ ``SendMessageProcessor.
-consumerSendMsgBack``): the broker stores a copy in the group's retry topic ``%RETRY%<group>``
-with ``reconsumeTimes + 1``, delayed by level ``3 + reconsumeTimes`` (10 s, 30 s, 1 min, ...)
-unless the consumer asked for a level; after ``maxReconsumeTimes`` (16) the copy goes to the
-dead-letter topic ``%DLQ%<group>`` instead, where it stays for an operator.
+A push consumer that fails a message sends it back (remoting: CONSUMER_SEND_MSG_BACK (36),
+``broker.remoting.send_back``; RocketMQ ``SendMessageProcessor.consumerSendMsgBack``): the broker
+stores a copy in the group's retry topic ``%RETRY%<group>`` with ``reconsumeTimes + 1``, delayed by
+level ``3 + reconsumeTimes`` (10 s, 30 s, 1 min, ...) unless the consumer asked for a level; after
+``maxReconsumeTimes`` (16) the copy goes to the dead-letter topic ``%DLQ%<group>`` instead, where it
+stays for an operator.
 
 Delayed messages wait in ``SCHEDULE_TOPIC_XXXX``, one queue per level, in arrival order, so each
 queue is due in order. The master's scheduler walks each level's queue, and when a message's
@@ -21,24 +22,23 @@ import logging
 import random
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.metadata import delay_offsets_op
-from ledgermq.broker.topics import SCHEDULE_TOPIC
+from ledgermq.broker.errors import NotFoundError
+from ledgermq.broker.state.metadata import delay_offsets_op
+from ledgermq.broker.state.topics import SCHEDULE_TOPIC
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
     LedgerMQError,
     MessageFormatError,
-    RequestRejectedError,
 )
-from ledgermq.wire import MQResponseCode, ext_int, ext_str
 from ledgermq.wire.message import MessageProperty, decode_records, encode_properties
 
 if TYPE_CHECKING:
-    from ledgermq.broker.broker_state import BrokerState
-    from ledgermq.wire import RemotingCommand
+    from ledgermq.broker.service.message_writer import MessageWriter
+    from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.wire.message import MessageExt
 
-__all__ = ["DelayScheduler", "SendBackProcessor"]
+__all__ = ["DelayScheduler", "SendBackService"]
 
 _log = logging.getLogger(__name__)
 
@@ -51,31 +51,32 @@ def _read_message(state: BrokerState, offset: int) -> MessageExt:
     try:
         messages = decode_records(state.commitlog.read_record_at(offset))
     except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError) as exc:
-        raise RequestRejectedError(
-            f"no message at commit-log offset {offset}: {exc}", MQResponseCode.SYSTEM_ERROR
-        ) from None
+        raise NotFoundError(f"no message at commit-log offset {offset}: {exc}") from None
     if len(messages) != 1:
-        raise RequestRejectedError(
-            f"no single message at commit-log offset {offset}", MQResponseCode.SYSTEM_ERROR
-        )
+        raise NotFoundError(f"no single message at commit-log offset {offset}")
     return messages[0]
 
 
-class SendBackProcessor:
-    def __init__(self, state: BrokerState) -> None:
+class SendBackService:
+    def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
         self._state = state
+        self._writer = messages
         self._rng = random.Random()  # noqa: S311 - spreads retries over retry queues
 
-    async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
+    async def send_back(
+        self, offset: int, group: str, delay_level: int = 0, max_reconsume_times: int | None = None
+    ) -> None:
+        """Store the message at commit-log ``offset`` again for ``group``: in its retry topic,
+        delayed by ``delay_level`` (0: by its attempts so far), or in its dead-letter topic after
+        ``max_reconsume_times`` attempts (None: the group's ``retryMaxTimes``) or for a negative
+        level. Returns once stored; raises ``NotMasterError``, ``NotFoundError`` (no message at
+        the offset) or the store's refusals."""
         state = self._state
-        fields = command.ext_fields
-        offset = ext_int(fields, "offset")
-        group = ext_str(fields, "group")
-        delay_level = ext_int(fields, "delayLevel", 0)
-        max_times_field = fields.get("maxReconsumeTimes")
         state.require_master("send-back")
         group_config = await state.topics.ensure_group(group)
-        max_times = int(max_times_field) if max_times_field else group_config.retry_max_times
+        max_times = (
+            group_config.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        )
         message = _read_message(state, offset)
         properties = dict(message.properties)
         properties.setdefault(MessageProperty.RETRY_TOPIC, message.topic)
@@ -97,7 +98,7 @@ class SendBackProcessor:
             properties[MessageProperty.REAL_QID] = str(self._rng.randrange(retry.write_queue_nums))
             properties[MessageProperty.DELAY] = str(level)
             topic, queue_id = SCHEDULE_TOPIC, level - 1
-        await state.messages.put(
+        await self._writer.put(
             topic,
             queue_id,
             [(message.body, message.flag, encode_properties(properties))],
@@ -106,14 +107,14 @@ class SendBackProcessor:
             born_host=message.born_host,
             reconsume_times=times + 1,
         )
-        return command.response(MQResponseCode.SUCCESS)
 
 
 class DelayScheduler:
     """Runs on the master only: brings delayed messages to their real topic when due."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
         self._state = state
+        self._writer = messages
         self._tasks: list[asyncio.Task[None]] = []
         self._progress: dict[int, int] = {}
         self._saved: dict[int, int] = {}
@@ -161,7 +162,7 @@ class DelayScheduler:
             phy, _size, _tags = unit
             try:
                 message = _read_message(state, phy)
-            except RequestRejectedError as exc:
+            except NotFoundError as exc:
                 _log.error("delay level %d offset %d unreadable (%s); skipped", level, offset, exc)
                 self._progress[level] = offset + 1
                 continue
@@ -172,7 +173,7 @@ class DelayScheduler:
                 continue
             try:
                 await self._deliver(message)
-            except (LedgerMQError, RequestRejectedError) as exc:
+            except LedgerMQError as exc:
                 _log.warning("delayed message %s not delivered yet: %s", message.msg_id, exc)
                 await asyncio.sleep(1.0)
                 continue
@@ -192,7 +193,7 @@ class DelayScheduler:
         if not topic or queue_text is None:
             _log.error("delayed message %s lacks its real topic; dropped", message.msg_id)
             return
-        await self._state.messages.put(
+        await self._writer.put(
             topic,
             int(queue_text),
             [(message.body, message.flag, encode_properties(properties))],
@@ -211,5 +212,5 @@ class DelayScheduler:
             try:
                 await self._state.writer.submit(delay_offsets_op(changed))
                 self._saved.update(changed)
-            except (LedgerMQError, RequestRejectedError) as exc:
+            except LedgerMQError as exc:
                 _log.debug("delay progress not saved yet: %s", exc)

@@ -1,7 +1,9 @@
-"""What the request processors share: one object per broker, handed to each processor.
+"""What the service's operations share: one object per broker, handed to each of them.
 
-Holding the collaborators in one place keeps the processors' constructors short and makes the
-broker's parts visible at a glance; each processor still uses only what its request needs.
+Holding the collaborators in one place keeps the constructors short and makes the broker's
+parts visible at a glance; each operation still uses only what it needs. It holds state and
+storage only: the message writer belongs to the service (``broker.service.message_writer``),
+which uses this object, never the other way round.
 """
 
 from __future__ import annotations
@@ -12,22 +14,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.errors import RequestRejectedError
-from ledgermq.wire import MQResponseCode
+from ledgermq.broker.errors import NotMasterError
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from ledgermq.broker.commitlog import CommitLog
     from ledgermq.broker.config import BrokerConfig
-    from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-    from ledgermq.broker.dispatcher import Dispatcher
-    from ledgermq.broker.key_index import KeyIndex
-    from ledgermq.broker.message_writer import MessageWriter
-    from ledgermq.broker.metadata import BrokerMetadata
-    from ledgermq.broker.metadata_writer import MetadataWriter
-    from ledgermq.broker.queue_offsets import QueueOffsetTable
-    from ledgermq.broker.topics import TopicManager
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata_writer import MetadataWriter
+    from ledgermq.broker.state.queue_offsets import QueueOffsetTable
+    from ledgermq.broker.state.topics import TopicManager
+    from ledgermq.broker.storage.commitlog import CommitLog
+    from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+    from ledgermq.broker.storage.dispatcher import Dispatcher
+    from ledgermq.broker.storage.key_index import KeyIndex
     from ledgermq.clock import Clock
 
 __all__ = ["BrokerRole", "BrokerState", "BrokerStats"]
@@ -70,7 +70,6 @@ class BrokerState:
     keys: KeyIndex
     dispatcher: Dispatcher
     queue_offsets: QueueOffsetTable
-    messages: MessageWriter = field(init=False)
     stats: BrokerStats = field(default_factory=BrokerStats)
     role: BrokerRole = BrokerRole.SLAVE
     broker_id: int = -1
@@ -96,10 +95,9 @@ class BrokerState:
         return self.role is BrokerRole.MASTER
 
     def require_master(self, what: str) -> None:
-        """Refuse a write on a slave: SERVICE_NOT_AVAILABLE sends the client to the master."""
+        """Refuse a write on a slave: ``NotMasterError`` sends the client to the master."""
         if self.role is not BrokerRole.MASTER:
-            raise RequestRejectedError(
+            raise NotMasterError(
                 f"broker {self.config.broker_name} replica {self.config.dleger_self_id} is a "
-                f"slave now; {what} goes to the master (look up the route again)",
-                MQResponseCode.SERVICE_NOT_AVAILABLE,
+                f"slave now; {what} goes to the master (look up the route again)"
             )

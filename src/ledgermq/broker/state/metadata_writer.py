@@ -16,16 +16,16 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.metadata import commit_offsets_op, encode_op
-from ledgermq.errors import LedgerMQError, RequestRejectedError
-from ledgermq.wire import MQResponseCode
+from ledgermq.broker.errors import NotStoredError, ServiceError, UnavailableError
+from ledgermq.broker.state.metadata import commit_offsets_op, encode_op
+from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ledgermq.broker.commitlog import CommitLog
-    from ledgermq.broker.dispatcher import Dispatcher
-    from ledgermq.broker.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.storage.commitlog import CommitLog
+    from ledgermq.broker.storage.dispatcher import Dispatcher
 
 __all__ = ["MetadataWriter"]
 
@@ -97,9 +97,7 @@ class MetadataWriter:
                 error = _not_stored(exc)
                 _log.warning("%d consumer offsets were not stored: %s", len(batch), exc)
             except asyncio.CancelledError:
-                error = RequestRejectedError(
-                    "the broker is shutting down", MQResponseCode.SERVICE_NOT_AVAILABLE
-                )
+                error = UnavailableError("the broker is shutting down")
                 raise
             finally:
                 self._in_flight = {}
@@ -116,9 +114,8 @@ class MetadataWriter:
         for future in self._staged_waiters:
             if not future.done():
                 future.set_exception(
-                    RequestRejectedError(
-                        "this broker stopped being the master before the offsets were stored",
-                        MQResponseCode.SERVICE_NOT_AVAILABLE,
+                    UnavailableError(
+                        "this broker stopped being the master before the offsets were stored"
                     )
                 )
         self._staged_waiters = []
@@ -131,9 +128,7 @@ class MetadataWriter:
                 await self._flusher
 
 
-def _not_stored(exc: LedgerMQError) -> RequestRejectedError:
+def _not_stored(exc: LedgerMQError) -> ServiceError:
     if exc.retriable:
-        return RequestRejectedError(
-            f"the change was not stored: {exc}", MQResponseCode.SERVICE_NOT_AVAILABLE
-        )
-    return RequestRejectedError(f"the change was not stored: {exc}", MQResponseCode.SYSTEM_ERROR)
+        return UnavailableError(f"the change was not stored: {exc}")
+    return NotStoredError(f"the change was not stored: {exc}")

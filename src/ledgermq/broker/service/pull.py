@@ -1,19 +1,22 @@
-"""PULL_MESSAGE (11), with long polling.
+"""Pull: what reading a queue from an offset means, with long polling.
 
-Status mapping as RocketMQ's PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9):
-messages found -> SUCCESS; all filtered out -> PULL_RETRY_IMMEDIATELY; offset at the end of the
-queue -> PULL_NOT_FOUND; before the queue's start or past its end -> PULL_OFFSET_MOVED with the
-offset to go on from. A pull with the SUSPEND flag that finds nothing is held until a message
-reaches the queue or its ``suspendTimeoutMillis`` passes (long polling), so a consumer gets a new
-message as soon as it is committed and dispatched, without polling.
+Statuses as RocketMQ's PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9; the
+remoting door, ``broker.remoting.pull``, answers each with its code): messages found -> FOUND
+(SUCCESS); all filtered out -> RETRY_IMMEDIATELY (PULL_RETRY_IMMEDIATELY); offset at the end of
+the queue -> NO_NEW_MESSAGE (PULL_NOT_FOUND); before the queue's start or past its end ->
+OFFSET_MOVED (PULL_OFFSET_MOVED) with the offset to go on from. A pull that may wait
+(``suspend_ms``, the SUSPEND flag) and finds nothing is held until a message reaches the queue
+or its time passes (long polling), so a consumer gets a new message as soon as it is committed
+and dispatched, without polling.
 
 Filtering (RocketMQ's ``ExpressionMessageFilter``): a TAG subscription skips units whose tags
 hash code it does not name, read from the ConsumeQueue alone; a SQL92 one (``expressionType``
 SQL92, with ``enablePropertyFilter``) reads the candidate records, decodes their properties and
-delivers those its selector makes TRUE (broker.filter). Either way a skipped message is one the
-subscription does not want, and the pull answers PULL_RETRY_IMMEDIATELY past it when nothing
-matched. A pull without a subscription (no SUBSCRIPTION flag and no ``subscription`` field, as
-Java push consumers send by default) uses what the group's heartbeat registered for the topic.
+delivers those its selector makes TRUE (broker.storage.filter). Either way a skipped message is
+one the subscription does not want, and the pull answers RETRY_IMMEDIATELY past it when nothing
+matched. A pull without a subscription (remoting: no SUBSCRIPTION flag and no ``subscription``
+field, as Java push consumers send by default) uses what the group's heartbeat registered for
+the topic.
 Only SQL92 pulls pay for reading properties.
 
 Any replica serves pulls: queues hold only committed messages, so a slave never returns one a
@@ -26,52 +29,80 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import enum
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.consume_queue import BLANK_SIZE
-from ledgermq.broker.filter.subscription import resolve
-from ledgermq.errors import (
-    IndexCompactedError,
-    IndexOutOfRangeError,
-    MessageFormatError,
-    RequestRejectedError,
-)
-from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.broker.errors import ForbiddenError, InvalidArgumentError, NoSuchTopicError
+from ledgermq.broker.storage.consume_queue import BLANK_SIZE
+from ledgermq.broker.storage.filter.subscription import resolve
+from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
 from ledgermq.wire.message import read_dispatch_info
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
-    from ledgermq.broker.broker_state import BrokerState
-    from ledgermq.broker.filter import Sql92Selector
-    from ledgermq.wire import RemotingCommand
+    from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.broker.storage.filter import Sql92Selector
 
-__all__ = ["PullProcessor", "PullResult"]
+__all__ = ["PullRequest", "PullResult", "PullService", "PullStatus"]
 
-FLAG_COMMIT_OFFSET: Final = 1
-FLAG_SUSPEND: Final = 2
-FLAG_SUBSCRIPTION: Final = 4
 MAX_MESSAGES_PER_PULL: Final = 1024
 MAX_BYTES_PER_PULL: Final = 4 << 20
 MAX_SUSPEND_MS: Final = 30_000
 
 
+class PullStatus(enum.Enum):
+    """What a pull found, and so what the consumer does next (RocketMQ's ``PullStatus``)."""
+
+    FOUND = "FOUND"
+    """Messages: process them, then pull from ``next_begin_offset``."""
+    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
+    """Nothing at the offset yet: pull the same offset again later."""
+    RETRY_IMMEDIATELY = "RETRY_IMMEDIATELY"
+    """Nothing wanted here (all filtered out, or removed by retention meanwhile): pull again
+    now, from ``next_begin_offset``."""
+    OFFSET_MOVED = "OFFSET_MOVED"
+    """The offset is outside the queue: go on from ``next_begin_offset``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    """A pull: read queue ``queue_id`` of ``topic`` from ``offset`` for ``group``."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_nums: int = 32
+    """At most this many messages (clamped to 1..``MAX_MESSAGES_PER_PULL``)."""
+    max_bytes: int = MAX_BYTES_PER_PULL
+    """At most this many bytes of records, but at least one message (clamped likewise)."""
+    subscription: tuple[str, str | None] | None = None
+    """(expression, expression type) the pull carries; None: what the group's members
+    registered for the topic, else everything."""
+    commit_offset: int | None = None
+    """An offset of the group to commit on the way (on the master), None for none."""
+    suspend_ms: int = 0
+    """How long a pull that finds nothing may be held for a message to arrive (0: not at all;
+    at most ``MAX_SUSPEND_MS``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PullResult:
-    code: int
+    status: PullStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
     body: bytes = b""
-    """The records found, back to back (the response body)."""
+    """The records found, back to back (RocketMQ's record layout)."""
     count: int = 0
     """How many records ``body`` holds."""
 
 
-class PullProcessor:
+class PullService:
     def __init__(
         self,
         state: BrokerState,
@@ -125,48 +156,38 @@ class PullProcessor:
                         del self._held[(topic, queue_id)]
 
     # ------------------------------------------------------------------ the request
-    async def process(self, command: RemotingCommand) -> RemotingCommand:
+    async def pull(self, request: PullRequest) -> PullResult:
+        """Read ``request``'s queue from its offset, holding the pull for up to its
+        ``suspend_ms`` when nothing is there yet. Raises ``ForbiddenError``,
+        ``NoSuchTopicError``, ``InvalidArgumentError`` (queue id) or the filter's errors."""
         state = self._state
-        fields = command.ext_fields
-        group = ext_str(fields, "consumerGroup")
-        topic = ext_str(fields, "topic")
-        queue_id = ext_int(fields, "queueId")
-        offset = ext_int(fields, "queueOffset")
-        max_nums = max(1, min(ext_int(fields, "maxMsgNums", 32), MAX_MESSAGES_PER_PULL))
-        max_bytes = max(
-            1, min(ext_int(fields, "maxMsgBytes", MAX_BYTES_PER_PULL), MAX_BYTES_PER_PULL)
-        )
-        sys_flag = ext_int(fields, "sysFlag", 0)
-        commit_offset = ext_int(fields, "commitOffset", -1)
-        suspend_ms = min(max(ext_int(fields, "suspendTimeoutMillis", 15_000), 0), MAX_SUSPEND_MS)
+        group, topic, queue_id, offset = (
+            request.group, request.topic, request.queue_id, request.offset,
+        )  # fmt: skip
+        max_nums = max(1, min(request.max_nums, MAX_MESSAGES_PER_PULL))
+        max_bytes = max(1, min(request.max_bytes, MAX_BYTES_PER_PULL))
+        suspend_ms = min(max(request.suspend_ms, 0), MAX_SUSPEND_MS)
 
         if not is_readable(state.config.broker_permission):
-            raise RequestRejectedError(
-                f"the broker[{state.config.broker_name}] pulling message is forbidden",
-                MQResponseCode.NO_PERMISSION,
+            raise ForbiddenError(
+                f"the broker[{state.config.broker_name}] pulling message is forbidden"
             )
         topic_config = state.topics.find(topic)
         if topic_config is None:
-            raise RequestRejectedError(
-                f"topic[{topic}] not exist, apply first please!", MQResponseCode.TOPIC_NOT_EXIST
-            )
+            raise NoSuchTopicError(f"topic[{topic}] not exist, apply first please!")
         if not is_readable(topic_config.perm):
-            raise RequestRejectedError(
-                f"the topic[{topic}] pulling message is forbidden", MQResponseCode.NO_PERMISSION
-            )
+            raise ForbiddenError(f"the topic[{topic}] pulling message is forbidden")
         if not 0 <= queue_id < topic_config.read_queue_nums:
-            raise RequestRejectedError(
+            raise InvalidArgumentError(
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                f"[{topic_config.read_queue_nums}]",
-                MQResponseCode.SYSTEM_ERROR,
+                f"[{topic_config.read_queue_nums}]"
             )
         group_config = state.topics.group(group)
         if not group_config.consume_enable:
-            raise RequestRejectedError(
-                f"subscription group [{group}] does not have permission to consume",
-                MQResponseCode.NO_PERMISSION,
+            raise ForbiddenError(
+                f"subscription group [{group}] does not have permission to consume"
             )
-        expression, expression_type = self._subscription(group, topic, sys_flag, fields)
+        expression, expression_type = self._subscription(group, topic, request.subscription)
         # Before the offset commit below: a refused subscription moves nothing.
         wanted = resolve(
             expression, expression_type, property_filter=state.config.enable_property_filter
@@ -174,15 +195,11 @@ class PullProcessor:
         tag_codes, sql = wanted.tag_codes, wanted.sql
         if state.is_master and group not in state.metadata.groups:
             state.spawn(state.topics.ensure_group(group))
-        if sys_flag & FLAG_COMMIT_OFFSET and commit_offset >= 0 and state.is_master:
-            state.writer.stage_offset(group, topic, queue_id, commit_offset)
+        if request.commit_offset is not None and request.commit_offset >= 0 and state.is_master:
+            state.writer.stage_offset(group, topic, queue_id, request.commit_offset)
 
         result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes, sql)
-        if (
-            result.code == MQResponseCode.PULL_NOT_FOUND
-            and sys_flag & FLAG_SUSPEND
-            and suspend_ms > 0
-        ):
+        if result.status is PullStatus.NO_NEW_MESSAGE and suspend_ms > 0:
             wait_ms = (
                 suspend_ms
                 if state.config.long_polling_enable
@@ -192,22 +209,15 @@ class PullProcessor:
             result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes, sql)
         if result.count:
             state.stats.record_get(topic, result.count)
-        ext = {
-            "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(result.next_begin_offset),
-            "minOffset": str(result.min_offset),
-            "maxOffset": str(result.max_offset),
-        }
-        return command.response(result.code, ext_fields=ext, body=result.body)
+        return result
 
     def _subscription(
-        self, group: str, topic: str, sys_flag: int, fields: Mapping[str, str]
+        self, group: str, topic: str, given: tuple[str, str | None] | None
     ) -> tuple[str, str | None]:
         """(expression, expression type) of a pull: its own, else the group's registered one
         for the topic (``ConsumerGroupInfo.findSubscriptionData``), else everything."""
-        expression = fields.get("subscription")
-        if sys_flag & FLAG_SUBSCRIPTION or expression is not None:
-            return expression or "*", fields.get("expressionType")
+        if given is not None:
+            return given
         registered = self._registered(group, topic) if self._registered is not None else None
         return registered if registered is not None else ("*", None)
 
@@ -231,16 +241,16 @@ class PullProcessor:
         master = state.is_master
         if max_offset == 0 and min_offset == 0:
             if offset == 0 or not master:
-                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, 0, 0)
-            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, 0, 0, 0)
+                return PullResult(PullStatus.NO_NEW_MESSAGE, offset, 0, 0)
+            return PullResult(PullStatus.OFFSET_MOVED, 0, 0, 0)
         if offset < min_offset:
-            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, min_offset, min_offset, max_offset)
+            return PullResult(PullStatus.OFFSET_MOVED, min_offset, min_offset, max_offset)
         if offset == max_offset:
-            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset)
+            return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
         if offset > max_offset:
             if not master:
-                return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset)
-            return PullResult(MQResponseCode.PULL_OFFSET_MOVED, max_offset, min_offset, max_offset)
+                return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
+            return PullResult(PullStatus.OFFSET_MOVED, max_offset, min_offset, max_offset)
         assert queue is not None
         phy_offsets: Sequence[int]
         sizes: Sequence[int]
@@ -258,24 +268,20 @@ class PullProcessor:
             phy_offsets, sizes = phy_offsets[:count], sizes[:count]
             next_offset = offset + count
         if not sizes:
-            return PullResult(
-                MQResponseCode.PULL_RETRY_IMMEDIATELY, next_offset, min_offset, max_offset
-            )
+            return PullResult(PullStatus.RETRY_IMMEDIATELY, next_offset, min_offset, max_offset)
         try:
             body = state.commitlog.read_records(phy_offsets, sizes)
         except IndexCompactedError:
             # Retention removed these messages since the queue was read: start over after them.
-            return PullResult(MQResponseCode.PULL_RETRY_IMMEDIATELY, offset, min_offset, max_offset)
+            return PullResult(PullStatus.RETRY_IMMEDIATELY, offset, min_offset, max_offset)
         except IndexOutOfRangeError:
-            return PullResult(MQResponseCode.PULL_NOT_FOUND, offset, min_offset, max_offset)
+            return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
         count = len(sizes)
         if sql is not None:
             body, count = _select_by_properties(body, sizes, sql)
             if not count:
-                return PullResult(
-                    MQResponseCode.PULL_RETRY_IMMEDIATELY, next_offset, min_offset, max_offset
-                )
-        return PullResult(MQResponseCode.SUCCESS, next_offset, min_offset, max_offset, body, count)
+                return PullResult(PullStatus.RETRY_IMMEDIATELY, next_offset, min_offset, max_offset)
+        return PullResult(PullStatus.FOUND, next_offset, min_offset, max_offset, body, count)
 
 
 def _select(

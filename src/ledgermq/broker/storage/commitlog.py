@@ -50,7 +50,7 @@ __all__ = ["BODY_OFFSET", "CHANNEL_MESSAGES", "CHANNEL_METADATA", "CommitLog"]
 CHANNEL_MESSAGES: Final = 1
 """Entry channel of message records."""
 CHANNEL_METADATA: Final = 2
-"""Entry channel of metadata changes (broker.metadata)."""
+"""Entry channel of metadata changes (broker.state.metadata)."""
 BODY_OFFSET: Final = 48
 """Ledger entry header size: physical offset = entry pos + BODY_OFFSET (spec-broker 1.2)."""
 

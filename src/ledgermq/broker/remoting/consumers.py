@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 
     from ledgermq.net import Connection
 
-__all__ = ["ConsumerGroupInfo", "ConsumerManager", "QueueLockManager", "parse_heartbeat"]
+__all__ = [
+    "ClientCheck",
+    "ConsumerGroupInfo",
+    "ConsumerManager",
+    "QueueLockManager",
+    "parse_check_client_body",
+    "parse_heartbeat",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -296,3 +303,44 @@ class QueueLockManager:
         for table in self._locks.values():
             for queue in [q for q, (c, _) in table.items() if c == client_id]:
                 del table[queue]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """``CheckClientRequestBody``: a consumer asks whether the broker takes its subscription."""
+
+    client_id: str
+    group: str
+    topic: str
+    expression: str
+    expression_type: str | None
+
+
+def parse_check_client_body(body: bytes) -> ClientCheck | None:
+    """The JSON body of CHECK_CLIENT_CONFIG; None when it carries no ``subscriptionData``
+    (RocketMQ answers SUCCESS then).
+
+    Raises:
+        BadRequestError: the body is not that JSON object.
+    """
+    try:
+        data = json.loads(body or b"{}")
+        if not isinstance(data, dict):
+            raise TypeError("the body is not a JSON object")  # noqa: TRY301 - one handler
+        sub = data.get("subscriptionData")
+        if sub is None:
+            return None
+        if not isinstance(sub, dict):
+            raise TypeError("subscriptionData is not an object")  # noqa: TRY301
+        expression_type = sub.get("expressionType")
+        return ClientCheck(
+            client_id=str(data.get("clientId") or ""),
+            group=str(data.get("group") or ""),
+            topic=str(sub.get("topic") or ""),
+            expression=str(sub.get("subString") or ""),
+            expression_type=None if expression_type is None else str(expression_type),
+        )
+    except (ValueError, TypeError) as exc:
+        raise BadRequestError(
+            f"the CHECK_CLIENT_CONFIG body is not valid CheckClientRequestBody JSON: {exc}"
+        ) from None

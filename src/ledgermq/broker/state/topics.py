@@ -5,7 +5,7 @@ finds no route for a topic sends with ``defaultTopic=TBW102``; a broker with
 ``autoCreateTopicEnable`` creates the topic then, with the client's queue count capped by
 ``defaultTopicQueueNums``. A consumer group gets its retry topic ``%RETRY%<group>`` when its
 first heartbeat arrives, and its dead-letter topic ``%DLQ%<group>`` when a message first runs out
-of retries. Every creation is a metadata change through the ledger (broker.metadata), so all
+of retries. Every creation is a metadata change through the ledger (broker.state.metadata), so all
 replicas have it and a new master keeps it.
 """
 
@@ -15,17 +15,16 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.metadata import SubscriptionGroupConfig, put_group_op, put_topic_op
-from ledgermq.errors import RequestRejectedError
-from ledgermq.wire import MQResponseCode
+from ledgermq.broker.errors import NoSuchGroupError, NoSuchTopicError, NotStoredError
+from ledgermq.broker.state.metadata import SubscriptionGroupConfig, put_group_op, put_topic_op
 from ledgermq.wire.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ledgermq.broker.config import BrokerConfig
-    from ledgermq.broker.metadata import BrokerMetadata
-    from ledgermq.broker.metadata_writer import MetadataWriter
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata_writer import MetadataWriter
 
 __all__ = [
     "AUTO_CREATE_TOPIC",
@@ -91,9 +90,8 @@ class TopicManager:
             template is None or template.perm & PERM_INHERIT or default_topic == AUTO_CREATE_TOPIC
         )
         if not allowed:
-            raise RequestRejectedError(
-                f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is off)",
-                MQResponseCode.TOPIC_NOT_EXIST,
+            raise NoSuchTopicError(
+                f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is off)"
             )
         queues = max(1, min(default_queue_nums or 4, self._config.default_topic_queue_nums))
         _log.info("creating topic %s with %d queues on first send", topic, queues)
@@ -117,7 +115,7 @@ class TopicManager:
                 await self.on_topics_changed()
         created = self.find(name)
         if created is None:
-            raise RequestRejectedError(f"topic {name} was not created", MQResponseCode.SYSTEM_ERROR)
+            raise NotStoredError(f"topic {name} was not created")
         return created
 
     async def ensure_retry_topic(self, group: str) -> TopicConfig:
@@ -159,9 +157,8 @@ class TopicManager:
         if found is not None:
             return found
         if not self._config.auto_create_subscription_group:
-            raise RequestRejectedError(
-                f"subscription group [{name}] does not exist (autoCreateSubscriptionGroup is off)",
-                MQResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            raise NoSuchGroupError(
+                f"subscription group [{name}] does not exist (autoCreateSubscriptionGroup is off)"
             )
         await self.put_group(SubscriptionGroupConfig(name))
         return self.group(name)

@@ -85,7 +85,7 @@ import threading
 from typing import TYPE_CHECKING, Final
 from zlib import crc32
 
-from ledgermq.broker._files import make_dirs_durably, open_segment_log
+from ledgermq.broker.storage._files import make_dirs_durably, open_segment_log
 from ledgermq.errors import CorruptLogError, StoreClosedError, StoreError
 from ledgermq.speedups import PURE_PYTHON
 from ledgermq.store.segment import PAGE_BYTES, READ_MARGIN, allocation_target

@@ -11,13 +11,13 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.filter.sql92_eval import EvaluationError, compile_selector
-from ledgermq.broker.filter.sql92_parser import Sql92Error, parse
+from ledgermq.broker.storage.filter.sql92_eval import EvaluationError, compile_selector
+from ledgermq.broker.storage.filter.sql92_parser import Sql92Error, parse
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ledgermq.broker.filter.sql92_eval import Evaluator
+    from ledgermq.broker.storage.filter.sql92_eval import Evaluator
 
 __all__ = ["Sql92Selector", "compile_sql92"]
 

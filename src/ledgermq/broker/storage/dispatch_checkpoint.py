@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.store.segment import replace_file_durably
 
 if TYPE_CHECKING:
-    from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-    from ledgermq.broker.key_index import KeyIndex
+    from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+    from ledgermq.broker.storage.key_index import KeyIndex
 
 __all__ = [
     "DISPATCH_CHECKPOINT_NAME",

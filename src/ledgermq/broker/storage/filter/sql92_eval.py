@@ -34,7 +34,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.filter.sql92_parser import (
+from ledgermq.broker.storage.filter.sql92_parser import (
     INT_MAX,
     LONG_MAX,
     And,
@@ -53,7 +53,7 @@ from ledgermq.broker.filter.sql92_parser import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ledgermq.broker.filter.sql92_parser import Node, Value
+    from ledgermq.broker.storage.filter.sql92_parser import Node, Value
 
     Evaluator = Callable[[Mapping[str, str]], Value]
 

@@ -31,13 +31,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.commitlog import BODY_OFFSET
+from ledgermq.broker.storage.commitlog import BODY_OFFSET
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ledgermq.broker.commitlog import CommitLog
+    from ledgermq.broker.storage.commitlog import CommitLog
     from ledgermq.ledger.server import AppendResult
 
 __all__ = ["AppendGroup", "AppendRefusedError", "pack_entries"]

@@ -2,11 +2,13 @@
 
 One path for every way a message enters the log (a producer's send, a consumer's send-back, a
 delayed message coming due), so they all get the same offsets, errors and statistics.
-Refusals follow spec-broker.md section 3.6, with one correction: RocketMQ answers a refused
-append (not leader, transfer in progress) with SYSTEM_ERROR because DLedger hides the reason
-behind ``pos == -1``; we answer SERVICE_NOT_AVAILABLE, which tells the client to look the route
-up again, and keep SYSTEM_ERROR for "not acknowledged in time" (the message may still be
-stored, so a retry can duplicate it, as in RocketMQ) and SYSTEM_BUSY for back-pressure.
+Refusals are typed (``broker.errors``) and follow spec-broker.md section 3.6, with one
+correction: RocketMQ answers a refused append (not leader, transfer in progress) with
+SYSTEM_ERROR because DLedger hides the reason behind ``pos == -1``; we raise ``UnavailableError``
+(remoting: SERVICE_NOT_AVAILABLE, which tells the client to look the route up again), and keep
+``MaybeStoredError`` (SYSTEM_ERROR) for "not acknowledged in time" (the message may still be
+stored, so a retry can duplicate it, as in RocketMQ) and ``BusyError`` (SYSTEM_BUSY) for
+back-pressure.
 """
 
 from __future__ import annotations
@@ -17,22 +19,27 @@ import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.append_group import AppendGroup, AppendRefusedError
+from ledgermq.broker.errors import (
+    BusyError,
+    MaybeStoredError,
+    NotStoredError,
+    ServiceError,
+    UnavailableError,
+)
+from ledgermq.broker.storage.append_group import AppendGroup, AppendRefusedError
 from ledgermq.errors import (
     ConnectError,
     LeaderPendingFullError,
     LedgerMQError,
     LedgerRequestError,
-    RequestRejectedError,
 )
 from ledgermq.net import split_address
-from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_records
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ledgermq.broker.broker_state import BrokerState
+    from ledgermq.broker.state.broker_state import BrokerState
 
 __all__ = ["MessageWriter", "PutResult", "split_host_port"]
 
@@ -77,11 +84,11 @@ class MessageWriter:
 
         The records join the other puts of this loop pass in shared ledger entries
         (``append_group``'s module docstring says why); a batch is stored or refused as a whole.
-        Raises ``RequestRejectedError`` with the code the producer gets.
+        Raises a ``ServiceError`` that says why (``broker.errors``).
         """
         future: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
 
-        def settle(outcome: PutResult | RequestRejectedError) -> None:
+        def settle(outcome: PutResult | ServiceError) -> None:
             if future.done():
                 return
             if isinstance(outcome, PutResult):
@@ -101,7 +108,7 @@ class MessageWriter:
         topic: str,
         queue_id: int,
         items: Sequence[tuple[bytes, int, str]],
-        on_done: Callable[[PutResult | RequestRejectedError], None],
+        on_done: Callable[[PutResult | ServiceError], None],
         *,
         sys_flag: int = 0,
         born_timestamp: int = 0,
@@ -109,7 +116,7 @@ class MessageWriter:
         reconsume_times: int = 0,
     ) -> None:
         """``put`` without a coroutine, for the send path: ``on_done`` gets the result or the
-        refusal once, from the append's completion. Raises ``RequestRejectedError`` at once
+        refusal once, from the append's completion. Raises ``NotMasterError`` at once
         when this replica is not the master."""
         state = self._state
         state.require_master("storing messages")
@@ -137,17 +144,13 @@ class MessageWriter:
                 on_done(_refusal(broker_name, outcome.cause))
             elif isinstance(outcome, asyncio.CancelledError):
                 on_done(
-                    RequestRejectedError(
-                        "the broker is shutting down; the message may still be stored",
-                        MQResponseCode.SYSTEM_ERROR,
-                    )
+                    MaybeStoredError("the broker is shutting down; the message may still be stored")
                 )
             elif isinstance(outcome, BaseException):
                 on_done(
-                    RequestRejectedError(
+                    MaybeStoredError(
                         f"the message was not acknowledged by a quorum ({outcome}); it may "
-                        "still be stored, so a retry can duplicate it",
-                        MQResponseCode.SYSTEM_ERROR,
+                        "still be stored, so a retry can duplicate it"
                     )
                 )
             else:
@@ -161,14 +164,9 @@ class MessageWriter:
         )
 
 
-def _refusal(broker_name: str, exc: LedgerMQError) -> RequestRejectedError:
+def _refusal(broker_name: str, exc: LedgerMQError) -> ServiceError:
     if isinstance(exc, LeaderPendingFullError):
-        return RequestRejectedError(
-            f"[PC_SYNCHRONIZED] broker busy: {exc}", MQResponseCode.SYSTEM_BUSY
-        )
+        return BusyError(f"[PC_SYNCHRONIZED] broker busy: {exc}")
     if isinstance(exc, LedgerRequestError):  # too large for the ledger, or its disk is full
-        return RequestRejectedError(f"the message was refused: {exc}", MQResponseCode.SYSTEM_ERROR)
-    return RequestRejectedError(
-        f"broker {broker_name} cannot accept messages now: {exc}",
-        MQResponseCode.SERVICE_NOT_AVAILABLE,
-    )
+        return NotStoredError(f"the message was refused: {exc}")
+    return UnavailableError(f"broker {broker_name} cannot accept messages now: {exc}")

@@ -25,8 +25,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_METADATA
-from ledgermq.broker.metadata import decode_op
+from ledgermq.broker.state.metadata import decode_op
+from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_METADATA
 from ledgermq.errors import IndexCompactedError, MessageFormatError
 from ledgermq.store import EntryType
 from ledgermq.wire.message import scan_dispatch_records
@@ -34,9 +34,9 @@ from ledgermq.wire.message import scan_dispatch_records
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ledgermq.broker.consume_queue_store import ConsumeQueueStore
-    from ledgermq.broker.key_index import KeyIndex
-    from ledgermq.broker.metadata import BrokerMetadata
+    from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+    from ledgermq.broker.storage.key_index import KeyIndex
     from ledgermq.clock import Clock
     from ledgermq.store import Entry, LogStore
 

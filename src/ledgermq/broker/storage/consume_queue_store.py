@@ -23,8 +23,8 @@ import shutil
 import threading
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from ledgermq.broker._files import make_dirs_durably
-from ledgermq.broker.consume_queue import (
+from ledgermq.broker.storage._files import make_dirs_durably
+from ledgermq.broker.storage.consume_queue import (
     CONSUME_QUEUE_DIR,
     DEFAULT_UNITS_PER_FILE,
     ConsumeQueue,

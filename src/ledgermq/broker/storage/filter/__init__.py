@@ -5,7 +5,7 @@
 CHECK_CLIENT_CONFIG asks for: tag or SQL92, and the broker's answer). Pure: no I/O.
 """
 
-from ledgermq.broker.filter.selector import Sql92Selector, compile_sql92
-from ledgermq.broker.filter.sql92_parser import Sql92Error
+from ledgermq.broker.storage.filter.selector import Sql92Selector, compile_sql92
+from ledgermq.broker.storage.filter.sql92_parser import Sql92Error
 
 __all__ = ["Sql92Error", "Sql92Selector", "compile_sql92"]

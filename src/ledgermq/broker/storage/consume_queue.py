@@ -64,7 +64,7 @@ import struct
 from itertools import chain
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 
-from ledgermq.broker._files import discard_from, make_dirs_durably, open_segment_log
+from ledgermq.broker.storage._files import discard_from, make_dirs_durably, open_segment_log
 from ledgermq.errors import InvalidMessageError, StoreClosedError
 
 if TYPE_CHECKING:

@@ -1,0 +1,193 @@
+"""Administration requests, the remoting door of ``AdminService`` (broker.service.admin).
+
+Translators only: header fields and JSON bodies in, the service call, RocketMQ's JSON field
+names out where RocketMQ has the request; the statistics bodies are flat lists (RocketMQ's maps
+keyed by JSON objects are not valid JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.errors import BadRequestError, MessageFormatError, RequestRejectedError
+from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire.message import decode_offset_message_id
+from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
+
+if TYPE_CHECKING:
+    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.service.admin import AdminService
+    from ledgermq.wire import RemotingCommand
+
+__all__ = ["AdminProcessor", "json_body", "message_id_offset"]
+
+
+def json_body(value: object) -> bytes:
+    """A response body in compact JSON."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def message_id_offset(msg_id: str) -> int:
+    """The commit-log offset an offset message id names (clients resolve the broker by it)."""
+    try:
+        return decode_offset_message_id(msg_id)[2]
+    except (MessageFormatError, ValueError) as exc:
+        raise BadRequestError(f"{msg_id!r} is not an offset message id: {exc}") from None
+
+
+class AdminProcessor:
+    def __init__(self, service: AdminService) -> None:
+        self._service = service
+
+    async def create_topic(self, command: RemotingCommand) -> RemotingCommand:
+        fields = command.ext_fields
+        topic = ext_str(fields, "topic")
+        read = ext_int(fields, "readQueueNums", 8)
+        write = ext_int(fields, "writeQueueNums", read)
+        config = TopicConfig(
+            topic,
+            read,
+            write,
+            ext_int(fields, "perm", PERM_READ | PERM_WRITE),
+            fields.get("topicFilterType", "SINGLE_TAG"),
+            ext_int(fields, "topicSysFlag", 0),
+            ext_bool(fields, "order"),
+        )
+        await self._service.create_topic(config)
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def delete_topic(self, command: RemotingCommand) -> RemotingCommand:
+        await self._service.delete_topic(ext_str(command.ext_fields, "topic"))
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def create_group(self, command: RemotingCommand) -> RemotingCommand:
+        try:
+            config = SubscriptionGroupConfig.from_object(json.loads(command.body))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise BadRequestError(f"the subscription group body is not valid: {exc}") from None
+        await self._service.put_group(config)
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def delete_group(self, command: RemotingCommand) -> RemotingCommand:
+        await self._service.delete_group(ext_str(command.ext_fields, "groupName"))
+        return command.response(MQResponseCode.SUCCESS)
+
+    def all_topics(self, command: RemotingCommand) -> RemotingCommand:
+        topics, version = self._service.topics()
+        body = {
+            "topicConfigTable": {n: c.to_object() for n, c in topics.items()},
+            "dataVersion": version.to_object(),
+        }
+        return command.response(MQResponseCode.SUCCESS, body=json_body(body))
+
+    def all_groups(self, command: RemotingCommand) -> RemotingCommand:
+        groups, version = self._service.groups()
+        body = {
+            "subscriptionGroupTable": {n: g.to_object() for n, g in groups.items()},
+            "dataVersion": version.to_object(),
+        }
+        return command.response(MQResponseCode.SUCCESS, body=json_body(body))
+
+    def all_offsets(self, command: RemotingCommand) -> RemotingCommand:
+        table = {
+            f"{topic}@{group}": {str(q): o for q, o in queues.items()}
+            for (topic, group), queues in self._service.consumer_offsets().items()
+        }
+        return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
+
+    def topic_stats(self, command: RemotingCommand) -> RemotingCommand:
+        rows = [
+            {
+                "topic": row.topic,
+                "brokerName": row.broker_name,
+                "queueId": row.queue_id,
+                "minOffset": row.min_offset,
+                "maxOffset": row.max_offset,
+            }
+            for row in self._service.topic_stats(ext_str(command.ext_fields, "topic"))
+        ]
+        return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
+
+    def consume_stats(self, command: RemotingCommand) -> RemotingCommand:
+        """Per queue: the broker's max offset and the group's committed offset (lag is the
+        difference)."""
+        fields = command.ext_fields
+        group = ext_str(fields, "consumerGroup")
+        rows = [
+            {
+                "topic": row.topic,
+                "brokerName": row.broker_name,
+                "queueId": row.queue_id,
+                "brokerOffset": row.broker_offset,
+                "consumerOffset": row.consumer_offset,
+            }
+            for row in self._service.consume_stats(group, fields.get("topic") or None)
+        ]
+        return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
+
+    def view_message(self, command: RemotingCommand) -> RemotingCommand:
+        record = self._service.view_message(ext_int(command.ext_fields, "offset"))
+        return command.response(MQResponseCode.SUCCESS, body=record)
+
+    def query_message(self, command: RemotingCommand) -> RemotingCommand:
+        """QUERY_MESSAGE (12): messages of a topic by key (or unique id), newest first."""
+        fields = command.ext_fields
+        topic = ext_str(fields, "topic")
+        key = ext_str(fields, "key")
+        records = self._service.query_message(
+            topic,
+            key,
+            ext_int(fields, "maxNum", 32),
+            ext_int(fields, "beginTimestamp", 0),
+            ext_int(fields, "endTimestamp", 1 << 62),
+        )
+        if not records:
+            raise RequestRejectedError(
+                f"no message of topic {topic} with key {key}", MQResponseCode.QUERY_NOT_FOUND
+            )
+        ext = {"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
+        return command.response(MQResponseCode.SUCCESS, ext_fields=ext, body=b"".join(records))
+
+    def runtime_info(self, command: RemotingCommand) -> RemotingCommand:
+        table = self._service.runtime_info()
+        return command.response(MQResponseCode.SUCCESS, body=json_body({"table": table}))
+
+    async def transfer_leadership(self, command: RemotingCommand) -> RemotingCommand:
+        await self._service.transfer_leadership(ext_str(command.ext_fields, "to"))
+        return command.response(MQResponseCode.SUCCESS)
+
+
+def consumer_connections(consumers: ConsumerManager, command: RemotingCommand) -> RemotingCommand:
+    """GET_CONSUMER_CONNECTION_LIST (203): the remoting clients of a group, from the registry
+    their heartbeats keep (``broker.remoting.consumers``)."""
+    group = ext_str(command.ext_fields, "consumerGroup")
+    info = consumers.groups.get(group)
+    if info is None:
+        raise RequestRejectedError(
+            f"the consumer group [{group}] is not online", MQResponseCode.SYSTEM_ERROR
+        )
+    body = {
+        "connectionSet": [
+            {
+                "clientId": cid,
+                "clientAddr": m.connection.address if m.connection else "",
+                "language": m.language,
+                "version": m.version,
+            }
+            for cid, m in sorted(info.members.items())
+        ],
+        "subscriptionTable": {
+            t: {
+                "topic": t,
+                "subString": s,
+                "expressionType": info.expression_types.get(t, "TAG"),
+            }
+            for t, s in info.subscriptions.items()
+        },
+        "consumeType": info.consume_type,
+        "messageModel": info.message_model,
+        "consumeFromWhere": info.consume_from_where,
+    }
+    return command.response(MQResponseCode.SUCCESS, body=json_body(body))

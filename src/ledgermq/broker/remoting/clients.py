@@ -1,0 +1,107 @@
+"""Client management requests: the remoting door's client registry, and ``ClientService``
+(broker.service.clients) for what a heartbeat or a subscription check means.
+
+HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38), LOCK_BATCH_MQ (41),
+UNLOCK_BATCH_MQ (42) and CHECK_CLIENT_CONFIG (46). Translators: bodies in, the registry
+(``broker.remoting.consumers``) or the service, bodies out.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.remoting.admin import json_body
+from ledgermq.broker.remoting.consumers import (
+    parse_check_client_body,
+    parse_heartbeat,
+    parse_lock_body,
+)
+from ledgermq.errors import BadRequestError, RequestRejectedError
+from ledgermq.wire import MQResponseCode
+
+if TYPE_CHECKING:
+    from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+    from ledgermq.broker.service.clients import ClientService
+    from ledgermq.net import Connection
+    from ledgermq.wire import RemotingCommand
+
+__all__ = ["ClientProcessor"]
+
+_log = logging.getLogger(__name__)
+
+
+class ClientProcessor:
+    def __init__(
+        self, service: ClientService, consumers: ConsumerManager, locks: QueueLockManager
+    ) -> None:
+        self._service = service
+        self._consumers = consumers
+        self._locks = locks
+        self._watched: set[Connection] = set()
+        """Connections whose closing removes their clients (one close callback each)."""
+
+    async def heartbeat(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
+        heartbeat = parse_heartbeat(command.body)
+        if conn not in self._watched:
+            self._watched.add(conn)
+            conn.add_close_callback(self._connection_closed)
+        consumers = self._consumers
+        changed = consumers.heartbeat(heartbeat, conn, command, self._service.now_ms())
+        for data in heartbeat.consumers:
+            self._service.consumer_group_seen(data.group)
+        consumers.notify_changed(changed)
+        return command.response(MQResponseCode.SUCCESS)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        self._watched.discard(conn)
+        changed = self._consumers.connection_closed(conn)
+        self._consumers.notify_changed(changed)
+
+    async def unregister(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
+        fields = command.ext_fields
+        client_id = fields.get("clientID", "")
+        if not client_id:
+            raise BadRequestError("the request header lacks the field 'clientID'")
+        changed = self._consumers.unregister(client_id, fields.get("consumerGroup") or None)
+        self._locks.release_client(client_id)
+        self._consumers.notify_changed(changed)
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def check_client_config(
+        self, conn: Connection, command: RemotingCommand
+    ) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): would this broker take the consumer's subscription?
+        (``ClientManageProcessor.checkClientConfig``; Java clients ask before a SQL92
+        consumer starts.)"""
+        check = parse_check_client_body(command.body)
+        if check is not None:
+            try:
+                self._service.check_subscription(check.expression, check.expression_type)
+            except ServiceError as exc:
+                _log.warning("client %s of group %s: subscription to %s refused: %s",
+                             check.client_id, check.group, check.topic, exc)  # fmt: skip
+                raise
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def consumer_list(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
+        group = command.ext_fields.get("consumerGroup", "")
+        ids = self._consumers.client_ids(group)
+        if not ids:
+            raise RequestRejectedError(
+                f"no consumer of group {group} is online", MQResponseCode.SYSTEM_ERROR
+            )
+        body = json_body({"consumerIdList": ids})
+        return command.response(MQResponseCode.SUCCESS, body=body)
+
+    async def lock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
+        client_id, group, queues = parse_lock_body(command.body)
+        held = self._locks.lock(group, client_id, queues, self._service.now_ms())
+        body = json_body({"lockOKMQSet": [q.to_object() for q in held]})
+        return command.response(MQResponseCode.SUCCESS, body=body)
+
+    async def unlock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
+        client_id, group, queues = parse_lock_body(command.body)
+        self._locks.unlock(group, client_id, queues)
+        return command.response(MQResponseCode.SUCCESS)

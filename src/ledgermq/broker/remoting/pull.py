@@ -1,0 +1,78 @@
+"""PULL_MESSAGE (11): the remoting door of ``PullService`` (broker.service.pull).
+
+A translator only: the header's fields in (``sysFlag`` says whether the pull carries its
+subscription, commits an offset on the way and may be held), the service call, and the status
+out as RocketMQ's code with ``nextBeginOffset``, ``minOffset`` and ``maxOffset``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.service.pull import MAX_BYTES_PER_PULL, PullRequest, PullStatus
+from ledgermq.wire import MQResponseCode, ext_int, ext_str
+
+if TYPE_CHECKING:
+    from ledgermq.broker.service.pull import PullService
+    from ledgermq.wire import RemotingCommand
+
+__all__ = ["PullProcessor", "pull_code"]
+
+FLAG_COMMIT_OFFSET: Final = 1
+FLAG_SUSPEND: Final = 2
+FLAG_SUBSCRIPTION: Final = 4
+
+_CODES: Final = {
+    PullStatus.FOUND: MQResponseCode.SUCCESS,
+    PullStatus.NO_NEW_MESSAGE: MQResponseCode.PULL_NOT_FOUND,
+    PullStatus.RETRY_IMMEDIATELY: MQResponseCode.PULL_RETRY_IMMEDIATELY,
+    PullStatus.OFFSET_MOVED: MQResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def pull_code(status: PullStatus) -> MQResponseCode:
+    """The response code that reports ``status``."""
+    return _CODES[status]
+
+
+class PullProcessor:
+    def __init__(self, service: PullService) -> None:
+        self._service = service
+
+    async def process(self, command: RemotingCommand) -> RemotingCommand:
+        fields = command.ext_fields
+        group = ext_str(fields, "consumerGroup")
+        topic = ext_str(fields, "topic")
+        queue_id = ext_int(fields, "queueId")
+        offset = ext_int(fields, "queueOffset")
+        max_nums = ext_int(fields, "maxMsgNums", 32)
+        max_bytes = ext_int(fields, "maxMsgBytes", MAX_BYTES_PER_PULL)
+        sys_flag = ext_int(fields, "sysFlag", 0)
+        commit_offset = ext_int(fields, "commitOffset", -1)
+        suspend_ms = ext_int(fields, "suspendTimeoutMillis", 15_000)
+        expression = fields.get("subscription")
+        subscription = (
+            (expression or "*", fields.get("expressionType"))
+            if sys_flag & FLAG_SUBSCRIPTION or expression is not None
+            else None
+        )
+        result = await self._service.pull(
+            PullRequest(
+                group,
+                topic,
+                queue_id,
+                offset,
+                max_nums,
+                max_bytes,
+                subscription,
+                commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
+                suspend_ms if sys_flag & FLAG_SUSPEND else 0,
+            )
+        )
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        return command.response(pull_code(result.status), ext_fields=ext, body=result.body)

@@ -1,0 +1,41 @@
+"""The broker's service room: protocol-neutral operations, one place each (DESIGN.md, "Growing
+the broker: two front doors, one house").
+
+Every front door (the remoting processors in ``broker.remoting`` today, the gRPC v5 servicer
+later) only translates: its wire fields in, a call here, its wire fields out. What an operation
+means lives here once, over ``broker.state`` and ``broker.storage``, so the doors agree by
+construction and tests of semantics need no protocol. Arguments and results are typed
+(dataclasses); refusals are ``broker.errors`` classes, which say what the caller should do and
+name no protocol code (each door maps them: ``broker.remoting.errors``).
+
+Where each operation lives:
+
+- ``send.SendService``: ``send`` / ``start`` (store a producer's messages; delay levels, retry
+  and dead-letter routing, topic creation on first send). ``message_writer.MessageWriter`` is
+  the one path by which messages enter the log (send, send-back, the delay scheduler).
+- ``pull.PullService``: ``pull`` (read a queue from an offset, filtered, with long polling),
+  ``read``, and the wake-ups the dispatcher drives (``on_arrival``, ``wake_all``).
+- ``offsets.OffsetService``: consumer offsets (``commit``, ``consumer_offset``) and queue offsets
+  (``queue_bounds``, ``earliest_store_time``, ``search_offset_by_timestamp``).
+- ``retry.SendBackService``: ``send_back`` (a consumer's failed message to its retry or
+  dead-letter topic); ``retry.DelayScheduler``: delayed messages to their topic when due.
+- ``clients.ClientService``: what a consumer's heartbeat means (its group's subscription config
+  and retry topic) and ``check_subscription`` (as a pull would check it).
+- ``admin.AdminService``: topics and subscription groups (create, update, delete, list), the
+  offset table, topic and consume statistics, messages by offset or key, runtime information,
+  leadership transfer.
+
+Still to come here (issue 16 sections 2 and 3), each an operation of its own over state kept
+through the ledger, never a second copy in a door:
+
+- POP consumption: ``pop`` (receive: messages made invisible for a time, each with a receipt
+  handle), ``ack`` (per message, in any order) and ``change_invisible`` (re-arm, new handle),
+  over POP checkpoints in ``broker.state``;
+- transactions: half messages stored invisible and ``end_transaction`` (commit or rollback),
+  with the broker's check-back for half messages left open, over transaction state in
+  ``broker.state``; today ``SendService`` refuses half messages (``ForbiddenError``);
+- timer messages (any delivery time) beside the delay levels.
+
+The client registry (members of consumer groups, their connections, queue locks) is the
+remoting door's own, in ``broker.remoting.consumers``.
+"""

@@ -1,0 +1,260 @@
+"""Administration: topics, subscription groups, offsets, statistics, messages, leadership.
+
+Changes go through the master and the ledger; reads are served by any replica from its applied
+state. Results are typed; the remoting door (``broker.remoting.admin``) writes them as
+RocketMQ's JSON bodies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.errors import (
+    InvalidArgumentError,
+    NoSuchTopicError,
+    NotFoundError,
+    TransferRefusedError,
+)
+from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
+from ledgermq.errors import (
+    IndexCompactedError,
+    IndexOutOfRangeError,
+    InvalidMessageError,
+    LedgerMQError,
+    MessageFormatError,
+)
+from ledgermq.raft import ResponseCode
+from ledgermq.wire.message import decode_records, validate_topic
+
+if TYPE_CHECKING:
+    from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+    from ledgermq.ledger.server import LedgerServer
+    from ledgermq.wire.route import DataVersion, TopicConfig
+
+__all__ = ["AdminService", "ConsumeQueueStats", "QueueStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue of a topic on this broker (``TopicOffset``)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeQueueStats:
+    """One queue as a group consumes it: lag = ``broker_offset - consumer_offset``."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    """-1: the group has committed none."""
+
+
+class AdminService:
+    def __init__(self, state: BrokerState, ledger: LedgerServer) -> None:
+        self._state = state
+        self._ledger = ledger
+
+    # ------------------------------------------------------------------ topics and groups
+    async def create_topic(self, config: TopicConfig) -> None:
+        """Create or update a topic through the ledger. Raises ``InvalidArgumentError`` (name,
+        queue counts) and ``NotMasterError``."""
+        try:
+            validate_topic(config.topic_name)
+        except InvalidMessageError as exc:
+            raise InvalidArgumentError(str(exc)) from None
+        if not (1 <= config.read_queue_nums <= 1024 and 1 <= config.write_queue_nums <= 1024):
+            raise InvalidArgumentError(
+                "readQueueNums and writeQueueNums must be between 1 and 1024"
+            )
+        state = self._state
+        state.require_master("creating a topic")
+        await state.topics.create(config)
+
+    async def delete_topic(self, topic: str) -> None:
+        state = self._state
+        state.require_master("deleting a topic")
+        await state.writer.submit(delete_topic_op(topic))
+        # The queue offsets carry on: the ConsumeQueues keep their units (on every replica; a new
+        # master rebuilds its offsets from them), so a topic made again under the same name must
+        # not hand out offsets that already name the old messages, or its new ones are unreachable.
+        if state.topics.on_topics_changed is not None:
+            await state.topics.on_topics_changed()
+
+    async def put_group(self, config: SubscriptionGroupConfig) -> None:
+        state = self._state
+        state.require_master("creating a subscription group")
+        await state.topics.put_group(config)
+
+    async def delete_group(self, group: str) -> None:
+        state = self._state
+        state.require_master("deleting a subscription group")
+        await state.writer.submit(delete_group_op(group))
+
+    def topics(self) -> tuple[dict[str, TopicConfig], DataVersion]:
+        """Every topic by name, sorted, and the version of the topic table."""
+        metadata = self._state.metadata
+        return dict(sorted(metadata.topics.items())), metadata.topic_version
+
+    def groups(self) -> tuple[dict[str, SubscriptionGroupConfig], DataVersion]:
+        """Every subscription group by name, sorted, and the version of the group table."""
+        metadata = self._state.metadata
+        return dict(sorted(metadata.groups.items())), metadata.group_version
+
+    def consumer_offsets(self) -> dict[tuple[str, str], dict[int, int]]:
+        """Committed offsets: (topic, group) -> queue id -> offset, sorted."""
+        return {
+            key: dict(sorted(queues.items()))
+            for key, queues in sorted(self._state.metadata.offsets.items())
+        }
+
+    # ------------------------------------------------------------------ statistics
+    def topic_stats(self, topic: str) -> list[QueueStats]:
+        state = self._state
+        config = state.topics.find(topic)
+        if config is None:
+            raise NoSuchTopicError(f"topic[{topic}] not exist")
+        rows = []
+        for queue_id in range(config.write_queue_nums):
+            queue = state.queues.find(topic, queue_id)
+            rows.append(
+                QueueStats(
+                    topic,
+                    state.config.broker_name,
+                    queue_id,
+                    queue.min_offset if queue else 0,
+                    queue.max_offset if queue else 0,
+                )
+            )
+        return rows
+
+    def consume_stats(self, group: str, topic: str | None = None) -> list[ConsumeQueueStats]:
+        """Per queue of ``topic`` (None: every topic the group has offsets in): the broker's
+        max offset and the group's committed offset."""
+        state = self._state
+        topics = [topic] if topic else state.metadata.topics_of_group(group)
+        rows = []
+        for name in topics:
+            config = state.topics.find(name)
+            if config is None:
+                continue
+            for queue_id in range(config.read_queue_nums):
+                queue = state.queues.find(name, queue_id)
+                consumer = state.writer.offset(group, name, queue_id)
+                rows.append(
+                    ConsumeQueueStats(
+                        name,
+                        state.config.broker_name,
+                        queue_id,
+                        queue.max_offset if queue else 0,
+                        -1 if consumer is None else consumer,
+                    )
+                )
+        return rows
+
+    def runtime_info(self) -> dict[str, str]:
+        """The replica's role, ledger indexes and counters (``GET_BROKER_RUNTIME_INFO``)."""
+        state = self._state
+        core, store = self._ledger.core, self._ledger.store
+        return {
+            "brokerName": state.config.broker_name,
+            "brokerId": str(state.broker_id),
+            "brokerRole": state.role.value,
+            "dLegerSelfId": state.config.dleger_self_id,
+            "dLegerRole": core.role.value,
+            "dLegerTerm": str(core.term),
+            "dLegerLeader": core.leader_id or "",
+            "ledgerBeginIndex": str(store.begin_index),
+            "ledgerEndIndex": str(store.end_index),
+            "committedIndex": str(store.committed_index),
+            "dispatchedIndex": str(state.dispatcher.dispatched_index),
+            "putMessages": str(sum(state.stats.put_messages.values())),
+            "getMessages": str(sum(state.stats.get_messages.values())),
+        }
+
+    # ------------------------------------------------------------------ messages
+    def view_message(self, offset: int) -> bytes:
+        """The record at commit-log ``offset``; ``NotFoundError`` if none starts there."""
+        try:
+            record = self._state.commitlog.read_record_at(offset)
+            decode_records(record)  # it must be one whole, valid record
+        except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError) as exc:
+            raise NotFoundError(f"no message at commit-log offset {offset}: {exc}") from None
+        return record
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> list[bytes]:
+        """Records of ``topic`` with ``key`` among their KEYS or as UNIQ_KEY, stored between
+        ``begin_ms`` and ``end_ms``, newest first, at most ``max_num`` (clamped to 1..64)."""
+        state = self._state
+        max_num = max(1, min(max_num, 64))
+        records = []
+        for offset in state.keys.query(topic, key, max_num * 4, begin_ms, end_ms):
+            try:
+                record = state.commitlog.read_record_at(offset)
+                (message,) = decode_records(record)
+            except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError, ValueError):
+                continue
+            if message.topic != topic:
+                continue
+            if key not in message.keys and message.properties.get("UNIQ_KEY") != key:
+                continue  # a hash collision
+            records.append(record)
+            if len(records) >= max_num:
+                break
+        return records
+
+    # ------------------------------------------------------------------ leadership
+    async def transfer_leadership(self, target: str) -> None:
+        """Move the group's leadership to replica ``target``; returns once it moved. Raises
+        ``InvalidArgumentError`` (not a replica of the group) or ``TransferRefusedError``."""
+        state = self._state
+        if target not in state.config.dleger_peers:
+            raise InvalidArgumentError(
+                f"{target!r} is not a replica of group {state.config.group} "
+                f"({', '.join(sorted(state.config.dleger_peers))})"
+            )
+        try:
+            code = await self._ledger.transfer_leadership(target)
+        except LedgerMQError as exc:
+            raise TransferRefusedError(
+                f"transfer to {target} refused: {exc}", retriable=True
+            ) from None
+        if code != ResponseCode.SUCCESS:  # DLedger's SUCCESS is 200, not 0
+            raise TransferRefusedError(
+                _transfer_failure(state, target, code),
+                retriable=code in (ResponseCode.NOT_LEADER, ResponseCode.LEADER_TRANSFERRING),
+            )
+
+
+_TRANSFER_HINTS: Final[dict[int, str]] = {
+    ResponseCode.NOT_LEADER: "this replica no longer leads the group; ask again",
+    ResponseCode.LEADER_TRANSFERRING: "a transfer is already under way; wait for it",
+    ResponseCode.FALL_BEHIND_TOO_MUCH: "it is too far behind the leader; wait until it catches up",
+    ResponseCode.TAKE_LEADERSHIP_FAILED: "it did not take over in time (is it running?)",
+    ResponseCode.TIMEOUT: "it did not answer in time (is it running?)",
+    ResponseCode.NETWORK_ERROR: "it could not be reached (is it running?)",
+}
+"""What a refused or failed transfer means for the operator, by DLedger code."""
+
+
+def _transfer_failure(state: BrokerState, target: str, code: int) -> str:
+    try:
+        name = ResponseCode(code).name
+    except ValueError:
+        name = "UNKNOWN"
+    hint = _TRANSFER_HINTS.get(code, "the leader is unchanged")
+    return (
+        f"leadership of broker group {state.config.group} was not moved to {target}: "
+        f"{hint} (DLedger code {code} {name})"
+    )

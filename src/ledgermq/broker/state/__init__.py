@@ -1,0 +1,8 @@
+"""The broker's state room: everything changed through the ledger's metadata channel.
+
+Topics and subscription groups (``topics``, ``metadata``), consumer offsets and the other
+metadata changes (``metadata``, ``metadata_writer``), the master's next queue offsets
+(``queue_offsets``) and the one object that holds the broker's parts (``broker_state``). Later:
+POP checkpoints, transactions and timers (issue 16). Nothing here knows a protocol; it never
+imports ``broker.service`` or ``broker.remoting`` (pyproject.toml's import-linter contracts).
+"""

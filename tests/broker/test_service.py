@@ -1,0 +1,145 @@
+"""The broker's operations called directly, with no protocol in between (DESIGN.md: "tests of
+semantics need no protocol"): typed arguments, typed results, typed refusals.
+
+An in-process 3-replica group (``harness.Cluster``); each test goes to ``BrokerServer.services``
+of the master or of a slave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ledgermq.broker.errors import (
+    ForbiddenError,
+    IllegalMessageError,
+    InvalidArgumentError,
+    InvalidFilterError,
+    NoSuchTopicError,
+    NotMasterError,
+)
+from ledgermq.broker.service.pull import PullRequest, PullStatus
+from ledgermq.broker.service.send import SendRequest
+from ledgermq.wire.message import SysFlag, decode_records, encode_properties
+from ledgermq.wire.route import TopicConfig
+
+from .harness import Cluster
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from ledgermq.broker.service.services import BrokerServices
+
+pytestmark = pytest.mark.timeout(90)
+
+CLIENT = "10.0.9.9:4321"
+
+
+def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp)
+        try:
+            await cluster.start()
+            await test(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 80))
+
+
+def _request(topic: str, **fields: object) -> SendRequest:
+    values: dict[str, object] = {
+        "producer_group": "P",
+        "topic": topic,
+        "default_topic": "TBW102",
+        "default_topic_queue_nums": 4,
+        "queue_id": 0,
+        "sys_flag": 0,
+        "born_timestamp": 0,
+        "flag": 0,
+        "properties": "",
+        "reconsume_times": 0,
+        "max_reconsume_times": None,
+        "batch": False,
+    }
+    values.update(fields)
+    return SendRequest(**values)  # type: ignore[arg-type]
+
+
+async def _services(cluster: Cluster) -> tuple[BrokerServices, list[BrokerServices]]:
+    master = await cluster.master()
+    assert master.services is not None
+    slaves = [b.services for b in cluster.brokers.values() if b is not master]
+    assert all(s is not None for s in slaves)
+    return master.services, slaves  # type: ignore[return-value]
+
+
+def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        services, slaves = await _services(cluster)
+        props = encode_properties({"TAGS": "a", "UNIQ_KEY": "U1"})
+        first = await services.send.send(
+            _request("Orders", properties=props, queue_id=1), b"hello", CLIENT
+        )
+        assert (first.queue_id, first.queue_offset, first.unique_key) == (1, 0, "U1")
+        assert len(first.msg_ids) == 1
+        second = await services.send.send(_request("Orders", queue_id=1), b"world", CLIENT)
+        assert (second.queue_offset, second.unique_key) == (1, None)
+
+        found = await services.pull.pull(PullRequest("G", "Orders", 1, 0))
+        assert found.status is PullStatus.FOUND
+        assert [m.body for m in decode_records(found.body)] == [b"hello", b"world"]
+        assert (found.next_begin_offset, found.count) == (2, 2)
+        filtered = await services.pull.pull(
+            PullRequest("G", "Orders", 1, 0, subscription=("b", None))
+        )
+        assert filtered.status is PullStatus.RETRY_IMMEDIATELY
+        at_end = await services.pull.pull(PullRequest("G", "Orders", 1, 2))
+        assert at_end.status is PullStatus.NO_NEW_MESSAGE
+        past = await services.pull.pull(PullRequest("G", "Orders", 1, 9))
+        assert (past.status, past.next_begin_offset) == (PullStatus.OFFSET_MOVED, 2)
+
+        assert services.offsets.consumer_offset("G", "Orders", 1) == 0  # nothing committed yet
+        await services.offsets.commit("G", "Orders", 1, 2)
+        assert services.offsets.consumer_offset("G", "Orders", 1) == 2
+        assert services.offsets.queue_bounds("Orders", 1) == (0, 2)
+
+        stats = services.admin.topic_stats("Orders")
+        assert [(s.queue_id, s.max_offset) for s in stats] == [(0, 0), (1, 2), (2, 0), (3, 0)]
+        assert [s.consumer_offset for s in services.admin.consume_stats("G", "Orders")][1] == 2
+
+        # Writes on a slave are refused with a type that says "go to the master".
+        for slave in slaves:
+            with pytest.raises(NotMasterError, match="slave"):
+                await slave.send.send(_request("Orders"), b"no", CLIENT)
+            with pytest.raises(NotMasterError):
+                await slave.offsets.commit("G", "Orders", 1, 1)
+
+    _run(tmp_path, test)
+
+
+def test_refusals_are_typed(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        services, _ = await _services(cluster)
+        with pytest.raises(IllegalMessageError):
+            await services.send.send(_request("bad topic!"), b"x", CLIENT)
+        with pytest.raises(ForbiddenError, match="transactional"):
+            await services.send.send(
+                _request("T", sys_flag=SysFlag.TRANSACTION_PREPARED), b"x", CLIENT
+            )
+        await services.admin.create_topic(TopicConfig("T", 2, 2))
+        with pytest.raises(InvalidArgumentError, match="queueId"):
+            await services.send.send(_request("T", queue_id=5), b"x", CLIENT)
+        with pytest.raises(NoSuchTopicError):
+            await services.pull.pull(PullRequest("G", "Nope", 0, 0))
+        with pytest.raises(InvalidFilterError):
+            await services.pull.pull(PullRequest("G", "T", 0, 0, subscription=("a", "REGEX")))
+        with pytest.raises(InvalidArgumentError, match="negative"):
+            await services.offsets.commit("G", "T", 0, -2)
+        with pytest.raises(InvalidArgumentError):
+            await services.admin.create_topic(TopicConfig("T2", 0, 1))
+
+    _run(tmp_path, test)
