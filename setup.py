@@ -4,7 +4,7 @@
 them, ``ledgermq.store.append_plan`` uses its pure-Python planner and the Spark connector
 decodes records in Python (``ledgermq.spark.arrow_rows``), and the dispatcher scans records in
 Python (``ledgermq.wire.message``) and the key index hashes and links keys in Python
-(``ledgermq.broker.key_index``).
+(``ledgermq.broker.storage.key_index``).
 """
 
 from setuptools import Extension, setup
@@ -12,8 +12,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "ledgermq.broker._key_index",
-            ["src/ledgermq/broker/_key_index.c"],
+            "ledgermq.broker.storage._key_index",
+            ["src/ledgermq/broker/storage/_key_index.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

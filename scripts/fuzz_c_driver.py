@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from crc32c import crc32c as crc32c_reference
 
-from ledgermq.broker import _key_index
-from ledgermq.broker.key_index import _key_hash_py
+from ledgermq.broker.storage import _key_index
+from ledgermq.broker.storage.key_index import _key_hash_py
 from ledgermq.errors import MessageFormatError, ProtocolError
 from ledgermq.ledger import codec
 from ledgermq.spark import arrow_rows

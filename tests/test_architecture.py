@@ -93,8 +93,8 @@ def test_c_speedups_are_built_where_required() -> None:
         assert importlib.util.find_spec("ledgermq.wire._record_decode") is not None, (
             "the C extension ledgermq.wire._record_decode (the consumers' decoder) was not built"
         )
-        assert importlib.util.find_spec("ledgermq.broker._key_index") is not None, (
-            "the C extension ledgermq.broker._key_index (the key index's loop) was not built"
+        assert importlib.util.find_spec("ledgermq.broker.storage._key_index") is not None, (
+            "the C extension ledgermq.broker.storage._key_index (the key index loop) was not built"
         )
 
 

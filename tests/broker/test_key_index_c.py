@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.broker import key_index as key_index_module
-from ledgermq.broker.key_index import KeyIndex
+from ledgermq.broker.storage import key_index as key_index_module
+from ledgermq.broker.storage.key_index import KeyIndex
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -100,7 +100,7 @@ def test_the_c_loop_writes_what_the_reference_writes(
 
 @given(topic=st.text(max_size=40), key=st.text(max_size=300))
 def test_key_hash_is_blake2b(topic: str, key: str) -> None:
-    from ledgermq.broker import _key_index
+    from ledgermq.broker.storage import _key_index
 
     try:
         data = f"{topic}#{key}".encode()
@@ -115,7 +115,7 @@ def test_key_hash_is_blake2b(topic: str, key: str) -> None:
 @pytest.mark.parametrize("length", [0, 1, 126, 127, 128, 129, 255, 256, 257, 1000])
 def test_key_hash_at_block_boundaries(length: int) -> None:
     """ "T#" plus the key: the total crosses BLAKE2b's 128-byte blocks exactly here and there."""
-    from ledgermq.broker import _key_index
+    from ledgermq.broker.storage import _key_index
 
     key = "x" * length
     digest = hashlib.blake2b(f"T#{key}".encode(), digest_size=8).digest()
@@ -123,7 +123,7 @@ def test_key_hash_at_block_boundaries(length: int) -> None:
 
 
 def test_index_run_refuses_a_short_slot_table() -> None:
-    from ledgermq.broker import _key_index
+    from ledgermq.broker.storage import _key_index
 
     with pytest.raises(ValueError, match="out of range"):
         _key_index.index_run(

@@ -91,7 +91,7 @@ from ledgermq.speedups import PURE_PYTHON
 from ledgermq.store.segment import PAGE_BYTES, READ_MARGIN, allocation_target
 
 try:
-    from ledgermq.broker import _key_index
+    from ledgermq.broker.storage import _key_index
 except ImportError:  # pragma: no cover - the extension is optional (no C compiler)
     _key_index = None  # type: ignore[assignment]
 

@@ -496,8 +496,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "ledgermq.broker._key_index",
-    "The key index's per-key loop; ledgermq/broker/key_index.py holds the reference.",
+    PyModuleDef_HEAD_INIT, "ledgermq.broker.storage._key_index",
+    "The key index's per-key loop; ledgermq/broker/storage/key_index.py holds the reference.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
