@@ -147,12 +147,7 @@ the master and BrokerStartup overwrites ``brokerId``; ``brokerRole`` is set from
 DLedger keeps the commit log under ``storePathRootDir`` (DLedgerCommitLog), not
 ``storePathCommitLog``."""
 
-_REFUSED: Final = {
-    ("aclEnable", "true"): (
-        "aclEnable=true is not supported: LedgerMQ has no access control yet, and running "
-        "without the ACL the file asks for would accept every client"
-    ),
-}
+_REFUSED: Final[dict[tuple[str, str], str]] = {}
 """RocketMQ settings whose value asks for a feature LedgerMQ lacks: refused, never ignored."""
 
 
@@ -169,7 +164,7 @@ def check_keys(
 
     Raises:
         ConfigError: a key that is neither used nor RocketMQ's ("did you mean" the closest known
-            key), or a RocketMQ value LedgerMQ cannot honour (``aclEnable=true``).
+            key), or a RocketMQ value LedgerMQ cannot honour (none today).
     """
     known = set(used) | set(rocketmq)
     unknown = sorted(key for key in values if key not in known)

@@ -108,14 +108,14 @@ def test_every_rocketmq_key_without_meaning_is_one_warning_line(
         "haListenPort": "10912",
         "serverWorkerThreads": "8",  # NettyServerConfig
         "clientWorkerThreads": "4",  # NettyClientConfig
-        "aclEnable": "false",
+        "aclEnable": "false",  # used now (issue 17), never reported
         "autoCreateTopicEnable": "false",  # ours: used, never reported
     }
     config = BrokerConfig.from_properties(values)
     assert config.auto_create_topic_enable is False
     [warning] = _warnings(caplog)
     assert warning == (
-        "ignoring RocketMQ setting(s) that mean nothing to a LedgerMQ broker: aclEnable, "
+        "ignoring RocketMQ setting(s) that mean nothing to a LedgerMQ broker: "
         "clientWorkerThreads, haListenPort, sendMessageThreadPoolNums, serverWorkerThreads; "
         "ignoring brokerId, brokerRole, storePathCommitLog as RocketMQ does with "
         "enableDLegerCommitLog=true (the ledger election picks the master, a slave registers as "
@@ -165,9 +165,26 @@ def test_unknown_key_without_a_close_one_lists_the_keys_used() -> None:
         BrokerConfig.from_properties({"dLegerPeers": PEERS, "colour": "blue"})
 
 
-def test_acl_enabled_is_refused_not_ignored() -> None:
-    with pytest.raises(ConfigError, match="aclEnable=true is not supported"):
-        BrokerConfig.from_properties({"dLegerPeers": PEERS, "aclEnable": "true"})
+def test_acl_and_security_settings() -> None:
+    config = BrokerConfig.from_properties(
+        {
+            "dLegerPeers": PEERS,
+            "aclEnable": "true",
+            "aclFilePath": "/etc/ledgermq/plain_acl.yml",
+            "aclAccessKey": "broker-admin",
+            "aclSecretKey": "broker-secret",
+            "dLegerPeerSecret": "group-secret",
+            "tls.server.mode": "disabled",
+        }
+    )
+    assert config.acl_enable
+    assert config.acl_file_path == "/etc/ledgermq/plain_acl.yml"
+    assert config.ledger_config().peer_secret == "group-secret"
+    assert config.tls == {"tls.server.mode": "disabled"}
+    assert "broker-secret" not in repr(config)
+    assert "group-secret" not in repr(config)
+    with pytest.raises(ConfigError, match="aclAccessKey and aclSecretKey go together"):
+        BrokerConfig.from_properties({"dLegerPeers": PEERS, "aclAccessKey": "broker-admin"})
 
 
 def test_cli_typo_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,8 @@ Commands (JSON object on argv[1]):
 ``async`` / ``orderly`` / ``batch``), optional ``prefix`` (bodies are ``<prefix>-<i>``), ``tags``,
 ``keys``, ``shards`` (orderly: the sharding key of message i is ``i % shards``), ``batch_size``,
 ``pad`` (bytes of ``x`` appended to each body: the client zlib-compresses bodies over 4 KiB),
-``delay_level`` (RocketMQ's delay level of each message).
+``delay_level`` (RocketMQ's delay level of each message), ``credentials`` ([access key, secret
+key]: the client signs every request, ``set_session_credentials``; also for ``consume``).
 Prints one line per acknowledged message: ``{"event": "sent", "body", "msg_id", "offset",
 "status", "shard"}`` (oneway: one per message handed to the client, with no id).
 
@@ -75,6 +76,13 @@ def _shutdown(close: Any) -> None:
     thread.join(_SHUTDOWN_S)
 
 
+def _credentials(client: Any, command: dict[str, Any]) -> None:
+    """``credentials``: [access key, secret key] for an ACL cluster (the client signs)."""
+    if command.get("credentials"):
+        access_key, secret_key = command["credentials"]
+        client.set_session_credentials(access_key, secret_key, command.get("channel", "ALIYUN"))
+
+
 def produce(command: dict[str, Any]) -> int:
     mode = command["mode"]
     count = int(command["count"])
@@ -84,6 +92,7 @@ def produce(command: dict[str, Any]) -> int:
     bodies = [f"{prefix}-{i}{pad}" for i in range(count)]
     producer = Producer(command["group"], timeout=int(command.get("send_timeout_ms", 5000)))
     producer.set_namesrv_addr(command["namesrv"])
+    _credentials(producer, command)
     producer.start()
     acked = 0
     try:
@@ -180,6 +189,7 @@ def consume(command: dict[str, Any]) -> int:
     if mode == "pull":
         consumer = PullConsumer(command["group"])
         consumer.set_namesrv_addr(command["namesrv"])
+        _credentials(consumer, command)
         consumer.start()
         try:
             while not enough.is_set() and time.monotonic() < deadline:
@@ -205,6 +215,7 @@ def consume(command: dict[str, Any]) -> int:
             record(msg)
 
         consumer.subscribe(command["topic"], on_message, command.get("expression", "*"))
+        _credentials(consumer, command)
         consumer.start()
         try:
             enough.wait(max(0.0, deadline - time.monotonic()))

@@ -15,10 +15,17 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from ledgermq.errors import ConfigError
-from ledgermq.ledger.config import LedgerConfig, parse_peers
+from ledgermq.ledger.config import LedgerConfig, parse_peers, replica_tls
+from ledgermq.net.tls import (
+    TLS_KEYS,
+    TlsClientConfig,
+    TlsServerConfig,
+    tls_server_from_properties,
+    with_config_file,
+)
 from ledgermq.rocketmq_keys import BROKER_FILE_KEYS, check_keys, ignored_warning
 from ledgermq.store.retention import RetentionConfig
 
@@ -97,6 +104,29 @@ class BrokerConfig:
     """Prometheus ``/metrics`` port (ours; 0 picks a free one)."""
     index_file_size: int = 5_242_880 * 32
     """Size of one ledger index file (DLedger's ``indexFileSize``); small in tests."""
+    acl_enable: bool = False
+    """RocketMQ's plain ACL on the remoting port (``plain_acl.yml``; ``ledgermq.security``)."""
+    rocketmq_home: str = ""
+    """Where ``conf/plain_acl.yml`` and ``conf/acl/`` are looked for (default $ROCKETMQ_HOME)."""
+    acl_file_path: str = ""
+    """An ACL file or directory instead of the places under ``rocketmqHome`` (ours)."""
+    audit_log_file: str = ""
+    """One JSON line per admin or refused request goes here (ours; empty: none)."""
+    acl_access_key: str = ""
+    """The account this broker signs its own requests with (registrations with the NameServers
+    when they check them; ours)."""
+    acl_secret_key: str = field(default="", repr=False)
+    dleger_peer_secret: str = field(default="", repr=False)
+    """The ledger group's shared secret: its ledger port serves only peers that prove they know
+    it (``ledger.peer_auth``; ours). Every replica of the group needs the same one."""
+    tls: Mapping[str, str] = field(default_factory=dict)
+    """RocketMQ's ``tls.*`` settings (``TlsSystemConfig`` names), for the remoting and ledger
+    ports and this broker's own connections (``ledgermq.net.tls``)."""
+
+    SECRET_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"acl_secret_key", "dleger_peer_secret", "tls"}
+    )
+    """Fields never shown by GET_BROKER_CONFIG or logged (``tls`` may hold key passwords)."""
 
     def __post_init__(self) -> None:
         if not self.enable_dleger_commit_log:
@@ -132,6 +162,8 @@ class BrokerConfig:
         if self.mapped_file_size_consume_queue % 20:
             raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20 bytes")
         parse_delay_levels(self.message_delay_level)
+        if bool(self.acl_access_key) != bool(self.acl_secret_key):
+            raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
         self.ledger_config()  # validates the ledger side now, not at the first election
 
     # ------------------------------------------------------------------ derived values
@@ -169,6 +201,7 @@ class BrokerConfig:
             disk_ratio_check_expired=self.disk_max_used_space_ratio / 100,
         )
         raft: dict[str, object] = {"max_wait_ack_time_ms": self.max_wait_ack_time_ms}
+        tls_server, tls_client = replica_tls(self.tls)
         if self.preferred_leader_id:
             raft["preferred_leader_ids"] = tuple(
                 p.strip() for p in self.preferred_leader_id.split(";") if p.strip()
@@ -185,18 +218,35 @@ class BrokerConfig:
             metrics_port=self.metrics_port,
             retention=retention,
             raft=raft,
+            peer_secret=self.dleger_peer_secret or None,
+            tls_server=tls_server,
+            tls_client=tls_client,
         )
+
+    def tls_server(self) -> TlsServerConfig:
+        """The remoting port's TLS (``tls.server.*``)."""
+        return tls_server_from_properties(self.tls)
+
+    def tls_client(self) -> TlsClientConfig | None:
+        """TLS for this broker's own connections (NameServers), when ``tls.enable`` or an
+        enforcing server mode asks for it."""
+        return replica_tls(self.tls)[1]
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
         """A validated config from ``broker.conf`` keys (merged with flags by the caller)."""
         known = _file_keys()
-        ignored = set(check_keys(values, known, BROKER_FILE_KEYS, "broker"))
+        ignored = set(
+            check_keys(values, known | dict.fromkeys(TLS_KEYS, "tls"), BROKER_FILE_KEYS, "broker")
+        )
         kwargs: dict[str, object] = {}
         types = {f.name: f.type for f in fields(cls)}
+        tls_values = with_config_file({k: v for k, v in values.items() if k in TLS_KEYS})
+        if tls_values:
+            kwargs["tls"] = dict(tls_values)
         for key, text in values.items():
-            if key in ignored:
+            if key in ignored or key in TLS_KEYS:
                 continue
             name = known[key]
             kind = str(types[name])
@@ -215,9 +265,12 @@ def _file_keys() -> dict[str, str]:
         "dleger_peers": "dLegerPeers",
         "dleger_self_id": "dLegerSelfId",
         "enable_dleger_commit_log": "enableDLegerCommitLog",
+        "dleger_peer_secret": "dLegerPeerSecret",
     }
     keys = {}
     for f in fields(BrokerConfig):
+        if f.name == "tls":
+            continue  # the tls.* keys themselves (TLS_KEYS)
         head, *rest = f.name.split("_")
         keys[special.get(f.name, head + "".join(w.capitalize() for w in rest))] = f.name
     # RocketMQ's older spellings of the same settings.

@@ -14,6 +14,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.acl import sign_request
 from ledgermq.errors import LedgerMQError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import RegisterBrokerBody
@@ -75,22 +76,31 @@ class NameServerRegistrar:
             topic_configs=dict(state.metadata.topics),
             data_version=state.metadata.topic_version,
         ).encode(compressed=False)
+        fields = {
+            "brokerName": config.broker_name,
+            "brokerAddr": config.address,
+            "clusterName": config.broker_cluster_name,
+            "haServerAddr": config.address,
+            "brokerId": str(state.broker_id),
+            "heartbeatTimeoutMillis": "120000",
+            "compressed": "false",
+            "bodyCrc32": str(crc),
+            "term": str(self._ledger.core.term),
+        }
         return RemotingCommand(
             code=MQRequestCode.REGISTER_BROKER,
             opaque=0,
-            ext_fields={
-                "brokerName": config.broker_name,
-                "brokerAddr": config.address,
-                "clusterName": config.broker_cluster_name,
-                "haServerAddr": config.address,
-                "brokerId": str(state.broker_id),
-                "heartbeatTimeoutMillis": "120000",
-                "compressed": "false",
-                "bodyCrc32": str(crc),
-                "term": str(self._ledger.core.term),
-            },
+            ext_fields=self._signed(fields, body),
             body=body,
         )
+
+    def _signed(self, fields: dict[str, str], body: bytes | None) -> dict[str, str]:
+        """``fields`` signed with the broker's own account (``aclAccessKey``), if it has one:
+        NameServers with ``aclEnable`` take registrations only from admin accounts."""
+        config = self._state.config
+        if not config.acl_access_key:
+            return fields
+        return sign_request(fields, body, config.acl_access_key, config.acl_secret_key)
 
     async def _register(self, address: str, command: RemotingCommand) -> bool:
         try:
@@ -110,12 +120,15 @@ class NameServerRegistrar:
         command = RemotingCommand(
             code=MQRequestCode.UNREGISTER_BROKER,
             opaque=0,
-            ext_fields={
-                "brokerName": config.broker_name,
-                "brokerAddr": config.address,
-                "clusterName": config.broker_cluster_name,
-                "brokerId": str(state.broker_id),
-            },
+            ext_fields=self._signed(
+                {
+                    "brokerName": config.broker_name,
+                    "brokerAddr": config.address,
+                    "clusterName": config.broker_cluster_name,
+                    "brokerId": str(state.broker_id),
+                },
+                None,
+            ),
         )
         for address in config.namesrv_addr:
             with contextlib.suppress(LedgerMQError):

@@ -22,11 +22,13 @@ import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from ledgermq.acl import Needs, heartbeat_needs
+from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.registration import NameServerRegistrar
 from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
 from ledgermq.broker.remoting.clients import ClientProcessor
-from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager, parse_heartbeat
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
@@ -65,13 +67,13 @@ from ledgermq.errors import (
 )
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.net import ConnectionPool, TcpNetwork
+from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
 from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from ledgermq.broker.config import BrokerConfig
     from ledgermq.broker.service.send import SendResult
     from ledgermq.net import Connection, Listener, Network
     from ledgermq.store import LogStore
@@ -117,9 +119,24 @@ class BrokerServer:
         clock: Clock | None = None,
     ) -> None:
         self.config = config
-        self._network: Network = network or TcpNetwork()
+        ledger_config = config.ledger_config()
+        # One network for both ports and this broker's own connections: the remoting port, the
+        # ledger port and the links to peers and NameServers share the tls.* settings.
+        self._network: Network = network or TcpNetwork(
+            tls_server=ledger_config.tls_server, tls_client=ledger_config.tls_client
+        )
         self._clock: Clock = clock or SystemClock()
-        self.ledger = LedgerServer(config.ledger_config(), network=self._network, clock=self._clock)
+        self.ledger = LedgerServer(ledger_config, network=self._network, clock=self._clock)
+        self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
+        self.acl: AclGate | None = None
+        """The remoting port's ACL (``aclEnable``); every request passes it first."""
+        if config.acl_enable:
+            paths = (
+                [config.acl_file_path]
+                if config.acl_file_path
+                else default_acl_paths(config.rocketmq_home or None)
+            )
+            self.acl = AclGate(AclFiles(paths, self._clock), "broker", self._audit)
         self.state: BrokerState | None = None
         self.services: BrokerServices | None = None
         """The protocol-neutral operations (``broker.service``), once started."""
@@ -256,6 +273,8 @@ class BrokerServer:
                 self.config.broker_name, self.config.dleger_self_id,
             )  # fmt: skip
         finally:
+            if self._audit is not None:
+                self._audit.close()
             self._closed.set()
 
     async def _close(self) -> None:
@@ -461,6 +480,8 @@ class BrokerServer:
     def _on_frame(self, conn: Connection, command: RemotingCommand) -> None:
         if command.is_response:
             return  # answers to our one-way notifications: nothing waits for them
+        if self.acl is not None and not self._admitted(conn, command):
+            return
         handler = self._handlers.get(command.code)
         if handler is None:
             if not command.is_oneway:
@@ -476,6 +497,26 @@ class BrokerServer:
         task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _admitted(self, conn: Connection, command: RemotingCommand) -> bool:
+        """Whether the ACL lets ``command`` through; if not, it was answered NO_PERMISSION."""
+        acl = self.acl
+        assert acl is not None
+        needs = None
+        if command.code == MQRequestCode.HEART_BEAT:
+            try:
+                beat = parse_heartbeat(command.body)
+            except RequestRejectedError:
+                needs = Needs()  # any account; the handler then refuses the body
+            else:
+                needs = heartbeat_needs((c.group, c.subscriptions.keys()) for c in beat.consumers)
+        refusal = acl.check(conn.address, command, needs)
+        if refusal is None:
+            return True
+        if not command.is_oneway and not conn.closed:
+            with contextlib.suppress(NetworkError):
+                conn.send(refusal)
+        return False
 
     def _start_send(self, conn: Connection, command: RemotingCommand) -> bool:
         """A send to a known topic, without a task: its answer goes out from the commit's
@@ -580,8 +621,10 @@ class BrokerServer:
             return consumer_connections(self.consumers, command)
 
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            secret = BrokerConfig.SECRET_FIELDS
             lines = [
-                f"{f.name}={getattr(self.config, f.name)}" for f in dataclasses.fields(self.config)
+                f"{f.name}={'******' if f.name in secret else getattr(self.config, f.name)}"
+                for f in dataclasses.fields(self.config)
             ]
             return command.response(MQResponseCode.SUCCESS, body="\n".join(lines).encode())
 

@@ -33,6 +33,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ledgermq.acl import sign_request
 from ledgermq.bench.processes import free_ports, ledgermq_command
 from ledgermq.errors import LedgerMQError
 from ledgermq.net import ConnectionPool, TcpNetwork
@@ -42,6 +43,8 @@ from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from ledgermq.net.tls import TlsClientConfig
 
 __all__ = ["BrokerCluster", "ClusterStartError"]
 
@@ -78,6 +81,10 @@ class BrokerCluster:
         start_timeout_s: how long a process may take to print its ready line.
         stop_timeout_s: how long ``terminate`` waits after SIGTERM before it kills.
         start: start everything now (else call ``start()``).
+        credentials: (access key, secret key) the harness signs its requests with, for a
+            cluster with ``aclEnable=true``.
+        tls: how the harness dials brokers whose ports enforce TLS (``tls.*`` settings).
+        namesrv_settings: ``namesrv.conf`` keys for the NameServers (TLS, ACL).
     """
 
     def __init__(
@@ -92,11 +99,20 @@ class BrokerCluster:
         start_timeout_s: float = 20.0,
         stop_timeout_s: float = 10.0,
         start: bool = True,
+        credentials: tuple[str, str] | None = None,
+        tls: TlsClientConfig | None = None,
+        namesrv_settings: Mapping[str, str] | None = None,
     ) -> None:
         if not 1 <= groups <= 26:
             raise ValueError("groups must be between 1 and 26 (broker-a .. broker-z)")
         self.base_dir = Path(base_dir)
         self.flush = flush
+        self.credentials = credentials
+        """(access key, secret key) the harness signs its own requests with (an ACL cluster)."""
+        self.tls = tls
+        """How the harness dials the brokers (a cluster whose ports enforce TLS)."""
+        self.namesrv_settings = dict(namesrv_settings or {})
+        """``namesrv.conf`` settings of every NameServer (written to a file it is started with)."""
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.settings: dict[str, str] = {**SMALL_FILES, **(extra_settings or {})}
@@ -179,9 +195,15 @@ class BrokerCluster:
 
     def start(self) -> None:
         """Start every NameServer, then every replica that is not running, and wait for them."""
+        config: list[str] = []
+        if self.namesrv_settings:
+            path = self.base_dir / "namesrv.conf"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{k}={v}\n" for k, v in self.namesrv_settings.items()))
+            config = ["-c", str(path)]
         for child in self._namesrvs:
             if not child.is_running():
-                child.spawn(ledgermq_command("namesrv", "--listen-port", "0"))
+                child.spawn(ledgermq_command("namesrv", *config, "--listen-port", "0"))
         ports = []
         for child in self._namesrvs:
             child.wait_ready(self.start_timeout_s)
@@ -332,11 +354,13 @@ class BrokerCluster:
         """Every request in parallel; each address maps to its response or its exception."""
 
         async def ask_all() -> dict[str, Any]:
-            pool = ConnectionPool(TcpNetwork(), connect_timeout_s=timeout_s)
+            pool = ConnectionPool(TcpNetwork(tls_client=self.tls), connect_timeout_s=timeout_s)
             try:
 
                 async def one(address: str) -> Any:
                     code, fields, body = requests[address]
+                    if self.credentials is not None:
+                        fields = sign_request(fields, body, *self.credentials)
                     command = RemotingCommand(code=code, opaque=0, ext_fields=fields, body=body)
                     try:
                         return await pool.request(address, command, timeout_s)
