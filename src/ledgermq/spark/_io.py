@@ -24,7 +24,14 @@ from ledgermq.client import (
 from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
 from ledgermq.spark.arrow_rows import ARROW_SCHEMA, rows_of_records
-from ledgermq.spark.planning import EARLIEST, LATEST, OffsetSpec, QueueKey, SourceOptions
+from ledgermq.spark.planning import (
+    EARLIEST,
+    LATEST,
+    ClientSecurity,
+    OffsetSpec,
+    QueueKey,
+    SourceOptions,
+)
 from ledgermq.wire import parse_subscription
 
 if TYPE_CHECKING:
@@ -63,12 +70,16 @@ class Resolver:
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         timeout_s = options.pull_timeout_ms / 1000
+        security = options.security.client_options()
         self.consumer = SyncPullConsumer(
-            options.consumer_group, options.namesrv_addr, request_timeout_s=min(timeout_s, 5.0)
+            options.consumer_group,
+            options.namesrv_addr,
+            request_timeout_s=min(timeout_s, 5.0),
+            **security,
         )
         try:
             self.consumer.start()
-            self.admin = SyncAdmin(options.namesrv_addr)
+            self.admin = SyncAdmin(options.namesrv_addr, **security)
         except BaseException:
             self.consumer.close()
             raise
@@ -153,22 +164,27 @@ _PULLS_AHEAD: Final = 2
 """Pulls of a queue range in flight while the reader turns the last one into rows: enough to
 keep a broker busy while the reader works, few enough that a mispredicted one wastes little."""
 
-_consumers: dict[tuple[str, str], SyncPullConsumer] = {}
+_consumers: dict[tuple[str, str, ClientSecurity], SyncPullConsumer] = {}
 _consumers_lock = threading.Lock()
 
 
-def shared_consumer(namesrv_addr: str, group: str) -> SyncPullConsumer:
+def shared_consumer(
+    namesrv_addr: str, group: str, security: ClientSecurity | None = None
+) -> SyncPullConsumer:
     """One pull consumer per NameServer and group in this process, kept between tasks.
 
     Spark reuses its Python workers across tasks (``spark.python.worker.reuse``), so starting
     a client (loop thread, route lookups) per partition would be paid on every micro-batch;
     closed when the worker exits.
     """
-    key = (namesrv_addr, group)
+    security = security or ClientSecurity()
+    key = (namesrv_addr, group, security)
     with _consumers_lock:
         consumer = _consumers.get(key)
         if consumer is None:
-            consumer = SyncPullConsumer(group, namesrv_addr, request_timeout_s=5.0)
+            consumer = SyncPullConsumer(
+                group, namesrv_addr, request_timeout_s=5.0, **security.client_options()
+            )
             consumer.start()
             if not _consumers:
                 atexit.register(_close_consumers)
@@ -243,6 +259,7 @@ def read_range(
     pull_timeout_ms: int = 30_000,
     fail_on_data_loss: bool = True,
     sub_expression: str = "*",
+    security: ClientSecurity | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Every stored message of queue ``key`` at offsets ``[start, end)`` (matching
     ``sub_expression``), as Arrow record batches of one pull each (``arrow_rows``).
@@ -255,7 +272,7 @@ def read_range(
     topic, broker, queue_id = key
     mq = MessageQueue(topic, broker, queue_id)
     tags, _ = parse_subscription(sub_expression)
-    pulls = _Pulls(shared_consumer(namesrv_addr, group), mq, end, pull_batch_size,
+    pulls = _Pulls(shared_consumer(namesrv_addr, group, security), mq, end, pull_batch_size,
                    sub_expression)  # fmt: skip
     try:
         offset = start

@@ -77,13 +77,17 @@ class _Clients:
     @classmethod
     def open(cls, options: SinkOptions) -> _Clients:
         timeout_s = options.request_timeout_ms / 1000
+        security = options.security.client_options()
         producer = SyncProducer(
-            options.producer_group, options.namesrv_addr, send_timeout_s=timeout_s
+            options.producer_group, options.namesrv_addr, send_timeout_s=timeout_s, **security
         )
         try:
             producer.start()
             consumer = SyncPullConsumer(
-                options.producer_group, options.namesrv_addr, request_timeout_s=timeout_s
+                options.producer_group,
+                options.namesrv_addr,
+                request_timeout_s=timeout_s,
+                **security,
             )
             consumer.start()
         except BaseException:
@@ -124,7 +128,7 @@ def _auto_create(options: SinkOptions, topic: str) -> None:
     The topic is created before anything is sent, not by the first send as a producer does,
     so the exactly-once ``begin`` record can name the queue's offset before that send.
     """
-    with SyncAdmin(options.namesrv_addr) as admin:
+    with SyncAdmin(options.namesrv_addr, **options.security.client_options()) as admin:
         counts = admin.auto_create_queue_nums()
         if not counts:
             raise ConfigError(
@@ -147,7 +151,8 @@ def _state_queue(clients: _Clients, sink_id: str) -> MessageQueue:
         return clients.topic_queues(topic, auto_create=False)[0]
     except ConfigError:
         clients.queues.pop(topic, None)
-    with SyncAdmin(clients.options.namesrv_addr) as admin:
+    options = clients.options
+    with SyncAdmin(options.namesrv_addr, **options.security.client_options()) as admin:
         groups = sorted(admin.cluster_info().broker_addr_table)
         admin.create_topic(topic, 1, broker_names=groups[:1])
         admin.wait_for_route(topic, groups[:1], timeout_s=15.0)

@@ -15,9 +15,11 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ledgermq.client import Credentials
 from ledgermq.errors import ConfigError
+from ledgermq.net.tls import TlsClientConfig
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "ClientSecurity",
     "OffsetSpec",
     "Offsets",
     "QueueKey",
@@ -57,6 +60,12 @@ _SPARK_KEYS: Final = frozenset({"path", "checkpointlocation", "queryname"})
 _COMMON: Final = {
     "namesrvaddr": "namesrvAddr",
     "nameserver": "nameServer",
+    "accesskey": "accessKey",
+    "secretkey": "secretKey",
+    "tls": "tls",
+    "tlstrustcertpath": "tlsTrustCertPath",
+    "tlscertpath": "tlsCertPath",
+    "tlskeypath": "tlsKeyPath",
 }
 _SOURCE: Final = {
     **_COMMON,
@@ -95,6 +104,20 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How the connector's clients reach a secured cluster: an ACL account (``accessKey``,
+    ``secretKey``) and TLS (``tls``, ``tlsTrustCertPath``, ``tlsCertPath``, ``tlsKeyPath``;
+    the files must be readable at those paths on every executor)."""
+
+    credentials: Credentials | None = None
+    tls: TlsClientConfig | None = None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for the clients (``Producer``, ``PullConsumer``, ``Admin``)."""
+        return {"credentials": self.credentials, "tls": self.tls}
+
+
+@dataclass(frozen=True, slots=True)
 class SourceOptions:
     namesrv_addr: str
     topics: tuple[str, ...]
@@ -110,6 +133,7 @@ class SourceOptions:
     pull_timeout_ms: int
     consumer_group: str
     sub_expression: str
+    security: ClientSecurity = ClientSecurity()
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is one this source reads (system topics never match a pattern)."""
@@ -129,6 +153,7 @@ class SinkOptions:
     exactly_once: bool
     sink_id: str | None
     request_timeout_ms: int
+    security: ClientSecurity = ClientSecurity()
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +219,25 @@ def _namesrv(options: Mapping[str, str]) -> str:
     return addr
 
 
+def _security(options: Mapping[str, str]) -> ClientSecurity:
+    access_key, secret_key = options.get("accesskey"), options.get("secretkey")
+    if bool(access_key) != bool(secret_key):
+        raise ConfigError("options accessKey and secretKey go together: set both or neither")
+    credentials = Credentials(access_key, secret_key) if access_key and secret_key else None
+    paths = {
+        name: options.get(name.lower()) or None
+        for name in ("tlsTrustCertPath", "tlsCertPath", "tlsKeyPath")
+    }
+    tls = None
+    if _bool_option(options, "tls", False) or any(paths.values()):
+        tls = TlsClientConfig(
+            trust_cert_path=paths["tlsTrustCertPath"],
+            cert_path=paths["tlsCertPath"],
+            key_path=paths["tlsKeyPath"],
+        )
+    return ClientSecurity(credentials, tls)
+
+
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Validate the options of ``spark.read`` / ``readStream`` (keys in any case)."""
     opts = _known(options, _SOURCE, "source")
@@ -237,6 +281,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         pull_timeout_ms=_int_option(opts, "pullTimeoutMs", 30_000, minimum=100),
         consumer_group=opts.get("consumergroup", "spark-ledgermq"),
         sub_expression=opts.get("subexpression", "*"),
+        security=_security(opts),
     )
 
 
@@ -251,6 +296,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         exactly_once=_bool_option(opts, "exactlyOnce", True),
         sink_id=opts.get("sinkid") or None,
         request_timeout_ms=_int_option(opts, "requestTimeoutMs", 10_000, minimum=100),
+        security=_security(opts),
     )
 
 

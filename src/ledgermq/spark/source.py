@@ -138,6 +138,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
             pull_batch_size=options.pull_batch_size,
             pull_timeout_ms=options.pull_timeout_ms,
             fail_on_data_loss=options.fail_on_data_loss,
+            security=options.security,
             sub_expression=options.sub_expression,
         )
 
