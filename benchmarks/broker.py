@@ -38,7 +38,7 @@ import time
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
 from ledgermq.bench.cpu import CpuMeter
 from ledgermq.bench.stats import Progress, RunResult, format_table
-from ledgermq.client import Admin, Producer
+from ledgermq.client import Admin, Credentials, Producer
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.broker_cluster import BrokerCluster
 
@@ -56,14 +56,31 @@ def _options() -> argparse.Namespace:
         help="both: everything on ASYNC_FLUSH, then batched and paced sends on SYNC_FLUSH",
     )
     parser.add_argument(
+        "--acl",
+        action="store_true",
+        help="also run batched and single sends on a cluster with aclEnable=true and signed "
+        "requests (the ACL's cost per message, issue 17)",
+    )
+    parser.add_argument(
         "--json",
         default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "broker.json"),
     )
     return parser.parse_args()
 
 
-async def _create_topics(namesrv: str, topics: list[str]) -> None:
-    admin = Admin(namesrv)
+_ACL = """
+accounts:
+  - accessKey: bench-admin
+    secretKey: bench-admin-secret
+    admin: true
+"""
+_ACL_CREDENTIALS = Credentials("bench-admin", "bench-admin-secret")
+
+
+async def _create_topics(
+    namesrv: str, topics: list[str], credentials: Credentials | None = None
+) -> None:
+    admin = Admin(namesrv, credentials=credentials)
     await admin.start()
     try:
         for topic in topics:
@@ -119,13 +136,14 @@ async def _failover_gap(cluster: BrokerCluster, topic: str) -> float:
 
 
 async def _bench(
-    cluster: BrokerCluster, args: argparse.Namespace, *, full: bool
+    cluster: BrokerCluster, args: argparse.Namespace, *, full: bool, acl: bool = False
 ) -> dict[str, object]:
     """The workloads on ``cluster``; ``full=False`` runs only batched and paced sends (the
-    SYNC_FLUSH pass of ``--flush both``)."""
+    SYNC_FLUSH pass of ``--flush both``); ``acl``: batched and single sends, signed."""
     namesrv = cluster.namesrv_addr
+    credentials = _ACL_CREDENTIALS if acl else None
     topics = ["BenchBatched", "BenchSingle", "BenchSequential", "BenchLatency", "BenchFailover"]
-    await _create_topics(namesrv, topics)
+    await _create_topics(namesrv, topics, credentials)
     progress = Progress()
     meter = CpuMeter(cluster.server_pids())
     produce = [
@@ -138,7 +156,12 @@ async def _bench(
         ProduceOptions(namesrv, "BenchLatency", batch=16, producers=8, rate=10_000,
                        duration_s=args.duration, mode="latency @10k/s"),
     ]  # fmt: skip
-    if not full:
+    if acl:
+        produce = [
+            dataclasses.replace(o, credentials=credentials, mode=f"{o.mode} (ACL)")
+            for o in produce[:2]
+        ]
+    elif not full:
         produce = [o for o in produce if o.batch > 1]
     results = [await run_produce(options, progress, meter=meter) for options in produce]
     gaps: list[float] = []
@@ -151,13 +174,25 @@ async def _bench(
     return {"results": results, "failover_gaps_s": gaps}
 
 
-def _run_cluster(flush: str, args: argparse.Namespace, *, full: bool) -> dict[str, object]:
+def _run_cluster(
+    flush: str, args: argparse.Namespace, *, full: bool, acl: bool = False
+) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="ledgermq-broker-bench-") as tmp:
         settings = {"mappedFileSizeCommitLog": str(256 << 20)}
-        cluster = BrokerCluster(tmp, replicas=3, flush=flush, extra_settings=settings)
+        credentials = None
+        if acl:
+            path = os.path.join(tmp, "plain_acl.yml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(_ACL)
+            settings |= {"aclEnable": "true", "aclFilePath": path}
+            credentials = (_ACL_CREDENTIALS.access_key, _ACL_CREDENTIALS.secret_key)
+        cluster = BrokerCluster(
+            os.path.join(tmp, "cluster"), replicas=3, flush=flush, extra_settings=settings,
+            credentials=credentials,
+        )  # fmt: skip
         try:
             cluster.wait_routable()
-            outcome = asyncio.run(_bench(cluster, args, full=full))
+            outcome = asyncio.run(_bench(cluster, args, full=full, acl=acl))
         finally:
             cluster.close()
     results = outcome["results"]
@@ -180,6 +215,10 @@ def main() -> int:
         assert isinstance(more_gaps, list)
         results.extend(more)
         gaps.extend(more_gaps)
+    if args.acl:
+        more = _run_cluster("ASYNC_FLUSH", args, full=False, acl=True)["results"]
+        assert isinstance(more, list)
+        results.extend(more)
     print(format_table(results))
     print(
         "server us/msg: CPU (user + kernel) of the 3 replicas and the NameServer, summed, per "

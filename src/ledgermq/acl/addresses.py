@@ -15,6 +15,7 @@ nothing.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 
@@ -37,20 +38,34 @@ class AddressPattern:
     def matches(self, address: str) -> bool:
         if self.everything:
             return True
-        try:
-            ip = ipaddress.ip_address(address.strip("[]"))
-        except ValueError:
+        if not self.ipv4 and not self.ipv6:
+            return False  # the empty pattern: nothing to parse the address for
+        parsed = _parse(address)
+        if parsed is None:
             return False
-        if isinstance(ip, ipaddress.IPv6Address):
-            mapped = ip.ipv4_mapped
-            if mapped is None:
-                return ip in self.ipv6
-            ip = mapped
-        parts = [int(p) for p in str(ip).split(".")]
+        if isinstance(parsed, ipaddress.IPv6Address):
+            return parsed in self.ipv6
         return any(
-            all(_segment_has(segment, value) for segment, value in zip(alt, parts, strict=True))
+            all(_segment_has(segment, value) for segment, value in zip(alt, parsed, strict=True))
             for alt in self.ipv4
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(address: str) -> tuple[int, ...] | ipaddress.IPv6Address | None:
+    """An IPv4 address's four numbers (IPv4-mapped IPv6 too), an IPv6 address, or None.
+
+    Cached: every request of a connection asks about the same few client addresses."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address):
+        mapped = ip.ipv4_mapped
+        if mapped is None:
+            return ip
+        ip = mapped
+    return tuple(int(p) for p in str(ip).split("."))
 
 
 def _segment_has(segment: _Segment, value: int) -> bool:

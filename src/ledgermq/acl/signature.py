@@ -39,9 +39,11 @@ def _java_order(name: str) -> bytes:
 
 def request_content(ext_fields: Mapping[str, str], body: bytes | None) -> bytes:
     """The bytes a request's signature covers."""
-    values = "".join(
-        ext_fields[name] for name in sorted(ext_fields, key=_java_order) if name != SIGNATURE
-    )
+    # Python orders str by code point, Java by UTF-16 code unit: the two agree unless a name
+    # holds a character beyond U+FFFF, so the plain sort serves every ASCII header.
+    ascii_names = all(name.isascii() for name in ext_fields)
+    names = sorted(ext_fields) if ascii_names else sorted(ext_fields, key=_java_order)
+    values = "".join([ext_fields[name] for name in names if name != SIGNATURE])
     content = values.encode("utf-8", "surrogatepass")
     return content + body if body else content
 
