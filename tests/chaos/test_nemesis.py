@@ -3,6 +3,7 @@ time, each healed before the next (never a majority down), network faults refuse
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import ClassVar
 
@@ -45,8 +46,25 @@ class FakeLab:
         self.journal.append(f"link {node} {'up' if up else 'down'}")
 
 
+class FakeDisks:
+    """Loop disks that only say which replica's disk is full."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def fill(self, node: str) -> int:
+        self.cluster.full.add(node)
+        self.cluster.journal.append(f"fill {node}")
+        self.cluster._count()
+        return 1
+
+    def drain(self, node: str) -> None:
+        self.cluster.full.discard(node)
+        self.cluster.journal.append(f"drain {node}")
+
+
 class FakeCluster:
-    """Counts the replicas that are cut off, dead or paused after every step."""
+    """Counts the replicas that are cut off, dead, paused or with a full disk after every step."""
 
     nodes: ClassVar[list[str]] = ["n0", "n1", "n2"]
 
@@ -55,6 +73,8 @@ class FakeCluster:
         self.lab: FakeLab | None = FakeLab(self.journal) if network else None
         self.dead: set[str] = set()
         self.paused: set[str] = set()
+        self.full: set[str] = set()
+        self.disks: FakeDisks | None = FakeDisks(self) if network else None
         self.most_faulted = 0
         self.store = Path("/nonexistent")
 
@@ -64,7 +84,9 @@ class FakeCluster:
             cut_off |= {
                 a for a, _ in self.lab.cuts if sum(1 for x, _ in self.lab.cuts if x == a) > 1
             }
-        self.most_faulted = max(self.most_faulted, len(cut_off | self.dead | self.paused))
+        self.most_faulted = max(
+            self.most_faulted, len(cut_off | self.dead | self.paused | self.full)
+        )
 
     def is_running(self, group: str, node: str) -> bool:
         return node not in self.dead
@@ -95,6 +117,15 @@ class FakeCluster:
     def sigcont(self, group: str, node: str) -> None:
         self.paused.discard(node)
         self.journal.append(f"cont {node}")
+
+    def namesrv_kill9(self) -> None:
+        self.journal.append("kill9 ns")
+
+    def start_namesrv(self) -> None:
+        self.journal.append("start ns")
+
+    def namesrv_signal(self, sig: signal.Signals) -> None:
+        self.journal.append(f"{sig.name} ns")
 
 
 def run(
@@ -143,6 +174,7 @@ def test_one_replica_at_most_is_faulted_and_everything_ends_healed() -> None:
         assert cluster.most_faulted == 1, seed
         assert not cluster.dead
         assert not cluster.paused
+        assert not cluster.full
         assert cluster.lab is not None
         assert not cluster.lab.cuts
         assert not cluster.lab.down
@@ -260,7 +292,7 @@ def test_the_supervisor_waits_for_a_disk_full_fault_to_heal() -> None:
         def drain(self, node: str) -> None:
             cluster.journal.append(f"drain {node}")
 
-    cluster.disks = Disks()  # type: ignore[attr-defined]
+    cluster.disks = Disks()  # type: ignore[assignment]
     nemesis = Nemesis(
         cluster,  # type: ignore[arg-type]
         2,
@@ -292,3 +324,18 @@ def test_a_bridge_cuts_the_sides_from_each_other_and_not_from_the_middle() -> No
     assert cluster.most_faulted == 0  # nobody is cut off from a majority
     assert cluster.lab is not None
     assert not cluster.lab.cuts
+
+
+def test_nameserver_faults_hit_the_nameserver_only_and_heal() -> None:
+    cluster, nemesis = run(4, ("namesrv-kill9", "namesrv-pause"))
+    assert {fault.kind for fault in nemesis.faults} == {"namesrv-kill9", "namesrv-pause"}
+    assert all(fault.nodes == ("ns",) for fault in nemesis.faults)
+    assert cluster.most_faulted == 0  # no replica was touched
+    kills = cluster.journal.count("kill9 ns")
+    assert kills == cluster.journal.count("start ns") > 0
+    assert cluster.journal.count("SIGSTOP ns") == cluster.journal.count("SIGCONT ns") > 0
+    for before, after in zip(cluster.journal, cluster.journal[1:], strict=False):
+        if before == "kill9 ns":
+            assert after == "start ns"
+        if before == "SIGSTOP ns":
+            assert after == "SIGCONT ns"

@@ -1,6 +1,6 @@
 """The cluster a chaos run attacks: a NameServer and one broker group of three replicas, each
-process in its own network namespace (``netns.NetnsLab``), or on loopback when namespaces are
-not available (then only process faults are possible).
+process in its own network namespace (``netns.NetnsLab``), the clients in one more (``cl``), or
+all on loopback when namespaces are not available (then only process faults are possible).
 
 It is ``testing.broker_cluster.BrokerCluster`` (processes, logs, kill -9, SIGSTOP, restart,
 master queries, teardown at exit) with other addresses: in namespaces every replica listens on
@@ -20,14 +20,17 @@ from ledgermq.testing.broker_cluster import HOST, BrokerCluster, ClusterStartErr
 
 if TYPE_CHECKING:
     import os
+    import signal
 
     from ledgermq.testing.chaos.disks import LoopDisks
     from ledgermq.testing.chaos.netns import NetnsLab
 
-__all__ = ["GROUP", "NAMESRV_NODE", "ChaosCluster"]
+__all__ = ["CLIENT_NODE", "GROUP", "NAMESRV_NODE", "ChaosCluster"]
 
 GROUP: Final = "broker-a"
 NAMESRV_NODE: Final = "ns"
+CLIENT_NODE: Final = "cl"
+"""The clients' namespace: producers, consumers and readers (``workload.run_as_client``)."""
 _NAMESRV_PORT: Final = 9876
 _BROKER_PORT: Final = 10911
 _LEDGER_PORT: Final = 40911
@@ -62,6 +65,13 @@ class ChaosCluster(BrokerCluster):
         )
 
     # ------------------------------------------------------------------ addresses
+    @property
+    def client_namespace(self) -> str | None:
+        """The namespace the workload's clients run in; None on loopback."""
+        if self.lab is None or CLIENT_NODE not in self.lab.nodes:
+            return None
+        return self.lab.namespace(CLIENT_NODE)
+
     def host(self, node: str) -> str:
         """The IP ``node`` (``ns`` for the NameServer, ``n0``...) listens on."""
         return HOST if self.lab is None else self.lab.ips[node]
@@ -105,22 +115,35 @@ class ChaosCluster(BrokerCluster):
             f"--set=brokerIP1={self.host(node)}",
         ]
 
+    def start_namesrv(self) -> None:
+        """Start the NameServer if it is not running, on its old address (clients and brokers
+        know it by that): a restarted one knows no route until the brokers register again."""
+        namesrv = self._namesrvs[0]
+        if namesrv.is_running():
+            return
+        if self.lab is None:
+            self._loopback_namesrv_port = self._loopback_namesrv_port or free_ports(1)[0]
+        port = self.namesrv_addresses[0].rsplit(":", 1)[1]
+        namesrv.spawn(
+            [
+                *self._prefix(NAMESRV_NODE),
+                sys.executable, "-m", "ledgermq", "namesrv",
+                "--listen-host", self.host(NAMESRV_NODE),
+                "--listen-port", port,
+            ]
+        )  # fmt: skip
+        namesrv.wait_ready(self.start_timeout_s)
+
+    def namesrv_kill9(self) -> None:
+        self._namesrvs[0].kill()
+
+    def namesrv_signal(self, sig: signal.Signals) -> None:
+        """SIGSTOP / SIGCONT to the NameServer."""
+        self._namesrvs[0].signal(sig)
+
     def start(self) -> None:
         """The NameServer (on its fixed port in namespaces), then the replicas."""
-        namesrv = self._namesrvs[0]
-        if not namesrv.is_running():
-            if self.lab is None:
-                self._loopback_namesrv_port = self._loopback_namesrv_port or free_ports(1)[0]
-            port = self.namesrv_addresses[0].rsplit(":", 1)[1]
-            namesrv.spawn(
-                [
-                    *self._prefix(NAMESRV_NODE),
-                    sys.executable, "-m", "ledgermq", "namesrv",
-                    "--listen-host", self.host(NAMESRV_NODE),
-                    "--listen-port", port,
-                ]
-            )  # fmt: skip
-            namesrv.wait_ready(self.start_timeout_s)
+        self.start_namesrv()
         self._namesrv_ports = [int(self.namesrv_addresses[0].rsplit(":", 1)[1])]
         if not self.ports:
             self._pick_ports()

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 __all__ = [
     "FaultRecord",
     "History",
+    "LiveRead",
+    "OffsetOp",
     "Outcome",
     "ReadMessage",
     "SendOp",
@@ -59,6 +61,13 @@ class SendOp:
     offset: int = -1
     """Queue offset the broker acknowledged (OK only)."""
     error: str = ""
+    mode: str = "single"
+    """How it was sent: "single" (``send``), "batch" (one of a ``send_batch``; the messages of
+    a batch share the request's times and outcome), "orderly" (``send_orderly``, the
+    producer's own sharding key: every message of the producer goes to one queue)."""
+    attempt: int = 0
+    """0 for the first attempt; a retry of the same message after an unknown outcome is its
+    own record with attempt 1, 2, ..."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +88,34 @@ class ReadMessage:
     offset: int
     producer: int
     seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRead:
+    """One message a pull reader got while the run went on, faults included, at ``at_ms``."""
+
+    at_ms: float
+    queue: int
+    offset: int
+    producer: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetOp:
+    """One request about the pull reader's consumer group offset of ``queue``.
+
+    ``kind`` "commit": UPDATE_CONSUMER_OFFSET of ``offset`` (the next offset to read), which the
+    broker answers once the ledger committed it; ``outcome`` as a send's. ``kind`` "query":
+    QUERY_CONSUMER_OFFSET, ``offset`` the answer (-1: none stored), OK or FAILED.
+    """
+
+    kind: str
+    queue: int
+    invoke_ms: float
+    complete_ms: float
+    outcome: Outcome
+    offset: int
 
 
 def message_body(producer: int, seq: int, pad: int = 0) -> bytes:
@@ -110,13 +147,21 @@ class History:
     """Node name -> why it could not be read completely (a replica that must be read)."""
     consumed: list[ReadMessage] = field(default_factory=list)
     """What the consumer group received (duplicates included)."""
+    live_reads: list[LiveRead] = field(default_factory=list)
+    """What the pull reader got during the run (before healing ended it)."""
+    offset_ops: list[OffsetOp] = field(default_factory=list)
+    """The pull reader's offset commits and queries, in invoke order."""
+    final_offsets: dict[int, int] = field(default_factory=dict)
+    """Queue -> the reader group's committed offset as the master answers after healing (-1:
+    none, or no answer)."""
     queues: int = 0
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """What went wrong with the cluster itself, e.g. no master once healed (violations)."""
 
     def write_jsonl(self, path: Path) -> None:
-        """One JSON object a line: a header, then sends, faults, reads, consumed messages."""
+        """One JSON object a line: a header, then sends, faults, reads, consumed messages,
+        the pull reader's messages and offset requests."""
         with path.open("w") as out:
             head = {
                 "type": "run",
@@ -140,6 +185,14 @@ class History:
                 out.write("\n")
             for read in self.consumed:
                 out.write(json.dumps({"type": "consumed", **asdict(read)}) + "\n")
+            for live in self.live_reads:
+                out.write(json.dumps({"type": "live_read", **asdict(live)}) + "\n")
+            for offset_op in self.offset_ops:
+                row = {"type": "offset", **asdict(offset_op), "outcome": offset_op.outcome.value}
+                out.write(json.dumps(row) + "\n")
+            for queue, offset in sorted(self.final_offsets.items()):
+                out.write(json.dumps({"type": "final_offset", "queue": queue, "offset": offset}))
+                out.write("\n")
 
     @classmethod
     def read_jsonl(cls, path: Path) -> History:
@@ -165,4 +218,11 @@ class History:
                 history.replica_errors[row["node"]] = row["error"]
             elif kind == "consumed":
                 history.consumed.append(ReadMessage(**row))
+            elif kind == "live_read":
+                history.live_reads.append(LiveRead(**row))
+            elif kind == "offset":
+                row["outcome"] = Outcome(row["outcome"])
+                history.offset_ops.append(OffsetOp(**row))
+            elif kind == "final_offset":
+                history.final_offsets[row["queue"]] = row["offset"]
         return history

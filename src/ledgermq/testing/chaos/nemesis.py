@@ -18,6 +18,16 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
   (connections break and come back, elections start and are interrupted).
 - ``kill9``: SIGKILL, restarted on its old store when the fault heals.
 - ``pause``: SIGSTOP, SIGCONT when the fault heals.
+- ``disk-full``: a replica's store, a small loop-mounted ext4 file system, is filled up by a
+  filler file until the fault heals (then the file is deleted). A follower whose store fails
+  stops for good (exit code 74); a master refuses sends while its disk is full. The nemesis,
+  like a supervisor, restarts any replica that exited by itself once its fault healed
+  (``supervise``), and the run reports it. Needs root (loop mounts), like the network kinds.
+
+- ``namesrv-kill9``: the NameServer is killed, and restarted on its address when the fault
+  heals, knowing no route until the brokers register again (every 30 s, and at once on a
+  role change; opt-in, see ``DEFAULT_KINDS``). ``namesrv-pause``: SIGSTOP, SIGCONT when the
+  fault heals. Clients hold the routes they looked up: sends and reads must go on.
 
 ``unsafe`` mode (``--unsafe``): each fault hits one or two replicas, so a majority can be
 down, paused or cut off (two replicas each cut from all leave no two replicas connected): the
@@ -30,13 +40,8 @@ Opt-in only (``--faults wipe``; not in the default set, and never more than one 
   master. Raft assumes a replica never forgets its term and vote, which this breaks: a
   wiped replica may vote twice in a term. Jepsen calls such faults unsafe.
 
-Opt-in, with namespaces (root): ``disk-full``: a replica's store, a small loop-mounted ext4
-file system, is filled up by a filler file until the fault heals (then the file is deleted).
-A broker whose store fails stops for good; the nemesis, like a supervisor, restarts any
-replica that exited by itself (``supervise``), and the run reports it.
-
-The network kinds need namespaces; on loopback only ``kill9``, ``pause`` and ``wipe`` are
-possible.
+The network kinds and ``disk-full`` need namespaces (root); on loopback only ``kill9``,
+``pause``, the NameServer's and ``wipe`` are possible.
 ``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
 same schedule (which replica is master at a given moment is up to the cluster).
 """
@@ -45,10 +50,11 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import time
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.testing.chaos.cluster import GROUP
+from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.child_process import ProcessStartError
 
@@ -61,6 +67,7 @@ __all__ = [
     "ALL_KINDS",
     "DEFAULT_KINDS",
     "DISK_KINDS",
+    "NAMESRV_KINDS",
     "NETWORK_KINDS",
     "PROCESS_KINDS",
     "UNSAFE_KINDS",
@@ -76,12 +83,18 @@ NETWORK_KINDS: Final = (
     "bridge-cut",
 )
 PROCESS_KINDS: Final = ("kill9", "pause")
-DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
-"""Survivable faults: one replica of three at a time."""
-UNSAFE_KINDS: Final = ("wipe",)
+NAMESRV_KINDS: Final = ("namesrv-kill9", "namesrv-pause")
 DISK_KINDS: Final = ("disk-full",)
-"""Need root (loop mounts): opt-in, and only with namespaces."""
-ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *DISK_KINDS)
+"""Need root (loop mounts): only with namespaces."""
+DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS, *DISK_KINDS, "namesrv-pause")
+"""Survivable faults: one replica of three at a time, or the NameServer.
+
+``namesrv-kill9`` is opt-in: a restarted NameServer answers TOPIC_NOT_EXIST until the brokers
+register again, and the client then drops the route it held (``ClientInstance``'s periodic
+refresh), so sends fail for up to ``registerNameServerPeriod`` (30 s; seed 5, issue 15's
+report). RocketMQ's client keeps its route when the NameServer does not know the topic."""
+UNSAFE_KINDS: Final = ("wipe",)
+ALL_KINDS: Final = (*DEFAULT_KINDS, "namesrv-kill9", *UNSAFE_KINDS)
 _FLAP_S: Final = (0.2, 1.0)
 _SUPERVISE_S: Final = 0.5
 _HOLD_S: Final = (2.0, 6.0)
@@ -181,6 +194,8 @@ class Nemesis:
 
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
+        if kind in NAMESRV_KINDS:
+            return [NAMESRV_NODE]
         nodes = self.cluster.nodes
         count = self.rng.choice((1, 2)) if self.unsafe and kind not in ("wipe", "bridge") else 1
         targets = self.rng.sample(nodes, count)
@@ -253,6 +268,12 @@ class Nemesis:
                 self._held.discard(target)
 
             self._heals.append(restart)
+        elif kind == "namesrv-kill9":
+            cluster.namesrv_kill9()
+            self._heals.append(cluster.start_namesrv)
+        elif kind == "namesrv-pause":
+            cluster.namesrv_signal(signal.SIGSTOP)
+            self._heals.append(lambda: cluster.namesrv_signal(signal.SIGCONT))
         elif kind == "wipe":
             cluster.kill9(GROUP, target)
             for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):

@@ -9,7 +9,6 @@ killed outright leaves namespaces named after its PID, which the next run, or
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 import time
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
-from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE, ChaosCluster
+from ledgermq.testing.chaos.cluster import CLIENT_NODE, GROUP, NAMESRV_NODE, ChaosCluster
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
 from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
 from ledgermq.testing.chaos.nemesis import (
@@ -31,8 +30,9 @@ from ledgermq.testing.chaos.nemesis import (
     Nemesis,
 )
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.reader import PullReader, final_offsets
 from ledgermq.testing.chaos.timeline import write_timeline
-from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica
+from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica, run_as_client
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -40,10 +40,19 @@ if TYPE_CHECKING:
 __all__ = ["BUGS", "RunOptions", "RunResult", "replay_command", "run_chaos"]
 
 TOPIC: Final = "ChaosTopic"
-BUGS: Final = {"ack-before-commit": "ledgermq.testing.chaos.buggy_broker"}
+BUGS: Final = {
+    "ack-before-commit": "ledgermq.testing.chaos.buggy_broker",
+    "follower-ack-before-store": "ledgermq.testing.chaos.buggy_follower",
+}
 """Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
 _SETTLE_S: Final = 30.0
 _CONSUME_S: Final = 60.0
+_CONSUME_INVALID_S: Final = 10.0
+"""The consumer's wait when the replicas already disagree (the run is invalid whatever it
+gets): enough to show what reaches it, without a minute's wait for what cannot."""
+_RECOVER_S: Final = 15.0
+"""After the last heal the producers go on until one send is acknowledged (or this long), so
+that the last fault's recovery is measured like every other's."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         mode += ", unsafe: a majority may be hit"
     log(f"seed {options.seed}, {options.duration_s:g} s, {mode}, faults {', '.join(faults)}, "
         f"logs in {base}")  # fmt: skip
-    lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2"])
+    lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2", CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
     disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
@@ -153,16 +162,27 @@ def _exercise(
 ) -> History:
     origin = time.monotonic()
     history = History(seed=options.seed, queues=options.queues)
-    workload = Workload(cluster.namesrv_addr, TOPIC, producers=options.producers, origin=origin)
+    reader = PullReader(cluster.namesrv_addr, TOPIC, origin=origin)
+    workload = Workload(
+        cluster.namesrv_addr,
+        TOPIC,
+        producers=options.producers,
+        origin=origin,
+        namespace=cluster.client_namespace,
+        reader=reader,
+    )
     nemesis = Nemesis(cluster, options.seed, faults, origin=origin, log=log, unsafe=options.unsafe)
     workload.start()
     try:
         nemesis.run(options.duration_s)
+        _await_recovery(workload, nemesis.now_ms(), log)
     finally:
         workload.stop()
         history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
         history.faults = nemesis.faults
-        history.notes += workload.errors
+        history.live_reads = list(reader.reads)
+        history.offset_ops = sorted(reader.offset_ops, key=lambda op: op.invoke_ms)
+        history.notes += workload.errors + reader.errors
         history.notes += [f"supervisor: {line}" for line in nemesis.exits]
     log(f"healed; {len(history.sends)} sends; reading every replica")
     try:
@@ -174,11 +194,34 @@ def _exercise(
     expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
     for reads in history.replica_reads.values():
         expected |= {(read.producer, read.seq) for read in reads}
+    views = [
+        sorted(reads, key=lambda r: (r.queue, r.offset)) for reads in history.replica_reads.values()
+    ]
+    agreed = not history.replica_errors and all(view == views[0] for view in views)
+    wait_s = _CONSUME_S if agreed else _CONSUME_INVALID_S
     log(f"consuming {len(expected)} distinct messages with a push consumer group")
-    history.consumed = asyncio.run(
-        consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=_CONSUME_S)
+    history.consumed = run_as_client(
+        cluster.client_namespace,
+        lambda: consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=wait_s),
     )
+    try:
+        history.final_offsets = run_as_client(
+            cluster.client_namespace, lambda: final_offsets(cluster.namesrv_addr, TOPIC)
+        )
+    except LedgerMQError as exc:
+        history.problems.append(f"the pull reader's offsets could not be read after healing: {exc}")
     return history
+
+
+def _await_recovery(workload: Workload, healed_ms: float, log: Callable[[str], None]) -> None:
+    """Until a send invoked after ``healed_ms`` is acknowledged, or ``_RECOVER_S``."""
+    deadline = time.monotonic() + _RECOVER_S
+    while time.monotonic() < deadline:
+        latest = workload.sends[-500:]  # a copy: the producers' thread appends meanwhile
+        if any(op.outcome is Outcome.OK and op.invoke_ms >= healed_ms for op in latest):
+            return
+        time.sleep(0.1)
+    log(f"no send acknowledged within {_RECOVER_S:g} s of the last heal")
 
 
 def _read_replicas(
