@@ -194,6 +194,28 @@ def test_reads_during_faults_must_be_of_sent_messages_at_their_final_slots() -> 
     assert "after healing that slot holds nothing (a dirty read)" in shown
 
 
+def test_retention_on_one_replica_expires_a_prefix_and_loses_nothing() -> None:
+    """A full disk makes a replica's store delete its oldest segments: below the first offset
+    it still holds, a missing message is expired there, not lost, while another replica holds
+    it; a message no replica holds any more is lost all the same."""
+    history = healthy()
+    history.replica_reads["n2"] = [r for r in history.replica_reads["n2"] if r.offset >= 1]
+    history.replica_first = {"n2": {0: 1, 1: 1}}
+    history.live_reads = [LiveRead(1.0, 0, 0, 0, 0)]  # read before n2 deleted it
+    report = check(history)
+    assert report.valid, report.violations
+    assert report.expired == 2  # producer 0 seq 0 and producer 1 seq 0, on n2
+    assert history.expired_messages() == {(0, 0), (1, 0)}
+    history.replica_reads["n2"] = history.replica_reads["n2"][1:]  # a hole above the first
+    assert not check(history).valid
+    history = healthy()
+    for node in NODES:
+        history.replica_reads[node] = [r for r in history.replica_reads[node] if r.offset >= 1]
+        history.replica_first[node] = {0: 1, 1: 1}
+    report = check(history)
+    assert report.lost == 2  # expired everywhere: gone
+
+
 def test_a_message_is_judged_by_all_of_its_attempts() -> None:
     """A retry after an unknown outcome: the first attempt landed too (stored twice, counted);
     a refused attempt of a message whose other attempt was acknowledged is no violation."""
@@ -271,7 +293,8 @@ def test_committed_offsets_never_go_backwards() -> None:
             "healing is 2"
         ),
     ]
-    assert "offset commits, queries (bad)  2, 5 (3)" in format_report(report)
+    rows = [" ".join(line.split()) for line in format_report(report).splitlines()]
+    assert "offset commits, queries (bad) 2, 5 (3)" in rows
 
 
 def test_bodies_and_history_files_round_trip(tmp_path: Path) -> None:
@@ -285,6 +308,7 @@ def test_bodies_and_history_files_round_trip(tmp_path: Path) -> None:
     history.live_reads = [LiveRead(1.5, 0, 0, 0, 0)]
     history.offset_ops = [commit(0, 1, 2.0), query(0, 1, 3.0)]
     history.final_offsets = {0: 1, 1: -1}
+    history.replica_first = {"n1": {0: 5, 2: 7}}
     path = tmp_path / "history.jsonl"
     history.write_jsonl(path)
     again = History.read_jsonl(path)

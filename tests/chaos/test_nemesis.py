@@ -3,12 +3,14 @@ time, each healed before the next (never a majority down), network faults refuse
 
 from __future__ import annotations
 
+import itertools
 import signal
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
+from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
 from ledgermq.testing.child_process import ProcessStartError
 
@@ -118,14 +120,16 @@ class FakeCluster:
         self.paused.discard(node)
         self.journal.append(f"cont {node}")
 
-    def namesrv_kill9(self) -> None:
-        self.journal.append("kill9 ns")
+    namesrv_nodes: ClassVar[list[str]] = ["ns"]
 
-    def start_namesrv(self) -> None:
-        self.journal.append("start ns")
+    def namesrv_kill9(self, index: int = 0) -> None:
+        self.journal.append(f"kill9 {self.namesrv_nodes[index]}")
 
-    def namesrv_signal(self, sig: signal.Signals) -> None:
-        self.journal.append(f"{sig.name} ns")
+    def start_namesrv(self, index: int = 0) -> None:
+        self.journal.append(f"start {self.namesrv_nodes[index]}")
+
+    def namesrv_signal(self, sig: signal.Signals, index: int = 0) -> None:
+        self.journal.append(f"{sig.name} {self.namesrv_nodes[index]}")
 
 
 def run(
@@ -339,3 +343,62 @@ def test_nameserver_faults_hit_the_nameserver_only_and_heal() -> None:
             assert after == "start ns"
         if before == "SIGSTOP ns":
             assert after == "SIGCONT ns"
+
+
+def overlapping(faults: list[FaultRecord]) -> list[tuple[FaultRecord, FaultRecord]]:
+    ordered = sorted(faults, key=lambda f: f.start_ms)
+    return [(a, b) for a, b in itertools.pairwise(ordered) if b.start_ms < a.end_ms]
+
+
+def test_overlapping_faults_never_take_a_majority_and_nest() -> None:
+    pairs = []
+    for seed in range(20):
+        cluster, nemesis = run(seed)
+        assert cluster.most_faulted == 1, seed
+        assert not (cluster.dead | cluster.paused | cluster.full), seed
+        for first, second in overlapping(nemesis.faults):
+            assert second.end_ms <= first.end_ms  # the second heals first
+            assert first.nodes == second.nodes or "ns" in first.nodes + second.nodes
+            pairs.append((first.kind, second.kind))
+    assert len(pairs) > 20
+    assert any("namesrv-pause" in pair for pair in pairs)
+    same_replica = [pair for pair in pairs if "namesrv-pause" not in pair]
+    assert same_replica
+    assert all("bridge" not in pair and "link-flap" not in pair for pair in same_replica)
+
+
+def test_without_overlap_faults_come_one_at_a_time() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        3,
+        DEFAULT_KINDS,
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+        overlap=False,
+    )
+    nemesis.run(120.0)
+    assert len(nemesis.faults) > 10
+    assert overlapping(nemesis.faults) == []
+
+
+def test_with_two_nameservers_a_fault_hits_one_of_them() -> None:
+    cluster = FakeCluster()
+    cluster.namesrv_nodes = ["ns", "ns1"]  # type: ignore[misc]
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        6,
+        ["namesrv-kill9", "namesrv-pause"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    nemesis.run(120.0)
+    hit = {fault.nodes for fault in nemesis.faults}
+    assert hit == {("ns",), ("ns1",)}
+    for node in ("ns", "ns1"):
+        assert cluster.journal.count(f"kill9 {node}") == cluster.journal.count(f"start {node}")
+        assert cluster.journal.count(f"SIGSTOP {node}") == cluster.journal.count(f"SIGCONT {node}")

@@ -4,7 +4,8 @@
    sent and was not told was refused, and the healed cluster holds it at the very queue offset
    it was read at (where it was acknowledged, if it was). Only committed entries may be visible
    (DESIGN.md, "Only committed data is visible to consumers"), and a committed entry never
-   changes: a read of a message that later vanished or moved was a read of uncommitted data.
+   changes: a read of a message that later vanished or moved was a read of uncommitted data
+   (a replica where retention deleted the slot is not asked).
 7. **Committed consumer offsets never go backwards.** The broker answers an offset commit once
    the ledger committed it, so the acknowledged value survives any failover: a query invoked
    after the acknowledgement answers at least that offset, and so does the query made after
@@ -48,7 +49,11 @@ def check_live_reads(
         sent = attempts.get(key, [])
         outcomes = {op.outcome for op in sent}
         acked_at = {(op.queue, op.offset) for op in sent if op.outcome is Outcome.OK}
-        held = {slots.get(slot) for slots in replicas.values()}
+        held = {
+            slots.get(slot)
+            for node, slots in replicas.items()
+            if not history.expired(node, read.queue, read.offset)
+        }
         problem = ""
         if not sent:
             problem = "a message no producer sent (a phantom)"

@@ -143,6 +143,9 @@ class History:
     faults: list[FaultRecord] = field(default_factory=list)
     replica_reads: dict[str, list[ReadMessage]] = field(default_factory=dict)
     """Node name -> every message of the topic as that replica serves it, after healing."""
+    replica_first: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Node name -> queue -> the first offset the replica still holds, where retention deleted
+    the queue's oldest messages there (a full disk forces it, whatever their age)."""
     replica_errors: dict[str, str] = field(default_factory=dict)
     """Node name -> why it could not be read completely (a replica that must be read)."""
     consumed: list[ReadMessage] = field(default_factory=list)
@@ -158,6 +161,26 @@ class History:
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """What went wrong with the cluster itself, e.g. no master once healed (violations)."""
+
+    def expired(self, node: str, queue: int, offset: int) -> bool:
+        """Whether retention deleted slot ``(queue, offset)`` on replica ``node``."""
+        return offset < self.replica_first.get(node, {}).get(queue, 0)
+
+    def expired_messages(self) -> set[tuple[int, int]]:
+        """``(producer, seq)`` of every message (acknowledged, or found on a replica) whose slot
+        retention deleted on some replica: a consumer may never see it."""
+        slots = {
+            (op.queue, op.offset, op.producer, op.seq)
+            for op in self.sends
+            if op.outcome is Outcome.OK
+        }
+        for reads in self.replica_reads.values():
+            slots |= {(r.queue, r.offset, r.producer, r.seq) for r in reads}
+        return {
+            (producer, seq)
+            for queue, offset, producer, seq in slots
+            if any(self.expired(node, queue, offset) for node in self.replica_first)
+        }
 
     def write_jsonl(self, path: Path) -> None:
         """One JSON object a line: a header, then sends, faults, reads, consumed messages,
@@ -180,6 +203,10 @@ class History:
             for node, reads in self.replica_reads.items():
                 for read in reads:
                     out.write(json.dumps({"type": "replica", "node": node, **asdict(read)}) + "\n")
+            for node, firsts in self.replica_first.items():
+                for queue, first in sorted(firsts.items()):
+                    row = {"type": "replica_first", "node": node, "queue": queue, "offset": first}
+                    out.write(json.dumps(row) + "\n")
             for node, error in self.replica_errors.items():
                 out.write(json.dumps({"type": "replica_error", "node": node, "error": error}))
                 out.write("\n")
@@ -214,6 +241,8 @@ class History:
             elif kind == "replica":
                 node = row.pop("node")
                 history.replica_reads.setdefault(node, []).append(ReadMessage(**row))
+            elif kind == "replica_first":
+                history.replica_first.setdefault(row["node"], {})[row["queue"]] = row["offset"]
             elif kind == "replica_error":
                 history.replica_errors[row["node"]] = row["error"]
             elif kind == "consumed":

@@ -1,7 +1,13 @@
-"""The nemesis: faults chosen by a seed, one at a time, each healed before the next.
+"""The nemesis: faults chosen by a seed, one at a time or two overlapping, each healed before
+the next.
 
 Every fault touches one replica of the three, so a majority is always up and connected: the
-cluster must stay safe *and* recover (the default, survivable mode). Kinds:
+cluster must stay safe *and* recover (the default, survivable mode). About one fault in three
+(``_OVERLAP_P``) gets a second, compatible one during its hold, which heals first: one more
+fault on the same replica (``_SAME_REPLICA``: a process or disk fault on a replica that is
+cut off, or the other way round), or ``namesrv-pause`` beside a replica fault (clients cannot
+learn a new master while the NameServer is stopped), so that two faults still never take a
+majority away (``overlap=False``: one at a time). Kinds:
 
 - ``partition-master``: the master is cut from the other replicas (blackhole routes on both
   sides of each pair); clients and the NameServer still reach it, so it may keep accepting
@@ -24,7 +30,7 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
   like a supervisor, restarts any replica that exited by itself once its fault healed
   (``supervise``), and the run reports it. Needs root (loop mounts), like the network kinds.
 
-- ``namesrv-kill9``: the NameServer is killed, and restarted on its address when the fault
+- ``namesrv-kill9``: a NameServer is killed, and restarted on its address when the fault
   heals, knowing no route until the brokers register again (every 30 s, and at once on a
   role change; opt-in, see ``DEFAULT_KINDS``). ``namesrv-pause``: SIGSTOP, SIGCONT when the
   fault heals. Clients hold the routes they looked up: sends and reads must go on.
@@ -54,7 +60,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE
+from ledgermq.testing.chaos.cluster import GROUP
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.child_process import ProcessStartError
 
@@ -100,6 +106,17 @@ _SUPERVISE_S: Final = 0.5
 _HOLD_S: Final = (2.0, 6.0)
 _QUIET_S: Final = (1.0, 4.0)
 _TICK_S: Final = 0.05
+_OVERLAP_P: Final = 1 / 3
+_CUT_OFF: Final = ("partition-master", "partition-minority", "link-down", "bridge-cut")
+_SAME_REPLICA: Final = {
+    **dict.fromkeys(_CUT_OFF, ("kill9", "pause", "disk-full")),
+    "kill9": ("partition-minority", "link-down", "bridge-cut"),
+    "pause": ("partition-minority", "link-down", "bridge-cut", "disk-full"),
+    "disk-full": ("partition-minority", "link-down", "bridge-cut", "pause"),
+}
+"""First fault -> second faults that may hit the same replica during it. Not a second network
+fault (one ``heal_cuts`` heals every cut), not kill9 with pause (a dead process cannot be
+stopped), not kill9 with disk-full (the kill's restart would meet a full disk)."""
 
 
 class Nemesis:
@@ -122,6 +139,7 @@ class Nemesis:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         unsafe: bool = False,
+        overlap: bool = True,
     ) -> None:
         unknown = set(kinds) - set(ALL_KINDS)
         if unknown:
@@ -136,6 +154,7 @@ class Nemesis:
         self.rng = random.Random(seed)
         self.kinds = list(kinds)
         self.unsafe = unsafe
+        self.overlap = overlap
         self.origin = origin
         self.log = log
         self.faults: list[FaultRecord] = []
@@ -194,8 +213,9 @@ class Nemesis:
 
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
-        if kind in NAMESRV_KINDS:
-            return [NAMESRV_NODE]
+        if kind in NAMESRV_KINDS:  # one NameServer of one or two
+            names = self.cluster.namesrv_nodes
+            return [names[0] if len(names) == 1 else self.rng.choice(names)]
         nodes = self.cluster.nodes
         count = self.rng.choice((1, 2)) if self.unsafe and kind not in ("wipe", "bridge") else 1
         targets = self.rng.sample(nodes, count)
@@ -218,11 +238,56 @@ class Nemesis:
             if kind == "link-flap":
                 self._flap(targets, hold_s)
             else:
-                self._wait(hold_s)
+                self._hold(kind, targets, hold_s)
         finally:
             self.heal()
         self.faults.append(FaultRecord(kind, tuple(targets), start, self.now_ms()))
         self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {shown}")
+
+    def _second(self, kind: str) -> str | None:
+        """A fault to overlap with ``kind`` (module docstring), or None. The seeded generator
+        is drawn from only when some fault could overlap, so a set of kinds where none can
+        replays the schedules it had before overlaps existed."""
+        if not self.overlap:
+            return None
+        if kind in NAMESRV_KINDS:
+            options = [k for k in self.kinds if k not in (*NAMESRV_KINDS, "wipe", "link-flap")]
+        else:
+            options = [k for k in _SAME_REPLICA.get(kind, ()) if k in self.kinds]
+            if kind != "bridge" and "namesrv-pause" in self.kinds:
+                options.append("namesrv-pause")
+        if not options or self.rng.random() >= _OVERLAP_P:
+            return None
+        return self.rng.choice(options)
+
+    def _hold(self, kind: str, targets: list[str], hold_s: float) -> None:
+        """Wait ``hold_s``, with a second fault inside that time if ``_second`` picks one."""
+        second = self._second(kind)
+        if second is None:
+            self._wait(hold_s)
+            return
+        lead = self.rng.uniform(0.0, hold_s / 2)
+        span = self.rng.uniform(min(0.5, hold_s - lead), hold_s - lead)
+        self._wait(lead)
+        if second in NAMESRV_KINDS or kind in NAMESRV_KINDS:
+            where = self._targets(second)
+        else:
+            where = targets  # the same replica(s)
+        shown = ",".join(where)
+        start = self.now_ms()
+        self.log(f"{start / 1000:7.1f} s  + {second} {shown} for {span:.1f} s (overlapping)")
+        first_heals = len(self._heals)
+        try:
+            for target in where:
+                self._apply(second, target)
+            self._wait(span)
+        finally:
+            heals, self._heals = self._heals[first_heals:], self._heals[:first_heals]
+            for heal in reversed(heals):
+                heal()
+        self.faults.append(FaultRecord(second, tuple(where), start, self.now_ms()))
+        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {second} {shown}")
+        self._wait(max(0.0, hold_s - lead - span))
 
     def _apply(self, kind: str, target: str) -> None:
         """Inject ``kind`` on ``target`` and remember how to heal it."""
@@ -268,12 +333,8 @@ class Nemesis:
                 self._held.discard(target)
 
             self._heals.append(restart)
-        elif kind == "namesrv-kill9":
-            cluster.namesrv_kill9()
-            self._heals.append(cluster.start_namesrv)
-        elif kind == "namesrv-pause":
-            cluster.namesrv_signal(signal.SIGSTOP)
-            self._heals.append(lambda: cluster.namesrv_signal(signal.SIGCONT))
+        elif kind in NAMESRV_KINDS:
+            self._apply_namesrv(kind, cluster.namesrv_nodes.index(target))
         elif kind == "wipe":
             cluster.kill9(GROUP, target)
             for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
@@ -282,6 +343,15 @@ class Nemesis:
         else:
             cluster.sigstop(GROUP, target)
             self._heals.append(lambda: cluster.sigcont(GROUP, target))
+
+    def _apply_namesrv(self, kind: str, index: int) -> None:
+        cluster = self.cluster
+        if kind == "namesrv-kill9":
+            cluster.namesrv_kill9(index)
+            self._heals.append(lambda: cluster.start_namesrv(index))
+        else:
+            cluster.namesrv_signal(signal.SIGSTOP, index)
+            self._heals.append(lambda: cluster.namesrv_signal(signal.SIGCONT, index))
 
     def _flap(self, targets: list[str], hold_s: float) -> None:
         lab = self.cluster.lab

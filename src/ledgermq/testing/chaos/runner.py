@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
-from ledgermq.testing.chaos.cluster import CLIENT_NODE, GROUP, NAMESRV_NODE, ChaosCluster
+from ledgermq.testing.chaos.cluster import CLIENT_NODE, GROUP, ChaosCluster, namesrv_node
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
 from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
 from ledgermq.testing.chaos.nemesis import (
@@ -68,6 +68,10 @@ class RunOptions:
     inject_bug: str | None = None
     unsafe: bool = False
     """Faults may hit two replicas of three at once (``nemesis`` module docstring)."""
+    overlap: bool = True
+    """A fault may get a second, compatible one during its hold (``nemesis``)."""
+    namesrvs: int = 1
+    """NameServers (1 or 2); brokers register with each, clients are given all."""
 
 
 @dataclass
@@ -90,6 +94,10 @@ def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
         words.append("--loopback")
     if options.unsafe:
         words.append("--unsafe")
+    if not options.overlap:
+        words.append("--no-overlap")
+    if options.namesrvs != 1:
+        words += ["--namesrvs", str(options.namesrvs)]
     if options.inject_bug:
         words += ["--inject-bug", options.inject_bug]
     return " ".join(words)
@@ -106,14 +114,21 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         mode += ", unsafe: a majority may be hit"
     log(f"seed {options.seed}, {options.duration_s:g} s, {mode}, faults {', '.join(faults)}, "
         f"logs in {base}")  # fmt: skip
-    lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2", CLIENT_NODE])
+    namesrvs = [namesrv_node(index) for index in range(options.namesrvs)]
+    lab = None if loopback else NetnsLab([*namesrvs, "n0", "n1", "n2", CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
     disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
     try:
         if lab is not None:
             lab.create()
-        cluster = ChaosCluster(base / "cluster", lab=lab, broker_module=broker_module, disks=disks)
+        cluster = ChaosCluster(
+            base / "cluster",
+            lab=lab,
+            broker_module=broker_module,
+            disks=disks,
+            namesrvs=options.namesrvs,
+        )
         cluster.start()
         cluster.wait_routable(timeout_s=30.0)
         with SyncAdmin(cluster.namesrv_addr) as admin:
@@ -171,7 +186,15 @@ def _exercise(
         namespace=cluster.client_namespace,
         reader=reader,
     )
-    nemesis = Nemesis(cluster, options.seed, faults, origin=origin, log=log, unsafe=options.unsafe)
+    nemesis = Nemesis(
+        cluster,
+        options.seed,
+        faults,
+        origin=origin,
+        log=log,
+        unsafe=options.unsafe,
+        overlap=options.overlap,
+    )
     workload.start()
     try:
         nemesis.run(options.duration_s)
@@ -190,14 +213,13 @@ def _exercise(
     except AssertionError as exc:  # a liveness failure: judged with everything else
         history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
         log(f"no master after healing; its views and log tails:\n{exc}")
-    history.replica_reads, history.replica_errors = _read_replicas(cluster, options.queues)
+    found, history.replica_errors, history.replica_first = _read_replicas(cluster, options.queues)
+    history.replica_reads = found
     expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
     for reads in history.replica_reads.values():
         expected |= {(read.producer, read.seq) for read in reads}
-    views = [
-        sorted(reads, key=lambda r: (r.queue, r.offset)) for reads in history.replica_reads.values()
-    ]
-    agreed = not history.replica_errors and all(view == views[0] for view in views)
+    expected -= history.expired_messages()  # retention deleted them somewhere: maybe unreadable
+    agreed = not history.replica_errors and _agree(history.replica_reads, history.replica_first)
     wait_s = _CONSUME_S if agreed else _CONSUME_INVALID_S
     log(f"consuming {len(expected)} distinct messages with a push consumer group")
     history.consumed = run_as_client(
@@ -226,20 +248,39 @@ def _await_recovery(workload: Workload, healed_ms: float, log: Callable[[str], N
 
 def _read_replicas(
     cluster: ChaosCluster, queues: int
-) -> tuple[dict[str, list[ReadMessage]], dict[str, str]]:
+) -> tuple[dict[str, list[ReadMessage]], dict[str, str], dict[str, dict[int, int]]]:
     """Read each replica until all of them serve the same messages (followers catch up after
-    healing) or ``_SETTLE_S`` passes; the last reads and the replicas that failed."""
+    healing) or ``_SETTLE_S`` passes; the last reads, the replicas that failed, and where
+    retention made each replica's queues start."""
     deadline = time.monotonic() + _SETTLE_S
     while True:
         reads: dict[str, list[ReadMessage]] = {}
         errors: dict[str, str] = {}
+        first: dict[str, dict[int, int]] = {}
         for node in cluster.nodes:
             try:
-                reads[node] = read_replica(cluster, GROUP, node, TOPIC, queues)
+                reads[node], first[node] = read_replica(cluster, GROUP, node, TOPIC, queues)
             except LedgerMQError as exc:
                 errors[node] = str(exc)
-        views = [sorted(found, key=lambda r: (r.queue, r.offset)) for found in reads.values()]
-        agreed = not errors and all(view == views[0] for view in views)
-        if agreed or time.monotonic() >= deadline:
-            return reads, errors
+        if (not errors and _agree(reads, first)) or time.monotonic() >= deadline:
+            return reads, errors, first
         time.sleep(1.0)
+
+
+def _agree(reads: dict[str, list[ReadMessage]], first: dict[str, dict[int, int]]) -> bool:
+    """Every replica serves the same message at every slot, except slots that retention
+    deleted on a replica (below the first offset it still holds)."""
+    views = {
+        node: {(r.queue, r.offset): (r.producer, r.seq) for r in found}
+        for node, found in reads.items()
+    }
+    slots = set().union(*views.values()) if views else set()
+    for queue, offset in slots:
+        held = {
+            view.get((queue, offset))
+            for node, view in views.items()
+            if offset >= first.get(node, {}).get(queue, 0)
+        }
+        if len(held) > 1:
+            return False
+    return True

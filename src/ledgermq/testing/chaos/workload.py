@@ -239,11 +239,14 @@ def _reads(messages: list[MessageExt]) -> list[ReadMessage]:
 
 def read_replica(
     cluster: BrokerCluster, group: str, node: str, topic: str, queues: int
-) -> list[ReadMessage]:
+) -> tuple[list[ReadMessage], dict[int, int]]:
     """Every message of ``topic`` as replica ``node`` itself serves it (a slave serves pulls
-    too), queue by queue from offset 0; LedgerMQError if the replica does not answer."""
+    too), queue by queue from offset 0, and each queue's first offset it still holds (above 0
+    when retention deleted its oldest messages: it answers OFFSET_MOVED to offset 0);
+    LedgerMQError if the replica does not answer."""
     address = cluster.address(group, node)
     found: list[ReadMessage] = []
+    first: dict[int, int] = {}
     for queue in range(queues):
         offset = 0
         while True:
@@ -267,6 +270,8 @@ def read_replica(
             )
             next_offset = int(answer.ext_fields.get("nextBeginOffset", offset))
             if answer.code == MQResponseCode.PULL_OFFSET_MOVED and next_offset > offset:
+                if offset == 0:
+                    first[queue] = next_offset
                 offset = next_offset
                 continue
             if answer.code != MQResponseCode.SUCCESS:
@@ -275,7 +280,7 @@ def read_replica(
             if next_offset <= offset:
                 break
             offset = next_offset
-    return found
+    return found, first
 
 
 async def consume_all(
