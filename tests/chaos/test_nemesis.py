@@ -402,3 +402,17 @@ def test_with_two_nameservers_a_fault_hits_one_of_them() -> None:
     for node in ("ns", "ns1"):
         assert cluster.journal.count(f"kill9 {node}") == cluster.journal.count(f"start {node}")
         assert cluster.journal.count(f"SIGSTOP {node}") == cluster.journal.count(f"SIGCONT {node}")
+
+
+def test_a_replica_that_exited_is_not_paused() -> None:
+    """A pause overlapping another fault could find its replica stopped on its own (a full
+    disk); signalling it raises, which would end the run with a traceback."""
+    cluster = FakeCluster()
+    lines: list[str] = []
+    nemesis = Nemesis(cluster, 1, ["pause"], origin=0.0, log=lines.append)  # type: ignore[arg-type]
+    cluster.dead.add("n0")
+    nemesis._apply("pause", "n0")
+    nemesis.heal()
+    assert "stop n0" not in cluster.journal
+    assert "cont n0" not in cluster.journal
+    assert lines[-1].endswith("n0 is not running: not paused")

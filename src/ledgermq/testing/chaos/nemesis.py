@@ -112,11 +112,12 @@ _SAME_REPLICA: Final = {
     **dict.fromkeys(_CUT_OFF, ("kill9", "pause", "disk-full")),
     "kill9": ("partition-minority", "link-down", "bridge-cut"),
     "pause": ("partition-minority", "link-down", "bridge-cut", "disk-full"),
-    "disk-full": ("partition-minority", "link-down", "bridge-cut", "pause"),
+    "disk-full": ("partition-minority", "link-down", "bridge-cut"),
 }
 """First fault -> second faults that may hit the same replica during it. Not a second network
-fault (one ``heal_cuts`` heals every cut), not kill9 with pause (a dead process cannot be
-stopped), not kill9 with disk-full (the kill's restart would meet a full disk)."""
+fault (one ``heal_cuts`` heals every cut), not a pause after kill9 or disk-full (a dead
+process, or one that stopped on its full disk, cannot be stopped), not kill9 with disk-full
+(the kill's restart would meet a full disk)."""
 
 
 class Nemesis:
@@ -340,6 +341,8 @@ class Nemesis:
             for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
                 shutil.rmtree(ledger)
             cluster.start_replica(GROUP, target)
+        elif not cluster.is_running(GROUP, target):  # exited by itself just now
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {target} is not running: not paused")
         else:
             cluster.sigstop(GROUP, target)
             self._heals.append(lambda: cluster.sigcont(GROUP, target))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.client import PullConsumer, PullStatus
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.history import LiveRead, OffsetOp, Outcome, parse_body
+from ledgermq.testing.chaos.workload import classify
 
 if TYPE_CHECKING:
     import threading
@@ -39,13 +40,6 @@ _PULL_BATCH: Final = 64
 _TIMEOUT_S: Final = 2.0
 _QUERY_EVERY_S: Final = 1.0
 _PAUSE_S: Final = 0.05
-
-
-def _outcome(exc: LedgerMQError) -> Outcome:
-    """A commit's outcome from its error, as a send's (``workload.classify``)."""
-    from ledgermq.testing.chaos.workload import classify  # noqa: PLC0415 - no import cycle
-
-    return classify(exc)
 
 
 class PullReader:
@@ -118,7 +112,7 @@ class PullReader:
         try:
             await consumer.commit_offset(mq, offset)
         except LedgerMQError as exc:
-            outcome = _outcome(exc)
+            outcome = classify(exc)  # as a send's
         else:
             outcome = Outcome.OK
         self.offset_ops.append(
