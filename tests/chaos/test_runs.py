@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos import runner
 from ledgermq.testing.chaos.checker import format_report
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
+from ledgermq.testing.chaos.history import ReadMessage
 from ledgermq.testing.chaos.netns import (
     NAMESPACE_PREFIX,
     NetnsLab,
@@ -268,3 +270,30 @@ def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
             run.stdout.close()
         cleanup_leftovers()
         cleanup_leftover_disks()
+
+
+def test_replicas_are_read_with_the_supervisor_still_at_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (seed 103): a replica whose disk filled just before the last heal exited after the
+    nemesis had finished, nobody restarted it, and reading it failed for 30 s."""
+    dead = {"n2"}
+    restarts: list[str] = []
+
+    def supervise() -> None:
+        restarts.extend(sorted(dead))
+        dead.clear()
+
+    def read(cluster: object, group: str, node: str, topic: str, queues: int):
+        if node in dead:
+            raise LedgerMQError(f"cannot connect to {node}: connection refused")
+        return [ReadMessage(0, 0, 0, 0)], {}
+
+    class Cluster:
+        nodes = ("n0", "n1", "n2")
+
+    monkeypatch.setattr(runner, "read_replica", read)
+    reads, errors, _ = runner._read_replicas(Cluster(), 4, supervise)  # type: ignore[arg-type]
+    assert restarts == ["n2"]
+    assert errors == {}
+    assert sorted(reads) == ["n0", "n1", "n2"]

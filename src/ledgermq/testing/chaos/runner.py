@@ -198,7 +198,7 @@ def _exercise(
     workload.start()
     try:
         nemesis.run(options.duration_s)
-        _await_recovery(workload, nemesis.now_ms(), log)
+        _await_recovery(workload, nemesis.now_ms(), log, nemesis.supervise)
     finally:
         workload.stop()
         history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
@@ -206,15 +206,17 @@ def _exercise(
         history.live_reads = list(reader.reads)
         history.offset_ops = sorted(reader.offset_ops, key=lambda op: op.invoke_ms)
         history.notes += workload.errors + reader.errors
-        history.notes += [f"supervisor: {line}" for line in nemesis.exits]
     log(f"healed; {len(history.sends)} sends; reading every replica")
     try:
         cluster.wait_master(GROUP, timeout_s=_SETTLE_S)
     except AssertionError as exc:  # a liveness failure: judged with everything else
         history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
         log(f"no master after healing; its views and log tails:\n{exc}")
-    found, history.replica_errors, history.replica_first = _read_replicas(cluster, options.queues)
+    found, history.replica_errors, history.replica_first = _read_replicas(
+        cluster, options.queues, nemesis.supervise
+    )
     history.replica_reads = found
+    history.notes += [f"supervisor: {line}" for line in nemesis.exits]
     expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
     for reads in history.replica_reads.values():
         expected |= {(read.producer, read.seq) for read in reads}
@@ -235,10 +237,17 @@ def _exercise(
     return history
 
 
-def _await_recovery(workload: Workload, healed_ms: float, log: Callable[[str], None]) -> None:
-    """Until a send invoked after ``healed_ms`` is acknowledged, or ``_RECOVER_S``."""
+def _await_recovery(
+    workload: Workload,
+    healed_ms: float,
+    log: Callable[[str], None],
+    supervise: Callable[[], None],
+) -> None:
+    """Until a send invoked after ``healed_ms`` is acknowledged, or ``_RECOVER_S``; the
+    supervisor goes on restarting replicas that stop by themselves (``Nemesis.supervise``)."""
     deadline = time.monotonic() + _RECOVER_S
     while time.monotonic() < deadline:
+        supervise()
         latest = workload.sends[-500:]  # a copy: the producers' thread appends meanwhile
         if any(op.outcome is Outcome.OK and op.invoke_ms >= healed_ms for op in latest):
             return
@@ -247,13 +256,16 @@ def _await_recovery(workload: Workload, healed_ms: float, log: Callable[[str], N
 
 
 def _read_replicas(
-    cluster: ChaosCluster, queues: int
+    cluster: ChaosCluster, queues: int, supervise: Callable[[], None]
 ) -> tuple[dict[str, list[ReadMessage]], dict[str, str], dict[str, dict[int, int]]]:
     """Read each replica until all of them serve the same messages (followers catch up after
     healing) or ``_SETTLE_S`` passes; the last reads, the replicas that failed, and where
-    retention made each replica's queues start."""
+    retention made each replica's queues start. Before each round the supervisor restarts a
+    replica that stopped by itself: one whose disk filled just before the last heal exits
+    after the nemesis has finished (seed 103 read a dead replica for 30 s)."""
     deadline = time.monotonic() + _SETTLE_S
     while True:
+        supervise()
         reads: dict[str, list[ReadMessage]] = {}
         errors: dict[str, str] = {}
         first: dict[str, dict[int, int]] = {}
