@@ -252,6 +252,28 @@ def test_an_orderly_producer_stays_in_one_queue() -> None:
     ]
 
 
+def test_with_two_groups_an_orderly_key_may_move_while_a_group_has_no_master() -> None:
+    """The key is hashed over the writable queues: with a group without master it maps to a
+    queue of the other group (RocketMQ's selector), and back after; counted, not failed."""
+    history = History(seed=1, queues=1)
+    history.sends = [
+        SendOp(2, 0, 0, 5, Outcome.OK, 3, 0, mode="orderly"),
+        SendOp(2, 1, 10, 15, Outcome.OK, 1003, 0, mode="orderly"),
+        SendOp(2, 2, 20, 25, Outcome.OK, 3, 1, mode="orderly"),
+    ]
+    history.replica_groups = {"n0": 0, "bn0": 1}
+    history.replica_reads = {
+        "n0": [ReadMessage(3, 0, 2, 0), ReadMessage(3, 1, 2, 2)],
+        "bn0": [ReadMessage(1003, 0, 2, 1)],
+    }
+    history.consumed = [ReadMessage(0, 0, 2, seq) for seq in range(3)]
+    report = check(history)
+    assert report.valid, report.violations
+    assert report.orderly_moves == 2
+    history.replica_reads["bn0"] = []  # broker-b's replica lost its message: still caught
+    assert check(history).lost == 1
+
+
 def commit(queue: int, offset: int, at: float, outcome: Outcome = Outcome.OK) -> OffsetOp:
     return OffsetOp("commit", queue, at, at + 10, outcome, offset)
 
@@ -309,6 +331,7 @@ def test_bodies_and_history_files_round_trip(tmp_path: Path) -> None:
     history.offset_ops = [commit(0, 1, 2.0), query(0, 1, 3.0)]
     history.final_offsets = {0: 1, 1: -1}
     history.replica_first = {"n1": {0: 5, 2: 7}}
+    history.replica_groups = {"n0": 0, "n1": 0, "n2": 0}
     path = tmp_path / "history.jsonl"
     history.write_jsonl(path)
     again = History.read_jsonl(path)

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 import pytest
 
+from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
 from ledgermq.testing.child_process import ProcessStartError
@@ -69,6 +70,7 @@ class FakeCluster:
     """Counts the replicas that are cut off, dead, paused or with a full disk after every step."""
 
     nodes: ClassVar[list[str]] = ["n0", "n1", "n2"]
+    groups: ClassVar[list[str]] = ["broker-a"]
 
     def __init__(self, network: bool = True) -> None:
         self.journal: list[str] = []
@@ -416,3 +418,54 @@ def test_a_replica_that_exited_is_not_paused() -> None:
     assert "stop n0" not in cluster.journal
     assert "cont n0" not in cluster.journal
     assert lines[-1].endswith("n0 is not running: not paused")
+
+
+class TwoGroups(FakeCluster):
+    """Two broker groups: replicas are known by name (``n0`` of broker-a, ``bn0`` of broker-b)."""
+
+    groups: ClassVar[list[str]] = ["broker-a", "broker-b"]
+
+    def locate(self, name: str) -> tuple[str, str]:
+        return ("broker-b", name[1:]) if name.startswith("b") else ("broker-a", name)
+
+    def master(self, group: str) -> str | None:
+        return "n1"
+
+    def kill9(self, group: str, node: str) -> None:
+        super().kill9(group, replica_name(group, node))
+
+    def start_replica(self, group: str, node: str) -> None:
+        super().start_replica(group, replica_name(group, node))
+
+    def sigstop(self, group: str, node: str) -> None:
+        super().sigstop(group, replica_name(group, node))
+
+    def sigcont(self, group: str, node: str) -> None:
+        super().sigcont(group, replica_name(group, node))
+
+    def is_running(self, group: str, node: str) -> bool:
+        return super().is_running(group, replica_name(group, node))
+
+
+def test_with_two_groups_a_fault_stays_inside_one_group() -> None:
+    hit = set()
+    for seed in range(10):
+        cluster = TwoGroups()
+        clock = FakeClock()
+        nemesis = Nemesis(
+            cluster,  # type: ignore[arg-type]
+            seed,
+            DEFAULT_KINDS,
+            origin=clock.now,
+            monotonic=clock.monotonic,
+            sleep=clock.sleep,
+        )
+        nemesis.run(60.0)
+        assert cluster.most_faulted <= 1, seed
+        assert not (cluster.dead | cluster.paused | cluster.full), seed
+        for line in cluster.journal:
+            if line.startswith("cut "):
+                a, b = line.split()[1:]
+                assert a.startswith("b") == b.startswith("b"), line  # same group
+        hit |= {node for fault in nemesis.faults for node in fault.nodes}
+    assert {"n0", "n1", "n2", "bn0", "bn1", "bn2"} <= hit

@@ -20,6 +20,7 @@ import pytest
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos import runner
 from ledgermq.testing.chaos.checker import format_report
+from ledgermq.testing.chaos.cluster import ChaosCluster
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
 from ledgermq.testing.chaos.history import ReadMessage
 from ledgermq.testing.chaos.netns import (
@@ -291,9 +292,25 @@ def test_replicas_are_read_with_the_supervisor_still_at_work(
 
     class Cluster:
         nodes = ("n0", "n1", "n2")
+        groups = ("broker-a",)
 
     monkeypatch.setattr(runner, "read_replica", read)
     reads, errors, _ = runner._read_replicas(Cluster(), 4, supervise)  # type: ignore[arg-type]
     assert restarts == ["n2"]
     assert errors == {}
     assert sorted(reads) == ["n0", "n1", "n2"]
+
+
+def test_two_groups_name_their_replicas(tmp_path: Path) -> None:
+    cluster = ChaosCluster(tmp_path, lab=None, groups=2)
+    try:
+        assert cluster.replica_names == ["n0", "n1", "n2", "bn0", "bn1", "bn2"]
+        assert cluster.locate("bn2") == ("broker-b", "n2")
+        assert cluster.locate("n0") == ("broker-a", "n0")
+        with pytest.raises(ValueError, match="no replica is called 'x'"):
+            cluster.locate("x")
+        cluster._pick_ports()  # what start() does first; nothing runs here
+        assert cluster.peers("broker-b").startswith("n0-127.0.0.1:")  # ledger ids stay n0...
+        assert "--broker-name broker-b" in " ".join(cluster.broker_command("broker-b", "n1"))
+    finally:
+        cluster.close()

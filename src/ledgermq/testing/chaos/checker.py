@@ -3,7 +3,8 @@
 It checks what a replicated log promises to a producer, after the cluster was healed:
 
 1. **No lost acknowledgement.** Every send acknowledged at ``(queue, offset)`` is at exactly that
-   ``(queue, offset)`` on *every* replica (each is read directly, not through the master).
+   ``(queue, offset)`` on *every* replica of its broker group (each is read directly, not
+   through the master; ``History.holds_queue``).
    The one way a replica may drop it is retention: under disk pressure (a full disk) the
    store deletes its oldest segments whatever their age (spec-replication-storage 1.14), and
    the replica then starts the queue at a later offset (``History.replica_first``). A message
@@ -75,6 +76,9 @@ class Report:
     """Messages stored at more than one slot (a retry after an unknown outcome)."""
     expired: int = 0
     """(Acknowledged message, replica) pairs that retention deleted on that replica."""
+    orderly_moves: int = 0
+    """Times an orderly producer's key moved to another queue (two groups, one without a
+    master: ``_check_orderly``)."""
     retries: int = 0
     """Attempts after the first of one message (a ``single`` producer's own retries)."""
     replicas: int = 0
@@ -183,7 +187,7 @@ def check(history: History) -> Report:
 
     acked = _check_sends(history, replicas, stored, report)
     _check_order(acked, report)
-    _check_orderly(acked, report)
+    _check_orderly(acked, report, len(set(history.replica_groups.values())))
 
     _check_reader(history, replicas, report)
 
@@ -238,11 +242,12 @@ def _check_sends(
         acked.append(op)
         slot = (op.queue, op.offset)
         missing = []
-        expired = [n for n in replicas if history.expired(n, op.queue, op.offset)]
+        holders = {n: held for n, held in replicas.items() if history.holds_queue(n, op.queue)}
+        expired = [n for n in holders if history.expired(n, op.queue, op.offset)]
         report.expired += len(expired)
-        for node, slots in replicas.items():
+        for node, slots in holders.items():
             found = slots.get(slot)
-            if found is None and node in expired and len(expired) < len(replicas):
+            if found is None and node in expired and len(expired) < len(holders):
                 continue
             if found != key:
                 what = "nothing" if found is None else f"producer {found[0]} seq {found[1]}"
@@ -256,17 +261,24 @@ def _check_sends(
     return acked
 
 
-def _check_orderly(acked: Sequence[SendOp], report: Report) -> None:
-    """Rule 3b: an orderly producer's sharding key maps all of its messages to one queue."""
-    queues: dict[int, set[int]] = defaultdict(set)
-    for op in acked:
-        if op.mode == "orderly":
-            queues[op.producer].add(op.queue)
-    for producer, used in sorted(queues.items()):
-        if len(used) > 1:
+def _check_orderly(acked: Sequence[SendOp], report: Report, groups: int) -> None:
+    """Rule 3b: an orderly producer's sharding key maps all of its messages to one queue.
+
+    The client hashes the key over the writable queues (RocketMQ's selector), so with two
+    broker groups the key moves while one group has no master and comes back after: counted
+    (``orderly_moves``), not failed. With one group the queue set never changes (no master,
+    no queue at all), and a second queue is a violation."""
+    used: dict[int, list[int]] = defaultdict(list)
+    for op in sorted(acked, key=lambda op: op.seq):
+        if op.mode == "orderly" and (not used[op.producer] or used[op.producer][-1] != op.queue):
+            used[op.producer].append(op.queue)
+    for producer, queues in sorted(used.items()):
+        if len(queues) > 1 and groups > 1:
+            report.orderly_moves += len(queues) - 1
+        elif len(queues) > 1:
             report.violate(
                 f"orderly producer {producer} (one sharding key) was acknowledged in queues "
-                f"{', '.join(map(str, sorted(used)))}"
+                f"{', '.join(map(str, sorted(set(queues))))}"
             )
 
 
@@ -336,6 +348,7 @@ def format_report(report: Report) -> str:
         ("failed (stored anyway)", f"{report.failed} ({report.failed_stored})"),
         ("unknown outcome (stored)", f"{report.unknown} ({report.unknown_stored})"),
         ("retried attempts", str(report.retries)),
+        ("orderly key moved queues", str(report.orderly_moves)),
         ("lost acknowledged", str(report.lost)),
         ("stored at two slots", str(report.stored_twice)),
         ("expired by retention (replicas)", str(report.expired)),

@@ -52,7 +52,8 @@ def check_live_reads(
         held = {
             slots.get(slot)
             for node, slots in replicas.items()
-            if not history.expired(node, read.queue, read.offset)
+            if history.holds_queue(node, read.queue)
+            and not history.expired(node, read.queue, read.offset)
         }
         problem = ""
         if not sent:

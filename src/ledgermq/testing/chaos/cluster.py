@@ -1,7 +1,7 @@
-"""The cluster a chaos run attacks: one or two NameServers and one broker group of three
-replicas, each process in its own network namespace (``netns.NetnsLab``), the clients in one
-more (``cl``), or all on loopback when namespaces are not available (then only process faults
-are possible).
+"""The cluster a chaos run attacks: one or two NameServers and one or two broker groups of three
+replicas (``replica_name``: ``n0``... in ``broker-a``, ``bn0``... in ``broker-b``), each process
+in its own network namespace (``netns.NetnsLab``), the clients in one more (``cl``), or all on
+loopback when namespaces are not available (then only process faults are possible).
 
 It is ``testing.broker_cluster.BrokerCluster`` (processes, logs, kill -9, SIGSTOP, restart,
 master queries, teardown at exit) with other addresses: in namespaces every replica listens on
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ledgermq.testing.chaos.disks import LoopDisks
     from ledgermq.testing.chaos.netns import NetnsLab
 
-__all__ = ["CLIENT_NODE", "GROUP", "NAMESRV_NODE", "ChaosCluster", "namesrv_node"]
+__all__ = ["CLIENT_NODE", "GROUP", "NAMESRV_NODE", "ChaosCluster", "namesrv_node", "replica_name"]
 
 GROUP: Final = "broker-a"
 NAMESRV_NODE: Final = "ns"
@@ -42,6 +42,12 @@ def namesrv_node(index: int) -> str:
     return NAMESRV_NODE if index == 0 else f"{NAMESRV_NODE}{index}"
 
 
+def replica_name(group: str, node: str) -> str:
+    """The name (namespace, fault target) of replica ``node`` of ``group``: ``n0`` in
+    ``broker-a``, ``bn0`` in ``broker-b``. Each replica keeps its ledger id (``n0``...)."""
+    return node if group == GROUP else f"{group[-1]}{node}"
+
+
 class ChaosCluster(BrokerCluster):
     """See the module docstring. ``lab`` must be created already (or None: loopback)."""
 
@@ -55,6 +61,7 @@ class ChaosCluster(BrokerCluster):
         flush: str = "ASYNC_FLUSH",
         start_timeout_s: float = 30.0,
         namesrvs: int = 1,
+        groups: int = 1,
     ) -> None:
         self.lab = lab
         self.broker_module = broker_module
@@ -64,7 +71,7 @@ class ChaosCluster(BrokerCluster):
         super().__init__(
             base_dir,
             replicas=3,
-            groups=1,
+            groups=groups,
             namesrvs=namesrvs,
             flush=flush,
             start_timeout_s=start_timeout_s,
@@ -100,11 +107,27 @@ class ChaosCluster(BrokerCluster):
         """``host:port;host:port``: what clients and brokers are given."""
         return ";".join(self.namesrv_addresses)
 
+    @property
+    def replica_names(self) -> list[str]:
+        """Every replica's name (``replica_name``), group by group."""
+        return [replica_name(group, node) for group in self.groups for node in self.nodes]
+
+    def locate(self, name: str) -> tuple[str, str]:
+        """``(group, node)`` of the replica called ``name``."""
+        for group in self.groups:
+            for node in self.nodes:
+                if replica_name(group, node) == name:
+                    return group, node
+        raise ValueError(f"no replica is called {name!r}; replicas: {self.replica_names}")
+
     def address(self, group: str, node: str) -> str:
-        return f"{self.host(node)}:{self.ports[(group, node)]}"
+        return f"{self.host(replica_name(group, node))}:{self.ports[(group, node)]}"
 
     def peers(self, group: str) -> str:
-        return ";".join(f"{n}-{self.host(n)}:{self.ledger_ports[(group, n)]}" for n in self.nodes)
+        return ";".join(
+            f"{n}-{self.host(replica_name(group, n))}:{self.ledger_ports[(group, n)]}"
+            for n in self.nodes
+        )
 
     def _pick_ports(self) -> None:
         keys = list(self._brokers)
@@ -121,13 +144,14 @@ class ChaosCluster(BrokerCluster):
     def broker_command(self, group: str, node: str) -> list[str]:
         command = super().broker_command(group, node)
         assert command[1:3] == ["-m", "ledgermq"], command
+        name = replica_name(group, node)
         return [
-            *self._prefix(node),
+            *self._prefix(name),
             command[0],
             "-m",
             self.broker_module,
             *command[3:],
-            f"--set=brokerIP1={self.host(node)}",
+            f"--set=brokerIP1={self.host(name)}",
         ]
 
     def start_namesrv(self, index: int = 0) -> None:
@@ -165,8 +189,9 @@ class ChaosCluster(BrokerCluster):
         if not self.ports:
             self._pick_ports()
         if self.disks is not None and not self.disks.mounts:
-            for node in self.nodes:
-                self.disks.mount(node, self.store_dir(GROUP, node))
+            for group in self.groups:
+                for node in self.nodes:
+                    self.disks.mount(replica_name(group, node), self.store_dir(group, node))
         try:
             self._start_brokers()
         except ClusterStartError:

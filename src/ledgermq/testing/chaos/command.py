@@ -63,6 +63,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="NameServers; with two, a NameServer fault leaves clients the other one",
     )
     parser.add_argument(
+        "--groups",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="broker groups of three replicas; the topic has --queues queues in each",
+    )
+    parser.add_argument(
         "--no-overlap",
         dest="overlap",
         action="store_false",
@@ -92,6 +99,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         unsafe=args.unsafe,
         overlap=args.overlap,
         namesrvs=args.namesrvs,
+        groups=args.groups,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

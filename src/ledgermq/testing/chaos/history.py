@@ -27,9 +27,18 @@ __all__ = [
     "SendOp",
     "message_body",
     "parse_body",
+    "queue_key",
 ]
 
 _BODY_PREFIX = "chaos"
+QUEUE_STRIDE = 1000
+"""A history's queue numbers are ``group index x QUEUE_STRIDE + queue id`` (``queue_key``):
+with two broker groups, queue 0 of ``broker-b`` is queue 1000 (with one, queue ids as is)."""
+
+
+def queue_key(broker_name: str, queue_id: int) -> int:
+    """The history's number of queue ``queue_id`` of ``broker-a``, ``broker-b``, ..."""
+    return (ord(broker_name[-1]) - ord("a")) * QUEUE_STRIDE + queue_id
 
 
 class Outcome(enum.Enum):
@@ -146,6 +155,9 @@ class History:
     replica_first: dict[str, dict[int, int]] = field(default_factory=dict)
     """Node name -> queue -> the first offset the replica still holds, where retention deleted
     the queue's oldest messages there (a full disk forces it, whatever their age)."""
+    replica_groups: dict[str, int] = field(default_factory=dict)
+    """Node name -> its broker group's index (empty: one group); a replica holds only the
+    queues ``q`` with ``q // QUEUE_STRIDE`` its group's."""
     replica_errors: dict[str, str] = field(default_factory=dict)
     """Node name -> why it could not be read completely (a replica that must be read)."""
     consumed: list[ReadMessage] = field(default_factory=list)
@@ -161,6 +173,10 @@ class History:
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """What went wrong with the cluster itself, e.g. no master once healed (violations)."""
+
+    def holds_queue(self, node: str, queue: int) -> bool:
+        """Whether replica ``node`` belongs to the broker group of ``queue``."""
+        return self.replica_groups.get(node, 0) == queue // QUEUE_STRIDE
 
     def expired(self, node: str, queue: int, offset: int) -> bool:
         """Whether retention deleted slot ``(queue, offset)`` on replica ``node``."""
@@ -203,6 +219,9 @@ class History:
             for node, reads in self.replica_reads.items():
                 for read in reads:
                     out.write(json.dumps({"type": "replica", "node": node, **asdict(read)}) + "\n")
+            for node, group in self.replica_groups.items():
+                out.write(json.dumps({"type": "replica_group", "node": node, "group": group}))
+                out.write("\n")
             for node, firsts in self.replica_first.items():
                 for queue, first in sorted(firsts.items()):
                     row = {"type": "replica_first", "node": node, "queue": queue, "offset": first}
@@ -241,6 +260,8 @@ class History:
             elif kind == "replica":
                 node = row.pop("node")
                 history.replica_reads.setdefault(node, []).append(ReadMessage(**row))
+            elif kind == "replica_group":
+                history.replica_groups[row["node"]] = row["group"]
             elif kind == "replica_first":
                 history.replica_first.setdefault(row["node"], {})[row["queue"]] = row["offset"]
             elif kind == "replica_error":

@@ -60,7 +60,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.testing.chaos.cluster import GROUP
+from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.child_process import ProcessStartError
 
@@ -199,29 +199,42 @@ class Nemesis:
         """Restart every replica that exited by itself, as a supervisor would: a broker
         whose store fails (a full disk) stops for good and expects one (README
         "Operations"). Recorded in ``exits``; killed replicas wait for their fault to heal."""
-        for node in self.cluster.nodes:
-            if node in self._held or self.cluster.is_running(GROUP, node):
-                continue
-            code = self.cluster.returncode(GROUP, node)
-            self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} exited with code {code}")
-            self.log(f"{self.now_ms() / 1000:7.1f} s  {node} exited (code {code}): restarting")
-            try:
-                self.cluster.start_replica(GROUP, node)
-            except ProcessStartError as exc:  # tried again at the next check
-                first = str(exc).splitlines()[0]
-                self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} restart failed: {first}")
-                self.log(f"{self.now_ms() / 1000:7.1f} s  {node} did not restart: {first}")
+        for group in self.cluster.groups:
+            for node in self.cluster.nodes:
+                self._supervise(group, node)
+
+    def _supervise(self, group: str, node: str) -> None:
+        name = replica_name(group, node)
+        if name in self._held or self.cluster.is_running(group, node):
+            return
+        code = self.cluster.returncode(group, node)
+        self.exits.append(f"{self.now_ms() / 1000:.1f} s: {name} exited with code {code}")
+        self.log(f"{self.now_ms() / 1000:7.1f} s  {name} exited (code {code}): restarting")
+        try:
+            self.cluster.start_replica(group, node)
+        except ProcessStartError as exc:  # tried again at the next check
+            first = str(exc).splitlines()[0]
+            self.exits.append(f"{self.now_ms() / 1000:.1f} s: {name} restart failed: {first}")
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {name} did not restart: {first}")
+
+    def _replica(self, name: str) -> tuple[str, str]:
+        """``(group, node)`` of the replica called ``name`` (``cluster.replica_name``)."""
+        groups = self.cluster.groups
+        return (groups[0], name) if len(groups) == 1 else self.cluster.locate(name)
 
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
         if kind in NAMESRV_KINDS:  # one NameServer of one or two
             names = self.cluster.namesrv_nodes
             return [names[0] if len(names) == 1 else self.rng.choice(names)]
-        nodes = self.cluster.nodes
+        groups = self.cluster.groups  # one group of one or two: drawn only if there are two
+        group = groups[0] if len(groups) == 1 else self.rng.choice(groups)
+        nodes = [replica_name(group, node) for node in self.cluster.nodes]
         count = self.rng.choice((1, 2)) if self.unsafe and kind not in ("wipe", "bridge") else 1
         targets = self.rng.sample(nodes, count)
         if kind in ("partition-master", "wipe"):
-            master = self.cluster.master(GROUP)
+            found = self.cluster.master(group)
+            master = None if found is None else replica_name(group, found)
             if kind == "partition-master" and master is not None and master not in targets:
                 targets[0] = master
             elif kind == "wipe" and master in targets:  # the master's log is the one to copy
@@ -293,15 +306,19 @@ class Nemesis:
     def _apply(self, kind: str, target: str) -> None:
         """Inject ``kind`` on ``target`` and remember how to heal it."""
         cluster, lab = self.cluster, self.cluster.lab
+        if kind in NAMESRV_KINDS:
+            self._apply_namesrv(kind, cluster.namesrv_nodes.index(target))
+            return
+        group, node = self._replica(target)
+        peers = [replica_name(group, n) for n in cluster.nodes if replica_name(group, n) != target]
         if kind in ("partition-master", "partition-minority"):
             assert lab is not None
-            for other in cluster.nodes:
-                if other != target:
-                    lab.cut(target, other)
+            for other in peers:
+                lab.cut(target, other)
             self._heals.append(lab.heal_cuts)
         elif kind == "bridge":  # ``target`` is the middle: the others lose each other only
             assert lab is not None
-            sides = [node for node in cluster.nodes if node != target]
+            sides = peers
             for index, a in enumerate(sides):
                 for b in sides[index + 1 :]:
                     lab.cut(a, b)
@@ -327,25 +344,23 @@ class Nemesis:
             self._heals.append(drain)
         elif kind == "kill9":
             self._held.add(target)
-            cluster.kill9(GROUP, target)
+            cluster.kill9(group, node)
 
             def restart() -> None:
-                cluster.start_replica(GROUP, target)
+                cluster.start_replica(group, node)
                 self._held.discard(target)
 
             self._heals.append(restart)
-        elif kind in NAMESRV_KINDS:
-            self._apply_namesrv(kind, cluster.namesrv_nodes.index(target))
         elif kind == "wipe":
-            cluster.kill9(GROUP, target)
-            for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
+            cluster.kill9(group, node)
+            for ledger in cluster.store_dir(group, node).glob("dledger-*"):
                 shutil.rmtree(ledger)
-            cluster.start_replica(GROUP, target)
-        elif not cluster.is_running(GROUP, target):  # exited by itself just now
+            cluster.start_replica(group, node)
+        elif not cluster.is_running(group, node):  # exited by itself just now
             self.log(f"{self.now_ms() / 1000:7.1f} s  {target} is not running: not paused")
         else:
-            cluster.sigstop(GROUP, target)
-            self._heals.append(lambda: cluster.sigcont(GROUP, target))
+            cluster.sigstop(group, node)
+            self._heals.append(lambda: cluster.sigcont(group, node))
 
     def _apply_namesrv(self, kind: str, index: int) -> None:
         cluster = self.cluster

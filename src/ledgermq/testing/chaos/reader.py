@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import PullConsumer, PullStatus
 from ledgermq.errors import LedgerMQError
-from ledgermq.testing.chaos.history import LiveRead, OffsetOp, Outcome, parse_body
+from ledgermq.testing.chaos.history import LiveRead, OffsetOp, Outcome, parse_body, queue_key
 from ledgermq.testing.chaos.workload import classify
 
 if TYPE_CHECKING:
@@ -72,15 +72,16 @@ class PullReader:
                     queues = await consumer.fetch_queues(self.topic)
                 except LedgerMQError:
                     await asyncio.sleep(_PAUSE_S)
-            position = {mq.queue_id: 0 for mq in queues}
-            committed = dict.fromkeys(position, -1)
+            position = {queue_key(mq.broker_name, mq.queue_id): 0 for mq in queues}
+            committed = dict.fromkeys(position, -1)  # by ``queue_key``, as ``position``
             queried_at = 0.0
             while not stop.is_set():
                 for mq in queues:
+                    key = queue_key(mq.broker_name, mq.queue_id)
                     await self._pull(consumer, mq, position)
-                    moved = position[mq.queue_id] != committed[mq.queue_id]
-                    if moved and await self._commit(consumer, mq, position[mq.queue_id]):
-                        committed[mq.queue_id] = position[mq.queue_id]
+                    moved = position[key] != committed[key]
+                    if moved and await self._commit(consumer, mq, position[key]):
+                        committed[key] = position[key]
                 if time.monotonic() - queried_at >= _QUERY_EVERY_S:
                     queried_at = time.monotonic()
                     for mq in queues:
@@ -94,18 +95,19 @@ class PullReader:
     async def _pull(
         self, consumer: PullConsumer, mq: MessageQueue, position: dict[int, int]
     ) -> None:
-        offset = position[mq.queue_id]
+        key = queue_key(mq.broker_name, mq.queue_id)
+        offset = position[key]
         try:
             result = await consumer.pull(mq, offset, _PULL_BATCH, timeout_s=_TIMEOUT_S)
         except LedgerMQError:
             return  # nothing read; a fault, most likely: the next round tries again
         now = self.now_ms()
         for message in result.messages:
-            key = parse_body(message.body)
-            if key is not None:
-                self.reads.append(LiveRead(now, message.queue_id, message.queue_offset, *key))
+            sent = parse_body(message.body)
+            if sent is not None:
+                self.reads.append(LiveRead(now, key, message.queue_offset, *sent))
         if result.status in (PullStatus.FOUND, PullStatus.OFFSET_ILLEGAL):
-            position[mq.queue_id] = max(offset, result.next_begin_offset)
+            position[key] = max(offset, result.next_begin_offset)
 
     async def _commit(self, consumer: PullConsumer, mq: MessageQueue, offset: int) -> bool:
         invoked = self.now_ms()
@@ -115,9 +117,8 @@ class PullReader:
             outcome = classify(exc)  # as a send's
         else:
             outcome = Outcome.OK
-        self.offset_ops.append(
-            OffsetOp("commit", mq.queue_id, invoked, self.now_ms(), outcome, offset)
-        )
+        key = queue_key(mq.broker_name, mq.queue_id)
+        self.offset_ops.append(OffsetOp("commit", key, invoked, self.now_ms(), outcome, offset))
         return outcome is Outcome.OK
 
     async def _query(self, consumer: PullConsumer, mq: MessageQueue) -> None:
@@ -128,9 +129,8 @@ class PullReader:
             outcome, offset = Outcome.FAILED, -1
         else:
             outcome, offset = Outcome.OK, -1 if answer is None else answer
-        self.offset_ops.append(
-            OffsetOp("query", mq.queue_id, invoked, self.now_ms(), outcome, offset)
-        )
+        key = queue_key(mq.broker_name, mq.queue_id)
+        self.offset_ops.append(OffsetOp("query", key, invoked, self.now_ms(), outcome, offset))
 
 
 async def final_offsets(namesrv_addr: str, topic: str, attempts: int = 10) -> dict[int, int]:
@@ -140,13 +140,14 @@ async def final_offsets(namesrv_addr: str, topic: str, attempts: int = 10) -> di
     async with PullConsumer(READER_GROUP, namesrv_addr, request_timeout_s=_TIMEOUT_S) as consumer:
         queues = await consumer.fetch_queues(topic)
         for mq in queues:
-            found[mq.queue_id] = -1
+            key = queue_key(mq.broker_name, mq.queue_id)
+            found[key] = -1
             for _ in range(attempts):
                 try:
                     answer = await consumer.fetch_committed_offset(mq)
                 except LedgerMQError:
                     await asyncio.sleep(0.5)
                     continue
-                found[mq.queue_id] = -1 if answer is None else answer
+                found[key] = -1 if answer is None else answer
                 break
     return found

@@ -19,9 +19,15 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
-from ledgermq.testing.chaos.cluster import CLIENT_NODE, GROUP, ChaosCluster, namesrv_node
+from ledgermq.testing.chaos.cluster import (
+    CLIENT_NODE,
+    GROUP,
+    ChaosCluster,
+    namesrv_node,
+    replica_name,
+)
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
-from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
+from ledgermq.testing.chaos.history import QUEUE_STRIDE, History, Outcome, ReadMessage
 from ledgermq.testing.chaos.nemesis import (
     DEFAULT_KINDS,
     DISK_KINDS,
@@ -72,6 +78,8 @@ class RunOptions:
     """A fault may get a second, compatible one during its hold (``nemesis``)."""
     namesrvs: int = 1
     """NameServers (1 or 2); brokers register with each, clients are given all."""
+    groups: int = 1
+    """Broker groups of three replicas (1 or 2); the topic has ``queues`` queues in each."""
 
 
 @dataclass
@@ -98,6 +106,8 @@ def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
         words.append("--no-overlap")
     if options.namesrvs != 1:
         words += ["--namesrvs", str(options.namesrvs)]
+    if options.groups != 1:
+        words += ["--groups", str(options.groups)]
     if options.inject_bug:
         words += ["--inject-bug", options.inject_bug]
     return " ".join(words)
@@ -115,7 +125,9 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     log(f"seed {options.seed}, {options.duration_s:g} s, {mode}, faults {', '.join(faults)}, "
         f"logs in {base}")  # fmt: skip
     namesrvs = [namesrv_node(index) for index in range(options.namesrvs)]
-    lab = None if loopback else NetnsLab([*namesrvs, "n0", "n1", "n2", CLIENT_NODE])
+    groups = [f"broker-{letter}" for letter in "abcdefgh"[: options.groups]]
+    replicas = [replica_name(group, node) for group in groups for node in ("n0", "n1", "n2")]
+    lab = None if loopback else NetnsLab([*namesrvs, *replicas, CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
     disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
@@ -128,6 +140,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
             broker_module=broker_module,
             disks=disks,
             namesrvs=options.namesrvs,
+            groups=options.groups,
         )
         cluster.start()
         cluster.wait_routable(timeout_s=30.0)
@@ -207,11 +220,17 @@ def _exercise(
         history.offset_ops = sorted(reader.offset_ops, key=lambda op: op.invoke_ms)
         history.notes += workload.errors + reader.errors
     log(f"healed; {len(history.sends)} sends; reading every replica")
-    try:
-        cluster.wait_master(GROUP, timeout_s=_SETTLE_S)
-    except AssertionError as exc:  # a liveness failure: judged with everything else
-        history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
-        log(f"no master after healing; its views and log tails:\n{exc}")
+    for group in cluster.groups:
+        try:
+            cluster.wait_master(group, timeout_s=_SETTLE_S)
+        except AssertionError as exc:  # a liveness failure: judged with everything else
+            history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
+            log(f"no master after healing; its views and log tails:\n{exc}")
+    history.replica_groups = {
+        replica_name(group, node): index
+        for index, group in enumerate(cluster.groups)
+        for node in cluster.nodes
+    }
     found, history.replica_errors, history.replica_first = _read_replicas(
         cluster, options.queues, nemesis.supervise
     )
@@ -221,7 +240,9 @@ def _exercise(
     for reads in history.replica_reads.values():
         expected |= {(read.producer, read.seq) for read in reads}
     expected -= history.expired_messages()  # retention deleted them somewhere: maybe unreadable
-    agreed = not history.replica_errors and _agree(history.replica_reads, history.replica_first)
+    agreed = not history.replica_errors and _agree(
+        history.replica_reads, history.replica_first, history.replica_groups
+    )
     wait_s = _CONSUME_S if agreed else _CONSUME_INVALID_S
     log(f"consuming {len(expected)} distinct messages with a push consumer group")
     history.consumed = run_as_client(
@@ -269,19 +290,25 @@ def _read_replicas(
         reads: dict[str, list[ReadMessage]] = {}
         errors: dict[str, str] = {}
         first: dict[str, dict[int, int]] = {}
-        for node in cluster.nodes:
-            try:
-                reads[node], first[node] = read_replica(cluster, GROUP, node, TOPIC, queues)
-            except LedgerMQError as exc:
-                errors[node] = str(exc)
-        if (not errors and _agree(reads, first)) or time.monotonic() >= deadline:
+        groups: dict[str, int] = {}
+        for index, group in enumerate(cluster.groups):
+            for node in cluster.nodes:
+                name = replica_name(group, node)
+                groups[name] = index
+                try:
+                    reads[name], first[name] = read_replica(cluster, group, node, TOPIC, queues)
+                except LedgerMQError as exc:
+                    errors[name] = str(exc)
+        if (not errors and _agree(reads, first, groups)) or time.monotonic() >= deadline:
             return reads, errors, first
         time.sleep(1.0)
 
 
-def _agree(reads: dict[str, list[ReadMessage]], first: dict[str, dict[int, int]]) -> bool:
-    """Every replica serves the same message at every slot, except slots that retention
-    deleted on a replica (below the first offset it still holds)."""
+def _agree(
+    reads: dict[str, list[ReadMessage]], first: dict[str, dict[int, int]], groups: dict[str, int]
+) -> bool:
+    """Every replica of a queue's group serves the same message at every slot of it, except
+    slots that retention deleted on a replica (below the first offset it still holds)."""
     views = {
         node: {(r.queue, r.offset): (r.producer, r.seq) for r in found}
         for node, found in reads.items()
@@ -291,7 +318,8 @@ def _agree(reads: dict[str, list[ReadMessage]], first: dict[str, dict[int, int]]
         held = {
             view.get((queue, offset))
             for node, view in views.items()
-            if offset >= first.get(node, {}).get(queue, 0)
+            if groups.get(node, 0) == queue // QUEUE_STRIDE
+            and offset >= first.get(node, {}).get(queue, 0)
         }
         if len(held) > 1:
             return False

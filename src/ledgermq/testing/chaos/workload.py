@@ -34,7 +34,14 @@ from ledgermq.errors import (
     NetworkError,
     NoRouteError,
 )
-from ledgermq.testing.chaos.history import Outcome, ReadMessage, SendOp, message_body, parse_body
+from ledgermq.testing.chaos.history import (
+    Outcome,
+    ReadMessage,
+    SendOp,
+    message_body,
+    parse_body,
+    queue_key,
+)
 from ledgermq.testing.chaos.netns import enter_namespace
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
@@ -202,7 +209,8 @@ class Workload:
             return ops(classify(exc), error=str(exc)[:200])
         if not result.ok:
             return ops(Outcome.UNKNOWN, error=result.status.value)
-        return ops(Outcome.OK, result.message_queue.queue_id, result.queue_offset)
+        mq = result.message_queue
+        return ops(Outcome.OK, queue_key(mq.broker_name, mq.queue_id), result.queue_offset)
 
 
 def run_as_client(namespace: str | None, main: Callable[[], Coroutine[object, object, T]]) -> T:
@@ -228,19 +236,23 @@ def run_as_client(namespace: str | None, main: Callable[[], Coroutine[object, ob
     return outcome[0]
 
 
-def _reads(messages: list[MessageExt]) -> list[ReadMessage]:
+def _reads(messages: list[MessageExt], group: str = "broker-a") -> list[ReadMessage]:
+    """The messages of the workload among ``messages`` of broker group ``group`` (the push
+    consumer's deliveries keep their queue ids: the checker counts them by message)."""
     found = []
     for message in messages:
         key = parse_body(message.body)
         if key is not None:
-            found.append(ReadMessage(message.queue_id, message.queue_offset, *key))
+            queue = queue_key(group, message.queue_id)
+            found.append(ReadMessage(queue, message.queue_offset, *key))
     return found
 
 
 def read_replica(
     cluster: BrokerCluster, group: str, node: str, topic: str, queues: int
 ) -> tuple[list[ReadMessage], dict[int, int]]:
-    """Every message of ``topic`` as replica ``node`` itself serves it (a slave serves pulls
+    """Every message of ``topic`` (queues by ``history.queue_key``) as replica ``node`` of
+    ``group`` itself serves it (a slave serves pulls
     too), queue by queue from offset 0, and each queue's first offset it still holds (above 0
     when retention deleted its oldest messages: it answers OFFSET_MOVED to offset 0);
     LedgerMQError if the replica does not answer."""
@@ -271,12 +283,12 @@ def read_replica(
             next_offset = int(answer.ext_fields.get("nextBeginOffset", offset))
             if answer.code == MQResponseCode.PULL_OFFSET_MOVED and next_offset > offset:
                 if offset == 0:
-                    first[queue] = next_offset
+                    first[queue_key(group, queue)] = next_offset
                 offset = next_offset
                 continue
             if answer.code != MQResponseCode.SUCCESS:
                 break  # PULL_NOT_FOUND / NO_NEW_MSG: the end of the queue
-            found += _reads(decode_records(answer.body))
+            found += _reads(decode_records(answer.body), group)
             if next_offset <= offset:
                 break
             offset = next_offset
