@@ -40,6 +40,7 @@ def test_run_prints_the_seed_the_table_and_on_failure_the_replay(
     assert command.cmd_run(args, lines.append) == (0 if valid else 1)
     text = "\n".join(lines)
     assert seen[0].seed == 42
+    assert seen[0].overlap
     assert list(seen[0].faults) == ["kill9", "pause"]
     assert "seed 42 (network namespaces)" in text
     assert "kill9 2" in text
@@ -91,3 +92,15 @@ def test_a_run_that_cannot_go_on_is_one_line_and_exit_2(monkeypatch: pytest.Monk
     assert len(lines) == 1
     assert lines[0].startswith("ledgermq chaos: error: seed 7: ")
     assert "Cannot find device" in lines[0]
+
+
+def test_no_overlap_and_two_nameservers_are_passed_on_and_replayed() -> None:
+    args = build_parser().parse_args(
+        ["chaos", "run", "--seed", "1", "--no-overlap", "--namesrvs", "2"]
+    )
+    assert (args.overlap, args.namesrvs) == (False, 2)
+    options = RunOptions(seed=1, overlap=False, namesrvs=2)
+    assert replay_command(options, ["kill9"]).endswith("--no-overlap --namesrvs 2")
+    plain = replay_command(RunOptions(seed=1), ["kill9"])
+    assert "--no-overlap" not in plain
+    assert "--namesrvs" not in plain

@@ -3,11 +3,15 @@ time, each healed before the next (never a majority down), network faults refuse
 
 from __future__ import annotations
 
+import itertools
+import signal
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
+from ledgermq.testing.chaos.cluster import replica_name
+from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
 from ledgermq.testing.child_process import ProcessStartError
 
@@ -45,16 +49,36 @@ class FakeLab:
         self.journal.append(f"link {node} {'up' if up else 'down'}")
 
 
+class FakeDisks:
+    """Loop disks that only say which replica's disk is full."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def fill(self, node: str) -> int:
+        self.cluster.full.add(node)
+        self.cluster.journal.append(f"fill {node}")
+        self.cluster._count()
+        return 1
+
+    def drain(self, node: str) -> None:
+        self.cluster.full.discard(node)
+        self.cluster.journal.append(f"drain {node}")
+
+
 class FakeCluster:
-    """Counts the replicas that are cut off, dead or paused after every step."""
+    """Counts the replicas that are cut off, dead, paused or with a full disk after every step."""
 
     nodes: ClassVar[list[str]] = ["n0", "n1", "n2"]
+    groups: ClassVar[list[str]] = ["broker-a"]
 
     def __init__(self, network: bool = True) -> None:
         self.journal: list[str] = []
         self.lab: FakeLab | None = FakeLab(self.journal) if network else None
         self.dead: set[str] = set()
         self.paused: set[str] = set()
+        self.full: set[str] = set()
+        self.disks: FakeDisks | None = FakeDisks(self) if network else None
         self.most_faulted = 0
         self.store = Path("/nonexistent")
 
@@ -64,7 +88,9 @@ class FakeCluster:
             cut_off |= {
                 a for a, _ in self.lab.cuts if sum(1 for x, _ in self.lab.cuts if x == a) > 1
             }
-        self.most_faulted = max(self.most_faulted, len(cut_off | self.dead | self.paused))
+        self.most_faulted = max(
+            self.most_faulted, len(cut_off | self.dead | self.paused | self.full)
+        )
 
     def is_running(self, group: str, node: str) -> bool:
         return node not in self.dead
@@ -95,6 +121,17 @@ class FakeCluster:
     def sigcont(self, group: str, node: str) -> None:
         self.paused.discard(node)
         self.journal.append(f"cont {node}")
+
+    namesrv_nodes: ClassVar[list[str]] = ["ns"]
+
+    def namesrv_kill9(self, index: int = 0) -> None:
+        self.journal.append(f"kill9 {self.namesrv_nodes[index]}")
+
+    def start_namesrv(self, index: int = 0) -> None:
+        self.journal.append(f"start {self.namesrv_nodes[index]}")
+
+    def namesrv_signal(self, sig: signal.Signals, index: int = 0) -> None:
+        self.journal.append(f"{sig.name} {self.namesrv_nodes[index]}")
 
 
 def run(
@@ -143,6 +180,7 @@ def test_one_replica_at_most_is_faulted_and_everything_ends_healed() -> None:
         assert cluster.most_faulted == 1, seed
         assert not cluster.dead
         assert not cluster.paused
+        assert not cluster.full
         assert cluster.lab is not None
         assert not cluster.lab.cuts
         assert not cluster.lab.down
@@ -260,7 +298,7 @@ def test_the_supervisor_waits_for_a_disk_full_fault_to_heal() -> None:
         def drain(self, node: str) -> None:
             cluster.journal.append(f"drain {node}")
 
-    cluster.disks = Disks()  # type: ignore[attr-defined]
+    cluster.disks = Disks()  # type: ignore[assignment]
     nemesis = Nemesis(
         cluster,  # type: ignore[arg-type]
         2,
@@ -292,3 +330,142 @@ def test_a_bridge_cuts_the_sides_from_each_other_and_not_from_the_middle() -> No
     assert cluster.most_faulted == 0  # nobody is cut off from a majority
     assert cluster.lab is not None
     assert not cluster.lab.cuts
+
+
+def test_nameserver_faults_hit_the_nameserver_only_and_heal() -> None:
+    cluster, nemesis = run(4, ("namesrv-kill9", "namesrv-pause"))
+    assert {fault.kind for fault in nemesis.faults} == {"namesrv-kill9", "namesrv-pause"}
+    assert all(fault.nodes == ("ns",) for fault in nemesis.faults)
+    assert cluster.most_faulted == 0  # no replica was touched
+    kills = cluster.journal.count("kill9 ns")
+    assert kills == cluster.journal.count("start ns") > 0
+    assert cluster.journal.count("SIGSTOP ns") == cluster.journal.count("SIGCONT ns") > 0
+    for before, after in zip(cluster.journal, cluster.journal[1:], strict=False):
+        if before == "kill9 ns":
+            assert after == "start ns"
+        if before == "SIGSTOP ns":
+            assert after == "SIGCONT ns"
+
+
+def overlapping(faults: list[FaultRecord]) -> list[tuple[FaultRecord, FaultRecord]]:
+    ordered = sorted(faults, key=lambda f: f.start_ms)
+    return [(a, b) for a, b in itertools.pairwise(ordered) if b.start_ms < a.end_ms]
+
+
+def test_overlapping_faults_never_take_a_majority_and_nest() -> None:
+    pairs = []
+    for seed in range(20):
+        cluster, nemesis = run(seed)
+        assert cluster.most_faulted == 1, seed
+        assert not (cluster.dead | cluster.paused | cluster.full), seed
+        for first, second in overlapping(nemesis.faults):
+            assert second.end_ms <= first.end_ms  # the second heals first
+            assert first.nodes == second.nodes or "ns" in first.nodes + second.nodes
+            pairs.append((first.kind, second.kind))
+    assert len(pairs) > 20
+    assert any("namesrv-pause" in pair for pair in pairs)
+    same_replica = [pair for pair in pairs if "namesrv-pause" not in pair]
+    assert same_replica
+    assert all("bridge" not in pair and "link-flap" not in pair for pair in same_replica)
+
+
+def test_without_overlap_faults_come_one_at_a_time() -> None:
+    cluster = FakeCluster()
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        3,
+        DEFAULT_KINDS,
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+        overlap=False,
+    )
+    nemesis.run(120.0)
+    assert len(nemesis.faults) > 10
+    assert overlapping(nemesis.faults) == []
+
+
+def test_with_two_nameservers_a_fault_hits_one_of_them() -> None:
+    cluster = FakeCluster()
+    cluster.namesrv_nodes = ["ns", "ns1"]  # type: ignore[misc]
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        6,
+        ["namesrv-kill9", "namesrv-pause"],
+        origin=clock.now,
+        monotonic=clock.monotonic,
+        sleep=clock.sleep,
+    )
+    nemesis.run(120.0)
+    hit = {fault.nodes for fault in nemesis.faults}
+    assert hit == {("ns",), ("ns1",)}
+    for node in ("ns", "ns1"):
+        assert cluster.journal.count(f"kill9 {node}") == cluster.journal.count(f"start {node}")
+        assert cluster.journal.count(f"SIGSTOP {node}") == cluster.journal.count(f"SIGCONT {node}")
+
+
+def test_a_replica_that_exited_is_not_paused() -> None:
+    """A pause overlapping another fault could find its replica stopped on its own (a full
+    disk); signalling it raises, which would end the run with a traceback."""
+    cluster = FakeCluster()
+    lines: list[str] = []
+    nemesis = Nemesis(cluster, 1, ["pause"], origin=0.0, log=lines.append)  # type: ignore[arg-type]
+    cluster.dead.add("n0")
+    nemesis._apply("pause", "n0")
+    nemesis.heal()
+    assert "stop n0" not in cluster.journal
+    assert "cont n0" not in cluster.journal
+    assert lines[-1].endswith("n0 is not running: not paused")
+
+
+class TwoGroups(FakeCluster):
+    """Two broker groups: replicas are known by name (``n0`` of broker-a, ``bn0`` of broker-b)."""
+
+    groups: ClassVar[list[str]] = ["broker-a", "broker-b"]
+
+    def locate(self, name: str) -> tuple[str, str]:
+        return ("broker-b", name[1:]) if name.startswith("b") else ("broker-a", name)
+
+    def master(self, group: str) -> str | None:
+        return "n1"
+
+    def kill9(self, group: str, node: str) -> None:
+        super().kill9(group, replica_name(group, node))
+
+    def start_replica(self, group: str, node: str) -> None:
+        super().start_replica(group, replica_name(group, node))
+
+    def sigstop(self, group: str, node: str) -> None:
+        super().sigstop(group, replica_name(group, node))
+
+    def sigcont(self, group: str, node: str) -> None:
+        super().sigcont(group, replica_name(group, node))
+
+    def is_running(self, group: str, node: str) -> bool:
+        return super().is_running(group, replica_name(group, node))
+
+
+def test_with_two_groups_a_fault_stays_inside_one_group() -> None:
+    hit = set()
+    for seed in range(10):
+        cluster = TwoGroups()
+        clock = FakeClock()
+        nemesis = Nemesis(
+            cluster,  # type: ignore[arg-type]
+            seed,
+            DEFAULT_KINDS,
+            origin=clock.now,
+            monotonic=clock.monotonic,
+            sleep=clock.sleep,
+        )
+        nemesis.run(60.0)
+        assert cluster.most_faulted <= 1, seed
+        assert not (cluster.dead | cluster.paused | cluster.full), seed
+        for line in cluster.journal:
+            if line.startswith("cut "):
+                a, b = line.split()[1:]
+                assert a.startswith("b") == b.startswith("b"), line  # same group
+        hit |= {node for fault in nemesis.faults for node in fault.nodes}
+    assert {"n0", "n1", "n2", "bn0", "bn1", "bn2"} <= hit

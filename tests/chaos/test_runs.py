@@ -7,19 +7,30 @@ The namespace tests need root and iproute2; elsewhere they are skipped with the 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos import runner
 from ledgermq.testing.chaos.checker import format_report
+from ledgermq.testing.chaos.cluster import ChaosCluster
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
-from ledgermq.testing.chaos.netns import NAMESPACE_PREFIX, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.history import ReadMessage
+from ledgermq.testing.chaos.netns import (
+    NAMESPACE_PREFIX,
+    NetnsLab,
+    cleanup_leftovers,
+    namespaces_available,
+)
 from ledgermq.testing.chaos.runner import RunOptions, RunResult, run_chaos
+from ledgermq.testing.chaos.workload import run_as_client
 from ledgermq.testing.child_process import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(400)]
@@ -63,6 +74,35 @@ def test_a_seeded_run_in_namespaces_checks_out(tmp_path: Path) -> None:
 
 
 @needs_netns
+def test_clients_run_in_a_namespace_of_their_own() -> None:
+    """A client thread lives in the ``cl`` namespace: it owns that namespace's address and
+    reaches the root namespace across the bridge; the harness's thread stays in the root."""
+    with NetnsLab(["n0", "cl"]) as lab:
+        lab.create()
+
+        async def bind(address: str) -> str:
+            server = await asyncio.start_server(lambda r, w: None, address, 0)
+            server.close()
+            await server.wait_closed()
+            return address
+
+        assert run_as_client(lab.namespace("cl"), lambda: bind(lab.ips["cl"])) == lab.ips["cl"]
+        with pytest.raises(OSError, match="assign requested address"):
+            asyncio.run(bind(lab.ips["cl"]))  # not an address of the root namespace
+        with socket.create_server((lab.bridge_ip, 0)) as listener:  # in the root namespace
+            port = listener.getsockname()[1]
+
+            async def connect() -> str:
+                _, writer = await asyncio.open_connection(lab.bridge_ip, port)
+                local: str = writer.get_extra_info("sockname")[0]
+                writer.close()
+                await writer.wait_closed()
+                return local
+
+            assert run_as_client(lab.namespace("cl"), connect) == lab.ips["cl"]
+
+
+@needs_netns
 def test_an_injected_bug_is_caught(tmp_path: Path) -> None:
     """Brokers that acknowledge a send the quorum never acknowledged: isolating the master
     loses acknowledged messages, and the checker says which."""
@@ -74,6 +114,20 @@ def test_an_injected_bug_is_caught(tmp_path: Path) -> None:
     assert result.report.lost > 0, shown
     assert "--inject-bug ack-before-commit" in result.replay
     assert (result.base_dir / "history.jsonl").exists()
+
+
+@needs_netns
+def test_a_follower_that_acknowledges_before_it_stores_is_caught(tmp_path: Path) -> None:
+    """Followers that answer an append on receipt and store it a second later: the master
+    commits on their word, is killed, and the new master never had those entries; the
+    checker finds acknowledged sends missing and replicas that disagree."""
+    result, shown = run(
+        tmp_path, seed=2, duration_s=12.0, faults=("kill9", "pause", "partition-master"),
+        inject_bug="follower-ack-before-store",
+    )  # fmt: skip
+    assert not result.report.valid, shown
+    assert result.report.lost > 0, shown
+    assert "--inject-bug follower-ack-before-store" in result.replay
 
 
 @needs_netns
@@ -113,11 +167,11 @@ def test_a_crashed_runs_namespaces_are_removed(tmp_path: Path) -> None:
 
 
 def test_loopback_fallback_with_process_faults(tmp_path: Path) -> None:
-    """``--loopback`` (what a machine without namespaces gets): only kill9 and pause."""
+    """``--loopback`` (what a machine without namespaces gets): process faults only."""
     result, shown = run(tmp_path, seed=4, duration_s=10.0, loopback=True)
     assert result.mode.startswith("loopback")
     assert "--loopback" in result.replay
-    assert set(result.report.faults) <= {"kill9", "pause"}
+    assert set(result.report.faults) <= {"kill9", "pause", "namesrv-pause"}
     assert result.report.valid, shown
 
 
@@ -135,7 +189,8 @@ def test_loop_disks_fill_drain_and_leftovers(tmp_path: Path) -> None:
         (tmp_path / "store" / "more").write_bytes(b"x" * 65536)
     finally:
         disks.close()
-    assert "store" not in Path("/proc/mounts").read_text().split(str(tmp_path))[-1]
+    # the mount point itself: another test suite's tmpfs ".../store" may be mounted meanwhile
+    assert f" {tmp_path / 'store'} " not in Path("/proc/mounts").read_text()
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -201,7 +256,7 @@ def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
             if line.startswith(b"cluster up"):
                 break
         tag = f"{NAMESPACE_PREFIX}{run.pid}-"
-        assert len(namespaces(tag)) == 4
+        assert len(namespaces(tag)) == 5  # the NameServer, three replicas, the clients
         run.send_signal(signal.SIGTERM)
         run.wait(60)
         assert not namespaces(tag)
@@ -216,3 +271,46 @@ def test_sigterm_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
             run.stdout.close()
         cleanup_leftovers()
         cleanup_leftover_disks()
+
+
+def test_replicas_are_read_with_the_supervisor_still_at_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was (seed 103): a replica whose disk filled just before the last heal exited after the
+    nemesis had finished, nobody restarted it, and reading it failed for 30 s."""
+    dead = {"n2"}
+    restarts: list[str] = []
+
+    def supervise() -> None:
+        restarts.extend(sorted(dead))
+        dead.clear()
+
+    def read(cluster: object, group: str, node: str, topic: str, queues: int):
+        if node in dead:
+            raise LedgerMQError(f"cannot connect to {node}: connection refused")
+        return [ReadMessage(0, 0, 0, 0)], {}
+
+    class Cluster:
+        nodes = ("n0", "n1", "n2")
+        groups = ("broker-a",)
+
+    monkeypatch.setattr(runner, "read_replica", read)
+    reads, errors, _ = runner._read_replicas(Cluster(), 4, supervise)  # type: ignore[arg-type]
+    assert restarts == ["n2"]
+    assert errors == {}
+    assert sorted(reads) == ["n0", "n1", "n2"]
+
+
+def test_two_groups_name_their_replicas(tmp_path: Path) -> None:
+    cluster = ChaosCluster(tmp_path, lab=None, groups=2)
+    try:
+        assert cluster.replica_names == ["n0", "n1", "n2", "bn0", "bn1", "bn2"]
+        assert cluster.locate("bn2") == ("broker-b", "n2")
+        assert cluster.locate("n0") == ("broker-a", "n0")
+        with pytest.raises(ValueError, match="no replica is called 'x'"):
+            cluster.locate("x")
+        cluster._pick_ports()  # what start() does first; nothing runs here
+        assert cluster.peers("broker-b").startswith("n0-127.0.0.1:")  # ledger ids stay n0...
+        assert "--broker-name broker-b" in " ".join(cluster.broker_command("broker-b", "n1"))
+    finally:
+        cluster.close()

@@ -3,11 +3,19 @@
 It checks what a replicated log promises to a producer, after the cluster was healed:
 
 1. **No lost acknowledgement.** Every send acknowledged at ``(queue, offset)`` is at exactly that
-   ``(queue, offset)`` on *every* replica (each is read directly, not through the master).
+   ``(queue, offset)`` on *every* replica of its broker group (each is read directly, not
+   through the master; ``History.holds_queue``).
+   The one way a replica may drop it is retention: under disk pressure (a full disk) the
+   store deletes its oldest segments whatever their age (spec-replication-storage 1.14), and
+   the replica then starts the queue at a later offset (``History.replica_first``). A message
+   below that offset on a replica is *expired* there, counted, not lost, as long as another
+   replica still holds it at its slot (retention deletes a prefix; a bug that loses entries
+   leaves holes or tails that no replica's first offset explains).
 2. **One message per slot.** No two replicas disagree on the message at a ``(queue, offset)``
    (two different messages at one slot means two masters wrote it, one of them unsafely).
-3. **Per-producer order.** A producer sends one message at a time, so within one queue its
-   acknowledged messages have offsets that grow with their sequence numbers.
+3. **Per-producer order.** A producer sends one request at a time, so within one queue its
+   acknowledged messages have offsets that grow with their sequence numbers; an orderly
+   producer's messages (one sharding key) are all in one queue.
 4. **Delivery.** Every acknowledged message reaches the consumer group; duplicates are counted,
    not failed (delivery is at-least-once).
 5. **Accounting.** Failed and unknown sends are counted with how many of them were stored
@@ -15,6 +23,8 @@ It checks what a replicated log promises to a producer, after the cluster was he
    the workload calls a send failed only when nothing can have been stored (no connection, no
    route, a refusal code the broker answers before anything reaches the log;
    ``workload.classify``), so a stored one means a refusal that was not one.
+6. **Reads during faults** and 7. **offsets never go backwards**: the pull reader's record,
+   judged by ``checker_reads``.
 
 The checker never talks to a cluster, so it is tested on synthetic histories, including ones
 that must fail (tests/chaos/test_checker.py).
@@ -22,19 +32,21 @@ that must fail (tests/chaos/test_checker.py).
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ledgermq.testing.chaos.checker_reads import check_live_reads, check_offsets
 from ledgermq.testing.chaos.history import Outcome
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ledgermq.testing.chaos.history import History, ReadMessage, SendOp
+    from ledgermq.testing.chaos.history import FaultRecord, History, ReadMessage, SendOp
 
-__all__ = ["Report", "check", "format_report", "unavailability_windows"]
+__all__ = ["Report", "check", "format_report", "recoveries", "unavailability_windows"]
 
 MAX_SHOWN = 20
 """Violations listed one by one; the rest are counted."""
@@ -62,9 +74,32 @@ class Report:
     """Deliveries to the consumer beyond the first of each message."""
     stored_twice: int = 0
     """Messages stored at more than one slot (a retry after an unknown outcome)."""
+    expired: int = 0
+    """(Acknowledged message, replica) pairs that retention deleted on that replica."""
+    orderly_moves: int = 0
+    """Times an orderly producer's key moved to another queue (two groups, one without a
+    master: ``_check_orderly``)."""
+    retries: int = 0
+    """Attempts after the first of one message (a ``single`` producer's own retries)."""
     replicas: int = 0
+    live_reads: int = 0
+    """Messages the pull reader got while the faults happened."""
+    bad_reads: int = 0
+    """Of those, phantom or dirty reads (``checker_reads`` rule 6)."""
+    offset_commits: int = 0
+    """Offset commits the broker acknowledged."""
+    offset_queries: int = 0
+    """Offset queries the broker answered."""
+    bad_offsets: int = 0
+    """Offset answers that went backwards or named an offset never committed; lost commits."""
     faults: dict[str, int] = field(default_factory=dict)
     windows: list[tuple[float, float]] = field(default_factory=list)
+    recovery_ms: dict[str, float] = field(default_factory=dict)
+    """Fault kind -> the longest time from a heal to the next acknowledged send: how long the
+    cluster took to serve writes again once a fault of that kind was undone."""
+    unrecovered: list[str] = field(default_factory=list)
+    """Faults after whose heal no send was acknowledged any more (the run ended first, or the
+    cluster never came back), as ``kind nodes at S s``."""
     violations: list[str] = field(default_factory=list)
     violation_count: int = 0
 
@@ -109,11 +144,27 @@ def unavailability_windows(
     return windows
 
 
+def recoveries(
+    faults: Sequence[FaultRecord], sends: Sequence[SendOp]
+) -> list[tuple[FaultRecord, float | None]]:
+    """Each fault with the ms from its heal to the first acknowledgement completed after it
+    (None when none came). Acknowledgements during the fault do not count: a master whose
+    follower is cut off keeps committing with the other one, but the fault's own replica has
+    to come back too, which ``check`` verifies by reading every replica at the end."""
+    acked = sorted(op.complete_ms for op in sends if op.outcome is Outcome.OK)
+    found: list[tuple[FaultRecord, float | None]] = []
+    for fault in faults:
+        later = bisect.bisect_left(acked, fault.end_ms)
+        found.append((fault, acked[later] - fault.end_ms if later < len(acked) else None))
+    return found
+
+
 def check(history: History) -> Report:
     """Judge ``history`` (module docstring); the report says what held and what did not."""
     report = Report()
     report.faults = dict(Counter(fault.kind for fault in history.faults))
     report.windows = unavailability_windows(history.sends)
+    _measure_recovery(history, report)
     for problem in history.problems:
         report.violate(problem)
     for node, error in sorted(history.replica_errors.items()):
@@ -134,13 +185,48 @@ def check(history: History) -> Report:
             stored[key].add(slot)
     report.stored_twice = sum(1 for slots in stored.values() if len(slots) > 1)
 
-    # 1. every acknowledged message, at its slot, everywhere; 5. accounting
+    acked = _check_sends(history, replicas, stored, report)
+    _check_order(acked, report)
+    _check_orderly(acked, report, len(set(history.replica_groups.values())))
+
+    _check_reader(history, replicas, report)
+
+    # 4. delivery to the consumer group
+    deliveries = Counter((read.producer, read.seq) for read in history.consumed)
+    report.consumed = sum(deliveries.values())
+    report.duplicates = sum(count - 1 for count in deliveries.values())
+    expired = history.expired_messages()
+    for op in acked:
+        if (op.producer, op.seq) not in deliveries and (op.producer, op.seq) not in expired:
+            report.not_consumed += 1
+            report.violate(
+                f"acknowledged producer {op.producer} seq {op.seq} never reached the consumer"
+            )
+    return report
+
+
+def _check_sends(
+    history: History,
+    replicas: dict[str, dict[Slot, MessageKey]],
+    stored: dict[MessageKey, set[Slot]],
+    report: Report,
+) -> list[SendOp]:
+    """Rules 1 and 5, attempt by attempt; the acknowledged attempts.
+
+    A message is judged by all of its attempts (a ``single`` producer retries one of unknown
+    outcome): a refused attempt of a stored message is a violation only when every attempt of
+    it was refused, and an unknown one counts as "stored anyway" only when no attempt of it was
+    acknowledged."""
+    attempts: dict[MessageKey, list[SendOp]] = defaultdict(list)
+    for op in history.sends:
+        attempts[(op.producer, op.seq)].append(op)
     acked: list[SendOp] = []
     for op in history.sends:
         key = (op.producer, op.seq)
+        report.retries += op.attempt > 0
         if op.outcome is Outcome.FAILED:
             report.failed += 1
-            if key in stored:
+            if key in stored and all(a.outcome is Outcome.FAILED for a in attempts[key]):
                 report.failed_stored += 1
                 report.violate(
                     f"producer {op.producer} seq {op.seq} was refused ({op.error}) but stored "
@@ -149,14 +235,20 @@ def check(history: History) -> Report:
             continue
         if op.outcome is Outcome.UNKNOWN:
             report.unknown += 1
-            report.unknown_stored += key in stored
+            if key in stored and all(a.outcome is not Outcome.OK for a in attempts[key]):
+                report.unknown_stored += 1
             continue
         report.acks += 1
         acked.append(op)
         slot = (op.queue, op.offset)
         missing = []
-        for node, slots in replicas.items():
+        holders = {n: held for n, held in replicas.items() if history.holds_queue(n, op.queue)}
+        expired = [n for n in holders if history.expired(n, op.queue, op.offset)]
+        report.expired += len(expired)
+        for node, slots in holders.items():
             found = slots.get(slot)
+            if found is None and node in expired and len(expired) < len(holders):
+                continue
             if found != key:
                 what = "nothing" if found is None else f"producer {found[0]} seq {found[1]}"
                 missing.append(f"{node} has {what}")
@@ -166,20 +258,50 @@ def check(history: History) -> Report:
                 f"acknowledged producer {op.producer} seq {op.seq} at queue {op.queue} offset "
                 f"{op.offset} (acked at {op.complete_ms / 1000:.1f} s): {'; '.join(missing)}"
             )
+    return acked
 
-    _check_order(acked, report)
 
-    # 4. delivery to the consumer group
-    deliveries = Counter((read.producer, read.seq) for read in history.consumed)
-    report.consumed = sum(deliveries.values())
-    report.duplicates = sum(count - 1 for count in deliveries.values())
-    for op in acked:
-        if (op.producer, op.seq) not in deliveries:
-            report.not_consumed += 1
+def _check_orderly(acked: Sequence[SendOp], report: Report, groups: int) -> None:
+    """Rule 3b: an orderly producer's sharding key maps all of its messages to one queue.
+
+    The client hashes the key over the writable queues (RocketMQ's selector), so with two
+    broker groups the key moves while one group has no master and comes back after: counted
+    (``orderly_moves``), not failed. With one group the queue set never changes (no master,
+    no queue at all), and a second queue is a violation."""
+    used: dict[int, list[int]] = defaultdict(list)
+    for op in sorted(acked, key=lambda op: op.seq):
+        if op.mode == "orderly" and (not used[op.producer] or used[op.producer][-1] != op.queue):
+            used[op.producer].append(op.queue)
+    for producer, queues in sorted(used.items()):
+        if len(queues) > 1 and groups > 1:
+            report.orderly_moves += len(queues) - 1
+        elif len(queues) > 1:
             report.violate(
-                f"acknowledged producer {op.producer} seq {op.seq} never reached the consumer"
+                f"orderly producer {producer} (one sharding key) was acknowledged in queues "
+                f"{', '.join(map(str, sorted(set(queues))))}"
             )
-    return report
+
+
+def _measure_recovery(history: History, report: Report) -> None:
+    for fault, recovery in recoveries(history.faults, history.sends):
+        if recovery is None:
+            where = ",".join(fault.nodes)
+            report.unrecovered.append(f"{fault.kind} {where} at {fault.start_ms / 1000:.1f} s")
+        else:
+            longest = max(report.recovery_ms.get(fault.kind, 0.0), recovery)
+            report.recovery_ms[fault.kind] = longest
+
+
+def _check_reader(
+    history: History, replicas: dict[str, dict[Slot, MessageKey]], report: Report
+) -> None:
+    """Rules 6 and 7: the pull reader's reads and offsets, during the faults."""
+    report.live_reads = len(history.live_reads)
+    report.bad_reads = check_live_reads(history, replicas, report.violate)
+    answered = [op for op in history.offset_ops if op.outcome is Outcome.OK]
+    report.offset_commits = sum(1 for op in answered if op.kind == "commit")
+    report.offset_queries = len(answered) - report.offset_commits
+    report.bad_offsets = check_offsets(history, report.violate)
 
 
 def _check_agreement(replicas: dict[str, dict[Slot, MessageKey]], report: Report) -> None:
@@ -216,20 +338,34 @@ def format_report(report: Report) -> str:
     down = sum(end - start for start, end in report.windows)
     longest = max((end - start for start, end in report.windows), default=0.0)
     faults = ", ".join(f"{kind} {count}" for kind, count in sorted(report.faults.items()))
+    recovered = ", ".join(
+        f"{kind} {ms / 1000:.1f} s" for kind, ms in sorted(report.recovery_ms.items())
+    )
+    if report.unrecovered:
+        recovered += f"; no ack after: {', '.join(report.unrecovered)}"
     rows = [
         ("acknowledged", str(report.acks)),
         ("failed (stored anyway)", f"{report.failed} ({report.failed_stored})"),
         ("unknown outcome (stored)", f"{report.unknown} ({report.unknown_stored})"),
+        ("retried attempts", str(report.retries)),
+        ("orderly key moved queues", str(report.orderly_moves)),
         ("lost acknowledged", str(report.lost)),
         ("stored at two slots", str(report.stored_twice)),
+        ("expired by retention (replicas)", str(report.expired)),
         ("replicas read", str(report.replicas)),
         ("consumed (duplicates)", f"{report.consumed} ({report.duplicates})"),
         ("acked, never consumed", str(report.not_consumed)),
+        ("read during faults (bad)", f"{report.live_reads} ({report.bad_reads})"),
+        (
+            "offset commits, queries (bad)",
+            f"{report.offset_commits}, {report.offset_queries} ({report.bad_offsets})",
+        ),
         ("faults", faults or "none"),
         (
             "unavailability windows",
             f"{len(report.windows)}, {down / 1000:.1f} s in all, longest {longest / 1000:.1f} s",
         ),
+        ("longest recovery after heal", recovered or "no fault healed"),
         ("result", "VALID" if report.valid else f"INVALID: {report.violation_count} violations"),
     ]
     width = max(len(name) for name, _ in rows)

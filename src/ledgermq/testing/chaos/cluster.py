@@ -1,6 +1,7 @@
-"""The cluster a chaos run attacks: a NameServer and one broker group of three replicas, each
-process in its own network namespace (``netns.NetnsLab``), or on loopback when namespaces are
-not available (then only process faults are possible).
+"""The cluster a chaos run attacks: one or two NameServers and one or two broker groups of three
+replicas (``replica_name``: ``n0``... in ``broker-a``, ``bn0``... in ``broker-b``), each process
+in its own network namespace (``netns.NetnsLab``), the clients in one more (``cl``), or all on
+loopback when namespaces are not available (then only process faults are possible).
 
 It is ``testing.broker_cluster.BrokerCluster`` (processes, logs, kill -9, SIGSTOP, restart,
 master queries, teardown at exit) with other addresses: in namespaces every replica listens on
@@ -20,17 +21,31 @@ from ledgermq.testing.broker_cluster import HOST, BrokerCluster, ClusterStartErr
 
 if TYPE_CHECKING:
     import os
+    import signal
 
     from ledgermq.testing.chaos.disks import LoopDisks
     from ledgermq.testing.chaos.netns import NetnsLab
 
-__all__ = ["GROUP", "NAMESRV_NODE", "ChaosCluster"]
+__all__ = ["CLIENT_NODE", "GROUP", "NAMESRV_NODE", "ChaosCluster", "namesrv_node", "replica_name"]
 
 GROUP: Final = "broker-a"
 NAMESRV_NODE: Final = "ns"
+CLIENT_NODE: Final = "cl"
+"""The clients' namespace: producers, consumers and readers (``workload.run_as_client``)."""
 _NAMESRV_PORT: Final = 9876
 _BROKER_PORT: Final = 10911
 _LEDGER_PORT: Final = 40911
+
+
+def namesrv_node(index: int) -> str:
+    """The node name of NameServer ``index``: ``ns``, ``ns1``, ..."""
+    return NAMESRV_NODE if index == 0 else f"{NAMESRV_NODE}{index}"
+
+
+def replica_name(group: str, node: str) -> str:
+    """The name (namespace, fault target) of replica ``node`` of ``group``: ``n0`` in
+    ``broker-a``, ``bn0`` in ``broker-b``. Each replica keeps its ledger id (``n0``...)."""
+    return node if group == GROUP else f"{group[-1]}{node}"
 
 
 class ChaosCluster(BrokerCluster):
@@ -45,41 +60,74 @@ class ChaosCluster(BrokerCluster):
         disks: LoopDisks | None = None,
         flush: str = "ASYNC_FLUSH",
         start_timeout_s: float = 30.0,
+        namesrvs: int = 1,
+        groups: int = 1,
     ) -> None:
         self.lab = lab
         self.broker_module = broker_module
         self.disks = disks
         """Each replica's store on its own small file system (the disk-full fault), or None."""
-        self._loopback_namesrv_port = 0
+        self._loopback_namesrv_ports = [0] * namesrvs
         super().__init__(
             base_dir,
             replicas=3,
-            groups=1,
-            namesrvs=1,
+            groups=groups,
+            namesrvs=namesrvs,
             flush=flush,
             start_timeout_s=start_timeout_s,
             start=False,
         )
 
     # ------------------------------------------------------------------ addresses
+    @property
+    def client_namespace(self) -> str | None:
+        """The namespace the workload's clients run in; None on loopback."""
+        if self.lab is None or CLIENT_NODE not in self.lab.nodes:
+            return None
+        return self.lab.namespace(CLIENT_NODE)
+
     def host(self, node: str) -> str:
         """The IP ``node`` (``ns`` for the NameServer, ``n0``...) listens on."""
         return HOST if self.lab is None else self.lab.ips[node]
 
     @property
+    def namesrv_nodes(self) -> list[str]:
+        """``ns``, and ``ns1`` with a second NameServer (every broker registers with each)."""
+        return [namesrv_node(index) for index in range(len(self._namesrvs))]
+
+    @property
     def namesrv_addresses(self) -> list[str]:
-        port = _NAMESRV_PORT if self.lab is not None else self._loopback_namesrv_port
-        return [f"{self.host(NAMESRV_NODE)}:{port}"]
+        return [
+            f"{self.host(node)}:{_NAMESRV_PORT if self.lab else self._loopback_namesrv_ports[i]}"
+            for i, node in enumerate(self.namesrv_nodes)
+        ]
 
     @property
     def namesrv_addr(self) -> str:
-        return self.namesrv_addresses[0]
+        """``host:port;host:port``: what clients and brokers are given."""
+        return ";".join(self.namesrv_addresses)
+
+    @property
+    def replica_names(self) -> list[str]:
+        """Every replica's name (``replica_name``), group by group."""
+        return [replica_name(group, node) for group in self.groups for node in self.nodes]
+
+    def locate(self, name: str) -> tuple[str, str]:
+        """``(group, node)`` of the replica called ``name``."""
+        for group in self.groups:
+            for node in self.nodes:
+                if replica_name(group, node) == name:
+                    return group, node
+        raise ValueError(f"no replica is called {name!r}; replicas: {self.replica_names}")
 
     def address(self, group: str, node: str) -> str:
-        return f"{self.host(node)}:{self.ports[(group, node)]}"
+        return f"{self.host(replica_name(group, node))}:{self.ports[(group, node)]}"
 
     def peers(self, group: str) -> str:
-        return ";".join(f"{n}-{self.host(n)}:{self.ledger_ports[(group, n)]}" for n in self.nodes)
+        return ";".join(
+            f"{n}-{self.host(replica_name(group, n))}:{self.ledger_ports[(group, n)]}"
+            for n in self.nodes
+        )
 
     def _pick_ports(self) -> None:
         keys = list(self._brokers)
@@ -96,37 +144,54 @@ class ChaosCluster(BrokerCluster):
     def broker_command(self, group: str, node: str) -> list[str]:
         command = super().broker_command(group, node)
         assert command[1:3] == ["-m", "ledgermq"], command
+        name = replica_name(group, node)
         return [
-            *self._prefix(node),
+            *self._prefix(name),
             command[0],
             "-m",
             self.broker_module,
             *command[3:],
-            f"--set=brokerIP1={self.host(node)}",
+            f"--set=brokerIP1={self.host(name)}",
         ]
 
+    def start_namesrv(self, index: int = 0) -> None:
+        """Start NameServer ``index`` if it is not running, on its old address (clients and
+        brokers know it by that): a restarted one knows no route until the brokers register
+        again."""
+        namesrv, node = self._namesrvs[index], namesrv_node(index)
+        if namesrv.is_running():
+            return
+        if self.lab is None and not self._loopback_namesrv_ports[index]:
+            self._loopback_namesrv_ports[index] = free_ports(1)[0]
+        port = self.namesrv_addresses[index].rsplit(":", 1)[1]
+        namesrv.spawn(
+            [
+                *self._prefix(node),
+                sys.executable, "-m", "ledgermq", "namesrv",
+                "--listen-host", self.host(node),
+                "--listen-port", port,
+            ]
+        )  # fmt: skip
+        namesrv.wait_ready(self.start_timeout_s)
+
+    def namesrv_kill9(self, index: int = 0) -> None:
+        self._namesrvs[index].kill()
+
+    def namesrv_signal(self, sig: signal.Signals, index: int = 0) -> None:
+        """SIGSTOP / SIGCONT to NameServer ``index``."""
+        self._namesrvs[index].signal(sig)
+
     def start(self) -> None:
-        """The NameServer (on its fixed port in namespaces), then the replicas."""
-        namesrv = self._namesrvs[0]
-        if not namesrv.is_running():
-            if self.lab is None:
-                self._loopback_namesrv_port = self._loopback_namesrv_port or free_ports(1)[0]
-            port = self.namesrv_addresses[0].rsplit(":", 1)[1]
-            namesrv.spawn(
-                [
-                    *self._prefix(NAMESRV_NODE),
-                    sys.executable, "-m", "ledgermq", "namesrv",
-                    "--listen-host", self.host(NAMESRV_NODE),
-                    "--listen-port", port,
-                ]
-            )  # fmt: skip
-            namesrv.wait_ready(self.start_timeout_s)
-        self._namesrv_ports = [int(self.namesrv_addresses[0].rsplit(":", 1)[1])]
+        """The NameServers (on their fixed port in namespaces), then the replicas."""
+        for index in range(len(self._namesrvs)):
+            self.start_namesrv(index)
+        self._namesrv_ports = [int(a.rsplit(":", 1)[1]) for a in self.namesrv_addresses]
         if not self.ports:
             self._pick_ports()
         if self.disks is not None and not self.disks.mounts:
-            for node in self.nodes:
-                self.disks.mount(node, self.store_dir(GROUP, node))
+            for group in self.groups:
+                for node in self.nodes:
+                    self.disks.mount(replica_name(group, node), self.store_dir(group, node))
         try:
             self._start_brokers()
         except ClusterStartError:

@@ -56,6 +56,27 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "healed, nothing acknowledged may be lost",
     )
     parser.add_argument(
+        "--namesrvs",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="NameServers; with two, a NameServer fault leaves clients the other one",
+    )
+    parser.add_argument(
+        "--groups",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="broker groups of three replicas; the topic has --queues queues in each",
+    )
+    parser.add_argument(
+        "--no-overlap",
+        dest="overlap",
+        action="store_false",
+        help="one fault at a time (by default about one in three gets a second, compatible "
+        "fault during its hold)",
+    )
+    parser.add_argument(
         "--inject-bug",
         choices=sorted(BUGS),
         help="run the brokers with a bug put in on purpose (the checker must catch it)",
@@ -76,6 +97,9 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         loopback=args.loopback,
         inject_bug=args.inject_bug,
         unsafe=args.unsafe,
+        overlap=args.overlap,
+        namesrvs=args.namesrvs,
+        groups=args.groups,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

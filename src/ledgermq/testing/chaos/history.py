@@ -20,14 +20,25 @@ if TYPE_CHECKING:
 __all__ = [
     "FaultRecord",
     "History",
+    "LiveRead",
+    "OffsetOp",
     "Outcome",
     "ReadMessage",
     "SendOp",
     "message_body",
     "parse_body",
+    "queue_key",
 ]
 
 _BODY_PREFIX = "chaos"
+QUEUE_STRIDE = 1000
+"""A history's queue numbers are ``group index x QUEUE_STRIDE + queue id`` (``queue_key``):
+with two broker groups, queue 0 of ``broker-b`` is queue 1000 (with one, queue ids as is)."""
+
+
+def queue_key(broker_name: str, queue_id: int) -> int:
+    """The history's number of queue ``queue_id`` of ``broker-a``, ``broker-b``, ..."""
+    return (ord(broker_name[-1]) - ord("a")) * QUEUE_STRIDE + queue_id
 
 
 class Outcome(enum.Enum):
@@ -59,6 +70,13 @@ class SendOp:
     offset: int = -1
     """Queue offset the broker acknowledged (OK only)."""
     error: str = ""
+    mode: str = "single"
+    """How it was sent: "single" (``send``), "batch" (one of a ``send_batch``; the messages of
+    a batch share the request's times and outcome), "orderly" (``send_orderly``, the
+    producer's own sharding key: every message of the producer goes to one queue)."""
+    attempt: int = 0
+    """0 for the first attempt; a retry of the same message after an unknown outcome is its
+    own record with attempt 1, 2, ..."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +97,34 @@ class ReadMessage:
     offset: int
     producer: int
     seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRead:
+    """One message a pull reader got while the run went on, faults included, at ``at_ms``."""
+
+    at_ms: float
+    queue: int
+    offset: int
+    producer: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetOp:
+    """One request about the pull reader's consumer group offset of ``queue``.
+
+    ``kind`` "commit": UPDATE_CONSUMER_OFFSET of ``offset`` (the next offset to read), which the
+    broker answers once the ledger committed it; ``outcome`` as a send's. ``kind`` "query":
+    QUERY_CONSUMER_OFFSET, ``offset`` the answer (-1: none stored), OK or FAILED.
+    """
+
+    kind: str
+    queue: int
+    invoke_ms: float
+    complete_ms: float
+    outcome: Outcome
+    offset: int
 
 
 def message_body(producer: int, seq: int, pad: int = 0) -> bytes:
@@ -106,17 +152,55 @@ class History:
     faults: list[FaultRecord] = field(default_factory=list)
     replica_reads: dict[str, list[ReadMessage]] = field(default_factory=dict)
     """Node name -> every message of the topic as that replica serves it, after healing."""
+    replica_first: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Node name -> queue -> the first offset the replica still holds, where retention deleted
+    the queue's oldest messages there (a full disk forces it, whatever their age)."""
+    replica_groups: dict[str, int] = field(default_factory=dict)
+    """Node name -> its broker group's index (empty: one group); a replica holds only the
+    queues ``q`` with ``q // QUEUE_STRIDE`` its group's."""
     replica_errors: dict[str, str] = field(default_factory=dict)
     """Node name -> why it could not be read completely (a replica that must be read)."""
     consumed: list[ReadMessage] = field(default_factory=list)
     """What the consumer group received (duplicates included)."""
+    live_reads: list[LiveRead] = field(default_factory=list)
+    """What the pull reader got during the run (before healing ended it)."""
+    offset_ops: list[OffsetOp] = field(default_factory=list)
+    """The pull reader's offset commits and queries, in invoke order."""
+    final_offsets: dict[int, int] = field(default_factory=dict)
+    """Queue -> the reader group's committed offset as the master answers after healing (-1:
+    none, or no answer)."""
     queues: int = 0
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """What went wrong with the cluster itself, e.g. no master once healed (violations)."""
 
+    def holds_queue(self, node: str, queue: int) -> bool:
+        """Whether replica ``node`` belongs to the broker group of ``queue``."""
+        return self.replica_groups.get(node, 0) == queue // QUEUE_STRIDE
+
+    def expired(self, node: str, queue: int, offset: int) -> bool:
+        """Whether retention deleted slot ``(queue, offset)`` on replica ``node``."""
+        return offset < self.replica_first.get(node, {}).get(queue, 0)
+
+    def expired_messages(self) -> set[tuple[int, int]]:
+        """``(producer, seq)`` of every message (acknowledged, or found on a replica) whose slot
+        retention deleted on some replica: a consumer may never see it."""
+        slots = {
+            (op.queue, op.offset, op.producer, op.seq)
+            for op in self.sends
+            if op.outcome is Outcome.OK
+        }
+        for reads in self.replica_reads.values():
+            slots |= {(r.queue, r.offset, r.producer, r.seq) for r in reads}
+        return {
+            (producer, seq)
+            for queue, offset, producer, seq in slots
+            if any(self.expired(node, queue, offset) for node in self.replica_first)
+        }
+
     def write_jsonl(self, path: Path) -> None:
-        """One JSON object a line: a header, then sends, faults, reads, consumed messages."""
+        """One JSON object a line: a header, then sends, faults, reads, consumed messages,
+        the pull reader's messages and offset requests."""
         with path.open("w") as out:
             head = {
                 "type": "run",
@@ -135,11 +219,26 @@ class History:
             for node, reads in self.replica_reads.items():
                 for read in reads:
                     out.write(json.dumps({"type": "replica", "node": node, **asdict(read)}) + "\n")
+            for node, group in self.replica_groups.items():
+                out.write(json.dumps({"type": "replica_group", "node": node, "group": group}))
+                out.write("\n")
+            for node, firsts in self.replica_first.items():
+                for queue, first in sorted(firsts.items()):
+                    row = {"type": "replica_first", "node": node, "queue": queue, "offset": first}
+                    out.write(json.dumps(row) + "\n")
             for node, error in self.replica_errors.items():
                 out.write(json.dumps({"type": "replica_error", "node": node, "error": error}))
                 out.write("\n")
             for read in self.consumed:
                 out.write(json.dumps({"type": "consumed", **asdict(read)}) + "\n")
+            for live in self.live_reads:
+                out.write(json.dumps({"type": "live_read", **asdict(live)}) + "\n")
+            for offset_op in self.offset_ops:
+                row = {"type": "offset", **asdict(offset_op), "outcome": offset_op.outcome.value}
+                out.write(json.dumps(row) + "\n")
+            for queue, offset in sorted(self.final_offsets.items()):
+                out.write(json.dumps({"type": "final_offset", "queue": queue, "offset": offset}))
+                out.write("\n")
 
     @classmethod
     def read_jsonl(cls, path: Path) -> History:
@@ -161,8 +260,19 @@ class History:
             elif kind == "replica":
                 node = row.pop("node")
                 history.replica_reads.setdefault(node, []).append(ReadMessage(**row))
+            elif kind == "replica_group":
+                history.replica_groups[row["node"]] = row["group"]
+            elif kind == "replica_first":
+                history.replica_first.setdefault(row["node"], {})[row["queue"]] = row["offset"]
             elif kind == "replica_error":
                 history.replica_errors[row["node"]] = row["error"]
             elif kind == "consumed":
                 history.consumed.append(ReadMessage(**row))
+            elif kind == "live_read":
+                history.live_reads.append(LiveRead(**row))
+            elif kind == "offset":
+                row["outcome"] = Outcome(row["outcome"])
+                history.offset_ops.append(OffsetOp(**row))
+            elif kind == "final_offset":
+                history.final_offsets[row["queue"]] = row["offset"]
         return history

@@ -1,7 +1,13 @@
-"""The nemesis: faults chosen by a seed, one at a time, each healed before the next.
+"""The nemesis: faults chosen by a seed, one at a time or two overlapping, each healed before
+the next.
 
 Every fault touches one replica of the three, so a majority is always up and connected: the
-cluster must stay safe *and* recover (the default, survivable mode). Kinds:
+cluster must stay safe *and* recover (the default, survivable mode). About one fault in three
+(``_OVERLAP_P``) gets a second, compatible one during its hold, which heals first: one more
+fault on the same replica (``_SAME_REPLICA``: a process or disk fault on a replica that is
+cut off, or the other way round), or ``namesrv-pause`` beside a replica fault (clients cannot
+learn a new master while the NameServer is stopped), so that two faults still never take a
+majority away (``overlap=False``: one at a time). Kinds:
 
 - ``partition-master``: the master is cut from the other replicas (blackhole routes on both
   sides of each pair); clients and the NameServer still reach it, so it may keep accepting
@@ -18,6 +24,16 @@ cluster must stay safe *and* recover (the default, survivable mode). Kinds:
   (connections break and come back, elections start and are interrupted).
 - ``kill9``: SIGKILL, restarted on its old store when the fault heals.
 - ``pause``: SIGSTOP, SIGCONT when the fault heals.
+- ``disk-full``: a replica's store, a small loop-mounted ext4 file system, is filled up by a
+  filler file until the fault heals (then the file is deleted). A follower whose store fails
+  stops for good (exit code 74); a master refuses sends while its disk is full. The nemesis,
+  like a supervisor, restarts any replica that exited by itself once its fault healed
+  (``supervise``), and the run reports it. Needs root (loop mounts), like the network kinds.
+
+- ``namesrv-kill9``: a NameServer is killed, and restarted on its address when the fault
+  heals, knowing no route until the brokers register again (every 30 s, and at once on a
+  role change; opt-in, see ``DEFAULT_KINDS``). ``namesrv-pause``: SIGSTOP, SIGCONT when the
+  fault heals. Clients hold the routes they looked up: sends and reads must go on.
 
 ``unsafe`` mode (``--unsafe``): each fault hits one or two replicas, so a majority can be
 down, paused or cut off (two replicas each cut from all leave no two replicas connected): the
@@ -30,13 +46,8 @@ Opt-in only (``--faults wipe``; not in the default set, and never more than one 
   master. Raft assumes a replica never forgets its term and vote, which this breaks: a
   wiped replica may vote twice in a term. Jepsen calls such faults unsafe.
 
-Opt-in, with namespaces (root): ``disk-full``: a replica's store, a small loop-mounted ext4
-file system, is filled up by a filler file until the fault heals (then the file is deleted).
-A broker whose store fails stops for good; the nemesis, like a supervisor, restarts any
-replica that exited by itself (``supervise``), and the run reports it.
-
-The network kinds need namespaces; on loopback only ``kill9``, ``pause`` and ``wipe`` are
-possible.
+The network kinds and ``disk-full`` need namespaces (root); on loopback only ``kill9``,
+``pause``, the NameServer's and ``wipe`` are possible.
 ``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
 same schedule (which replica is master at a given moment is up to the cluster).
 """
@@ -45,10 +56,11 @@ from __future__ import annotations
 
 import random
 import shutil
+import signal
 import time
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.testing.chaos.cluster import GROUP
+from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.child_process import ProcessStartError
 
@@ -61,6 +73,7 @@ __all__ = [
     "ALL_KINDS",
     "DEFAULT_KINDS",
     "DISK_KINDS",
+    "NAMESRV_KINDS",
     "NETWORK_KINDS",
     "PROCESS_KINDS",
     "UNSAFE_KINDS",
@@ -76,17 +89,35 @@ NETWORK_KINDS: Final = (
     "bridge-cut",
 )
 PROCESS_KINDS: Final = ("kill9", "pause")
-DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS)
-"""Survivable faults: one replica of three at a time."""
-UNSAFE_KINDS: Final = ("wipe",)
+NAMESRV_KINDS: Final = ("namesrv-kill9", "namesrv-pause")
 DISK_KINDS: Final = ("disk-full",)
-"""Need root (loop mounts): opt-in, and only with namespaces."""
-ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *DISK_KINDS)
+"""Need root (loop mounts): only with namespaces."""
+DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS, *DISK_KINDS, "namesrv-pause")
+"""Survivable faults: one replica of three at a time, or the NameServer.
+
+``namesrv-kill9`` is opt-in: a restarted NameServer answers TOPIC_NOT_EXIST until the brokers
+register again, and the client then drops the route it held (``ClientInstance``'s periodic
+refresh), so sends fail for up to ``registerNameServerPeriod`` (30 s; seed 5, issue 15's
+report). RocketMQ's client keeps its route when the NameServer does not know the topic."""
+UNSAFE_KINDS: Final = ("wipe",)
+ALL_KINDS: Final = (*DEFAULT_KINDS, "namesrv-kill9", *UNSAFE_KINDS)
 _FLAP_S: Final = (0.2, 1.0)
 _SUPERVISE_S: Final = 0.5
 _HOLD_S: Final = (2.0, 6.0)
 _QUIET_S: Final = (1.0, 4.0)
 _TICK_S: Final = 0.05
+_OVERLAP_P: Final = 1 / 3
+_CUT_OFF: Final = ("partition-master", "partition-minority", "link-down", "bridge-cut")
+_SAME_REPLICA: Final = {
+    **dict.fromkeys(_CUT_OFF, ("kill9", "pause", "disk-full")),
+    "kill9": ("partition-minority", "link-down", "bridge-cut"),
+    "pause": ("partition-minority", "link-down", "bridge-cut", "disk-full"),
+    "disk-full": ("partition-minority", "link-down", "bridge-cut"),
+}
+"""First fault -> second faults that may hit the same replica during it. Not a second network
+fault (one ``heal_cuts`` heals every cut), not a pause after kill9 or disk-full (a dead
+process, or one that stopped on its full disk, cannot be stopped), not kill9 with disk-full
+(the kill's restart would meet a full disk)."""
 
 
 class Nemesis:
@@ -109,6 +140,7 @@ class Nemesis:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         unsafe: bool = False,
+        overlap: bool = True,
     ) -> None:
         unknown = set(kinds) - set(ALL_KINDS)
         if unknown:
@@ -123,6 +155,7 @@ class Nemesis:
         self.rng = random.Random(seed)
         self.kinds = list(kinds)
         self.unsafe = unsafe
+        self.overlap = overlap
         self.origin = origin
         self.log = log
         self.faults: list[FaultRecord] = []
@@ -166,26 +199,42 @@ class Nemesis:
         """Restart every replica that exited by itself, as a supervisor would: a broker
         whose store fails (a full disk) stops for good and expects one (README
         "Operations"). Recorded in ``exits``; killed replicas wait for their fault to heal."""
-        for node in self.cluster.nodes:
-            if node in self._held or self.cluster.is_running(GROUP, node):
-                continue
-            code = self.cluster.returncode(GROUP, node)
-            self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} exited with code {code}")
-            self.log(f"{self.now_ms() / 1000:7.1f} s  {node} exited (code {code}): restarting")
-            try:
-                self.cluster.start_replica(GROUP, node)
-            except ProcessStartError as exc:  # tried again at the next check
-                first = str(exc).splitlines()[0]
-                self.exits.append(f"{self.now_ms() / 1000:.1f} s: {node} restart failed: {first}")
-                self.log(f"{self.now_ms() / 1000:7.1f} s  {node} did not restart: {first}")
+        for group in self.cluster.groups:
+            for node in self.cluster.nodes:
+                self._supervise(group, node)
+
+    def _supervise(self, group: str, node: str) -> None:
+        name = replica_name(group, node)
+        if name in self._held or self.cluster.is_running(group, node):
+            return
+        code = self.cluster.returncode(group, node)
+        self.exits.append(f"{self.now_ms() / 1000:.1f} s: {name} exited with code {code}")
+        self.log(f"{self.now_ms() / 1000:7.1f} s  {name} exited (code {code}): restarting")
+        try:
+            self.cluster.start_replica(group, node)
+        except ProcessStartError as exc:  # tried again at the next check
+            first = str(exc).splitlines()[0]
+            self.exits.append(f"{self.now_ms() / 1000:.1f} s: {name} restart failed: {first}")
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {name} did not restart: {first}")
+
+    def _replica(self, name: str) -> tuple[str, str]:
+        """``(group, node)`` of the replica called ``name`` (``cluster.replica_name``)."""
+        groups = self.cluster.groups
+        return (groups[0], name) if len(groups) == 1 else self.cluster.locate(name)
 
     def _targets(self, kind: str) -> list[str]:
         """The replicas ``kind`` hits: one, or in unsafe mode one or two (a majority)."""
-        nodes = self.cluster.nodes
+        if kind in NAMESRV_KINDS:  # one NameServer of one or two
+            names = self.cluster.namesrv_nodes
+            return [names[0] if len(names) == 1 else self.rng.choice(names)]
+        groups = self.cluster.groups  # one group of one or two: drawn only if there are two
+        group = groups[0] if len(groups) == 1 else self.rng.choice(groups)
+        nodes = [replica_name(group, node) for node in self.cluster.nodes]
         count = self.rng.choice((1, 2)) if self.unsafe and kind not in ("wipe", "bridge") else 1
         targets = self.rng.sample(nodes, count)
         if kind in ("partition-master", "wipe"):
-            master = self.cluster.master(GROUP)
+            found = self.cluster.master(group)
+            master = None if found is None else replica_name(group, found)
             if kind == "partition-master" and master is not None and master not in targets:
                 targets[0] = master
             elif kind == "wipe" and master in targets:  # the master's log is the one to copy
@@ -203,24 +252,73 @@ class Nemesis:
             if kind == "link-flap":
                 self._flap(targets, hold_s)
             else:
-                self._wait(hold_s)
+                self._hold(kind, targets, hold_s)
         finally:
             self.heal()
         self.faults.append(FaultRecord(kind, tuple(targets), start, self.now_ms()))
         self.log(f"{self.now_ms() / 1000:7.1f} s  healed {kind} {shown}")
 
+    def _second(self, kind: str) -> str | None:
+        """A fault to overlap with ``kind`` (module docstring), or None. The seeded generator
+        is drawn from only when some fault could overlap, so a set of kinds where none can
+        replays the schedules it had before overlaps existed."""
+        if not self.overlap:
+            return None
+        if kind in NAMESRV_KINDS:
+            options = [k for k in self.kinds if k not in (*NAMESRV_KINDS, "wipe", "link-flap")]
+        else:
+            options = [k for k in _SAME_REPLICA.get(kind, ()) if k in self.kinds]
+            if kind != "bridge" and "namesrv-pause" in self.kinds:
+                options.append("namesrv-pause")
+        if not options or self.rng.random() >= _OVERLAP_P:
+            return None
+        return self.rng.choice(options)
+
+    def _hold(self, kind: str, targets: list[str], hold_s: float) -> None:
+        """Wait ``hold_s``, with a second fault inside that time if ``_second`` picks one."""
+        second = self._second(kind)
+        if second is None:
+            self._wait(hold_s)
+            return
+        lead = self.rng.uniform(0.0, hold_s / 2)
+        span = self.rng.uniform(min(0.5, hold_s - lead), hold_s - lead)
+        self._wait(lead)
+        if second in NAMESRV_KINDS or kind in NAMESRV_KINDS:
+            where = self._targets(second)
+        else:
+            where = targets  # the same replica(s)
+        shown = ",".join(where)
+        start = self.now_ms()
+        self.log(f"{start / 1000:7.1f} s  + {second} {shown} for {span:.1f} s (overlapping)")
+        first_heals = len(self._heals)
+        try:
+            for target in where:
+                self._apply(second, target)
+            self._wait(span)
+        finally:
+            heals, self._heals = self._heals[first_heals:], self._heals[:first_heals]
+            for heal in reversed(heals):
+                heal()
+        self.faults.append(FaultRecord(second, tuple(where), start, self.now_ms()))
+        self.log(f"{self.now_ms() / 1000:7.1f} s  healed {second} {shown}")
+        self._wait(max(0.0, hold_s - lead - span))
+
     def _apply(self, kind: str, target: str) -> None:
         """Inject ``kind`` on ``target`` and remember how to heal it."""
         cluster, lab = self.cluster, self.cluster.lab
+        if kind in NAMESRV_KINDS:
+            self._apply_namesrv(kind, cluster.namesrv_nodes.index(target))
+            return
+        group, node = self._replica(target)
+        peers = [replica_name(group, n) for n in cluster.nodes if replica_name(group, n) != target]
         if kind in ("partition-master", "partition-minority"):
             assert lab is not None
-            for other in cluster.nodes:
-                if other != target:
-                    lab.cut(target, other)
+            for other in peers:
+                lab.cut(target, other)
             self._heals.append(lab.heal_cuts)
         elif kind == "bridge":  # ``target`` is the middle: the others lose each other only
             assert lab is not None
-            sides = [node for node in cluster.nodes if node != target]
+            sides = peers
             for index, a in enumerate(sides):
                 for b in sides[index + 1 :]:
                     lab.cut(a, b)
@@ -246,21 +344,32 @@ class Nemesis:
             self._heals.append(drain)
         elif kind == "kill9":
             self._held.add(target)
-            cluster.kill9(GROUP, target)
+            cluster.kill9(group, node)
 
             def restart() -> None:
-                cluster.start_replica(GROUP, target)
+                cluster.start_replica(group, node)
                 self._held.discard(target)
 
             self._heals.append(restart)
         elif kind == "wipe":
-            cluster.kill9(GROUP, target)
-            for ledger in cluster.store_dir(GROUP, target).glob("dledger-*"):
+            cluster.kill9(group, node)
+            for ledger in cluster.store_dir(group, node).glob("dledger-*"):
                 shutil.rmtree(ledger)
-            cluster.start_replica(GROUP, target)
+            cluster.start_replica(group, node)
+        elif not cluster.is_running(group, node):  # exited by itself just now
+            self.log(f"{self.now_ms() / 1000:7.1f} s  {target} is not running: not paused")
         else:
-            cluster.sigstop(GROUP, target)
-            self._heals.append(lambda: cluster.sigcont(GROUP, target))
+            cluster.sigstop(group, node)
+            self._heals.append(lambda: cluster.sigcont(group, node))
+
+    def _apply_namesrv(self, kind: str, index: int) -> None:
+        cluster = self.cluster
+        if kind == "namesrv-kill9":
+            cluster.namesrv_kill9(index)
+            self._heals.append(lambda: cluster.start_namesrv(index))
+        else:
+            cluster.namesrv_signal(signal.SIGSTOP, index)
+            self._heals.append(lambda: cluster.namesrv_signal(signal.SIGCONT, index))
 
     def _flap(self, targets: list[str], hold_s: float) -> None:
         lab = self.cluster.lab

@@ -3,8 +3,12 @@
 Layout (``<pid>`` is the id of the process that made the lab, so that names are unique per run
 and ``cleanup_leftovers`` can tell a crashed run's leftovers from a live run's lab)::
 
-    root namespace:  bridge lmqb<pid>  10.200.K.1/24   (the workload's clients live here)
+    root namespace:  bridge lmqb<pid>  10.200.K.1/24   (the harness's own queries)
         |-- veth lmqv<pid>-<i>  <->  eth0 in namespace lmqc<pid>-<node>  10.200.K.(10+i)/24
+
+The nodes are the NameServer, the replicas and ``cl``, the clients' namespace: the workload's
+producers, consumers and readers run in threads that ``enter_namespace`` moved there, so that
+their traffic crosses the bridge like a remote client's, never the root namespace's shortcut.
 
 ``K`` is a third octet of 10.200.0.0/16 that no interface of the root namespace uses.
 Faults this kernel supports without netem or a firewall:
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import ipaddress
 import os
 import re
@@ -33,6 +38,7 @@ __all__ = [
     "NetnsError",
     "NetnsLab",
     "cleanup_leftovers",
+    "enter_namespace",
     "namespaces_available",
     "owner_pid",
     "pid_alive",
@@ -43,6 +49,7 @@ _BRIDGE_PREFIX: Final = "lmqb"
 _VETH_PREFIX: Final = "lmqv"
 _NETWORK: Final = "10.200"
 _IP_TIMEOUT_S: Final = 10.0
+_CLONE_NEWNET: Final = 0x40000000
 _OWNED: Final = re.compile(rf"^(?:{NAMESPACE_PREFIX}|{_BRIDGE_PREFIX}|{_VETH_PREFIX})(\d+)")
 
 
@@ -75,6 +82,20 @@ def namespaces_available() -> str | None:
         return f"`ip netns add` failed: {exc}"
     _ip("netns", "delete", probe, check=False)
     return None
+
+
+def enter_namespace(namespace: str) -> None:
+    """Move the calling thread, and only it, into ``namespace`` (``setns(2)``; Python 3.11
+    has no ``os.setns``). Sockets the thread opens from then on live in that namespace, and
+    threads it starts inherit it; the other threads of the process stay where they are."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            error = ctypes.get_errno()
+            raise NetnsError(f"setns into {namespace} failed: {os.strerror(error)}")
+    finally:
+        os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:
@@ -163,7 +184,8 @@ class NetnsLab:
         self.ips: dict[str, str] = {}
         self.veths: dict[str, str] = {}
         """Node -> its veth's end in the root namespace (the bridge port)."""
-        self.client_ip = ""
+        self.bridge_ip = ""
+        """The root namespace's address on the bridge: the harness asks the replicas from it."""
         self._blackholes: set[tuple[str, str]] = set()
         self._created: list[str] = []
         _live_labs.add(self)
@@ -192,10 +214,10 @@ class NetnsLab:
     def _create(self) -> None:
         self.octet = _free_octet()
         subnet = f"{_NETWORK}.{self.octet}"
-        self.client_ip = f"{subnet}.1"
+        self.bridge_ip = f"{subnet}.1"
         _ip("link", "add", self.bridge, "type", "bridge")
         self._created.append(self.bridge)
-        _ip("addr", "add", f"{self.client_ip}/24", "dev", self.bridge)
+        _ip("addr", "add", f"{self.bridge_ip}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for index, node in enumerate(self.nodes):
             namespace = self.namespace(node)

@@ -9,7 +9,6 @@ killed outright leaves namespaces named after its PID, which the next run, or
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 import time
@@ -20,9 +19,15 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
-from ledgermq.testing.chaos.cluster import GROUP, NAMESRV_NODE, ChaosCluster
+from ledgermq.testing.chaos.cluster import (
+    CLIENT_NODE,
+    GROUP,
+    ChaosCluster,
+    namesrv_node,
+    replica_name,
+)
 from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
-from ledgermq.testing.chaos.history import History, Outcome, ReadMessage
+from ledgermq.testing.chaos.history import QUEUE_STRIDE, History, Outcome, ReadMessage
 from ledgermq.testing.chaos.nemesis import (
     DEFAULT_KINDS,
     DISK_KINDS,
@@ -31,8 +36,9 @@ from ledgermq.testing.chaos.nemesis import (
     Nemesis,
 )
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.reader import PullReader, final_offsets
 from ledgermq.testing.chaos.timeline import write_timeline
-from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica
+from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica, run_as_client
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -40,10 +46,19 @@ if TYPE_CHECKING:
 __all__ = ["BUGS", "RunOptions", "RunResult", "replay_command", "run_chaos"]
 
 TOPIC: Final = "ChaosTopic"
-BUGS: Final = {"ack-before-commit": "ledgermq.testing.chaos.buggy_broker"}
+BUGS: Final = {
+    "ack-before-commit": "ledgermq.testing.chaos.buggy_broker",
+    "follower-ack-before-store": "ledgermq.testing.chaos.buggy_follower",
+}
 """Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
 _SETTLE_S: Final = 30.0
 _CONSUME_S: Final = 60.0
+_CONSUME_INVALID_S: Final = 10.0
+"""The consumer's wait when the replicas already disagree (the run is invalid whatever it
+gets): enough to show what reaches it, without a minute's wait for what cannot."""
+_RECOVER_S: Final = 15.0
+"""After the last heal the producers go on until one send is acknowledged (or this long), so
+that the last fault's recovery is measured like every other's."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,12 @@ class RunOptions:
     inject_bug: str | None = None
     unsafe: bool = False
     """Faults may hit two replicas of three at once (``nemesis`` module docstring)."""
+    overlap: bool = True
+    """A fault may get a second, compatible one during its hold (``nemesis``)."""
+    namesrvs: int = 1
+    """NameServers (1 or 2); brokers register with each, clients are given all."""
+    groups: int = 1
+    """Broker groups of three replicas (1 or 2); the topic has ``queues`` queues in each."""
 
 
 @dataclass
@@ -81,6 +102,12 @@ def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
         words.append("--loopback")
     if options.unsafe:
         words.append("--unsafe")
+    if not options.overlap:
+        words.append("--no-overlap")
+    if options.namesrvs != 1:
+        words += ["--namesrvs", str(options.namesrvs)]
+    if options.groups != 1:
+        words += ["--groups", str(options.groups)]
     if options.inject_bug:
         words += ["--inject-bug", options.inject_bug]
     return " ".join(words)
@@ -97,14 +124,24 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         mode += ", unsafe: a majority may be hit"
     log(f"seed {options.seed}, {options.duration_s:g} s, {mode}, faults {', '.join(faults)}, "
         f"logs in {base}")  # fmt: skip
-    lab = None if loopback else NetnsLab([NAMESRV_NODE, "n0", "n1", "n2"])
+    namesrvs = [namesrv_node(index) for index in range(options.namesrvs)]
+    groups = [f"broker-{letter}" for letter in "abcdefgh"[: options.groups]]
+    replicas = [replica_name(group, node) for group in groups for node in ("n0", "n1", "n2")]
+    lab = None if loopback else NetnsLab([*namesrvs, *replicas, CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
     disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
     try:
         if lab is not None:
             lab.create()
-        cluster = ChaosCluster(base / "cluster", lab=lab, broker_module=broker_module, disks=disks)
+        cluster = ChaosCluster(
+            base / "cluster",
+            lab=lab,
+            broker_module=broker_module,
+            disks=disks,
+            namesrvs=options.namesrvs,
+            groups=options.groups,
+        )
         cluster.start()
         cluster.wait_routable(timeout_s=30.0)
         with SyncAdmin(cluster.namesrv_addr) as admin:
@@ -153,50 +190,137 @@ def _exercise(
 ) -> History:
     origin = time.monotonic()
     history = History(seed=options.seed, queues=options.queues)
-    workload = Workload(cluster.namesrv_addr, TOPIC, producers=options.producers, origin=origin)
-    nemesis = Nemesis(cluster, options.seed, faults, origin=origin, log=log, unsafe=options.unsafe)
+    reader = PullReader(cluster.namesrv_addr, TOPIC, origin=origin)
+    workload = Workload(
+        cluster.namesrv_addr,
+        TOPIC,
+        producers=options.producers,
+        origin=origin,
+        namespace=cluster.client_namespace,
+        reader=reader,
+    )
+    nemesis = Nemesis(
+        cluster,
+        options.seed,
+        faults,
+        origin=origin,
+        log=log,
+        unsafe=options.unsafe,
+        overlap=options.overlap,
+    )
     workload.start()
     try:
         nemesis.run(options.duration_s)
+        _await_recovery(workload, nemesis.now_ms(), log, nemesis.supervise)
     finally:
         workload.stop()
         history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
         history.faults = nemesis.faults
-        history.notes += workload.errors
-        history.notes += [f"supervisor: {line}" for line in nemesis.exits]
+        history.live_reads = list(reader.reads)
+        history.offset_ops = sorted(reader.offset_ops, key=lambda op: op.invoke_ms)
+        history.notes += workload.errors + reader.errors
     log(f"healed; {len(history.sends)} sends; reading every replica")
-    try:
-        cluster.wait_master(GROUP, timeout_s=_SETTLE_S)
-    except AssertionError as exc:  # a liveness failure: judged with everything else
-        history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
-        log(f"no master after healing; its views and log tails:\n{exc}")
-    history.replica_reads, history.replica_errors = _read_replicas(cluster, options.queues)
+    for group in cluster.groups:
+        try:
+            cluster.wait_master(group, timeout_s=_SETTLE_S)
+        except AssertionError as exc:  # a liveness failure: judged with everything else
+            history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
+            log(f"no master after healing; its views and log tails:\n{exc}")
+    history.replica_groups = {
+        replica_name(group, node): index
+        for index, group in enumerate(cluster.groups)
+        for node in cluster.nodes
+    }
+    found, history.replica_errors, history.replica_first = _read_replicas(
+        cluster, options.queues, nemesis.supervise
+    )
+    history.replica_reads = found
+    history.notes += [f"supervisor: {line}" for line in nemesis.exits]
     expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
     for reads in history.replica_reads.values():
         expected |= {(read.producer, read.seq) for read in reads}
-    log(f"consuming {len(expected)} distinct messages with a push consumer group")
-    history.consumed = asyncio.run(
-        consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=_CONSUME_S)
+    expected -= history.expired_messages()  # retention deleted them somewhere: maybe unreadable
+    agreed = not history.replica_errors and _agree(
+        history.replica_reads, history.replica_first, history.replica_groups
     )
+    wait_s = _CONSUME_S if agreed else _CONSUME_INVALID_S
+    log(f"consuming {len(expected)} distinct messages with a push consumer group")
+    history.consumed = run_as_client(
+        cluster.client_namespace,
+        lambda: consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=wait_s),
+    )
+    try:
+        history.final_offsets = run_as_client(
+            cluster.client_namespace, lambda: final_offsets(cluster.namesrv_addr, TOPIC)
+        )
+    except LedgerMQError as exc:
+        history.problems.append(f"the pull reader's offsets could not be read after healing: {exc}")
     return history
 
 
+def _await_recovery(
+    workload: Workload,
+    healed_ms: float,
+    log: Callable[[str], None],
+    supervise: Callable[[], None],
+) -> None:
+    """Until a send invoked after ``healed_ms`` is acknowledged, or ``_RECOVER_S``; the
+    supervisor goes on restarting replicas that stop by themselves (``Nemesis.supervise``)."""
+    deadline = time.monotonic() + _RECOVER_S
+    while time.monotonic() < deadline:
+        supervise()
+        latest = workload.sends[-500:]  # a copy: the producers' thread appends meanwhile
+        if any(op.outcome is Outcome.OK and op.invoke_ms >= healed_ms for op in latest):
+            return
+        time.sleep(0.1)
+    log(f"no send acknowledged within {_RECOVER_S:g} s of the last heal")
+
+
 def _read_replicas(
-    cluster: ChaosCluster, queues: int
-) -> tuple[dict[str, list[ReadMessage]], dict[str, str]]:
+    cluster: ChaosCluster, queues: int, supervise: Callable[[], None]
+) -> tuple[dict[str, list[ReadMessage]], dict[str, str], dict[str, dict[int, int]]]:
     """Read each replica until all of them serve the same messages (followers catch up after
-    healing) or ``_SETTLE_S`` passes; the last reads and the replicas that failed."""
+    healing) or ``_SETTLE_S`` passes; the last reads, the replicas that failed, and where
+    retention made each replica's queues start. Before each round the supervisor restarts a
+    replica that stopped by itself: one whose disk filled just before the last heal exits
+    after the nemesis has finished (seed 103 read a dead replica for 30 s)."""
     deadline = time.monotonic() + _SETTLE_S
     while True:
+        supervise()
         reads: dict[str, list[ReadMessage]] = {}
         errors: dict[str, str] = {}
-        for node in cluster.nodes:
-            try:
-                reads[node] = read_replica(cluster, GROUP, node, TOPIC, queues)
-            except LedgerMQError as exc:
-                errors[node] = str(exc)
-        views = [sorted(found, key=lambda r: (r.queue, r.offset)) for found in reads.values()]
-        agreed = not errors and all(view == views[0] for view in views)
-        if agreed or time.monotonic() >= deadline:
-            return reads, errors
+        first: dict[str, dict[int, int]] = {}
+        groups: dict[str, int] = {}
+        for index, group in enumerate(cluster.groups):
+            for node in cluster.nodes:
+                name = replica_name(group, node)
+                groups[name] = index
+                try:
+                    reads[name], first[name] = read_replica(cluster, group, node, TOPIC, queues)
+                except LedgerMQError as exc:
+                    errors[name] = str(exc)
+        if (not errors and _agree(reads, first, groups)) or time.monotonic() >= deadline:
+            return reads, errors, first
         time.sleep(1.0)
+
+
+def _agree(
+    reads: dict[str, list[ReadMessage]], first: dict[str, dict[int, int]], groups: dict[str, int]
+) -> bool:
+    """Every replica of a queue's group serves the same message at every slot of it, except
+    slots that retention deleted on a replica (below the first offset it still holds)."""
+    views = {
+        node: {(r.queue, r.offset): (r.producer, r.seq) for r in found}
+        for node, found in reads.items()
+    }
+    slots = set().union(*views.values()) if views else set()
+    for queue, offset in slots:
+        held = {
+            view.get((queue, offset))
+            for node, view in views.items()
+            if groups.get(node, 0) == queue // QUEUE_STRIDE
+            and offset >= first.get(node, {}).get(queue, 0)
+        }
+        if len(held) > 1:
+            return False
+    return True

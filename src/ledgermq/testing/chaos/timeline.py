@@ -1,11 +1,14 @@
 """A picture of a run: every send as a point (time, producer) coloured by outcome, every fault
-as a shaded span. Optional: without matplotlib there is no picture, and the run says so."""
+as a shaded span, every unavailability window (no acknowledgement for a second or more) as a
+red bar above the producers. Optional: without matplotlib there is no picture, and the run
+says so."""
 
 from __future__ import annotations
 
 import importlib.util
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.testing.chaos.checker import unavailability_windows
 from ledgermq.testing.chaos.history import Outcome
 
 if TYPE_CHECKING:
@@ -43,6 +46,10 @@ def write_timeline(history: History, path: Path) -> Path | None:
                 [op.producer for op in ops],
                 s=4, c=colour, label=f"{outcome.value} ({len(ops)})",
             )  # fmt: skip
+        top = max((op.producer for op in history.sends), default=0) + 0.5
+        for number, (start, end) in enumerate(unavailability_windows(history.sends)):
+            label = "no acknowledgement" if number == 0 else "_nolegend_"
+            axes.hlines(top, start / 1000, end / 1000, colors="tab:red", linewidth=4, label=label)
         axes.set_xlabel("seconds since the start of the run (completion of each send)")
         axes.set_ylabel("producer")
         axes.set_yticks(sorted({op.producer for op in history.sends}))

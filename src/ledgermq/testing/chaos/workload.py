@@ -2,12 +2,20 @@
 what the cluster kept once it is healed.
 
 Producers run on their own event loop in a thread, so that the nemesis (blocking ``ip`` calls,
-signals, restarts) never delays a send's invoke or completion time. Each producer sends its
-messages one at a time, numbered from 0 (``history.message_body``). The client's retries are
-off: each history entry is one attempt, whose outcome the client knows exactly. With retries,
-an attempt of unknown outcome followed by one refused outright (no route during the election)
-ends as "failed" although the first one may commit; an unsafe run (seed 8) showed three such
-sends stored. A failed send moves on to the next number; it is not sent again.
+signals, restarts) never delays a send's invoke or completion time. With namespaces, that thread
+(and the consumer group's, ``run_as_client``) first moves into the clients' namespace
+(``netns.enter_namespace``): clients reach the cluster across the bridge, as remote ones do.
+
+Each producer sends its messages one request at a time, numbered from 0
+(``history.message_body``), in one of three modes picked by its index: ``single`` (``send``),
+``batch`` (``send_batch`` of ``_BATCH`` messages, one queue, consecutive offsets) and
+``orderly`` (``send_orderly`` with the producer's own sharding key: one queue for all of its
+messages). The client's own retries are off: each history entry is one attempt, whose outcome
+the client knows exactly (with the client's retries, an attempt of unknown outcome followed by
+one refused outright ended as "failed" although the first one may commit; an unsafe run, seed
+8, showed three such sends stored). A ``single`` producer retries a message of unknown outcome
+itself, up to ``_RETRIES`` times, and each attempt is recorded (``SendOp.attempt``); any other
+failed or unknown send moves on to the next number and is not sent again.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ledgermq.client import ConsumeStatus, Producer, PushConsumer
 from ledgermq.errors import (
@@ -26,17 +34,34 @@ from ledgermq.errors import (
     NetworkError,
     NoRouteError,
 )
-from ledgermq.testing.chaos.history import Outcome, ReadMessage, SendOp, message_body, parse_body
+from ledgermq.testing.chaos.history import (
+    Outcome,
+    ReadMessage,
+    SendOp,
+    message_body,
+    parse_body,
+    queue_key,
+)
+from ledgermq.testing.chaos.netns import enter_namespace
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     from ledgermq.testing.broker_cluster import BrokerCluster
+    from ledgermq.testing.chaos.reader import PullReader
     from ledgermq.wire.message import MessageExt
 
-__all__ = ["Workload", "classify", "consume_all", "read_replica"]
+__all__ = ["Workload", "classify", "consume_all", "read_replica", "run_as_client"]
+
+T = TypeVar("T")
 
 _PULL_BATCH: Final = 256
+MODES: Final = ("single", "batch", "orderly")
+"""Producer ``i`` sends in mode ``MODES[i % 3]``."""
+_BATCH: Final = 4
+_RETRIES: Final = 2
 _FAILURE_PAUSE_S: Final = 0.1
 _SEND_TIMEOUT_S: Final = 3.0
 
@@ -63,6 +88,8 @@ class Workload:
 
     ``origin`` is the run's ``time.monotonic()`` at time 0; ``pause_s`` is each producer's pause
     between sends (the offered load). ``sends`` grows while it runs (appends are atomic).
+    ``namespace``: the network namespace the clients run in (None: this process's).
+    ``reader``: a pull reader on the same loop, reading while the faults happen (or None).
     """
 
     def __init__(
@@ -74,8 +101,12 @@ class Workload:
         origin: float,
         pause_s: float = 0.01,
         body_pad: int = 100,
+        namespace: str | None = None,
+        reader: PullReader | None = None,
     ) -> None:
         self.namesrv_addr = namesrv_addr
+        self.namespace = namespace
+        self.reader = reader
         self.topic = topic
         self.producers = producers
         self.origin = origin
@@ -102,12 +133,17 @@ class Workload:
 
     def _main(self) -> None:
         try:
+            if self.namespace is not None:
+                enter_namespace(self.namespace)
             asyncio.run(self._run())
         except Exception as exc:  # noqa: BLE001 - reported in the run's result, not lost
             self.errors.append(f"workload crashed: {exc!r}")
 
     async def _run(self) -> None:
-        await asyncio.gather(*(self._producer(index) for index in range(self.producers)))
+        tasks = [self._producer(index) for index in range(self.producers)]
+        if self.reader is not None:
+            tasks.append(self.reader.run(self._stop))
+        await asyncio.gather(*tasks)
 
     async def _producer(self, index: int) -> None:
         producer = Producer(
@@ -120,48 +156,109 @@ class Workload:
             instance_name=f"chaos-{index}",
         )
         await producer.start()
+        mode = MODES[index % len(MODES)]
         try:
-            seq = 0
+            seq = attempt = 0
             while not self._stop.is_set():
-                self.sends.append(await self._send(producer, index, seq))
-                seq += 1
-                pause = self.pause_s if self.sends[-1].outcome is Outcome.OK else _FAILURE_PAUSE_S
-                await asyncio.sleep(pause)
+                ops = await self._send(producer, index, seq, mode, attempt)
+                self.sends.extend(ops)
+                outcome = ops[0].outcome
+                if mode == "single" and outcome is Outcome.UNKNOWN and attempt < _RETRIES:
+                    attempt += 1  # the same message again, recorded as its own attempt
+                else:
+                    seq, attempt = seq + len(ops), 0
+                await asyncio.sleep(self.pause_s if outcome is Outcome.OK else _FAILURE_PAUSE_S)
         finally:
             await producer.shutdown()
 
-    async def _send(self, producer: Producer, index: int, seq: int) -> SendOp:
+    async def _send(
+        self, producer: Producer, index: int, seq: int, mode: str, attempt: int
+    ) -> list[SendOp]:
+        """One request: one message, or ``_BATCH`` numbered from ``seq`` in batch mode."""
+        count = _BATCH if mode == "batch" else 1
+        bodies = [message_body(index, seq + i, self.body_pad) for i in range(count)]
         invoked = self.now_ms()
-        body = message_body(index, seq, self.body_pad)
+
+        def ops(
+            outcome: Outcome, queue: int = -1, offset: int = -1, error: str = ""
+        ) -> list[SendOp]:
+            return [
+                SendOp(
+                    index,
+                    seq + i,
+                    invoked,
+                    self.now_ms(),
+                    outcome,
+                    queue,
+                    -1 if offset < 0 else offset + i,
+                    error,
+                    mode,
+                    attempt,
+                )
+                for i in range(count)
+            ]
+
         try:
-            result = await producer.send(self.topic, body, keys=f"{index}-{seq}")
+            if mode == "batch":
+                result = await producer.send_batch(self.topic, bodies)
+            elif mode == "orderly":
+                result = await producer.send_orderly(self.topic, bodies[0], f"chaos-key-{index}")
+            else:
+                result = await producer.send(self.topic, bodies[0], keys=f"{index}-{seq}")
         except LedgerMQError as exc:
-            return SendOp(index, seq, invoked, self.now_ms(), classify(exc), error=str(exc)[:200])
+            return ops(classify(exc), error=str(exc)[:200])
         if not result.ok:
-            return SendOp(index, seq, invoked, self.now_ms(), Outcome.UNKNOWN,
-                          error=result.status.value)  # fmt: skip
-        return SendOp(
-            index, seq, invoked, self.now_ms(), Outcome.OK,
-            result.message_queue.queue_id, result.queue_offset,
-        )  # fmt: skip
+            return ops(Outcome.UNKNOWN, error=result.status.value)
+        mq = result.message_queue
+        return ops(Outcome.OK, queue_key(mq.broker_name, mq.queue_id), result.queue_offset)
 
 
-def _reads(messages: list[MessageExt]) -> list[ReadMessage]:
+def run_as_client(namespace: str | None, main: Callable[[], Coroutine[object, object, T]]) -> T:
+    """``asyncio.run(main())`` on a thread of its own inside ``namespace`` (the clients'), or
+    on this thread when None; its result, or its exception raised here."""
+    if namespace is None:
+        return asyncio.run(main())
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def client_thread() -> None:
+        try:
+            enter_namespace(namespace)
+            outcome.append(asyncio.run(main()))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=client_thread, name="chaos-client", daemon=True)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _reads(messages: list[MessageExt], group: str = "broker-a") -> list[ReadMessage]:
+    """The messages of the workload among ``messages`` of broker group ``group`` (the push
+    consumer's deliveries keep their queue ids: the checker counts them by message)."""
     found = []
     for message in messages:
         key = parse_body(message.body)
         if key is not None:
-            found.append(ReadMessage(message.queue_id, message.queue_offset, *key))
+            queue = queue_key(group, message.queue_id)
+            found.append(ReadMessage(queue, message.queue_offset, *key))
     return found
 
 
 def read_replica(
     cluster: BrokerCluster, group: str, node: str, topic: str, queues: int
-) -> list[ReadMessage]:
-    """Every message of ``topic`` as replica ``node`` itself serves it (a slave serves pulls
-    too), queue by queue from offset 0; LedgerMQError if the replica does not answer."""
+) -> tuple[list[ReadMessage], dict[int, int]]:
+    """Every message of ``topic`` (queues by ``history.queue_key``) as replica ``node`` of
+    ``group`` itself serves it (a slave serves pulls
+    too), queue by queue from offset 0, and each queue's first offset it still holds (above 0
+    when retention deleted its oldest messages: it answers OFFSET_MOVED to offset 0);
+    LedgerMQError if the replica does not answer."""
     address = cluster.address(group, node)
     found: list[ReadMessage] = []
+    first: dict[int, int] = {}
     for queue in range(queues):
         offset = 0
         while True:
@@ -185,15 +282,17 @@ def read_replica(
             )
             next_offset = int(answer.ext_fields.get("nextBeginOffset", offset))
             if answer.code == MQResponseCode.PULL_OFFSET_MOVED and next_offset > offset:
+                if offset == 0:
+                    first[queue_key(group, queue)] = next_offset
                 offset = next_offset
                 continue
             if answer.code != MQResponseCode.SUCCESS:
                 break  # PULL_NOT_FOUND / NO_NEW_MSG: the end of the queue
-            found += _reads(decode_records(answer.body))
+            found += _reads(decode_records(answer.body), group)
             if next_offset <= offset:
                 break
             offset = next_offset
-    return found
+    return found, first
 
 
 async def consume_all(
