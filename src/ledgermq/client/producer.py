@@ -486,8 +486,10 @@ class Producer:
         """Look the route up again now (failures are left to the next attempt)."""
         try:
             await self._client.topic_route(topic, refresh=True)
-        except TopicNotFoundError:
-            self._client.forget_route(topic)
+        except TopicNotFoundError as exc:
+            # A NameServer that knows nothing of the topic may have just restarted (brokers
+            # register again within 30 s): the cached route, if any, stays the best guess.
+            logger.debug("route refresh of %s: %s; keeping the cached route", topic, exc)
         except LedgerMQError as exc:
             logger.debug("route refresh of %s failed: %s", topic, exc)
 
