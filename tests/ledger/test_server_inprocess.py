@@ -14,6 +14,7 @@ from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import LedgerConfig
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.net import MemoryNetwork
+from ledgermq.store.ledger_store import LedgerStore
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -212,6 +213,34 @@ def test_local_append_reports_positions_channel_and_commits(tmp_path: Path) -> N
                 assert heard[-1] >= result.last_index, node
                 assert servers[node].store.get(result.last_index).channel == 3
         finally:
+            await _close(servers)
+
+    _run(test)
+
+
+def test_a_leader_with_a_full_disk_hands_its_leadership_over(tmp_path: Path) -> None:
+    """Chaos suite finding: a leader whose disk filled kept leading and refused every append,
+    so its group could not be written for the whole fault. It now steps aside."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        try:
+            full = await _leader(servers)
+            await client.append(b"before")
+            store = full.store
+            assert isinstance(store, LedgerStore)
+            store._disk_full = True  # as the store's disk check sets it
+            with pytest.raises(LedgerRequestError, match="is full"):
+                await full.append([b"refused"])
+            others = {n: s for n, s in servers.items() if s is not full}
+            successor = await _leader(others)
+            assert successor is not full
+            index = await client.append(b"after")  # the group takes appends again
+            assert (await client.get(index)).body == b"after"
+        finally:
+            await client.close()
             await _close(servers)
 
     _run(test)

@@ -34,6 +34,7 @@ from ledgermq.errors import (
     LedgerRequestError,
 )
 from ledgermq.net import split_address
+from ledgermq.raft import ResponseCode
 from ledgermq.wire.message import SysFlag, create_offset_message_id, encode_records
 
 if TYPE_CHECKING:
@@ -167,6 +168,12 @@ class MessageWriter:
 def _refusal(broker_name: str, exc: LedgerMQError) -> ServiceError:
     if isinstance(exc, LeaderPendingFullError):
         return BusyError(f"[PC_SYNCHRONIZED] broker busy: {exc}")
-    if isinstance(exc, LedgerRequestError):  # too large for the ledger, or its disk is full
+    if isinstance(exc, LedgerRequestError) and exc.code == ResponseCode.DISK_FULL:
+        # RocketMQ's answer to a store that cannot write (SERVICE_NOT_AVAILABLE): nothing was
+        # stored, try again (the master is handing its leadership to a replica with room)
+        return UnavailableError(
+            f"broker {broker_name} cannot store messages now: {exc}; nothing was stored"
+        )
+    if isinstance(exc, LedgerRequestError):  # too large for the ledger
         return NotStoredError(f"the message was refused: {exc}")
     return UnavailableError(f"broker {broker_name} cannot accept messages now: {exc}")
