@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.handlers
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,7 @@ from ledgermq.cli import (
     quickstart,
     store_commands,
 )
-from ledgermq.errors import LedgerMQError
+from ledgermq.errors import ConfigError, LedgerMQError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,6 +49,39 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_to_directory(directory: str, command: str, max_mb: int, backups: int) -> None:
+    """Send INFO and above also to ``directory/<command>.log``, rotated at ``max_mb`` MiB with
+    ``backups`` old files kept: a service's history survives the terminal, and the disk holds
+    at most ``(backups + 1) * max_mb`` MiB of it. The root logger's level drops to INFO for
+    the file; stderr keeps ``--log-level``.
+
+    Raises:
+        ConfigError: the directory cannot be made or written, or a size is not positive.
+    """
+    if max_mb < 1 or backups < 0:
+        raise ConfigError("--log-max-mb must be at least 1 and --log-backups at least 0")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            os.path.join(directory, f"{command}.log"),
+            maxBytes=max_mb << 20,
+            backupCount=backups,
+            encoding="utf-8",
+        )
+    except OSError as exc:
+        raise ConfigError(f"cannot write logs to {directory}: {exc.strerror or exc}") from None
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    root = logging.getLogger()
+    for existing in root.handlers:  # stderr keeps the level it was given
+        existing.setLevel(root.level)
+    root.addHandler(handler)
+    root.setLevel(min(root.level, logging.INFO))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = Parser(
         prog="ledgermq",
@@ -58,6 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
         default="WARNING",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level on stderr (default: WARNING)",
+    )
+    parser.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        help="also log to DIR/<command>.log at INFO and above, rotated by size (like "
+        "RocketMQ's ~/logs/rocketmqlogs; one directory per process)",
+    )
+    parser.add_argument(
+        "--log-max-mb",
+        type=int,
+        default=128,
+        metavar="MB",
+        help="rotate the log file at this size (default 128)",
+    )
+    parser.add_argument(
+        "--log-backups",
+        type=int,
+        default=10,
+        metavar="N",
+        help="rotated files kept (default 10)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     quickstart.register(commands)
@@ -75,10 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level, format=_LOG_FORMAT)
     try:
+        if args.log_dir:
+            log_to_directory(args.log_dir, args.command, args.log_max_mb, args.log_backups)
         code: int = args.handler(args)
     except LedgerMQError as exc:
         print(f"ledgermq: error: {exc}", file=sys.stderr)
