@@ -19,12 +19,14 @@ import fcntl
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import Needs, heartbeat_needs
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.registration import NameServerRegistrar
 from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
 from ledgermq.broker.remoting.clients import ClientProcessor
@@ -107,6 +109,13 @@ _SEND_CODES: Final = frozenset(
 
 Handler = Callable[["Connection", "RemotingCommand"], "Awaitable[RemotingCommand | None]"]
 
+_REQUEST_KINDS: Final[dict[int, str]] = {
+    **dict.fromkeys(_SEND_CODES, "send"),
+    MQRequestCode.PULL_MESSAGE: "pull",
+    MQRequestCode.CONSUMER_SEND_MSG_BACK: "send_back",
+}
+"""Requests whose latency is kept per topic (``ledgermq_broker_request_latency_seconds``)."""
+
 
 class BrokerServer:
     """``await start()``, serve until ``close()``."""
@@ -127,6 +136,11 @@ class BrokerServer:
         )
         self._clock: Clock = clock or SystemClock()
         self.ledger = LedgerServer(ledger_config, network=self._network, clock=self._clock)
+        self.metrics = BrokerMetrics(
+            config.broker_cluster_name, config.broker_name, config.dleger_self_id, self._clock
+        )
+        """The broker's figures on the replica's ``/metrics`` (``broker.metrics``)."""
+        self.metrics.register(self.ledger.metrics.registry)
         self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
         self.acl: AclGate | None = None
         """The remoting port's ACL (``aclEnable``); every request passes it first."""
@@ -421,6 +435,12 @@ class BrokerServer:
                     next_expiry = now + _EXPIRE_EVERY_S
                     changed = self.consumers.expire(self.state.now_ms())
                     self.consumers.notify_changed(changed)
+                self.metrics.refresh(
+                    self.state,
+                    self.ledger.store.committed_index,
+                    {g: len(info.members) for g, info in self.consumers.groups.items()},
+                    self._listener.connection_count if self._listener is not None else 0,
+                )
                 store = self.ledger.store
                 if store.begin_index != begin_index and store.begin_index > 0:
                     begin_index = store.begin_index
@@ -492,9 +512,10 @@ class BrokerServer:
                     )
                 )
             return
-        if command.code in _SEND_CODES and self._start_send(conn, command):
+        started = time.perf_counter()
+        if command.code in _SEND_CODES and self._start_send(conn, command, started):
             return
-        task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command))
+        task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command, started))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -518,7 +539,7 @@ class BrokerServer:
                 conn.send(refusal)
         return False
 
-    def _start_send(self, conn: Connection, command: RemotingCommand) -> bool:
+    def _start_send(self, conn: Connection, command: RemotingCommand, started: float) -> bool:
         """A send to a known topic, without a task: its answer goes out from the commit's
         completion (``SendProcessor.start``). False when it needs the task path (a topic to
         create, a retry topic) or the broker has failed; nothing has been done then."""
@@ -531,15 +552,17 @@ class BrokerServer:
                 response = command.response(response_code(outcome), remark=str(outcome))
             else:
                 response = send_response(command, outcome)
-            self._answer(conn, command, response)
+            self._answer(conn, command, response, started)
 
         try:
             return send.start(command, conn.address, answer)
         except Exception as exc:  # noqa: BLE001 - mapped exactly as _serve maps it
-            self._answer(conn, command, self._error_response(conn, command, exc))
+            self._answer(conn, command, self._error_response(conn, command, exc), started)
             return True
 
-    async def _serve(self, handler: Handler, conn: Connection, command: RemotingCommand) -> None:
+    async def _serve(
+        self, handler: Handler, conn: Connection, command: RemotingCommand, started: float
+    ) -> None:
         failure = self._failed()
         if failure is not None:
             if not command.is_oneway and not conn.closed:
@@ -550,7 +573,7 @@ class BrokerServer:
             response = await handler(conn, command)
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - the client is answered
             response = self._error_response(conn, command, exc)
-        self._answer(conn, command, response)
+        self._answer(conn, command, response, started)
 
     def _error_response(
         self, conn: Connection, command: RemotingCommand, exc: BaseException
@@ -575,10 +598,24 @@ class BrokerServer:
         )
 
     def _answer(
-        self, conn: Connection, command: RemotingCommand, response: RemotingCommand | None
+        self,
+        conn: Connection,
+        command: RemotingCommand,
+        response: RemotingCommand | None,
+        started: float | None = None,
     ) -> None:
         """Send ``response`` unless the request was one-way or the client has gone; after a
-        store failure, only outcomes a majority committed (``_OUTCOMES_KEPT``) still go out."""
+        store failure, only outcomes a majority committed (``_OUTCOMES_KEPT``) still go out.
+        With ``started`` (its arrival), the request is counted in the metrics."""
+        if started is not None:
+            code = command.code
+            kind = _REQUEST_KINDS.get(code, "")
+            topic = ""
+            if kind:
+                fields = command.ext_fields
+                topic = fields.get("b") or fields.get("topic") or ""
+            answered = -1 if response is None else response.code
+            self.metrics.record(code, answered, kind, topic, time.perf_counter() - started)
         if response is None or command.is_oneway or conn.closed:
             return
         failure = self._failed()

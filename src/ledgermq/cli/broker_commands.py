@@ -88,9 +88,15 @@ async def _serve(config: BrokerConfig) -> int:
         else:
             fix = "choose another remoting port with --listen-port (listenPort)"
         raise LedgerMQError(f"{exc}; another process uses it: stop it, or {fix}") from exc
+    metrics = server.ledger.metrics_port
+    shown = (
+        f", metrics http://{config.ledger_config().metrics_host}:{metrics}/metrics"
+        if metrics
+        else ""
+    )
     print(
         f"Broker {config.broker_name} replica {config.dleger_self_id} serving on "
-        f"{server.address} (ledger {ledger_host}:{ledger_port})",
+        f"{server.address} (ledger {ledger_host}:{ledger_port}{shown})",
         flush=True,
     )
     await wait_for_stop(server.wait_closed())

@@ -155,6 +155,10 @@ class MemoryListener:
     def _forget(self, connection: Connection) -> None:
         self._accepted.pop(connection, None)
 
+    @property
+    def connection_count(self) -> int:
+        return len(self._accepted)
+
     def reset_connections_to(self, address: str) -> None:
         for transport, dialled in list(self._accepted.values()):
             if dialled == address:

@@ -23,6 +23,11 @@ class Listener(Protocol):
         """The port really listened on (the one allocated when 0 was asked)."""
         ...
 
+    @property
+    def connection_count(self) -> int:
+        """Accepted connections still open (a metric)."""
+        ...
+
     def close(self) -> None:
         """Stop accepting and close the accepted connections."""
         ...

@@ -157,6 +157,11 @@ class TcpListener:
         self._closing: list[Connection] = []
 
     @property
+    def connection_count(self) -> int:
+        """Accepted connections still open (a metric)."""
+        return len(self._connections)
+
+    @property
     def port(self) -> int:
         assert self._server is not None
         return int(self._server.sockets[0].getsockname()[1])
@@ -226,6 +231,11 @@ class TlsListener:
         """TLS clients without a certificate a ``require`` port refused (a metric)."""
         self.failed_handshakes = 0
         """TLS handshakes that failed (bad or missing client certificate, timeouts)."""
+
+    @property
+    def connection_count(self) -> int:
+        """Accepted connections still open (a metric)."""
+        return len(self._connections)
 
     @property
     def port(self) -> int:

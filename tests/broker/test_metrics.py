@@ -1,0 +1,81 @@
+"""The broker's figures on a replica's /metrics (issue 18 section 2): traffic per topic,
+request counts and latencies, consumer lag per group, dispatch lag, disk, connections."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from typing import TYPE_CHECKING
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ledgermq.wire import MQRequestCode, MQResponseCode
+
+from .harness import Cluster
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """name -> sorted labels -> value, of every sample on ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def _value(samples: dict[str, dict[tuple[tuple[str, str], ...], float]], name: str,
+           **labels: str) -> float:  # fmt: skip
+    matches = [v for k, v in samples.get(name, {}).items() if set(labels.items()) <= set(k)]
+    assert len(matches) == 1, (name, labels, samples.get(name))
+    return matches[0]
+
+
+def test_the_master_shows_its_traffic_lag_and_requests(tmp_path: Path) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path, metrics_port=0)
+        try:
+            await cluster.start()
+            master = await cluster.master()
+            address = master.address
+            for i in range(7):
+                answer = await cluster.send(address, "Metered", f"m{i}".encode(), queue_id=0)
+                assert answer.code == MQResponseCode.SUCCESS, answer.remark
+            pulled = await cluster.pull(address, "Metered", 0, 0, group="meter-group")
+            assert pulled.code == MQResponseCode.SUCCESS
+            fields = {"consumerGroup": "meter-group", "topic": "Metered", "queueId": "0",
+                      "commitOffset": "3"}  # fmt: skip
+            commit = await cluster.request(address, MQRequestCode.UPDATE_CONSUMER_OFFSET, fields)
+            assert commit.code == MQResponseCode.SUCCESS
+            await asyncio.sleep(2.2)  # the housekeeping pass folds the counters once a second
+            port = master.ledger.metrics_port
+            assert port is not None
+            samples = await asyncio.to_thread(_scrape, port)
+        finally:
+            await cluster.close()
+        base = {"broker": "broker-a", "cluster": "DefaultCluster"}
+        assert _value(samples, "ledgermq_broker_messages_in_total", topic="Metered", **base) == 7
+        assert _value(samples, "ledgermq_broker_bytes_in_total", topic="Metered", **base) > 7
+        assert _value(samples, "ledgermq_broker_messages_out_total", topic="Metered") == 7
+        assert _value(samples, "rocketmq_group_diff", group="meter-group", topic="Metered") == 4
+        sends = _value(samples, "ledgermq_broker_requests_total", code="SEND_MESSAGE",
+                       response="0")  # fmt: skip
+        assert sends == 7
+        latency = _value(samples, "ledgermq_broker_request_latency_seconds_count",
+                         request="send", topic="Metered")  # fmt: skip
+        assert latency == 7
+        assert _value(samples, "ledgermq_broker_master") == 1
+        assert _value(samples, "ledgermq_broker_dispatch_lag_entries") == 0
+        assert _value(samples, "ledgermq_broker_connections") >= 1
+        assert _value(samples, "ledgermq_broker_disk_bytes", kind="commitlog") > 0
+        assert "rocketmq_producer_tps" in samples
+        assert "ledgermq_commit_index" in samples  # the ledger's series stay beside them
+
+    asyncio.run(asyncio.wait_for(main(), 80))
