@@ -9,6 +9,7 @@ message or a table; errors are one line on stderr (main.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -593,6 +594,26 @@ def _time_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)  # a naive time is local, as in RocketMQ's tools
 
 
+def _trace_line(event: dict[str, object]) -> str:
+    """One trace event as a line: when, what, who, how long, result."""
+    when = event.get("timestamp_ms", -1)
+    stamp = (
+        datetime.datetime.fromtimestamp(int(when) / 1000, tz=datetime.UTC).isoformat(
+            timespec="milliseconds"
+        )
+        if isinstance(when, int) and when >= 0
+        else "?"
+    )
+    kind, group, cost = event.get("kind"), event.get("group"), event.get("cost_ms")
+    ok = bool(event.get("success"))
+    if kind == "Pub":
+        host = event.get("store_host")
+        return f"{stamp} sent by {group} to {host} in {cost} ms, {'ok' if ok else 'FAILED'}"
+    if kind == "SubBefore":
+        return f"{stamp} delivered to {group} (attempt {int(str(event.get('retry_times'))) + 1})"
+    return f"{stamp} consumed by {group} in {cost} ms, {'ok' if ok else 'RECONSUME_LATER'}"
+
+
 def cmd_message(args: argparse.Namespace) -> int:
     if (args.key is not None or args.begin is not None) and not args.topic:
         raise ConfigError("--key and --from need --topic: messages are looked up per topic")
@@ -610,6 +631,9 @@ def cmd_message(args: argparse.Namespace) -> int:
                 args.topic, args.begin, end, max_messages=args.max
             )
         records = [_message_record(m, args.body) for m in messages]
+        for record in records:
+            events = await admin.message_trace(str(record["msgId"] or record["offsetMsgId"]))
+            record["trace"] = [dataclasses.asdict(e) for e in events]
         if args.json:
             print(json.dumps(records, indent=2))
         elif not records:
@@ -619,7 +643,10 @@ def cmd_message(args: argparse.Namespace) -> int:
         else:
             for record in records:
                 for name, value in record.items():
-                    if name == "properties":
+                    if name == "trace":
+                        for event in value:  # type: ignore[attr-defined]
+                            print(f"  trace {_trace_line(event)}")
+                    elif name == "properties":
                         for key, text in value.items():  # type: ignore[attr-defined]
                             print(f"  property {key} = {text}")
                     else:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ledgermq.client._queue_api import PullStatus, QueueApi
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info, subscribe_queues
+from ledgermq.client.trace import TRACE_TOPIC, TraceEvent, decode_trace
 from ledgermq.errors import LedgerMQError, NetworkError, NoRouteError, TopicNotFoundError
 from ledgermq.wire import (
     MQRequestCode,
@@ -587,6 +588,24 @@ class Admin:
                     break  # past the range (store times grow along a queue)
         found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
         return found[:max_messages]
+
+    async def message_trace(
+        self, msg_id: str, *, trace_topic: str = TRACE_TOPIC, max_messages: int = 64
+    ) -> list[TraceEvent]:
+        """The trace of message ``msg_id`` (its UNIQ_KEY msgId): who sent it and who consumed
+        it, when and how long it took, oldest first; empty when nothing traced it (tracing is
+        off, or the trace topic does not exist)."""
+        try:
+            traces = await self.query_message(trace_topic, msg_id, max_num=max_messages)
+        except TopicNotFoundError:
+            return []
+        events = [
+            event
+            for message in traces
+            for event in decode_trace(message.body.decode("utf-8", "replace"))
+            if event.msg_id == msg_id
+        ]
+        return sorted(events, key=lambda e: (e.timestamp_ms, e.kind != "Pub"))
 
     async def query_message(
         self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int = 1 << 62

@@ -49,10 +49,12 @@ import logging
 import os
 import random
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ledgermq.client import trace
 from ledgermq.client._queue_api import (
     PullResult,
     PullStatus,
@@ -69,6 +71,7 @@ from ledgermq.client._routing import (
     subscribe_queues,
 )
 from ledgermq.client._selector import MessageSelector, Subscription, as_selector
+from ledgermq.client.trace import TRACE_TOPIC, TraceDispatcher
 from ledgermq.errors import ConfigError, LedgerMQError, MQResponseError, TopicNotFoundError
 from ledgermq.wire import MessageProperty, validate_topic
 from ledgermq.wire.route import MASTER_ID
@@ -324,7 +327,7 @@ class PushConsumer:
         rng: randomness of the back-offs.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0915 - one assignment per setting
         self,
         group: str,
         namesrv_addr: str,
@@ -358,6 +361,8 @@ class PushConsumer:
         credentials: Credentials | None = None,
         tls: TlsClientConfig | None = None,
         rng: random.Random | None = None,
+        enable_msg_trace: bool = False,
+        trace_topic: str = TRACE_TOPIC,
     ) -> None:
         if not group:
             raise ConfigError("the consumer group must not be empty")
@@ -393,6 +398,19 @@ class PushConsumer:
         self.suspend_orderly_s = suspend_orderly_s
         self.drop_wait_s = drop_wait_s
         self._rng = rng if rng is not None else random.Random()  # noqa: S311 - back-off jitter
+        self.trace: TraceDispatcher | None = (
+            trace.dispatcher(
+                trace_topic,
+                namesrv_addr,
+                network=network,
+                clock=clock,
+                credentials=credentials,
+                tls=tls,
+            )
+            if enable_msg_trace
+            else None
+        )
+        """The trace records' sender when ``enable_msg_trace`` (SubBefore / SubAfter)."""
         self._client = ClientInstance(
             namesrv_addr,
             credentials=credentials,
@@ -576,6 +594,8 @@ class PushConsumer:
             await self._persist_all()
             self._client.consumers.pop(self.group, None)
             await self._client.unregister(consumer_group=self.group)
+        if self.trace is not None:
+            await self.trace.close()
         await self._client.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
@@ -791,6 +811,42 @@ class PushConsumer:
 
     # ------------------------------------------------------------------ consuming
     async def _call_listener(self, batch: list[MessageExt]) -> ConsumeStatus:
+        if self.trace is None:
+            return await self._listen(batch)
+        request_id = uuid.uuid4().hex
+        started = self._client.wall_ms()
+        for message in batch:
+            self.trace.submit(
+                trace.sub_before(
+                    timestamp_ms=started,
+                    group=self.group,
+                    request_id=request_id,
+                    msg_id=message.msg_id,
+                    retry_times=message.reconsume_times,
+                    keys=message.properties.get(MessageProperty.KEYS, ""),
+                ),
+                message.msg_id,
+            )
+        status = await self._listen(batch)
+        cost = self._client.wall_ms() - started
+        ok = status is ConsumeStatus.CONSUME_SUCCESS
+        for message in batch:
+            self.trace.submit(
+                trace.sub_after(
+                    request_id=request_id,
+                    msg_id=message.msg_id,
+                    cost_ms=cost,
+                    success=ok,
+                    keys=message.properties.get(MessageProperty.KEYS, ""),
+                    context_code=0 if ok else 1,  # RocketMQ's SUCCESS / FAILED
+                    timestamp_ms=started + cost,
+                    group=self.group,
+                ),
+                message.msg_id,
+            )
+        return status
+
+    async def _listen(self, batch: list[MessageExt]) -> ConsumeStatus:
         listener = self._listener
         assert listener is not None
         try:

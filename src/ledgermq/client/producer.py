@@ -28,6 +28,7 @@ Every message gets a ``UNIQ_KEY`` (``UniqueIdGenerator``); single sends use SEND
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -36,6 +37,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.client import trace
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import (
     DEFAULT_TOPIC,
@@ -48,6 +50,7 @@ from ledgermq.client._routing import (
     select_queue,
     sharding_queue,
 )
+from ledgermq.client.trace import TRACE_TOPIC, TraceDispatcher
 from ledgermq.errors import (
     ConfigError,
     ConnectError,
@@ -65,6 +68,7 @@ from ledgermq.wire import (
     MQResponseCode,
     SysFlag,
     UniqueIdGenerator,
+    decode_offset_message_id,
     encode_batch,
     encode_properties,
     validate_message,
@@ -186,6 +190,8 @@ class Producer:
         tls: TlsClientConfig | None = None,
         route_refresh_interval_s: float = 30.0,
         heartbeat_interval_s: float = 30.0,
+        enable_msg_trace: bool = False,
+        trace_topic: str = TRACE_TOPIC,
     ) -> None:
         if not group:
             raise ConfigError("the producer group must not be empty")
@@ -224,6 +230,13 @@ class Producer:
         self._closed = False
         #: Retries made after an attempt whose outcome was unknown (possible duplicates).
         self.unknown_outcomes = 0
+        self.trace: TraceDispatcher | None = None
+        """The trace records' sender when ``enable_msg_trace`` (RocketMQ's enableMsgTrace)."""
+        if enable_msg_trace:
+            self.trace = trace.dispatcher(
+                trace_topic, namesrv_addr, network=network, clock=clock,
+                credentials=credentials, tls=tls,
+            )  # fmt: skip
 
     @property
     def client_id(self) -> str:
@@ -240,6 +253,8 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        if self.trace is not None:
+            await self.trace.close()
         if self._started:
             await self._client.unregister(producer_group=self.group)
         await self._client.close()
@@ -268,10 +283,53 @@ class Producer:
         ``queue`` pins the message to that queue (one attempt, no retry elsewhere).
         """
         request = self._single(topic, body, tags, keys, properties, flag)
-        if queue is not None:
-            info = await self._publish_info(topic)
-            return await self._attempt(info, queue, request)
-        return await self._send_with_retries(topic, request)
+        if self.trace is None:
+            if queue is not None:
+                info = await self._publish_info(topic)
+                return await self._attempt(info, queue, request)
+            return await self._send_with_retries(topic, request)
+        started = self._client.wall_ms()
+        result: SendResult | None = None
+        try:
+            if queue is not None:
+                info = await self._publish_info(topic)
+                result = await self._attempt(info, queue, request)
+            else:
+                result = await self._send_with_retries(topic, request)
+            return result
+        finally:
+            self._trace_pub(topic, request, result, started, tags, keys)
+
+    def _trace_pub(
+        self,
+        topic: str,
+        request: _SendRequest,
+        result: SendResult | None,
+        started_ms: int,
+        tags: str | None,
+        keys: str | Sequence[str] | None,
+    ) -> None:
+        """One ``Pub`` trace record of a send (``result`` None: it failed)."""
+        assert self.trace is not None
+        store_host = ""
+        if result is not None and result.offset_msg_id:
+            with contextlib.suppress(ValueError):
+                ip, port, _ = decode_offset_message_id(result.offset_msg_id)
+                store_host = f"{ip}:{port}"
+        record = trace.pub(
+            timestamp_ms=started_ms,
+            group=self.group,
+            topic=topic,
+            msg_id=request.msg_id,
+            tags=tags or "",
+            keys=_keys_text(keys) or "",
+            store_host=store_host,
+            body_length=len(request.body),
+            cost_ms=self._client.wall_ms() - started_ms,
+            offset_msg_id=result.offset_msg_id if result is not None else "",
+            success=result is not None,
+        )
+        self.trace.submit(record, request.msg_id)
 
     async def send_oneway(
         self,

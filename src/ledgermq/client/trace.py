@@ -1,0 +1,248 @@
+"""Message trace (RocketMQ's ``msgTraceSwitch`` / ``enableMsgTrace``): who sent a message, who
+consumed it, when, how long it took.
+
+A producer or push consumer made with ``enable_msg_trace=True`` records one trace record per
+message sent (``Pub``) and two per message consumed (``SubBefore`` when the listener gets it,
+``SubAfter`` when it returns), in RocketMQ's text format (``TraceDataEncoder``: fields split
+by ``\\x01``, records by ``\\x02``), so RocketMQ's tools and dashboard read them too. Records
+are sent in the background, batched (up to 100 records or 0.2 s), to the trace topic
+``RMQ_SYS_TRACE_TOPIC`` (or ``trace_topic``) by an internal producer, each trace message keyed
+by the message ids it describes: ``Admin.message_trace(msg_id)`` finds them through the key
+index. Tracing never slows or fails a send or a consume: when the trace topic cannot take the
+records they are dropped (counted in ``dropped``) and a warning logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from ledgermq.errors import LedgerMQError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ledgermq.client.producer import Producer
+
+__all__ = [
+    "TRACE_TOPIC",
+    "TraceDispatcher",
+    "TraceEvent",
+    "decode_trace",
+    "dispatcher",
+    "pub",
+    "sub_after",
+    "sub_before",
+]
+
+logger = logging.getLogger("ledgermq.client")
+
+TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
+"""RocketMQ's default trace topic (``TopicValidator.RMQ_SYS_TRACE_TOPIC``)."""
+REGION: Final = "DefaultRegion"
+CONTENT: Final = "\x01"
+FIELD: Final = "\x02"
+_BATCH_RECORDS: Final = 100
+_BATCH_WAIT_S: Final = 0.2
+_QUEUE_LIMIT: Final = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One decoded trace record; fields a kind does not carry are empty or -1."""
+
+    kind: str
+    """``Pub``, ``SubBefore`` or ``SubAfter``."""
+    msg_id: str
+    timestamp_ms: int = -1
+    group: str = ""
+    topic: str = ""
+    tags: str = ""
+    keys: str = ""
+    store_host: str = ""
+    body_length: int = -1
+    cost_ms: int = -1
+    offset_msg_id: str = ""
+    success: bool | None = None
+    request_id: str = ""
+    retry_times: int = -1
+
+
+def pub(
+    *,
+    timestamp_ms: int,
+    group: str,
+    topic: str,
+    msg_id: str,
+    tags: str,
+    keys: str,
+    store_host: str,
+    body_length: int,
+    cost_ms: int,
+    offset_msg_id: str,
+    success: bool,
+) -> str:
+    """A ``Pub`` record (a normal message: msgType 0)."""
+    fields = ("Pub", timestamp_ms, REGION, group, topic, msg_id, tags, keys, store_host,
+              body_length, cost_ms, 0, offset_msg_id, "true" if success else "false")  # fmt: skip
+    return CONTENT.join(map(str, fields)) + FIELD
+
+
+def sub_before(
+    *, timestamp_ms: int, group: str, request_id: str, msg_id: str, retry_times: int, keys: str
+) -> str:
+    fields = ("SubBefore", timestamp_ms, REGION, group, request_id, msg_id, retry_times, keys)
+    return CONTENT.join(map(str, fields)) + FIELD
+
+
+def sub_after(
+    *,
+    request_id: str,
+    msg_id: str,
+    cost_ms: int,
+    success: bool,
+    keys: str,
+    context_code: int,
+    timestamp_ms: int,
+    group: str,
+) -> str:
+    fields = ("SubAfter", request_id, msg_id, cost_ms, "true" if success else "false", keys,
+              context_code, timestamp_ms, group)  # fmt: skip
+    return CONTENT.join(map(str, fields)) + FIELD
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
+def decode_trace(body: str) -> list[TraceEvent]:
+    """The records of a trace message's body; records of unknown kinds are skipped."""
+    events = []
+    for record in body.split(FIELD):
+        f = record.split(CONTENT)
+        kind = f[0]
+        if kind == "Pub" and len(f) >= 14:
+            events.append(
+                TraceEvent(
+                    kind,
+                    f[5],
+                    _int(f[1]),
+                    f[3],
+                    f[4],
+                    f[6],
+                    f[7],
+                    f[8],
+                    _int(f[9]),
+                    _int(f[10]),
+                    f[12],
+                    f[13] == "true",
+                )
+            )
+        elif kind == "SubBefore" and len(f) >= 8:
+            events.append(
+                TraceEvent(
+                    kind, f[5], _int(f[1]), f[3], keys=f[7], request_id=f[4], retry_times=_int(f[6])
+                )
+            )
+        elif kind == "SubAfter" and len(f) >= 6:
+            events.append(
+                TraceEvent(
+                    kind,
+                    f[2],
+                    _int(f[7]) if len(f) > 7 else -1,
+                    f[8] if len(f) > 8 else "",
+                    keys=f[5],
+                    cost_ms=_int(f[3]),
+                    success=f[4] == "true",
+                    request_id=f[1],
+                )
+            )
+    return events
+
+
+def dispatcher(trace_topic: str, namesrv_addr: str, **client_options: Any) -> TraceDispatcher:
+    """A dispatcher whose internal producer (group ``_INNER_TRACE_PRODUCER-<topic>``, as
+    RocketMQ names it) reaches the cluster as its client does (``client_options``: network,
+    clock, credentials, tls)."""
+
+    def make() -> Producer:
+        from ledgermq.client.producer import Producer  # noqa: PLC0415 - it imports this module
+
+        return Producer(f"_INNER_TRACE_PRODUCER-{trace_topic}", namesrv_addr, **client_options)
+
+    return TraceDispatcher(trace_topic, make)
+
+
+class TraceDispatcher:
+    """Batches trace records and sends them to the trace topic in the background.
+
+    ``make_producer`` builds the internal producer (without tracing), started on first use.
+    """
+
+    def __init__(self, trace_topic: str, make_producer: Callable[[], Producer]) -> None:
+        self.trace_topic = trace_topic
+        self._make_producer = make_producer
+        self._producer: Producer | None = None
+        self._pending: list[tuple[str, str]] = []
+        """(record, msg id) not sent yet."""
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.sent = 0
+        self.dropped = 0
+
+    def submit(self, record: str, msg_id: str) -> None:
+        """Queue a record (never blocks; past the queue limit it is dropped and counted)."""
+        if len(self._pending) >= _QUEUE_LIMIT:
+            self.dropped += 1
+            return
+        self._pending.append((record, msg_id))
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"trace to {self.trace_topic}"
+            )
+        if len(self._pending) >= _BATCH_RECORDS:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), _BATCH_WAIT_S)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send what is queued now (one trace message per up to 100 records)."""
+        while self._pending:
+            batch, self._pending = self._pending[:_BATCH_RECORDS], self._pending[_BATCH_RECORDS:]
+            body = "".join(record for record, _ in batch).encode()
+            keys = sorted({msg_id for _, msg_id in batch if msg_id})
+            try:
+                if self._producer is None:
+                    self._producer = self._make_producer()
+                    await self._producer.start()
+                await self._producer.send(self.trace_topic, body, keys=keys)
+                self.sent += len(batch)
+            except LedgerMQError as exc:
+                self.dropped += len(batch)
+                logger.warning(
+                    "%d trace records for %s dropped: %s", len(batch), self.trace_topic, exc
+                )
+
+    async def close(self) -> None:
+        """Send what is left, then stop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(LedgerMQError):
+            await self.flush()
+        if self._producer is not None:
+            await self._producer.shutdown()
+            self._producer = None
