@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,7 +224,8 @@ def test_alions_sends_and_its_push_consumer_receives_every_message_in_queue_orde
     offset; a push consumer of a new group (ali-ons's default CONSUME_FROM_LAST_OFFSET: the
     broker answers QUERY_CONSUMER_OFFSET on young queues with 0) receives each once, with the
     same id and offset, each queue dense from 0 and in send order. A second producer run while
-    the consumer is parked in long polling is delivered as well."""
+    the consumer is parked in long polling is delivered as well; the offsets it commits on
+    close hold: the group started again receives nothing."""
     cluster, client = plain
     _create_topics(cluster.namesrv_addr, "AliOnsTopic")
     first = client.sent("AliOnsTopic", 16, prefix="early")
@@ -239,6 +241,23 @@ def test_alions_sends_and_its_push_consumer_receives_every_message_in_queue_orde
     assert all(e["keys"] == e["body"] for e in received)
     assert not consumer.of("response_error"), consumer.report()
     assert _stored(cluster.namesrv_addr, "AliOnsTopic") == 24
+
+    # close() committed the group's offsets (UPDATE_CONSUMER_OFFSET, oneway): the broker shows
+    # no lag, and the group started again has nothing left to receive.
+    def lags() -> list[int]:
+        async def ask() -> list[int]:
+            async with Admin(cluster.namesrv_addr) as admin:
+                progress = await admin.consumer_progress("alions-cg", "AliOnsTopic")
+            return [p.lag for p in sorted(progress, key=lambda p: p.queue_id)]
+
+        return asyncio.run(ask())
+
+    deadline = time.monotonic() + 5
+    while lags() != [0, 0, 0, 0] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lags() == [0, 0, 0, 0]
+    again = client.push("AliOnsTopic", "alions-cg", 1, timeout_s=3)
+    assert not [e for e in again.finish() if e["event"] == "received"], again.report()
 
 
 def test_alions_with_acl_keys(secure: tuple[BrokerCluster, AliOns], tmp_path: Path) -> None:

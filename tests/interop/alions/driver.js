@@ -38,6 +38,7 @@ const { Producer, Consumer, Message } = require('ali-ons');
 const MQClientAPI = require('ali-ons/lib/mq_client_api');
 
 const CLOSE_MS = 5000;
+const SETTLE_MS = 200;
 
 function emit(event, fields) {
   process.stdout.write(JSON.stringify(Object.assign({ event }, fields)) + '\n');
@@ -176,6 +177,9 @@ async function consume(command) {
   });
   try {
     await withTimeout(done, Number(command.timeout_s || 20) * 1000);
+    // The client records a message's offset after the listener returns: give it that moment,
+    // or close() commits the offsets without the last one.
+    await new Promise(resolve => setTimeout(resolve, SETTLE_MS));
   } finally {
     await close(consumer);
   }
