@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ledgermq.client import Admin, Credentials
-from tests.interop.test_rocketmq_client import Client, ClientRun, check_received, received_all
+from tests.interop.test_rocketmq_client import (
+    FAST_RETRIES,
+    Client,
+    ClientRun,
+    check_received,
+    received_all,
+)
 from tests.security.test_broker_acl import ADMIN, _secure_cluster
 
 if TYPE_CHECKING:
@@ -191,7 +197,7 @@ def _stored(namesrv: str, topic: str, credentials: Credentials | None = None) ->
 def plain(
     broker_clusters: MakeCluster, tmp_path: Path, alions_node_path: Path
 ) -> Iterator[tuple[BrokerCluster, AliOns]]:
-    cluster = broker_clusters(replicas=3)
+    cluster = broker_clusters(replicas=3, extra_settings=FAST_RETRIES)
     cluster.wait_routable("TBW102")
     client = AliOns(tmp_path / "clients", cluster.namesrv_addr, alions_node_path)
     try:
@@ -258,6 +264,36 @@ def test_alions_sends_and_its_push_consumer_receives_every_message_in_queue_orde
     assert lags() == [0, 0, 0, 0]
     again = client.push("AliOnsTopic", "alions-cg", 1, timeout_s=3)
     assert not [e for e in again.finish() if e["event"] == "received"], again.report()
+
+
+def test_alions_action_retry_comes_back_through_the_retry_topic(
+    plain: tuple[BrokerCluster, AliOns],
+) -> None:
+    """A listener answering ``Consumer.ACTION_RETRY`` makes ali-ons send the message back
+    (CONSUMER_SEND_MSG_BACK with delay level 0: the broker picks the level, 1 s here); the
+    broker stores it in ``%RETRY%<group>``, which the client subscribes by itself, and the
+    listener gets it again on its own topic: ``reconsume_times`` 1, ``originMessageId`` the
+    first delivery's id."""
+    cluster, client = plain
+    _create_topics(cluster.namesrv_addr, "RetryTopic")
+    sent = {e["body"]: e for e in client.sent("RetryTopic", 4, prefix="r")}
+    run = client.push("RetryTopic", "retrying", 4, timeout_s=30, fail_once=["r-1", "r-2"])
+    events = run.finish()
+    rejected = [e for e in events if e["event"] == "rejected"]
+    received = {e["body"]: e for e in events if e["event"] == "received"}
+    assert sorted(e["body"] for e in rejected) == ["r-1", "r-2"], run.report()
+    assert sorted(received) == sorted(sent), run.report()
+    for body in ("r-1", "r-2"):
+        again = received[body]
+        assert (again["topic"], again["reconsume_times"]) == ("RetryTopic", 1), again
+        assert again["origin_msg_id"] == sent[body]["msg_id"], again
+    for body in ("r-0", "r-3"):
+        assert received[body]["reconsume_times"] == 0, received[body]
+        assert received[body]["msg_id"] == sent[body]["msg_id"], received[body]
+    assert not run.of("response_error"), run.report()
+    route = cluster.route("%RETRY%retrying")
+    assert route is not None
+    assert [q["writeQueueNums"] for q in route["queueDatas"]] == [1]
 
 
 def test_alions_with_acl_keys(secure: tuple[BrokerCluster, AliOns], tmp_path: Path) -> None:

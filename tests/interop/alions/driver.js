@@ -19,10 +19,12 @@
  * {"event": "send_failed", "body", "error"} for a send the client gave up on.
  *
  * consume: namesrv, topic, group, count, timeout_s, optional expression (tags), consume_from
- * (ali-ons's consumeFromWhere; its default is CONSUME_FROM_LAST_OFFSET). Prints one line per
- * message its push consumer hands the listener: {"event": "received", "topic", "queue_id",
- * "queue_offset", "body", "msg_id", "reconsume_times", "tags", "keys"} until count lines or
- * timeout_s.
+ * (ali-ons's consumeFromWhere; its default is CONSUME_FROM_LAST_OFFSET), fail_once (bodies
+ * whose first delivery the listener answers Consumer.ACTION_RETRY: the client sends them back
+ * for a later retry). Prints one line per message its push consumer hands the listener:
+ * {"event": "received", "topic", "queue_id", "queue_offset", "body", "msg_id", "origin_msg_id",
+ * "reconsume_times", "tags", "keys"} ("rejected" for a first delivery failed on purpose) until
+ * count lines or timeout_s.
  *
  * Both print {"event": "response_error", "request_code", "code", "remark"} for every error
  * answer of a NameServer or broker the client reads, and {"event": "client_error", "error"} for
@@ -159,18 +161,27 @@ async function consume(command) {
   let received = 0;
   let enough;
   const done = new Promise(resolve => { enough = resolve; });
+  const failOnce = new Set(command.fail_once || []);
+  const failed = new Set();
   consumer.subscribe(command.topic, command.expression || '*', async msg => {
-    received++;
-    emit('received', {
+    const fields = {
       topic: msg.topic,
       queue_id: msg.queueId,
       queue_offset: msg.queueOffset,
       body: text(msg.body),
       msg_id: msg.msgId,
+      origin_msg_id: msg.originMessageId || null,
       reconsume_times: msg.reconsumeTimes,
       tags: text(msg.tags),
       keys: text(msg.keys),
-    });
+    };
+    if (failOnce.has(fields.body) && !failed.has(fields.body)) {
+      failed.add(fields.body);
+      emit('rejected', fields);
+      return Consumer.ACTION_RETRY;
+    }
+    received++;
+    emit('received', fields);
     if (received >= count) {
       enough();
     }
