@@ -55,7 +55,16 @@ FAST_RETRIES = {"messageDelayLevel": "1s 1s 1s 1s 1s 1s 1s 1s"}
 class ClientRun:
     """One run of the driver in a child process, its stdout parsed line by line as it comes."""
 
-    def __init__(self, home: Path, command: dict[str, Any], timeout_s: float) -> None:
+    def __init__(
+        self,
+        home: Path,
+        command: dict[str, Any],
+        timeout_s: float,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``argv`` runs another client's driver (default: this module's, under Python), with
+        ``env`` added to the environment."""
         self.command = command
         self.home = home
         self.timeout_s = timeout_s
@@ -64,11 +73,11 @@ class ClientRun:
         self.stderr = b""
         self._changed = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), json.dumps(command)],
+            [*(argv or [sys.executable, str(DRIVER)]), json.dumps(command)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={**os.environ, "HOME": str(home)},
+            env={**os.environ, **(env or {}), "HOME": str(home)},
             cwd=home,
             start_new_session=True,
         )
@@ -165,11 +174,13 @@ class Client:
     def start(self, action: str, limit_s: float = 30.0, **command: Any) -> ClientRun:
         """A driver run of ``command``, killed after ``limit_s``."""
         home = self.tmp / f"client{len(self.runs)}-{action}-{command.get('mode')}"
-        run = ClientRun(
-            home, {"action": action, "namesrv": self.namesrv, **command}, timeout_s=limit_s
-        )
+        run = self.run(home, {"action": action, "namesrv": self.namesrv, **command}, limit_s)
         self.runs.append(run)
         return run
+
+    def run(self, home: Path, command: dict[str, Any], limit_s: float) -> ClientRun:
+        """The child process of one run (another client's driver in a subclass)."""
+        return ClientRun(home, command, timeout_s=limit_s)
 
     def produce(self, topic: str, mode: str, count: int, **options: Any) -> list[Event]:
         run = self.start("produce", topic=topic, mode=mode, count=count, group="pg", **options)
