@@ -167,6 +167,15 @@ def test_every_page_and_action_against_a_real_cluster(
             shoot(page, tmp_path, "topic")
             page.goto(url + "topics")
             expect(page.locator('tr[data-topic="ConsoleTopic"]')).to_contain_text("broker-a: 4 / 4")
+            # update: more queues; the message stays where it is
+            page.click('a:text-is("ConsoleTopic")')
+            page.fill('form.inline input[name="queues"]', "6")
+            page.click('button:text-is("Update")')
+            expect(page.locator(".banner.notice")).to_contain_text(
+                "topic ConsoleTopic updated to 6 queues on broker-a"
+            )
+            expect(page.locator("#topic-queues")).to_have_text("6")
+            expect(page.locator("#topic-messages")).to_have_text("1")
 
             # ---- Messages: by key, then the message itself with its JSON body
             page.goto(url + "messages?by=key&topic=ConsoleTopic&key=console-key")
@@ -214,7 +223,7 @@ def test_every_page_and_action_against_a_real_cluster(
             expect(page.locator("#group-clients")).to_have_text("1", timeout=30_000)
             expect(page.locator("table.members tbody tr")).to_have_count(1)
             expect(page.locator('table.progress tr[data-queue^="ConsoleTopic/"]')).to_have_count(
-                4, timeout=30_000
+                6, timeout=30_000
             )
             expect(page.locator("#group-lag")).to_have_text("0")
             shoot(page, tmp_path, "group", docs=True)

@@ -172,10 +172,10 @@ class _Console:
             return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
         except _CLUSTER_ERRORS as exc:
             return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
-        where = ", ".join(groups)
+        done = "updated to" if fields.get("update") else "created with"
         return self.back(
             f"/topics/{quote(name, safe='')}",
-            notice=f"topic {name} created with {queues} queues on {where}",
+            notice=f"topic {name} {done} {queues} queues on {', '.join(groups)}",
         )
 
     async def delete_topic(self, request: Request) -> Response:
