@@ -6,16 +6,12 @@ from __future__ import annotations
 import fnmatch
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from ledgermq.cli import console_commands, quickstart
 from ledgermq.cli.main import main
 from tests.test_cli import _free_port_offset
-
-if TYPE_CHECKING:
-    from pathlib import Path as PathType
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "src" / "ledgermq" / "console"
@@ -47,7 +43,7 @@ def test_the_console_command_without_its_extra_names_it(
 
 @pytest.mark.timeout(60)
 def test_the_quickstart_without_the_extra_runs_without_the_console(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: PathType
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.setattr(quickstart, "console_available", lambda: False)
     offset = _free_port_offset()
