@@ -188,6 +188,10 @@ def test_every_page_and_action_against_a_real_cluster(
             shoot(page, tmp_path, "message")
             page.goto(url + "messages?by=time&topic=ConsoleTopic")
             expect(page.locator("table.found tbody tr")).to_have_count(1)
+            response = page.goto(url + "messages?by=key&topic=NoSuchTopic&key=k")
+            assert response is not None
+            assert response.status == 404
+            expect(page.locator("h1")).to_have_text("Not found")
 
             # ---- Consumer groups: create with settings, update them, see a member and its lag
             page.goto(url + "groups")

@@ -61,6 +61,15 @@ def test_an_unreachable_cluster_is_a_clear_page_not_a_traceback() -> None:
         status, fragment, _ = await asyncio.to_thread(fetch, server.url + "live/cluster")
         assert status == 502
         assert fragment.startswith('<div class="banner failure" role="alert">')
+        status, page, _ = await asyncio.to_thread(fetch, server.url + "messages/nonsense")
+        assert status == 400
+        assert "That request cannot be answered" in page
+        assert "an offset message id is 32 or 40 hex digits" in page
+        status, page, _ = await asyncio.to_thread(
+            fetch, server.url + "messages?by=time&topic=T&from=yesterday"
+        )
+        assert status == 400
+        assert "is not a time" in page
         status, page, _ = await asyncio.to_thread(fetch, server.url + "messages")
         assert status == 200  # the search form needs no cluster
         assert "By topic and time" in page

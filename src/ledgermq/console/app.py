@@ -35,7 +35,14 @@ from starlette.templating import Jinja2Templates
 from ledgermq.clock import SystemClock
 from ledgermq.console import messages as message_views
 from ledgermq.console import views
-from ledgermq.errors import ConfigError, LedgerMQError, NetworkError, TopicNotFoundError
+from ledgermq.errors import (
+    ConfigError,
+    LedgerMQError,
+    MessageFormatError,
+    NetworkError,
+    TopicNotFoundError,
+)
+from ledgermq.wire import decode_offset_message_id
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -280,22 +287,23 @@ class _Console:
     async def message(self, request: Request) -> Response:
         msg_id = request.path_params["msg_id"]
         try:
-            found = await self.link.admin.view_message(msg_id)
-        except ValueError as exc:  # not an offset message id at all
-            raise ConfigError(f"{msg_id!r} is not an offset message id: {exc}") from None
+            decode_offset_message_id(msg_id)
+        except (MessageFormatError, ValueError) as exc:  # not an offset message id at all
+            raise ConfigError(f"{exc}; an offset message id is 32 or 40 hex digits") from None
+        found = await self.link.admin.view_message(msg_id)
         return self.render(request, "message.html", m=message_views.message_view(found))
 
     # --------------------------------------------------------------------- errors
     async def cluster_error(self, request: Request, exc: Exception) -> Response:
         """The cluster could not be reached, or refused: the page says so, with the address."""
         live = request.url.path.startswith("/live/")
-        user_error = isinstance(exc, ConfigError)
-        status = 400 if user_error else 502
+        user_error = isinstance(exc, ConfigError | TopicNotFoundError)
+        status = 400 if isinstance(exc, ConfigError) else 404 if user_error else 502
         return self.render(
             request,
             "_error.html" if live else "error.html",
             status,
-            title="That request cannot be answered" if user_error else _unreachable_title(exc),
+            title=_title(exc),
             detail=str(exc) or type(exc).__name__,
             user_error=user_error,
         )
@@ -316,7 +324,9 @@ class _Console:
         )
 
 
-def _unreachable_title(exc: Exception) -> str:
+def _title(exc: Exception) -> str:
+    if isinstance(exc, ConfigError):
+        return "That request cannot be answered"
     if isinstance(exc, TopicNotFoundError):
         return "Not found"
     if isinstance(exc, NetworkError | OSError | TimeoutError):
