@@ -103,3 +103,4 @@ def test_replica_lags() -> None:
     assert ReplicaRow(1, "a", error="down").commit_lag is None
     assert ReplicaRow(0, "a").is_master
     assert ReplicaRow(2, "a", role="SYNC_MASTER").is_master
+    assert not ReplicaRow(0, "a", role="SLAVE").is_master  # the NameServer lags a transfer

@@ -104,7 +104,11 @@ class ReplicaRow:
 
     @property
     def is_master(self) -> bool:
-        return self.broker_id == 0 or self.role.upper().endswith("MASTER")
+        """What the replica says of itself; the NameServer's id 0 only when it did not answer
+        (just after a leadership change the NameServer may still list the old master as 0)."""
+        if self.error is None and self.role != "?":
+            return self.role.upper().endswith("MASTER")
+        return self.broker_id == 0
 
 
 @dataclass(frozen=True)
