@@ -230,6 +230,10 @@ def test_every_page_and_action_against_a_real_cluster(
                 6, timeout=30_000
             )
             expect(page.locator("#group-lag")).to_have_text("0")
+            retry = page.locator('table.side-topics tr[data-topic="%RETRY%ConsoleGroup"]')
+            expect(retry).to_contain_text("retry")
+            dlq = page.locator('table.side-topics tr[data-topic="%DLQ%ConsoleGroup"]')
+            expect(dlq).to_contain_text("not made yet")
             shoot(page, tmp_path, "group", docs=True)
             page.goto(url + "groups")
             row = page.locator('tr[data-group="ConsoleGroup"]')

@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.errors import LedgerMQError
+from ledgermq.errors import LedgerMQError, TopicNotFoundError
 
 if TYPE_CHECKING:
     from ledgermq.client import Admin, ConsumerConnection, ConsumerProgress, QueueStats
@@ -22,6 +22,7 @@ __all__ = [
     "GroupDetail",
     "GroupRow",
     "ReplicaRow",
+    "SideTopic",
     "TopicDetail",
     "TopicRow",
     "cluster_view",
@@ -280,13 +281,36 @@ async def group_rows(admin: Admin, *, include_system: bool = False) -> list[Grou
 
 
 @dataclass(frozen=True)
+class SideTopic:
+    """A group's retry (``%RETRY%group``) or dead-letter (``%DLQ%group``) topic, which brokers
+    make on first need; ``stats`` is None while it does not exist."""
+
+    name: str
+    kind: str
+    stats: list[QueueStats] | None
+
+    @property
+    def messages(self) -> int:
+        return sum(max(s.max_offset - s.min_offset, 0) for s in self.stats or [])
+
+
+async def _side_topic(admin: Admin, name: str, kind: str) -> SideTopic:
+    try:
+        return SideTopic(name, kind, await admin.topic_stats(name))
+    except TopicNotFoundError:
+        return SideTopic(name, kind, None)
+
+
+@dataclass(frozen=True)
 class GroupDetail:
-    """A group's settings, its online clients and its progress on every queue."""
+    """A group's settings, its online clients, its progress on every queue, and its retry and
+    dead-letter topics."""
 
     name: str
     settings: dict[str, dict[str, Any]]
     connections: list[ConsumerConnection]
     progress: list[ConsumerProgress]
+    side_topics: list[SideTopic]
 
     @property
     def lag(self) -> int:
@@ -298,7 +322,11 @@ class GroupDetail:
 
 
 async def group_detail(admin: Admin, group: str) -> GroupDetail:
-    groups, connections, progress = await asyncio.gather(
-        admin.consumer_groups(), admin.consumer_connections(group), admin.consumer_progress(group)
+    groups, connections, progress, retry, dlq = await asyncio.gather(
+        admin.consumer_groups(),
+        admin.consumer_connections(group),
+        admin.consumer_progress(group),
+        _side_topic(admin, f"%RETRY%{group}", "retry"),
+        _side_topic(admin, f"%DLQ%{group}", "dead-letter"),
     )
-    return GroupDetail(group, groups.get(group, {}), connections, progress)
+    return GroupDetail(group, groups.get(group, {}), connections, progress, [retry, dlq])
