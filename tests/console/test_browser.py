@@ -144,6 +144,8 @@ def test_every_page_and_action_against_a_real_cluster(
             expect(group.locator("tr.master")).to_have_count(1)
             expect(group.locator("tr.master")).to_have_attribute("data-replica", master)
             expect(group.locator("h2 .leader")).to_have_text(master)
+            # rates need two samples: the live refresh brings the second
+            expect(group.locator("tr.master td.put-tps")).to_have_text(re.compile(r"^\d+$"))
             shoot(page, tmp_path, "cluster", docs=True)
 
             # ---- Topics: create one with 4 queues, send a JSON test message with a key

@@ -35,6 +35,7 @@ from starlette.templating import Jinja2Templates
 from ledgermq.clock import SystemClock
 from ledgermq.console import messages as message_views
 from ledgermq.console import views
+from ledgermq.console.rates import Rates
 from ledgermq.errors import (
     ConfigError,
     LedgerMQError,
@@ -94,6 +95,7 @@ class _Console:
     def __init__(self, link: ClusterLink, clock: Clock) -> None:
         self.link = link
         self.clock = clock
+        self.rates = Rates(clock)
         self.templates = Jinja2Templates(env=_environment())
         self.token = secrets.token_urlsafe(24)
 
@@ -135,12 +137,17 @@ class _Console:
 
     # --------------------------------------------------------------------- cluster
     async def cluster(self, request: Request) -> Response:
+        template = "_cluster.html" if request.url.path.startswith("/live/") else "cluster.html"
         groups = await views.cluster_view(self.link.admin)
-        return self.render(request, "cluster.html", groups=groups)
-
-    async def live_cluster(self, request: Request) -> Response:
-        groups = await views.cluster_view(self.link.admin)
-        return self.render(request, "_cluster.html", groups=groups)
+        rates: dict[str, tuple[float | None, float | None]] = {
+            r.address: (
+                self.rates.rate(f"{r.address} put", r.put_messages),
+                self.rates.rate(f"{r.address} get", r.get_messages),
+            )
+            for g in groups
+            for r in g.replicas
+        }
+        return self.render(request, template, groups=groups, rates=rates)
 
     async def transfer(self, request: Request) -> Response:
         fields = await self.form(request)
@@ -360,7 +367,7 @@ def create_app(
     c = console
     routes = [
         Route("/", c.cluster),
-        Route("/live/cluster", c.live_cluster),
+        Route("/live/cluster", c.cluster),
         Route("/cluster/transfer", c.transfer, methods=["POST"]),
         Route("/topics", c.topics),
         Route("/live/topics", c.topics),
