@@ -143,3 +143,25 @@ def test_listen_addresses() -> None:
         parse_listen("localhost:http")
     with pytest.raises(LedgerMQError, match=r"0\.\.65535"):
         parse_listen("localhost:70000")
+
+
+@pytest.mark.timeout(60)
+def test_an_unexpected_error_is_a_short_page_and_a_log_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ledgermq.console import views
+
+    async def broken(admin: object) -> None:
+        raise RuntimeError("a bug in the console")
+
+    monkeypatch.setattr(views, "cluster_view", broken)
+
+    async def check(server: ConsoleServer) -> None:
+        status, page, _ = await asyncio.to_thread(fetch, server.url)
+        assert status == 500
+        assert "Something went wrong" in page
+        assert "a bug in the console" not in page
+        assert "Traceback" not in page
+
+    with_console(check)
+    assert "console: GET / failed" in caplog.text
