@@ -85,6 +85,10 @@ def test_actions_need_the_form_token_of_this_console() -> None:
         )
         assert status == 403
         assert "not from this console" in page
+        status, page, _ = await asyncio.to_thread(
+            fetch, server.url + "topics/create", data="topic=T&token=é".encode()
+        )
+        assert status == 403
         status, page, _ = await asyncio.to_thread(fetch, server.url + "groups/g/delete", data=b"")
         assert status == 403  # no token at all
         assert "Traceback" not in page

@@ -125,7 +125,8 @@ class _Console:
             if len(body) > _MAX_FORM_BYTES:
                 raise HTTPException(413, f"a form may have at most {_MAX_FORM_BYTES} bytes")
         fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        if not secrets.compare_digest(fields.get("token", ""), self.token):
+        # bytes: compare_digest refuses str that is not ASCII, and a form may post anything
+        if not secrets.compare_digest(fields.get("token", "").encode(), self.token.encode()):
             raise HTTPException(403, "this form is stale or not from this console: reload it")
         return fields
 
