@@ -4,6 +4,7 @@ install in one line (the quickstart runs without the console)."""
 from __future__ import annotations
 
 import fnmatch
+import socket
 import tomllib
 from pathlib import Path
 
@@ -52,3 +53,18 @@ def test_the_quickstart_without_the_extra_runs_without_the_console(
     out = capsys.readouterr().out
     assert "Console         not started: the console needs the `console` extra" in out
     assert "self-check: 100 messages sent" in out
+
+
+def test_the_console_command_on_a_taken_port_says_how_to_move_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("uvicorn", reason="the console extra is not installed")
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        assert main(["console", "-n", "127.0.0.1:1", "--listen", f"127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ledgermq: error: the console cannot listen on 127.0.0.1:{port}: ")
+    assert err.endswith("; choose another address with --listen HOST:PORT\n")
+    assert len(err.splitlines()) == 1

@@ -14,7 +14,7 @@ from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.serving import wait_for_stop
 from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.console import MISSING_EXTRA, console_available
-from ledgermq.errors import ConfigError
+from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.net import run
 
 if TYPE_CHECKING:
@@ -61,7 +61,11 @@ async def _serve(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.listen)
     link = ClusterLink(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
     server = ConsoleServer(link, host, port)
-    await server.start()
+    try:
+        await server.start()
+    except NetworkError as exc:
+        await link.close()
+        raise LedgerMQError(f"{exc}; choose another address with --listen HOST:PORT") from exc
     try:
         print(f"LedgerMQ console: {server.url} (NameServer {args.namesrv_addr})", flush=True)
         print("Serving until Ctrl-C.", flush=True)
