@@ -256,6 +256,22 @@ def test_every_page_and_action_against_a_real_cluster(
             page.once("dialog", lambda dialog: dialog.dismiss())
             page.click(f'tr[data-replica="{master}"] button')
             assert off_loop(cluster.master, "broker-a") == target
+
+            # ---- deletes, each after its confirmation
+            ask(ns, lambda admin: admin.create_topic("DoomedTopic", 1, wait_s=10))
+            ask(ns, lambda admin: admin.update_group("DoomedGroup", retryMaxTimes=1))
+            page.goto(url + "topics/DoomedTopic")
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.click('button:text-is("Delete topic")')
+            expect(page.locator(".banner.notice")).to_have_text("topic DoomedTopic deleted")
+            assert "DoomedTopic" not in ask(ns, lambda admin: admin.topic_list())
+            page.goto(url + "groups/DoomedGroup")
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.click('button:text-is("Delete group")')
+            expect(page.locator(".banner.notice")).to_have_text(
+                "group DoomedGroup deleted on broker-a"
+            )
+            assert "DoomedGroup" not in ask(ns, lambda admin: admin.consumer_groups())
     finally:
         if consumer is not None:
             consumer.shutdown()
