@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledgermq.cli.main import main
+from ledgermq.console import console_available
 from ledgermq.store import LedgerStore
 
 
@@ -20,7 +21,7 @@ def _free_port_offset() -> int:
     rng = random.Random()
     for _ in range(50):
         offset = rng.randrange(1000, 20000)
-        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913]
+        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913, 8080]
         try:
             for port in ports:
                 with socket.socket() as s:
@@ -42,6 +43,10 @@ def test_quickstart_runs_a_cluster_and_checks_itself(
     assert f"NameServer      127.0.0.1:{9876 + offset}" in out
     assert out.count("(master;") == 1
     assert "self-check: 100 messages sent" in out
+    if console_available():
+        assert f"Console         http://127.0.0.1:{8080 + offset}/" in out
+    else:
+        assert "Console         not started: the console needs the `console` extra" in out
     # running it again reuses the data (and the same topic keeps its messages)
     assert main(args) == 0
     assert "self-check" in capsys.readouterr().out

@@ -19,7 +19,7 @@ DOCS = sorted((ROOT / "docs").rglob("*.md"))
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _CODE_PATH = re.compile(r"`((?:src|tests|docs|examples|benchmarks|scripts|conf)/[^`\s]*)`")
-QUICKSTART_PORTS = {9876, 30911, 30921, 30931, 40911, 40912, 40913}
+QUICKSTART_PORTS = {9876, 30911, 30921, 30931, 40911, 40912, 40913, 8080}
 """``ledgermq quickstart``'s ports (ledgermq.cli.quickstart: RocketMQ's DLedger samples)."""
 
 

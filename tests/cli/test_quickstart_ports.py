@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def test_the_offset_range_is_the_one_that_keeps_every_port_valid() -> None:
     low, high = quickstart.MIN_PORT_OFFSET, quickstart.MAX_PORT_OFFSET
-    assert (low, high) == (1 - 9876, 65535 - 40913)
+    assert (low, high) == (1 - 8080, 65535 - 40913)  # the console's 8080 is the lowest
     assert quickstart.port_offset(str(high)) == high
     assert quickstart.port_offset(str(low)) == low
 
@@ -27,9 +27,9 @@ def test_the_offset_range_is_the_one_that_keeps_every_port_valid() -> None:
 @pytest.mark.parametrize(
     ("offset", "message"),
     [
-        ("30000", "30000 would move the ports (9876..40913) to 39876..70913, outside 1..65535"),
-        ("24623", "outside 1..65535; use an offset between -9875 and 24622"),
-        ("-9876", "to 0..31037, outside 1..65535"),
+        ("30000", "30000 would move the ports (8080..40913) to 38080..70913, outside 1..65535"),
+        ("24623", "outside 1..65535; use an offset between -8079 and 24622"),
+        ("-8080", "to 0..32833, outside 1..65535"),
         ("ten", "argument --port-offset: 'ten' is not an integer"),
     ],
 )
@@ -88,3 +88,25 @@ def test_a_broker_port_in_use_names_the_flag_that_moves_it(
     else:
         assert "give this replica another ledger port in --peers (dLegerPeers)" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+def test_a_console_port_in_use_leaves_the_console_out_not_the_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The brokers are what the quickstart is for: a taken console port is one line, not a
+    failed start."""
+    pytest.importorskip("uvicorn", reason="the console extra is not installed")
+    offset = _free_port_offset()
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", quickstart.CONSOLE_PORT + offset))
+        blocker.listen()
+        args = ["quickstart", "--dir", str(tmp_path), "--port-offset", str(offset)]
+        assert main([*args, "--run-for", "0"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"Console         not started: the console cannot listen on 127.0.0.1:{8080 + offset}"
+        in out
+    )
+    assert "--no-console leaves it out" in out
+    assert "self-check: 100 messages sent" in out

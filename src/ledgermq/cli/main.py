@@ -20,6 +20,7 @@ from ledgermq.cli import (
     broker_commands,
     chaos_commands,
     client_commands,
+    console_commands,
     ledger_commands,
     namesrv_commands,
     produce_consume,
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker_commands.register(commands)
     produce_consume.register(commands)
     client_commands.register(commands)
+    console_commands.register(commands)
     bench_commands.register(commands)
     namesrv_commands.register(commands)
     chaos_commands.register(commands)

@@ -7,8 +7,11 @@ broken install shows at once; then it prints the addresses and serves until Ctrl
 ``--run-for`` seconds). Any RocketMQ client can use it: point it at the NameServer address.
 
 Ports follow RocketMQ's DLedger sample configs: NameServer 9876, brokers 30911 / 30921 / 30931,
-ledger replicas 40911 / 40912 / 40913; ``--port-offset`` moves them all (and is refused when a
-port would leave 1..65535). A port already in use is an error that names the server it was for
+ledger replicas 40911 / 40912 / 40913, and the web console on 8080 (RocketMQ Dashboard's);
+``--port-offset`` moves them all (and is refused when a port would leave 1..65535). The console
+is started only when its extra is installed (``pip install 'ledgermq[console]'``); without it,
+or when its port is taken, the quickstart says so in one line and runs without it: the brokers
+are what it is for. A port already in use is an error that names the server it was for
 and says that ``--port-offset`` moves the ports.
 """
 
@@ -21,7 +24,7 @@ import dataclasses
 import logging
 import os
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
@@ -29,10 +32,14 @@ from ledgermq.broker.state.topics import AUTO_CREATE_TOPIC
 from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.store_commands import detect_segment_sizes
 from ledgermq.client import Admin, Producer, PullConsumer
+from ledgermq.console import MISSING_EXTRA, console_available
 from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
+
+if TYPE_CHECKING:
+    from ledgermq.console.server import ConsoleServer
 
 DEFAULT_DIR: Final = "ledgermq-data"
 HOST: Final = "127.0.0.1"
@@ -49,7 +56,8 @@ _CHECK_MESSAGES: Final = 100
 NAMESRV_PORT: Final = 9876
 BROKER_PORTS: Final = (30911, 30921, 30931)
 LEDGER_PORTS: Final = (40911, 40912, 40913)
-_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS)
+CONSOLE_PORT: Final = 8080
+_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS, CONSOLE_PORT)
 MIN_PORT_OFFSET: Final = 1 - min(_ALL_PORTS)
 MAX_PORT_OFFSET: Final = 65535 - max(_ALL_PORTS)
 """Every port moved by ``--port-offset`` must stay a TCP port (1..65535): a larger one would
@@ -90,6 +98,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         choices=["ASYNC_FLUSH", "SYNC_FLUSH"],
         default="ASYNC_FLUSH",
         help="flushDiskType of the brokers (default: ASYNC_FLUSH)",
+    )
+    parser.add_argument(
+        "--no-console",
+        dest="console",
+        action="store_false",
+        help=f"do not start the web console (port {CONSOLE_PORT} plus the offset)",
     )
     parser.add_argument(
         "--run-for", type=float, default=None, help="stop after this many seconds (scripts)"
@@ -163,6 +177,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
     )
     brokers = [BrokerServer(c) for c in broker_configs(data_dir, args.port_offset, args.flush)]
     started = time.perf_counter()
+    console: ConsoleServer | None = None
     try:
         try:
             await namesrv.start()
@@ -181,6 +196,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
         elected_s = time.perf_counter() - started
         await _wait_for_auto_create_route(namesrv_addr, 15.0)
         sent_s, received_s = await _self_check(namesrv_addr)
+        console, console_line = await _start_console(args, namesrv_addr)
         print(f"LedgerMQ quickstart: data in {data_dir}")
         print(f"  NameServer      {namesrv_addr}")
         for broker in brokers:
@@ -190,6 +206,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
                 f"  broker-a {broker.config.dleger_self_id}    {broker.address}  ({role}; "
                 f"ledger {ledger_host}:{ledger_port})"
             )
+        print(f"  Console         {console_line}")
         print(
             f"  master elected in {elected_s:.2f} s; self-check: {_CHECK_MESSAGES} messages sent "
             f"in {sent_s * 1000:.0f} ms and read back in {received_s * 1000:.0f} ms"
@@ -199,6 +216,9 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
         print("Serving until Ctrl-C." if args.run_for is None else f"Serving for {args.run_for} s.")
         await wait_for_stop(*(b.ledger.wait_closed() for b in brokers), timeout_s=args.run_for)
     finally:
+        if console is not None:
+            with contextlib.suppress(Exception):
+                await console.close()
         for broker in brokers:
             with contextlib.suppress(Exception):
                 await broker.close()
@@ -206,10 +226,30 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
     return 0
 
 
+async def _start_console(
+    args: argparse.Namespace, namesrv_addr: str
+) -> tuple[ConsoleServer | None, str]:
+    """The web console on ``CONSOLE_PORT`` plus the offset, and the line that tells where it
+    is, or why it is not there (not wanted, its extra not installed, its port taken)."""
+    if not args.console:
+        return None, "not started (--no-console)"
+    if not console_available():
+        return None, f"not started: {MISSING_EXTRA}"
+    from ledgermq.console.link import ClusterLink  # noqa: PLC0415 - the optional extra
+    from ledgermq.console.server import ConsoleServer  # noqa: PLC0415
+
+    server = ConsoleServer(ClusterLink(namesrv_addr), HOST, CONSOLE_PORT + args.port_offset)
+    try:
+        await server.start()
+    except NetworkError as exc:
+        return None, f"not started: {exc} (--port-offset moves it; --no-console leaves it out)"
+    return server, server.url
+
+
 def _port_owner(address: str | None, offset: int) -> str:
     """Which quickstart server a port of ``address`` belongs to, for the port-in-use error."""
     port = int(address.rpartition(":")[2]) if address else -1
-    owners = {NAMESRV_PORT + offset: "the NameServer's port"}
+    owners = {NAMESRV_PORT + offset: "the NameServer's port", CONSOLE_PORT + offset: "the console"}
     for i, node in enumerate(NODES):
         owners[BROKER_PORTS[i] + offset] = f"the remoting port of broker-a {node}"
         owners[LEDGER_PORTS[i] + offset] = f"the ledger port of broker-a {node}"

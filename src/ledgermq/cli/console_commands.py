@@ -1,0 +1,75 @@
+"""``ledgermq console -n NAMESRV [--listen 127.0.0.1:8080]``: the web console (issue 18).
+
+It takes the NameServer list and the credential and TLS options of ``ledgermq admin``, prints
+its URL and serves until Ctrl-C. The console's web stack is an extra: without it the command
+says which one to install, in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.serving import wait_for_stop
+from ledgermq.cli.tls_args import add_tls_args, tls_from
+from ledgermq.console import MISSING_EXTRA, console_available
+from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
+from ledgermq.net import run
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["DEFAULT_LISTEN", "register"]
+
+DEFAULT_LISTEN: Final = "127.0.0.1:8080"
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "console", help="the web console: cluster, topics, consumer groups, messages"
+    )
+    parser.add_argument(
+        "-n",
+        "--namesrv-addr",
+        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
+        help="NameServers, 'host:port;host:port' (default: $NAMESRV_ADDR or 127.0.0.1:9876)",
+    )
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to serve the console (default: {DEFAULT_LISTEN}; port 0 picks a free "
+        "one). Anyone who reaches it can administer the cluster: keep it on loopback or "
+        "behind an authenticating proxy",
+    )
+    add_credential_args(parser)
+    add_tls_args(parser)
+    parser.set_defaults(handler=cmd_console)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    if not console_available():
+        raise ConfigError(MISSING_EXTRA)
+    return run(_serve(args))
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from ledgermq.console.link import ClusterLink  # noqa: PLC0415 - needs the console extra
+    from ledgermq.console.server import ConsoleServer, parse_listen  # noqa: PLC0415
+
+    host, port = parse_listen(args.listen)
+    link = ClusterLink(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
+    server = ConsoleServer(link, host, port)
+    try:
+        await server.start()
+    except NetworkError as exc:
+        await link.close()
+        raise LedgerMQError(f"{exc}; choose another address with --listen HOST:PORT") from exc
+    try:
+        print(f"LedgerMQ console: {server.url} (NameServer {args.namesrv_addr})", flush=True)
+        print("Serving until Ctrl-C.", flush=True)
+        await wait_for_stop()
+    finally:
+        await server.close()
+    return 0

@@ -1,0 +1,398 @@
+"""The console's web application: pages, their live fragments, and the actions they post.
+
+Every page is rendered on the server from ``views`` and ``messages``; the part of a page that
+changes (a table of replicas, offsets, lag) is also served alone under ``/live/...``, which
+``static/console.js`` fetches every few seconds and swaps in. Actions are plain HTML forms
+posted to the server, which answers with a redirect (post / redirect / get), so a reload never
+repeats an action.
+
+Errors never reach the user as a traceback: a cluster that cannot be reached or refuses a
+request is a page (or a banner, for a live fragment or an action) that says what failed and at
+which address; anything unexpected is logged here and shown as a short error page.
+
+Forms carry a per-process token, and with a loopback listen address only loopback host names
+are served, so another web site open in the same browser can neither post actions to the
+console (cross-site request forgery) nor read it through a DNS name it rebinds to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl, quote, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ledgermq.clock import SystemClock
+from ledgermq.console import messages as message_views
+from ledgermq.console import views
+from ledgermq.console.rates import Rates
+from ledgermq.errors import (
+    ConfigError,
+    LedgerMQError,
+    MessageFormatError,
+    NetworkError,
+    TopicNotFoundError,
+)
+from ledgermq.wire import decode_offset_message_id
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from ledgermq.clock import Clock
+    from ledgermq.console.link import ClusterLink
+    from ledgermq.wire import MessageExt
+
+__all__ = ["GROUP_SETTINGS", "create_app"]
+
+log = logging.getLogger(__name__)
+
+LIVE_INTERVAL_MS: Final = 2000
+"""How often a page's live part is fetched again (polling: it needs no server state and goes
+through any proxy; two seconds is live enough for offsets and lag, and cheap for the cluster)."""
+
+GROUP_SETTINGS: Final = (
+    ("consumeEnable", "may consume", "bool", True),
+    ("consumeMessageOrderly", "orderly", "bool", False),
+    ("consumeBroadcastEnable", "broadcasting allowed", "bool", True),
+    ("consumeFromMinEnable", "a new client starts at the first offset", "bool", True),
+    ("retryMaxTimes", "deliveries before the DLQ", "int", 16),
+    ("retryQueueNums", "queues of its retry topic", "int", 1),
+)
+"""Subscription group settings the Consumer groups page edits: RocketMQ's field, its label,
+its type and RocketMQ's default."""
+
+_CLUSTER_ERRORS: Final = (LedgerMQError, OSError, TimeoutError)
+_MAX_FOUND: Final = 64
+_MAX_FORM_BYTES: Final = 5 << 20
+"""Largest form accepted: a test message up to RocketMQ's default maxMessageSize (4 MiB),
+URL-encoded."""
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("ledgermq.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["ms"] = message_views.format_ms
+    env.filters["q"] = lambda text: quote(str(text), safe="")
+    return env
+
+
+class _Console:
+    """The handlers, holding what they share: the cluster link, templates and the form token."""
+
+    def __init__(self, link: ClusterLink, clock: Clock) -> None:
+        self.link = link
+        self.clock = clock
+        self.rates = Rates(clock)
+        self.templates = Jinja2Templates(env=_environment())
+        self.token = secrets.token_urlsafe(24)
+
+    # --------------------------------------------------------------------- rendering
+    def render(
+        self, request: Request, template: str, status_code: int = 200, /, **context: Any
+    ) -> Response:
+        context |= {
+            "namesrv": self.link.namesrv_addr,
+            "token": self.token,
+            "live_ms": LIVE_INTERVAL_MS,
+            "notice": request.query_params.get("notice", ""),
+            "failure": request.query_params.get("error", ""),
+            "path": request.url.path,
+            "query": request.url.query,
+        }
+        return self.templates.TemplateResponse(request, template, context, status_code=status_code)
+
+    async def form(self, request: Request) -> dict[str, str]:
+        """The posted form's fields; 403 unless it carries this process's token.
+
+        The forms are URL-encoded (none uploads files), so they are parsed here with the
+        standard library rather than with Starlette's multipart parser, one dependency less."""
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > _MAX_FORM_BYTES:
+                raise HTTPException(413, f"a form may have at most {_MAX_FORM_BYTES} bytes")
+        fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        # bytes: compare_digest refuses str that is not ASCII, and a form may post anything
+        if not secrets.compare_digest(fields.get("token", "").encode(), self.token.encode()):
+            raise HTTPException(403, "this form is stale or not from this console: reload it")
+        return fields
+
+    @staticmethod
+    def back(url: str, **params: str) -> RedirectResponse:
+        """Redirect (303: the browser GETs it) to ``url`` with a notice or error banner."""
+        query = urlencode({k: v for k, v in params.items() if v})
+        return RedirectResponse(f"{url}?{query}" if query else url, status_code=303)
+
+    # --------------------------------------------------------------------- cluster
+    async def cluster(self, request: Request) -> Response:
+        template = "_cluster.html" if request.url.path.startswith("/live/") else "cluster.html"
+        groups = await views.cluster_view(self.link.admin)
+        rates: dict[str, tuple[float | None, float | None]] = {
+            r.address: (
+                self.rates.rate(f"{r.address} put", r.put_messages),
+                self.rates.rate(f"{r.address} get", r.get_messages),
+            )
+            for g in groups
+            for r in g.replicas
+        }
+        return self.render(request, template, groups=groups, rates=rates)
+
+    async def transfer(self, request: Request) -> Response:
+        fields = await self.form(request)
+        broker, target = fields.get("broker", ""), fields.get("to", "")
+        try:
+            await self.link.admin.transfer_leadership(broker, target)
+        except _CLUSTER_ERRORS as exc:
+            return self.back("/", error=f"leadership of {broker} was not moved to {target}: {exc}")
+        return self.back("/", notice=f"{target} now leads broker group {broker}")
+
+    # --------------------------------------------------------------------- topics
+    async def topics(self, request: Request) -> Response:
+        system = request.query_params.get("system") == "1"
+        rows = await views.topic_rows(self.link.admin, include_system=system)
+        template = "_topics.html" if request.url.path.startswith("/live/") else "topics.html"
+        return self.render(request, template, rows=rows, system=system)
+
+    async def topic(self, request: Request) -> Response:
+        name = request.path_params["topic"]
+        try:
+            detail = await views.topic_detail(self.link.admin, name)
+        except TopicNotFoundError:
+            return self.render(
+                request, "missing.html", 404, what="topic", name=name, back="/topics"
+            )
+        template = "_topic.html" if request.url.path.startswith("/live/") else "topic.html"
+        return self.render(request, template, topic=name, detail=detail)
+
+    async def create_topic(self, request: Request) -> Response:
+        fields = await self.form(request)
+        name = fields.get("topic", "").strip()
+        try:
+            queues = int(fields.get("queues", "8"))
+            groups = await self.link.admin.create_topic(name, queues, wait_s=5.0)
+        except ValueError as exc:
+            return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
+        except _CLUSTER_ERRORS as exc:
+            return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
+        done = "updated to" if fields.get("update") else "created with"
+        return self.back(
+            f"/topics/{quote(name, safe='')}",
+            notice=f"topic {name} {done} {queues} queues on {', '.join(groups)}",
+        )
+
+    async def delete_topic(self, request: Request) -> Response:
+        await self.form(request)
+        name = request.path_params["topic"]
+        try:
+            await self.link.admin.delete_topic(name)
+        except _CLUSTER_ERRORS as exc:
+            return self.back(f"/topics/{quote(name, safe='')}", error=f"not deleted: {exc}")
+        return self.back("/topics", notice=f"topic {name} deleted")
+
+    async def send(self, request: Request) -> Response:
+        fields = await self.form(request)
+        name = request.path_params["topic"]
+        here = f"/topics/{quote(name, safe='')}"
+        try:
+            producer = await self.link.producer()
+            result = await producer.send(
+                name,
+                fields.get("body", "").encode(),
+                tags=fields.get("tags") or None,
+                keys=fields.get("keys", "").split() or None,
+            )
+        except _CLUSTER_ERRORS as exc:
+            return self.back(here, error=f"the test message was not sent: {exc}")
+        queue = result.message_queue
+        return self.back(
+            here,
+            notice=f"sent {result.status.name}: message {result.offset_msg_id} in "
+            f"{queue.broker_name} queue {queue.queue_id} at offset {result.queue_offset}",
+            sent=result.offset_msg_id,
+        )
+
+    # --------------------------------------------------------------------- groups
+    async def groups(self, request: Request) -> Response:
+        system = request.query_params.get("system") == "1"
+        rows = await views.group_rows(self.link.admin, include_system=system)
+        template = "_groups.html" if request.url.path.startswith("/live/") else "groups.html"
+        return self.render(
+            request,
+            template,
+            rows=rows,
+            system=system,
+            settings=GROUP_SETTINGS,
+            group="",
+            values={},
+        )
+
+    async def group(self, request: Request) -> Response:
+        name = request.path_params["group"]
+        detail = await views.group_detail(self.link.admin, name)
+        template = "_group.html" if request.url.path.startswith("/live/") else "group.html"
+        values = next(iter(detail.settings.values()), {})
+        return self.render(
+            request, template, group=name, detail=detail, settings=GROUP_SETTINGS, values=values
+        )
+
+    async def update_group(self, request: Request) -> Response:
+        fields = await self.form(request)
+        name = fields.get("group", "").strip()
+        try:
+            settings = _group_settings(fields)
+            brokers = await self.link.admin.update_group(name, **settings)
+        except _CLUSTER_ERRORS as exc:
+            return self.back("/groups", error=f"group {name!r} was not saved: {exc}")
+        return self.back(
+            f"/groups/{quote(name, safe='')}",
+            notice=f"subscription group {name} saved on {', '.join(brokers)}",
+        )
+
+    async def delete_group(self, request: Request) -> Response:
+        await self.form(request)
+        name = request.path_params["group"]
+        try:
+            brokers = await self.link.admin.delete_group(name)
+        except _CLUSTER_ERRORS as exc:
+            return self.back(f"/groups/{quote(name, safe='')}", error=f"not deleted: {exc}")
+        return self.back("/groups", notice=f"group {name} deleted on {', '.join(brokers)}")
+
+    # --------------------------------------------------------------------- messages
+    async def messages(self, request: Request) -> Response:
+        params = request.query_params
+        by = params.get("by", "")
+        found: list[MessageExt] | None = None
+        if by == "id" and params.get("id", "").strip():
+            return self.back(f"/messages/{quote(params['id'].strip(), safe='')}")
+        topic = params.get("topic", "").strip()
+        if by == "key" and topic:
+            found = await self.link.admin.query_message(
+                topic, params.get("key", "").strip(), max_num=_MAX_FOUND
+            )
+        elif by == "time" and topic:
+            now_ms = int(self.clock.wall_time_s() * 1000)
+            begin = message_views.parse_local_time(params.get("from") or str(now_ms - 3600_000))
+            end = message_views.parse_local_time(params.get("to") or str(now_ms))
+            found = await self.link.admin.messages_between(
+                topic, begin, end, max_messages=_MAX_FOUND
+            )
+        rows = None if found is None else [message_views.message_view(m) for m in found]
+        return self.render(request, "messages.html", by=by or "time", rows=rows, params=params)
+
+    async def message(self, request: Request) -> Response:
+        msg_id = request.path_params["msg_id"]
+        try:
+            decode_offset_message_id(msg_id)
+        except (MessageFormatError, ValueError) as exc:  # not an offset message id at all
+            raise ConfigError(f"{exc}; an offset message id is 32 or 40 hex digits") from None
+        found = await self.link.admin.view_message(msg_id)
+        return self.render(request, "message.html", m=message_views.message_view(found))
+
+    # --------------------------------------------------------------------- errors
+    async def cluster_error(self, request: Request, exc: Exception) -> Response:
+        """The cluster could not be reached, or refused: the page says so, with the address."""
+        live = request.url.path.startswith("/live/")
+        user_error = isinstance(exc, ConfigError | TopicNotFoundError)
+        status = 400 if isinstance(exc, ConfigError) else 404 if user_error else 502
+        return self.render(
+            request,
+            "_error.html" if live else "error.html",
+            status,
+            title=_title(exc),
+            detail=str(exc) or type(exc).__name__,
+            user_error=user_error,
+        )
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return self.render(
+            request, "error.html", exc.status_code, title=exc.detail, detail="", user_error=True
+        )
+
+    async def unexpected(self, request: Request, exc: Exception) -> Response:
+        log.exception("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return HTMLResponse(
+            "<!doctype html><title>LedgerMQ console: error</title><h1>Something went wrong</h1>"
+            "<p>The console hit an unexpected error; its log has the details.</p>"
+            '<p><a href="/">Back to the cluster</a></p>',
+            status_code=500,
+        )
+
+
+def _title(exc: Exception) -> str:
+    if isinstance(exc, ConfigError):
+        return "That request cannot be answered"
+    if isinstance(exc, TopicNotFoundError):
+        return "Not found"
+    if isinstance(exc, NetworkError | OSError | TimeoutError):
+        return "The cluster cannot be reached"
+    return "The cluster answered with an error"
+
+
+def _group_settings(fields: dict[str, str]) -> dict[str, Any]:
+    """The settings of ``GROUP_SETTINGS`` a form posted: booleans as checkboxes (a form sends
+    only the checked ones, so each has a hidden ``present`` marker), integers as numbers."""
+    settings: dict[str, Any] = {}
+    for key, label, kind, _ in GROUP_SETTINGS:
+        if kind == "bool":
+            if f"{key}.present" in fields:
+                settings[key] = key in fields
+        elif fields.get(key, "").strip():
+            try:
+                settings[key] = int(fields[key])
+            except ValueError:
+                raise ConfigError(f"{label} must be a whole number, not {fields[key]!r}") from None
+    return settings
+
+
+def create_app(
+    link: ClusterLink, *, trusted_hosts: list[str] | None = None, clock: Clock | None = None
+) -> Starlette:
+    """The console for ``link``'s cluster. ``trusted_hosts``: the Host names served (None:
+    any), against DNS rebinding when the console listens on loopback; ``clock``: what "the
+    last hour" of the Messages page is counted from."""
+    console = _Console(link, clock or SystemClock())
+    c = console
+    routes = [
+        Route("/", c.cluster),
+        Route("/live/cluster", c.cluster),
+        Route("/cluster/transfer", c.transfer, methods=["POST"]),
+        Route("/topics", c.topics),
+        Route("/live/topics", c.topics),
+        Route("/topics/create", c.create_topic, methods=["POST"]),
+        Route("/topics/{topic}", c.topic),
+        Route("/live/topics/{topic}", c.topic),
+        Route("/topics/{topic}/delete", c.delete_topic, methods=["POST"]),
+        Route("/topics/{topic}/send", c.send, methods=["POST"]),
+        Route("/groups", c.groups),
+        Route("/live/groups", c.groups),
+        Route("/groups/update", c.update_group, methods=["POST"]),
+        Route("/groups/{group}", c.group),
+        Route("/live/groups/{group}", c.group),
+        Route("/groups/{group}/delete", c.delete_group, methods=["POST"]),
+        Route("/messages", c.messages),
+        Route("/messages/{msg_id}", c.message),
+        Mount("/static", StaticFiles(packages=[("ledgermq.console", "static")]), name="static"),
+    ]
+    middleware = []
+    if trusted_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts))
+    handlers: dict[Any, Any] = {
+        HTTPException: c.http_error,
+        Exception: c.unexpected,
+    }
+    handlers |= dict.fromkeys(_CLUSTER_ERRORS, c.cluster_error)
+    return Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
