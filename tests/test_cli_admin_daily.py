@@ -116,7 +116,7 @@ def test_daily_admin_commands(broker_clusters: MakeCluster) -> None:
     assert len({r["dLegerTerm"] for r in status}) == 1
     config = admin_json(ns, "broker-config", "-b", "broker-a")
     assert isinstance(config, dict)
-    assert config["broker_name"] == "broker-a"
+    assert config["brokerName"] == "broker-a"  # broker.conf key names
 
     # draining the group: routed read-only, sends refused with a sentence; then writable again
     wiped = admin_json(ns, "wipe-write-perm", "-b", "broker-a")

@@ -202,3 +202,23 @@ def test_key_lists_hold_rocketmq_names() -> None:
     assert {"serverWorkerThreads", "clientWorkerThreads", "enableBatchPush"} <= BROKER_FILE_KEYS
     assert {"kvConfigPath", "orderMessageEnable", "listenPort"} <= NAMESRV_FILE_KEYS
     assert "isEnableBatchPush" not in BROKER_FILE_KEYS
+
+
+def test_the_answer_to_get_broker_config_is_a_broker_conf() -> None:
+    """GET_BROKER_CONFIG shows RocketMQ's key names and the file's value spellings, secrets
+    masked: what it prints loads again."""
+    config = BrokerConfig.from_properties(
+        {"dLegerPeers": PEERS, "aclAccessKey": "broker-admin", "aclSecretKey": "s3cret",
+         "namesrvAddr": "10.0.0.1:9876;10.0.0.2:9876", "autoCreateTopicEnable": "false"}
+    )  # fmt: skip
+    shown = config.to_properties()
+    assert shown["brokerName"] == "broker-a"
+    assert shown["aclSecretKey"] == "******"
+    assert shown["autoCreateTopicEnable"] == "false"
+    assert "s3cret" not in str(shown)
+    again = {k: v for k, v in shown.items() if v and k not in ("aclAccessKey", "aclSecretKey")}
+    assert BrokerConfig.from_properties(again).to_properties() == {
+        **shown,
+        "aclAccessKey": "",
+        "aclSecretKey": "",
+    }

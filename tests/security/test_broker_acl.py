@@ -111,8 +111,8 @@ def test_acl_on_the_broker_allows_what_the_file_grants_and_stores_nothing_else(
         async with Admin(ns, credentials=ADMIN) as admin:
             stats = await admin.topic_stats("Orders")
             settings = await admin.broker_config(cluster.address("broker-a", cluster.nodes[0]))
-        assert settings["acl_enable"] == "True"
-        assert settings["acl_secret_key"] == settings["dleger_peer_secret"] == "******"
+        assert settings["aclEnable"] == "true"
+        assert settings["aclSecretKey"] == settings["dLegerPeerSecret"] == "******"
         assert "ops-admin-secret" not in str(settings)
         assert sum(s.max_offset for s in stats) == len(sent)  # nothing refused was stored
 

@@ -232,6 +232,31 @@ class BrokerConfig:
         enforcing server mode asks for it."""
         return replica_tls(self.tls)[1]
 
+    def to_properties(self) -> dict[str, str]:
+        """The settings as ``broker.conf`` spells them (RocketMQ key names, values as the file
+        takes them), secrets as ``******``: what GET_BROKER_CONFIG answers, so that
+        ``ledgermq admin broker-config`` prints a file one could load again."""
+        out: dict[str, str] = {}
+        for key, name in _file_keys().items():
+            if key.startswith("maped"):
+                continue  # RocketMQ's old spellings: the current key is there too
+            value = getattr(self, name)
+            if name in self.SECRET_FIELDS:
+                out[key] = "******" if value else ""
+            elif name == "dleger_peers":
+                out[key] = ";".join(f"{n}-{h}:{p}" for n, (h, p) in value.items())
+            elif name == "namesrv_addr":
+                out[key] = ";".join(value)
+            elif isinstance(value, bool):
+                out[key] = "true" if value else "false"
+            elif value is None:
+                out[key] = ""
+            else:
+                out[key] = str(value)
+        for key in self.tls:
+            out[key] = "******" if "assword" in key else self.tls[key]
+        return dict(sorted(out.items()))
+
     # ------------------------------------------------------------------ loading
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:

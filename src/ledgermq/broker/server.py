@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import Needs, heartbeat_needs
-from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.registration import NameServerRegistrar
@@ -76,6 +75,7 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
+    from ledgermq.broker.config import BrokerConfig
     from ledgermq.broker.service.send import SendResult
     from ledgermq.net import Connection, Listener, Network
     from ledgermq.store import LogStore
@@ -658,11 +658,7 @@ class BrokerServer:
             return consumer_connections(self.consumers, command)
 
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            secret = BrokerConfig.SECRET_FIELDS
-            lines = [
-                f"{f.name}={'******' if f.name in secret else getattr(self.config, f.name)}"
-                for f in dataclasses.fields(self.config)
-            ]
+            lines = [f"{k}={v}" for k, v in self.config.to_properties().items()]
             return command.response(MQResponseCode.SUCCESS, body="\n".join(lines).encode())
 
         code = MQRequestCode
