@@ -160,3 +160,47 @@ def test_rocketmq_time_format_is_local_time() -> None:
 
     local = _time_ms("2026-11-25#10:00:00:000")
     assert local == _time_ms("2026-11-25T10:00:00")  # both naive: local time
+
+
+def test_reset_offset_of_a_stopped_group(broker_clusters: MakeCluster) -> None:
+    """mqadmin resetOffsetByTime for a group whose consumers are stopped; refused (clearly)
+    while one is online, unless --force."""
+    cluster = broker_clusters(replicas=3)
+    cluster.wait_routable()
+    ns = cluster.namesrv_addr
+    assert ledgermq("admin", "-n", ns, "topic-create", "-t", "Replay", "-q", "1").returncode == 0
+    producer = SyncProducer("replay-producer", ns)
+    try:
+        producer.start()
+        for i in range(6):
+            producer.send("Replay", f"r{i}".encode())
+        middle_ms = int(time.time() * 1000)
+        time.sleep(0.05)
+        for i in range(6, 10):
+            producer.send("Replay", f"r{i}".encode())
+    finally:
+        producer.close()
+    latest = admin_json(ns, "reset-offset", "-g", "replayers", "-t", "Replay", "--latest")
+    # a group that never committed reads as 0 here, as from RocketMQ (its first-boot rule)
+    assert [(r["before"], r["after"]) for r in latest] == [(0, 10)]
+    by_time = admin_json(ns, "reset-offset", "-g", "replayers", "-t", "Replay",
+                         "--to-time", str(middle_ms))  # fmt: skip
+    assert [(r["before"], r["after"]) for r in by_time] == [(10, 6)]
+    earliest = admin_json(ns, "reset-offset", "-g", "replayers", "-t", "Replay", "--earliest")
+    assert [r["after"] for r in earliest] == [0]
+
+    consumer = SyncPushConsumer("replayers", ns)
+    consumer.subscribe("Replay", "*")
+    consumer.register_listener(lambda messages: ConsumeStatus.CONSUME_SUCCESS)
+    try:
+        consumer.start()
+        refused = ledgermq("admin", "-n", ns, "reset-offset", "-g", "replayers", "-t", "Replay",
+                           "--latest")  # fmt: skip
+        assert refused.returncode == 1
+        assert "client(s) online" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        forced = admin_json(ns, "reset-offset", "-g", "replayers", "-t", "Replay", "--latest",
+                            "--force")  # fmt: skip
+        assert [r["after"] for r in forced] == [10]
+    finally:
+        consumer.close()

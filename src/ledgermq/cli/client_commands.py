@@ -83,6 +83,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
     transfer.set_defaults(handler=cmd_transfer)
     _register_groups_and_brokers(sub)
+    _register_offsets(sub)
     for subcommand in sub.choices.values():
         add_credential_args(subcommand, inherited=True)
         add_tls_args(subcommand, inherited=True)
@@ -104,6 +105,24 @@ def _boolean(text: str) -> bool:
     if value not in {"true", "false"}:
         raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
     return value == "true"
+
+
+def _register_offsets(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    reset = sub.add_parser(
+        "reset-offset", help="move a stopped consumer group's offsets in a topic"
+    )
+    reset.add_argument("-g", "--group", required=True)
+    reset.add_argument("-t", "--topic", required=True)
+    where = reset.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to-time", type=_time_ms, metavar="TIME",
+                       help="the first message stored at or after TIME (epoch ms, ISO 8601, "
+                       "or yyyy-MM-dd#HH:mm:ss:SSS)")  # fmt: skip
+    where.add_argument("--earliest", action="store_true", help="every queue's first message")
+    where.add_argument("--latest", action="store_true", help="past every queue's last message")
+    reset.add_argument(
+        "--force", action="store_true", help="even while clients of the group are online"
+    )
+    reset.set_defaults(handler=cmd_reset_offset)
 
 
 def _register_groups_and_brokers(
@@ -434,6 +453,23 @@ def cmd_subgroup_delete(args: argparse.Namespace) -> int:
             print(json.dumps({"deleted": args.group, "brokers": brokers}))
         else:
             print(f"subscription group {args.group} deleted on {', '.join(brokers)}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_reset_offset(args: argparse.Namespace) -> int:
+    to: str | int = "earliest" if args.earliest else "latest" if args.latest else args.to_time
+
+    async def work(admin: Admin) -> int:
+        rows = await admin.reset_offset(args.group, args.topic, to, force=args.force)
+        _emit(
+            args,
+            ("broker", "queue", "before", "after"),
+            ("brokerName", "queueId", "before", "after"),
+            [(r.broker_name, r.queue_id, "-" if r.before is None else r.before, r.after)
+             for r in rows],
+        )  # fmt: skip
         return 0
 
     return run(_with_admin(args, work))

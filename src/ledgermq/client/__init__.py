@@ -6,7 +6,13 @@ Only the names listed here are the public API; modules starting with ``_`` are p
 
 from ledgermq.client._routing import MessageQueue, allocate_averagely
 from ledgermq.client._selector import MessageSelector
-from ledgermq.client.admin import Admin, ConsumerConnection, ConsumerProgress, QueueStats
+from ledgermq.client.admin import (
+    Admin,
+    ConsumerConnection,
+    ConsumerProgress,
+    OffsetReset,
+    QueueStats,
+)
 from ledgermq.client.blocking import SyncAdmin, SyncProducer, SyncPullConsumer, SyncPushConsumer
 from ledgermq.client.consumer import (
     ConsumeStatus,
@@ -29,6 +35,7 @@ __all__ = [
     "Message",
     "MessageQueue",
     "MessageSelector",
+    "OffsetReset",
     "Producer",
     "PullConsumer",
     "PullResult",

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ledgermq.net import Network, TlsClientConfig
     from ledgermq.wire import MessageExt
 
-__all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "QueueStats"]
+__all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "OffsetReset", "QueueStats"]
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 """RocketMQ's ``MixAll.TOOLS_CONSUMER_GROUP``: the group admin tools read messages as."""
@@ -69,6 +69,16 @@ class ConsumerProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True)
+class OffsetReset:
+    """One queue's committed offset before and after ``Admin.reset_offset`` (None: none)."""
+
+    broker_name: str
+    queue_id: int
+    before: int | None
+    after: int
 
 
 @dataclass(frozen=True, order=True)
@@ -460,6 +470,46 @@ class Admin:
             )
             done.append(name)
         return done
+
+    async def reset_offset(
+        self, group: str, topic: str, to: str | int, *, force: bool = False
+    ) -> list[OffsetReset]:
+        """Move ``group``'s committed offsets of every queue of ``topic`` to ``"earliest"``,
+        ``"latest"`` or a time (epoch ms: the first message stored at or after it), and return
+        each queue's old and new offset. RocketMQ's ``resetOffsetByTime`` for a group whose
+        consumers are stopped: a running consumer keeps its own offsets and would write over
+        the reset at its next commit, so a group with clients online is refused unless
+        ``force``.
+
+        Raises:
+            LedgerMQError: clients of the group are online (without ``force``), or ``to`` is
+                neither a time nor ``earliest`` / ``latest``.
+        """
+        if not (isinstance(to, int) or to in ("earliest", "latest")):
+            raise LedgerMQError(f"reset offsets to 'earliest', 'latest' or a time, not {to!r}")
+        if not force:
+            online = await self.consumer_connections(group)
+            if online:
+                clients = ", ".join(sorted({c.client_id for c in online}))
+                raise LedgerMQError(
+                    f"consumer group {group} has {len(online)} client(s) online ({clients}): "
+                    "they keep their own offsets and would write over the reset; stop them "
+                    "first (force=True / --force resets anyway)"
+                )
+        api = QueueApi(self._client, group)
+        route = await self.topic_route(topic)
+        rows = []
+        for mq in subscribe_queues(topic, route):
+            if to == "earliest":
+                target = await api.min_offset(mq)
+            elif to == "latest":
+                target = await api.max_offset(mq)
+            else:
+                target = await api.search_offset(mq, int(to))
+            before = await api.committed_offset(mq)
+            await api.commit_offset(mq, target)
+            rows.append(OffsetReset(mq.broker_name, mq.queue_id, before, target))
+        return rows
 
     async def consumer_connections(self, group: str) -> list[ConsumerConnection]:
         """The clients of consumer group ``group`` online at each master (heartbeats)."""
