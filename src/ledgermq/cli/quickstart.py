@@ -24,11 +24,12 @@ import dataclasses
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
 from ledgermq.broker.state.topics import AUTO_CREATE_TOPIC
+from ledgermq.cli.secure_setup import SecureSetup, prepare_secure
 from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.store_commands import detect_segment_sizes
 from ledgermq.client import Admin, Producer, PullConsumer
@@ -36,6 +37,7 @@ from ledgermq.console import MISSING_EXTRA, console_available
 from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
+from ledgermq.net.tls import TlsServerConfig
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:
@@ -106,6 +108,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"do not start the web console (port {CONSOLE_PORT} plus the offset)",
     )
     parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="ACL, TLS on every port and peer authentication, with keys and certificates "
+        "made in the data folder (needs the openssl command)",
+    )
+    parser.add_argument(
         "--run-for", type=float, default=None, help="stop after this many seconds (scripts)"
     )
     parser.set_defaults(handler=cmd_quickstart)
@@ -118,9 +126,23 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def broker_configs(
-    data_dir: str, port_offset: int = 0, flush: str = "ASYNC_FLUSH"
+    data_dir: str,
+    port_offset: int = 0,
+    flush: str = "ASYNC_FLUSH",
+    secure: SecureSetup | None = None,
 ) -> list[BrokerConfig]:
-    """The three replicas of group ``broker-a``, as RocketMQ's conf/dledger samples."""
+    """The three replicas of group ``broker-a``, as RocketMQ's conf/dledger samples; with
+    ``secure``, with the ACL, TLS and the group secret on."""
+    security: dict[str, Any] = {}
+    if secure is not None:
+        security = {
+            "acl_enable": True,
+            "acl_file_path": str(secure.acl_file),
+            "acl_access_key": secure.admin.access_key,
+            "acl_secret_key": secure.admin.secret_key,
+            "dleger_peer_secret": secure.peer_secret,
+            "tls": secure.broker_tls_settings(),
+        }
     namesrv = f"{HOST}:{NAMESRV_PORT + port_offset}"
     peers = {node: (HOST, LEDGER_PORTS[i] + port_offset) for i, node in enumerate(NODES)}
     configs = [
@@ -136,6 +158,7 @@ def broker_configs(
             flush_disk_type=flush,
             mapped_file_size_commit_log=QUICKSTART_DATA_SEGMENT_BYTES,
             index_file_size=QUICKSTART_INDEX_SEGMENT_BYTES,
+            **security,
         )
         for i, node in enumerate(NODES)
     ]
@@ -172,10 +195,21 @@ async def _quickstart(args: argparse.Namespace, data_dir: str) -> int:
 
 
 async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
+    secure = prepare_secure(data_dir) if args.secure else None
     namesrv = NameServer(
-        NameServerConfig(listen_host=HOST, listen_port=NAMESRV_PORT + args.port_offset)
+        NameServerConfig(
+            listen_host=HOST,
+            listen_port=NAMESRV_PORT + args.port_offset,
+            acl_enable=secure is not None,
+            acl_path=str(secure.acl_file) if secure is not None else None,
+            tls=secure.server_tls() if secure is not None else TlsServerConfig(),
+        )
     )
-    brokers = [BrokerServer(c) for c in broker_configs(data_dir, args.port_offset, args.flush)]
+    configs = broker_configs(data_dir, args.port_offset, args.flush, secure)
+    brokers = [BrokerServer(c) for c in configs]
+    clients: dict[str, Any] = (
+        {} if secure is None else {"credentials": secure.admin, "tls": secure.client_tls()}
+    )
     started = time.perf_counter()
     console: ConsoleServer | None = None
     try:
@@ -194,9 +228,9 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
         namesrv_addr = f"{HOST}:{namesrv.port}"
         master = await _wait_for_master(brokers, 15.0)
         elected_s = time.perf_counter() - started
-        await _wait_for_auto_create_route(namesrv_addr, 15.0)
-        sent_s, received_s = await _self_check(namesrv_addr)
-        console, console_line = await _start_console(args, namesrv_addr)
+        await _wait_for_auto_create_route(namesrv_addr, 15.0, clients)
+        sent_s, received_s = await _self_check(namesrv_addr, clients)
+        console, console_line = await _start_console(args, namesrv_addr, clients)
         print(f"LedgerMQ quickstart: data in {data_dir}")
         print(f"  NameServer      {namesrv_addr}")
         for broker in brokers:
@@ -211,6 +245,18 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
             f"  master elected in {elected_s:.2f} s; self-check: {_CHECK_MESSAGES} messages sent "
             f"in {sent_s * 1000:.0f} ms and read back in {received_s * 1000:.0f} ms"
         )
+        if secure is not None:
+            print(
+                f"  Security        ACL, TLS on every port, peer authentication; keys, "
+                f"certificates and plain_acl.yml in {secure.directory}"
+            )
+            print(
+                f"Use: export LEDGERMQ_CREDENTIALS_FILE={secure.directory / 'app.yml'} "
+                f"LEDGERMQ_TLS_CA={secure.ca}"
+            )
+            print(
+                f"     (admin commands: LEDGERMQ_CREDENTIALS_FILE={secure.directory / 'admin.yml'})"
+            )
         print(f'Try: ledgermq produce -n "{namesrv_addr}" -t Demo hello')
         print(f'     ledgermq consume -n "{namesrv_addr}" -t Demo -g demo-group')
         print("Serving until Ctrl-C." if args.run_for is None else f"Serving for {args.run_for} s.")
@@ -227,7 +273,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
 
 
 async def _start_console(
-    args: argparse.Namespace, namesrv_addr: str
+    args: argparse.Namespace, namesrv_addr: str, clients: dict[str, Any]
 ) -> tuple[ConsoleServer | None, str]:
     """The web console on ``CONSOLE_PORT`` plus the offset, and the line that tells where it
     is, or why it is not there (not wanted, its extra not installed, its port taken)."""
@@ -238,7 +284,9 @@ async def _start_console(
     from ledgermq.console.link import ClusterLink  # noqa: PLC0415 - the optional extra
     from ledgermq.console.server import ConsoleServer  # noqa: PLC0415
 
-    server = ConsoleServer(ClusterLink(namesrv_addr), HOST, CONSOLE_PORT + args.port_offset)
+    server = ConsoleServer(
+        ClusterLink(namesrv_addr, **clients), HOST, CONSOLE_PORT + args.port_offset
+    )
     try:
         await server.start()
     except NetworkError as exc:
@@ -267,10 +315,12 @@ async def _wait_for_master(brokers: list[BrokerServer], timeout_s: float) -> Bro
     raise LedgerMQError(f"no broker became master within {timeout_s:.0f} s")
 
 
-async def _wait_for_auto_create_route(namesrv_addr: str, timeout_s: float) -> None:
+async def _wait_for_auto_create_route(
+    namesrv_addr: str, timeout_s: float, clients: dict[str, Any]
+) -> None:
     """Until the NameServer routes TBW102 to a master: a new master creates it and registers
     just after it is elected, and producers need it to create topics on first send."""
-    admin = Admin(namesrv_addr)
+    admin = Admin(namesrv_addr, **clients)
     await admin.start()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -286,10 +336,10 @@ async def _wait_for_auto_create_route(namesrv_addr: str, timeout_s: float) -> No
     raise LedgerMQError(f"the master did not register with the NameServer in {timeout_s:.0f} s")
 
 
-async def _self_check(namesrv_addr: str) -> tuple[float, float]:
+async def _self_check(namesrv_addr: str, clients: dict[str, Any]) -> tuple[float, float]:
     """Send messages and read them back through the client: proof that the install works."""
-    producer = Producer("quickstart-producer", namesrv_addr)
-    consumer = PullConsumer("quickstart-consumer", namesrv_addr)
+    producer = Producer("quickstart-producer", namesrv_addr, **clients)
+    consumer = PullConsumer("quickstart-consumer", namesrv_addr, **clients)
     await producer.start()
     await consumer.start()
     try:
