@@ -261,6 +261,21 @@ class _Console:
             notice=f"subscription group {name} saved on {', '.join(brokers)}",
         )
 
+    async def reset_group(self, request: Request) -> Response:
+        fields = await self.form(request)
+        name = request.path_params["group"]
+        back = f"/groups/{quote(name, safe='')}"
+        topic = fields.get("topic", "").strip()
+        to: str | int = fields.get("to", "latest")
+        try:
+            if to == "time":
+                to = message_views.parse_local_time(fields.get("time", ""))
+            rows = await self.link.admin.reset_offset(name, topic, to)
+        except _CLUSTER_ERRORS as exc:
+            return self.back(back, error=f"offsets not reset: {exc}")
+        moved = ", ".join(f"{r.broker_name}/{r.queue_id} {r.before} -> {r.after}" for r in rows)
+        return self.back(back, notice=f"offsets of {name} in {topic} reset: {moved}")
+
     async def delete_group(self, request: Request) -> Response:
         await self.form(request)
         name = request.path_params["group"]
@@ -299,7 +314,13 @@ class _Console:
         except (MessageFormatError, ValueError) as exc:  # not an offset message id at all
             raise ConfigError(f"{exc}; an offset message id is 32 or 40 hex digits") from None
         found = await self.link.admin.view_message(msg_id)
-        return self.render(request, "message.html", m=message_views.message_view(found))
+        events = await self.link.admin.message_trace(found.msg_id)
+        return self.render(
+            request,
+            "message.html",
+            m=message_views.message_view(found),
+            trace=[message_views.trace_row(e) for e in events],
+        )
 
     # --------------------------------------------------------------------- errors
     async def cluster_error(self, request: Request, exc: Exception) -> Response:
@@ -383,6 +404,7 @@ def create_app(
         Route("/groups/{group}", c.group),
         Route("/live/groups/{group}", c.group),
         Route("/groups/{group}/delete", c.delete_group, methods=["POST"]),
+        Route("/groups/{group}/reset", c.reset_group, methods=["POST"]),
         Route("/messages", c.messages),
         Route("/messages/{msg_id}", c.message),
         Mount("/static", StaticFiles(packages=[("ledgermq.console", "static")]), name="static"),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.errors import ConfigError
 
 if TYPE_CHECKING:
+    from ledgermq.client.trace import TraceEvent
     from ledgermq.wire import MessageExt
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "hex_dump",
     "message_view",
     "parse_local_time",
+    "trace_row",
 ]
 
 PREVIEW_BYTES: Final = 16 * 1024
@@ -150,3 +152,28 @@ def message_view(message: MessageExt) -> MessageView:
         tags=message.tags or "",
         store_time=format_ms(message.store_timestamp),
     )
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One trace event as the message page shows it."""
+
+    when: str
+    what: str
+    group: str
+    took: str
+    result: str
+
+
+def trace_row(event: TraceEvent) -> TraceRow:
+    """A trace event (``Admin.message_trace``) in words: when (local time), what happened, the
+    group that did it, how long it took, and the outcome."""
+    when = format_ms(event.timestamp_ms) if event.timestamp_ms >= 0 else "?"
+    took = f"{event.cost_ms} ms" if event.cost_ms >= 0 else ""
+    if event.kind == "Pub":
+        what = f"sent to {event.store_host}" if event.store_host else "sent"
+        return TraceRow(when, what, event.group, took, "ok" if event.success else "failed")
+    if event.kind == "SubBefore":
+        return TraceRow(when, f"delivered (attempt {event.retry_times + 1})", event.group, "", "")
+    result = "ok" if event.success else "to consume again later"
+    return TraceRow(when, "consumed", event.group, took, result)
