@@ -204,3 +204,46 @@ def test_reset_offset_of_a_stopped_group(broker_clusters: MakeCluster) -> None:
         assert [r["after"] for r in forced] == [10]
     finally:
         consumer.close()
+
+
+def test_resend_a_dead_letter_to_its_group(broker_clusters: MakeCluster) -> None:
+    """A message in %DLQ%G (as the broker moves one there, with its original topic in
+    RETRY_TOPIC) goes back to group G only, through %RETRY%G, and its consumers see it on its
+    original topic with its keys and properties."""
+    cluster = broker_clusters(replicas=3)
+    cluster.wait_routable()
+    ns = cluster.namesrv_addr
+    assert ledgermq("admin", "-n", ns, "topic-create", "-t", "Orders", "-q", "1").returncode == 0
+    producer = SyncProducer("dlq-maker", ns)
+    try:
+        producer.start()
+        dead = producer.send("%DLQ%payments", b"refund 42", keys=["order-42"],
+                             properties={"RETRY_TOPIC": "Orders", "region": "eu"})  # fmt: skip
+    finally:
+        producer.close()
+    wrong = ledgermq("admin", "-n", ns, "resend-dlq", "-g", "billing", "--id", dead.offset_msg_id)
+    assert wrong.returncode == 1
+    assert "not in the dead-letter topic of billing" in wrong.stderr
+    resent = admin_json(ns, "resend-dlq", "-g", "payments", "--id", dead.offset_msg_id)
+    assert resent["topic"] == "%RETRY%payments"
+
+    received: list[tuple[str, bytes, str, str]] = []
+    consumer = SyncPushConsumer("payments", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe("Orders", "*")
+    consumer.register_listener(
+        lambda messages: (
+            received.extend(
+                (m.topic, m.body, m.properties.get("KEYS", ""), m.properties.get("region", ""))
+                for m in messages
+            )
+            or ConsumeStatus.CONSUME_SUCCESS
+        )
+    )
+    try:
+        consumer.start()
+        deadline = time.monotonic() + 30
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    assert received == [("Orders", b"refund 42", "order-42", "eu")]

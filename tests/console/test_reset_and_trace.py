@@ -85,6 +85,25 @@ def test_reset_offsets_and_the_trace_of_a_message(broker_clusters: MakeCluster) 
             assert "sent to" in message
             assert "consumed" in message
             assert "console-group" in message
+
+            # a dead letter of the group: the page offers to give it back, and does
+            maker = Producer("dlq-maker", ns)
+            await maker.start()
+            dead = await maker.send("%DLQ%console-group", b"dead",
+                                    properties={"RETRY_TOPIC": "Console"})  # fmt: skip
+            await maker.shutdown()
+            status, page, _ = await asyncio.to_thread(
+                fetch, server.url + "messages/" + dead.offset_msg_id
+            )
+            assert "Resend to console-group" in page
+            form = {"token": token.group(1), "group": "console-group"}
+            status, after, _ = await asyncio.to_thread(
+                fetch,
+                server.url + f"messages/{dead.offset_msg_id}/resend",
+                data=urllib.parse.urlencode(form).encode(),
+            )
+            assert status == 200
+            assert "resent to %RETRY%console-group" in after
         finally:
             await server.close()
 

@@ -123,6 +123,12 @@ def _register_offsets(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--force", action="store_true", help="even while clients of the group are online"
     )
     reset.set_defaults(handler=cmd_reset_offset)
+    resend = sub.add_parser(
+        "resend-dlq", help="give a dead-lettered message back to its consumer group"
+    )
+    resend.add_argument("-g", "--group", required=True)
+    resend.add_argument("--id", required=True, help="the message's offset msgId in %%DLQ%%GROUP")
+    resend.set_defaults(handler=cmd_resend_dlq)
 
 
 def _register_groups_and_brokers(
@@ -470,6 +476,19 @@ def cmd_reset_offset(args: argparse.Namespace) -> int:
             [(r.broker_name, r.queue_id, "-" if r.before is None else r.before, r.after)
              for r in rows],
         )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_resend_dlq(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        result = await admin.resend_from_dlq(args.group, args.id)
+        if args.json:
+            print(json.dumps({"msgId": result.msg_id, "offsetMsgId": result.offset_msg_id,
+                              "topic": f"%RETRY%{args.group}"}))  # fmt: skip
+        else:
+            print(f"resent to %RETRY%{args.group} as {result.offset_msg_id}")
         return 0
 
     return run(_with_admin(args, work))

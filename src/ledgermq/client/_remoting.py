@@ -173,6 +173,10 @@ class ClientInstance:
         self.request_timeout_s = request_timeout_s
         self.route_refresh_interval_s = route_refresh_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
+        self.tls = tls
+        """How this client dials TLS servers (None: plain)."""
+        self.network_given = network
+        """The network the caller gave (None: TCP), for helpers that make clients alike."""
         self._network: Network = network if network is not None else TcpNetwork(tls_client=tls)
         self.pool = ConnectionPool(self._network, self._on_server_request)
         self._namesrv_index = self.rng.randrange(len(self.namesrv_addrs))

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.client._queue_api import PullStatus, QueueApi
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info, subscribe_queues
+from ledgermq.client.producer import Producer, SendResult
 from ledgermq.client.trace import TRACE_TOPIC, TraceEvent, decode_trace
 from ledgermq.errors import LedgerMQError, NetworkError, NoRouteError, TopicNotFoundError
 from ledgermq.wire import (
+    MessageProperty,
     MQRequestCode,
     MQResponseCode,
     decode_offset_message_id,
@@ -37,6 +39,22 @@ if TYPE_CHECKING:
     from ledgermq.wire import MessageExt
 
 __all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "OffsetReset", "QueueStats"]
+
+_NOT_RESENT_PROPERTIES: Final = frozenset(
+    {
+        MessageProperty.UNIQ_KEY,
+        MessageProperty.REAL_TOPIC,
+        MessageProperty.REAL_QID,
+        MessageProperty.DELAY,
+        MessageProperty.MIN_OFFSET,
+        MessageProperty.MAX_OFFSET,
+        MessageProperty.RECONSUME_TIME,
+        MessageProperty.MAX_RECONSUME_TIMES,
+        MessageProperty.CONSUME_START_TIME,
+    }
+)
+"""Properties the broker or the producer set for one storing of a message: a resent message
+gets its own (a new msgId, no delay level, a fresh reconsume count)."""
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 """RocketMQ's ``MixAll.TOOLS_CONSUMER_GROUP``: the group admin tools read messages as."""
@@ -598,6 +616,41 @@ class Admin:
         )
 
     # ------------------------------------------------------------------ messages
+    async def resend_from_dlq(self, group: str, offset_msg_id: str) -> SendResult:
+        """Give a dead-lettered message of ``group`` back to that group: it is stored again in
+        ``%RETRY%<group>``, which only that group consumes, with its original topic, tags,
+        keys and properties, so the group's consumers see it as they first did (RocketMQ
+        Dashboard's "resend" of a DLQ message). Its reconsume count starts again.
+
+        Raises:
+            LedgerMQError: the message is not in ``%DLQ%<group>``.
+        """
+        message = await self.view_message(offset_msg_id)
+        if message.topic != f"%DLQ%{group}":
+            raise LedgerMQError(
+                f"message {offset_msg_id} is in {message.topic}, not in the dead-letter topic "
+                f"of {group} (%DLQ%{group})"
+            )
+        properties = {
+            k: v for k, v in message.properties.items() if k not in _NOT_RESENT_PROPERTIES
+        }
+        original = message.properties.get(MessageProperty.RETRY_TOPIC) or message.topic
+        properties[MessageProperty.RETRY_TOPIC] = original
+        client = self._client
+        producer = Producer(
+            f"ledgermq-admin-resend-{group}",
+            ";".join(client.namesrv_addrs),
+            network=client.network_given,
+            clock=client.clock,
+            credentials=client.credentials,
+            tls=client.tls,
+        )
+        await producer.start()
+        try:
+            return await producer.send(f"%RETRY%{group}", message.body, properties=properties)
+        finally:
+            await producer.shutdown()
+
     async def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message an offset msgId names (any replica of its group holds it)."""
         ip, port, offset = decode_offset_message_id(offset_msg_id)

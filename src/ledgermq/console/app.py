@@ -315,11 +315,27 @@ class _Console:
             raise ConfigError(f"{exc}; an offset message id is 32 or 40 hex digits") from None
         found = await self.link.admin.view_message(msg_id)
         events = await self.link.admin.message_trace(found.msg_id)
+        dlq = found.topic[len("%DLQ%") :] if found.topic.startswith("%DLQ%") else None
         return self.render(
             request,
             "message.html",
             m=message_views.message_view(found),
             trace=[message_views.trace_row(e) for e in events],
+            dlq_group=dlq,
+        )
+
+    async def resend(self, request: Request) -> Response:
+        fields = await self.form(request)
+        msg_id = request.path_params["msg_id"]
+        group = fields.get("group", "")
+        back = f"/messages/{quote(msg_id, safe='')}"
+        try:
+            result = await self.link.admin.resend_from_dlq(group, msg_id)
+        except _CLUSTER_ERRORS as exc:
+            return self.back(back, error=f"not resent: {exc}")
+        return self.back(
+            f"/messages/{quote(result.offset_msg_id, safe='')}",
+            notice=f"resent to %RETRY%{group}",
         )
 
     # --------------------------------------------------------------------- errors
@@ -407,6 +423,7 @@ def create_app(
         Route("/groups/{group}/reset", c.reset_group, methods=["POST"]),
         Route("/messages", c.messages),
         Route("/messages/{msg_id}", c.message),
+        Route("/messages/{msg_id}/resend", c.resend, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("ledgermq.console", "static")]), name="static"),
     ]
     middleware = []
