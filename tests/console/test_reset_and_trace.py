@@ -92,10 +92,10 @@ def test_reset_offsets_and_the_trace_of_a_message(broker_clusters: MakeCluster) 
             dead = await maker.send("%DLQ%console-group", b"dead",
                                     properties={"RETRY_TOPIC": "Console"})  # fmt: skip
             await maker.shutdown()
-            status, page, _ = await asyncio.to_thread(
+            _, dead_page, _ = await asyncio.to_thread(
                 fetch, server.url + "messages/" + dead.offset_msg_id
             )
-            assert "Resend to console-group" in page
+            assert "Resend to console-group" in dead_page
             form = {"token": token.group(1), "group": "console-group"}
             status, after, _ = await asyncio.to_thread(
                 fetch,
