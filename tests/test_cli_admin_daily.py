@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ledgermq.testing.broker_cluster import BrokerCluster
+    from ledgermq.wire import MessageExt
 
     MakeCluster = Callable[..., BrokerCluster]
 
@@ -230,15 +231,15 @@ def test_resend_a_dead_letter_to_its_group(broker_clusters: MakeCluster) -> None
     received: list[tuple[str, bytes, str, str]] = []
     consumer = SyncPushConsumer("payments", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     consumer.subscribe("Orders", "*")
-    consumer.register_listener(
-        lambda messages: (
-            received.extend(
-                (m.topic, m.body, m.properties.get("KEYS", ""), m.properties.get("region", ""))
-                for m in messages
-            )
-            or ConsumeStatus.CONSUME_SUCCESS
+
+    def listener(messages: list[MessageExt]) -> ConsumeStatus:
+        received.extend(
+            (m.topic, m.body, m.properties.get("KEYS", ""), m.properties.get("region", ""))
+            for m in messages
         )
-    )
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer.register_listener(listener)
     try:
         consumer.start()
         deadline = time.monotonic() + 30
