@@ -106,3 +106,26 @@ def test_global_white_addresses_need_no_signature(tmp_path: Path) -> None:
             await server.close()
 
     asyncio.run(main())
+
+
+def test_every_request_code_sent_anonymously(tmp_path: Path) -> None:
+    """The scan: what changes routes is refused without an admin signature; what RocketMQ's
+    NameServer leaves open (lookups) is answered as usual, never NO_PERMISSION."""
+    from ledgermq.namesrv.server import _CHECKED_CODES
+
+    async def main() -> None:
+        server = _server(tmp_path)
+        await server.start()
+        try:
+            client = await connect(TcpNetwork(), server)
+            for code in MQRequestCode:
+                answer = await client.call(int(code), {"topic": "T", "brokerName": "b"})
+                if code in _CHECKED_CODES:
+                    assert answer.code == MQResponseCode.NO_PERMISSION, code
+                else:
+                    assert answer.code != MQResponseCode.NO_PERMISSION, code
+            client.conn.close()
+        finally:
+            await server.close()
+
+    arun(main())
