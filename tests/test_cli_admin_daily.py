@@ -248,3 +248,28 @@ def test_resend_a_dead_letter_to_its_group(broker_clusters: MakeCluster) -> None
     finally:
         consumer.close()
     assert received == [("Orders", b"refund 42", "order-42", "eu")]
+
+
+def test_stats_all_shows_backlog_and_rates(broker_clusters: MakeCluster) -> None:
+    cluster = broker_clusters(replicas=3)
+    cluster.wait_routable()
+    ns = cluster.namesrv_addr
+    assert ledgermq("admin", "-n", ns, "topic-create", "-t", "Stats", "-q", "2").returncode == 0
+    producer = SyncProducer("stats-producer", ns)
+    try:
+        producer.start()
+        for i in range(8):
+            producer.send("Stats", f"s{i}".encode())
+    finally:
+        producer.close()
+    # a group that committed 3 of the first queue's messages: its backlog is the rest
+    reset = admin_json(ns, "reset-offset", "-g", "stats-group", "-t", "Stats", "--earliest")
+    assert len(reset) == 2
+    rows = admin_json(ns, "stats-all", "--window", "0.5")
+    mine = [r for r in rows if r["topic"] == "Stats"]
+    assert mine == [
+        {"topic": "Stats", "group": "stats-group", "backlog": 8, "inTps": 0.0, "outTps": 0.0}
+    ]
+    assert not [r for r in rows if r["topic"].startswith("%")]  # system topics left out
+    table = ledgermq("admin", "-n", ns, "stats-all", "--window", "0")
+    assert "stats-group" in table.stdout

@@ -129,6 +129,12 @@ def _register_offsets(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     resend.add_argument("-g", "--group", required=True)
     resend.add_argument("--id", required=True, help="the message's offset msgId in %%DLQ%%GROUP")
     resend.set_defaults(handler=cmd_resend_dlq)
+    stats = sub.add_parser(
+        "stats-all", help="backlog and messages in / out per second of every topic and group"
+    )
+    stats.add_argument("--window", type=_seconds, default=1.0, help="seconds measured (1)")
+    stats.add_argument("--system", action="store_true", help="system topics too")
+    stats.set_defaults(handler=cmd_stats_all)
 
 
 def _register_groups_and_brokers(
@@ -474,6 +480,21 @@ def cmd_reset_offset(args: argparse.Namespace) -> int:
             ("broker", "queue", "before", "after"),
             ("brokerName", "queueId", "before", "after"),
             [(r.broker_name, r.queue_id, "-" if r.before is None else r.before, r.after)
+             for r in rows],
+        )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_stats_all(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        rows = await admin.stats_all(window_s=args.window, include_system=args.system)
+        _emit(
+            args,
+            ("topic", "consumer group", "backlog", "in tps", "out tps"),
+            ("topic", "group", "backlog", "inTps", "outTps"),
+            [(r.topic, r.group or "-", r.backlog, round(r.in_tps, 1), round(r.out_tps, 1))
              for r in rows],
         )  # fmt: skip
         return 0

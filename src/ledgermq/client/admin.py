@@ -10,6 +10,7 @@ idempotent).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -38,7 +39,14 @@ if TYPE_CHECKING:
     from ledgermq.net import Network, TlsClientConfig
     from ledgermq.wire import MessageExt
 
-__all__ = ["Admin", "ConsumerConnection", "ConsumerProgress", "OffsetReset", "QueueStats"]
+__all__ = [
+    "Admin",
+    "ConsumerConnection",
+    "ConsumerProgress",
+    "OffsetReset",
+    "QueueStats",
+    "TopicGroupStats",
+]
 
 _NOT_RESENT_PROPERTIES: Final = frozenset(
     {
@@ -87,6 +95,29 @@ class ConsumerProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True)
+class TopicGroupStats:
+    """One row of ``Admin.stats_all``: a topic and one of its consumer groups (empty: none)."""
+
+    topic: str
+    group: str
+    backlog: int
+    """Messages the group has not committed yet."""
+    in_tps: float
+    """Messages stored in the topic per second, over the window."""
+    out_tps: float
+    """Messages the group committed per second, over the window."""
+
+
+def _is_system_topic(topic: str) -> bool:
+    return topic.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_")) or topic in (
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "SCHEDULE_TOPIC_XXXX",
+    )
 
 
 @dataclass(frozen=True)
@@ -401,6 +432,61 @@ class Admin:
                 for r in _rows(response.body)
             )
         return sorted(rows)
+
+    async def stats_all(
+        self, *, window_s: float = 1.0, include_system: bool = False
+    ) -> list[TopicGroupStats]:
+        """RocketMQ's ``statsAll``: per topic, and per consumer group of it, the backlog and
+        the messages in and out per second, measured over ``window_s`` from two readings of
+        the queues' max offsets and the groups' committed offsets. A topic no group consumes
+        has one row with an empty group. System topics (``%RETRY%``, ``%DLQ%``, ``TBW102``,
+        ``RMQ_SYS_*``) only with ``include_system``."""
+        topics = [t for t in await self.topic_list() if include_system or not _is_system_topic(t)]
+        groups = sorted(set(await self.consumer_groups()) | await self._groups_with_offsets())
+
+        async def reading() -> tuple[dict[str, int], dict[tuple[str, str], tuple[int, int]]]:
+            ends: dict[str, int] = {}
+            for topic in topics:
+                with contextlib.suppress(LedgerMQError):  # deleted meanwhile, no master now
+                    ends[topic] = sum(q.max_offset for q in await self.topic_stats(topic))
+            consumed: dict[tuple[str, str], tuple[int, int]] = {}
+            for group in groups:
+                with contextlib.suppress(LedgerMQError):
+                    for row in await self.consumer_progress(group):
+                        done, lag = consumed.get((row.topic, group), (0, 0))
+                        consumed[row.topic, group] = (
+                            done + max(row.consumer_offset, 0),
+                            lag + row.lag,
+                        )
+            return ends, consumed
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        ends0, consumed0 = await reading()
+        await asyncio.sleep(max(window_s - (loop.time() - started), 0.0))
+        ends1, consumed1 = await reading()
+        elapsed = max(loop.time() - started, 1e-3)
+        rows: list[TopicGroupStats] = []
+        for topic in sorted(ends1):
+            in_tps = (ends1[topic] - ends0.get(topic, ends1[topic])) / elapsed
+            readers = sorted(g for (t, g) in consumed1 if t == topic)
+            if not readers:
+                rows.append(TopicGroupStats(topic, "", 0, in_tps, 0.0))
+            for group in readers:
+                done1, lag = consumed1[topic, group]
+                done0, _ = consumed0.get((topic, group), (done1, 0))
+                rows.append(TopicGroupStats(topic, group, lag, in_tps, (done1 - done0) / elapsed))
+        return rows
+
+    async def _groups_with_offsets(self) -> set[str]:
+        """Groups with committed offsets on some master (GET_ALL_CONSUMER_OFFSET): a group
+        consumes without a subscription group of its own where the broker creates none."""
+        groups: set[str] = set()
+        for address in (await self._masters()).values():
+            response = await self._client.invoke(address, MQRequestCode.GET_ALL_CONSUMER_OFFSET)
+            table = json.loads(response.body or b"{}").get("offsetTable") or {}
+            groups.update(key.rpartition("@")[2] for key in table if "@" in key)
+        return groups
 
     # ------------------------------------------------------------------ consumers
     async def consumer_progress(
