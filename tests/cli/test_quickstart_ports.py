@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def test_the_offset_range_is_the_one_that_keeps_every_port_valid() -> None:
     low, high = quickstart.MIN_PORT_OFFSET, quickstart.MAX_PORT_OFFSET
-    assert (low, high) == (1 - 9876, 65535 - 40913)
+    assert (low, high) == (1 - 8081, 65535 - 40913)  # the gRPC ports start at 8081
     assert quickstart.port_offset(str(high)) == high
     assert quickstart.port_offset(str(low)) == low
 
@@ -27,9 +27,9 @@ def test_the_offset_range_is_the_one_that_keeps_every_port_valid() -> None:
 @pytest.mark.parametrize(
     ("offset", "message"),
     [
-        ("30000", "30000 would move the ports (9876..40913) to 39876..70913, outside 1..65535"),
-        ("24623", "outside 1..65535; use an offset between -9875 and 24622"),
-        ("-9876", "to 0..31037, outside 1..65535"),
+        ("30000", "30000 would move the ports (8081..40913) to 38081..70913, outside 1..65535"),
+        ("24623", "outside 1..65535; use an offset between -8080 and 24622"),
+        ("-8081", "to 0..32832, outside 1..65535"),
         ("ten", "argument --port-offset: 'ten' is not an integer"),
     ],
 )

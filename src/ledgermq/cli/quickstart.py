@@ -32,6 +32,7 @@ from ledgermq.client import Admin, Producer, PullConsumer
 from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
+from ledgermq.proxy.local import GrpcDoor
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 DEFAULT_DIR: Final = "ledgermq-data"
@@ -49,7 +50,9 @@ _CHECK_MESSAGES: Final = 100
 NAMESRV_PORT: Final = 9876
 BROKER_PORTS: Final = (30911, 30921, 30931)
 LEDGER_PORTS: Final = (40911, 40912, 40913)
-_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS)
+GRPC_PORTS: Final = (8081, 8082, 8083)
+"""gRPC ports (RocketMQ 5 clients): 8081, RocketMQ proxy's default, for the first replica."""
+_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS, *GRPC_PORTS)
 MIN_PORT_OFFSET: Final = 1 - min(_ALL_PORTS)
 MAX_PORT_OFFSET: Final = 65535 - max(_ALL_PORTS)
 """Every port moved by ``--port-offset`` must stay a TCP port (1..65535): a larger one would
@@ -115,6 +118,7 @@ def broker_configs(
             broker_name="broker-a",
             broker_ip1=HOST,
             listen_port=BROKER_PORTS[i] + port_offset,
+            grpc_server_port=GRPC_PORTS[i] + port_offset,
             namesrv_addr=(namesrv,),
             store_path_root_dir=os.path.join(data_dir, node),
             dleger_peers=peers,
@@ -161,7 +165,10 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
     namesrv = NameServer(
         NameServerConfig(listen_host=HOST, listen_port=NAMESRV_PORT + args.port_offset)
     )
-    brokers = [BrokerServer(c) for c in broker_configs(data_dir, args.port_offset, args.flush)]
+    brokers = [
+        BrokerServer(c, grpc_door=GrpcDoor)
+        for c in broker_configs(data_dir, args.port_offset, args.flush)
+    ]
     started = time.perf_counter()
     try:
         try:
@@ -188,7 +195,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
             ledger_host, ledger_port = broker.config.ledger_config().address
             print(
                 f"  broker-a {broker.config.dleger_self_id}    {broker.address}  ({role}; "
-                f"ledger {ledger_host}:{ledger_port})"
+                f"ledger {ledger_host}:{ledger_port}; gRPC {broker.grpc_address})"
             )
         print(
             f"  master elected in {elected_s:.2f} s; self-check: {_CHECK_MESSAGES} messages sent "
@@ -213,6 +220,7 @@ def _port_owner(address: str | None, offset: int) -> str:
     for i, node in enumerate(NODES):
         owners[BROKER_PORTS[i] + offset] = f"the remoting port of broker-a {node}"
         owners[LEDGER_PORTS[i] + offset] = f"the ledger port of broker-a {node}"
+        owners[GRPC_PORTS[i] + offset] = f"the gRPC port of broker-a {node}"
     return owners.get(port, "a quickstart port")
 
 
