@@ -326,3 +326,18 @@ def test_no_door_when_turned_off(tmp_path: Path) -> None:
             await broker.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_grpc_client_on_the_remoting_port_is_told_the_grpc_port(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def test(group: Group) -> None:
+        master = await group.master()
+        assert master.grpc_door is not None
+        channel, stub = _stub(master.address)  # the remoting port, by mistake
+        async with channel:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub.Heartbeat(service_pb2.HeartbeatRequest(), timeout=3)
+        assert f"gRPC is served on port {master.grpc_door.port}" in caplog.text
+
+    _run(tmp_path, test)

@@ -5,8 +5,8 @@ themselves, so each broker group's endpoint is its master's gRPC address. The Na
 names each master's remoting address; its gRPC port is that broker's ``grpcServerPort``, which
 may differ per replica (several on one host). RocketMQ's ``LocalTopicRouteService`` assumes
 every broker uses this proxy's port; here each master is asked once instead (GET_BROKER_CONFIG,
-26, whose body lists ``grpc_server_port``), and the answer is kept per remoting address. A
-replica's own address is answered without asking.
+26, whose body lists ``grpc_server_port``), and the answer is kept per remoting address for a
+minute. A replica's own address is answered without asking.
 
 After a failover the NameServers name the new master within a registration (the broker
 registers at once on a role change), so the next QueryRoute, which always asks a NameServer,
@@ -16,6 +16,7 @@ start-up; a send to the old master meanwhile fails and is retried by the client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -34,6 +35,9 @@ __all__ = ["Endpoint", "RouteFinder", "TopicNotFound"]
 _log = logging.getLogger(__name__)
 
 _TIMEOUT_S: Final = 3.0
+_PORT_KEPT_S: Final = 60.0
+"""How long a master's gRPC port is kept before it is asked again (a replica restarted with
+``grpcServerPort=0`` listens on a new one)."""
 _GRPC_PORT_FIELD: Final = "grpc_server_port="
 
 
@@ -63,7 +67,8 @@ class RouteFinder:
         self._next = 0
         self._own_remoting = own_remoting
         self._own_grpc_port = own_grpc_port
-        self._grpc_ports: dict[str, int] = {}
+        self._grpc_ports: dict[str, tuple[int, float]] = {}
+        """remoting address -> (its gRPC port, loop time it was learnt)"""
 
     async def route(self, topic: str) -> TopicRouteData:
         """The topic's route; ``TopicNotFound``, or the last ``NetworkError`` when no NameServer
@@ -110,9 +115,10 @@ class RouteFinder:
     async def _grpc_port(self, remoting_address: str) -> int | None:
         if remoting_address == self._own_remoting():
             return self._own_grpc_port
-        port = self._grpc_ports.get(remoting_address)
-        if port is not None:
-            return port
+        now = asyncio.get_running_loop().time()
+        known = self._grpc_ports.get(remoting_address)
+        if known is not None and now - known[1] < _PORT_KEPT_S:
+            return known[0]
         command = RemotingCommand(code=MQRequestCode.GET_BROKER_CONFIG, opaque=0)
         try:
             response = await self._pool.request(remoting_address, command, _TIMEOUT_S)
@@ -128,10 +134,6 @@ class RouteFinder:
                     port = int(line[len(_GRPC_PORT_FIELD) :])
                 except ValueError:
                     return None
-                self._grpc_ports[remoting_address] = port
+                self._grpc_ports[remoting_address] = (port, now)
                 return port
         return None
-
-    def forget(self, remoting_address: str) -> None:
-        """Ask again next time (the process there may have restarted on another port)."""
-        self._grpc_ports.pop(remoting_address, None)
