@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 import grpc.aio
 
+from ledgermq.acl import sign_request
 from ledgermq.errors import NetworkError
 from ledgermq.net import ConnectionPool
 from ledgermq.proxy.protocol import service_pb2_grpc
@@ -60,7 +61,16 @@ class GrpcDoor:
                 f"{config.broker_ip1}:{config.grpc_server_port}",
             ) from exc
         self._pool = ConnectionPool(broker.network)
-        routes = RouteFinder(self._pool, config.namesrv_addr, lambda: broker.config.address, port)
+        sign = None
+        if config.acl_access_key:
+            access_key, secret_key = config.acl_access_key, config.acl_secret_key
+
+            def sign(fields: dict[str, str]) -> dict[str, str]:
+                return sign_request(fields, None, access_key, secret_key)
+
+        routes = RouteFinder(
+            self._pool, config.namesrv_addr, lambda: broker.config.address, port, sign
+        )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(services, state, routes), server
         )

@@ -60,8 +60,12 @@ class RouteFinder:
         namesrv_addrs: Sequence[str],
         own_remoting: Callable[[], str],
         own_grpc_port: int,
+        sign: Callable[[dict[str, str]], dict[str, str]] | None = None,
     ) -> None:
-        """``own_remoting``: this replica's remoting address (known once its port is open)."""
+        """``own_remoting``: this replica's remoting address (known once its port is open);
+        ``sign``: signs a request's fields with the broker's own account (``aclAccessKey``),
+        for NameServers and brokers that check ACL."""
+        self._sign = sign or (lambda fields: fields)
         self._pool = pool
         self._namesrv = list(namesrv_addrs)
         self._next = 0
@@ -79,7 +83,9 @@ class RouteFinder:
         for _ in range(len(self._namesrv)):
             address = self._namesrv[self._next % len(self._namesrv)]
             command = RemotingCommand(
-                code=MQRequestCode.GET_ROUTEINFO_BY_TOPIC, opaque=0, ext_fields={"topic": topic}
+                code=MQRequestCode.GET_ROUTEINFO_BY_TOPIC,
+                opaque=0,
+                ext_fields=self._sign({"topic": topic}),
             )
             try:
                 response = await self._pool.request(address, command, _TIMEOUT_S)
@@ -119,7 +125,9 @@ class RouteFinder:
         known = self._grpc_ports.get(remoting_address)
         if known is not None and now - known[1] < _PORT_KEPT_S:
             return known[0]
-        command = RemotingCommand(code=MQRequestCode.GET_BROKER_CONFIG, opaque=0)
+        command = RemotingCommand(
+            code=MQRequestCode.GET_BROKER_CONFIG, opaque=0, ext_fields=self._sign({})
+        )
         try:
             response = await self._pool.request(remoting_address, command, _TIMEOUT_S)
         except NetworkError as exc:
