@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 CLIENT = "rocketmq-python-client==5.1.2"
 DRIVER = Path(__file__).with_name("rmq5_producer_driver.py")
+PROBE = Path(__file__).with_name("rmq5_consumer_probe.py")
 GROUP = "broker-a"
 TOPIC = "GrpcTopic"
 
@@ -230,3 +231,26 @@ def test_master_killed_mid_stream(broker_clusters: MakeCluster, tmp_path: Path) 
     )
     found = read_back(cluster.namesrv_addr)
     check_acknowledged(sent, found)
+
+
+def test_consumers_start_and_are_told_receive_is_not_implemented(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """Until POP (issue 16 section 2): both consumer kinds start (Telemetry settings,
+    QueryAssignment), and a receive is answered NOT_IMPLEMENTED (50100) in its status, which
+    the client raises as UnsupportedException with our sentence."""
+    python = client_python()
+    _, endpoints = _cluster(broker_clusters)
+    home = tmp_path / "client"
+    home.mkdir()
+    done = subprocess.run(
+        [python, str(PROBE), endpoints, TOPIC],
+        capture_output=True, text=True, timeout=60, check=False, cwd=home,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(home)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["simple_startup"] == "ok", outcome
+    assert outcome["simple_receive"].startswith("UnsupportedException: 50100"), outcome
+    assert "not implemented" in outcome["simple_receive"]
+    assert outcome["push_startup"] == "ok", outcome
