@@ -25,6 +25,7 @@ from ledgermq.errors import ConfigError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.proxy.local import GrpcDoor
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.routes import RouteFinder
 from ledgermq.wire.message import decode_records
 from ledgermq.wire.route import TopicConfig
 
@@ -339,5 +340,25 @@ def test_a_grpc_client_on_the_remoting_port_is_told_the_grpc_port(
             with pytest.raises(grpc.aio.AioRpcError):
                 await stub.Heartbeat(service_pb2.HeartbeatRequest(), timeout=3)
         assert f"gRPC is served on port {master.grpc_door.port}" in caplog.text
+
+    _run(tmp_path, test)
+
+
+def test_an_unexpected_failure_is_answered_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: object, topic: str) -> None:
+        raise RuntimeError("boom")
+
+    async def test(group: Group) -> None:
+        master = await group.master()
+        monkeypatch.setattr(RouteFinder, "route", broken)
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            route = await stub.QueryRoute(
+                service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="T"))
+            )
+            assert route.status.code == Code.INTERNAL_ERROR
+            assert route.status.message == "internal error: RuntimeError"
 
     _run(tmp_path, test)

@@ -21,8 +21,9 @@ place for it is ``_admit``, called first by every RPC.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
@@ -33,7 +34,7 @@ from ledgermq.proxy.status import Code, error_status, not_implemented, ok, statu
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
     import grpc.aio
 
@@ -46,6 +47,42 @@ if TYPE_CHECKING:
 __all__ = ["MessagingServicer"]
 
 _log = logging.getLogger(__name__)
+
+
+class _Answer(Protocol):
+    def __init__(self, *, status: definition_pb2.Status) -> None: ...
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R", bound=_Answer)
+_S = TypeVar("_S")
+
+
+def _internal_error_answered(
+    response: type[_R],
+) -> Callable[
+    [Callable[Concatenate[_S, _P], Awaitable[_R]]], Callable[Concatenate[_S, _P], Awaitable[_R]]
+]:
+    """An unexpected failure of a unary RPC is logged and answered INTERNAL_ERROR in the
+    response's status (as the Java proxy does), never a bare gRPC UNKNOWN."""
+
+    def wrap(
+        method: Callable[Concatenate[_S, _P], Awaitable[_R]],
+    ) -> Callable[Concatenate[_S, _P], Awaitable[_R]]:
+        @functools.wraps(method)
+        async def guarded(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return await method(self, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
+                _log.exception("gRPC %s failed", method.__name__)
+                return response(
+                    status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+                )
+
+        return guarded
+
+    return wrap
+
 
 _MAX_ATTEMPTS: Final = 3
 """Send attempts a producer is told to make (RocketMQ's proxy default, ``maxAttempts``)."""
@@ -107,6 +144,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             )
         return queues, ok()
 
+    @_internal_error_answered(service_pb2.QueryRouteResponse)
     async def QueryRoute(  # noqa: N802 - the generated servicer's names
         self, request: service_pb2.QueryRouteRequest, context: Context
     ) -> service_pb2.QueryRouteResponse:
@@ -114,6 +152,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         queues, answer = await self._route_queues(request.topic.name)
         return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
 
+    @_internal_error_answered(service_pb2.QueryAssignmentResponse)
     async def QueryAssignment(  # noqa: N802
         self, request: service_pb2.QueryAssignmentRequest, context: Context
     ) -> service_pb2.QueryAssignmentResponse:
@@ -190,6 +229,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return settings
 
     # ------------------------------------------------------------------ send
+    @_internal_error_answered(service_pb2.SendMessageResponse)
     async def SendMessage(  # noqa: N802
         self, request: service_pb2.SendMessageRequest, context: Context
     ) -> service_pb2.SendMessageResponse:
