@@ -140,7 +140,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 )
         if not queues:
             return [], status(
-                Code.TOPIC_NOT_FOUND, f"topic {topic} has no broker group with a master now"
+                Code.TOPIC_NOT_FOUND,
+                f"topic {topic} has no broker group with a master serving gRPC now "
+                "(none elected yet, or grpcServerPort=-1 on it)",
             )
         return queues, ok()
 
