@@ -17,11 +17,11 @@ from ledgermq.store import LedgerStore
 
 
 def _free_port_offset() -> int:
-    """An offset that makes every quickstart port free (NameServer, brokers, ledger)."""
+    """An offset that makes every quickstart port free (NameServer, brokers, ledger, gRPC)."""
     rng = random.Random()
     for _ in range(50):
         offset = rng.randrange(1000, 20000)
-        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913, 8080]
+        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913, 8080, 8081, 8082, 8083]
         try:
             for port in ports:
                 with socket.socket() as s:
@@ -42,6 +42,7 @@ def test_quickstart_runs_a_cluster_and_checks_itself(
     out = capsys.readouterr().out
     assert f"NameServer      127.0.0.1:{9876 + offset}" in out
     assert out.count("(master;") == 1
+    assert f"gRPC 127.0.0.1:{8081 + offset})" in out
     assert "self-check: 100 messages sent" in out
     if console_available():
         assert f"Console         http://127.0.0.1:{8080 + offset}/" in out

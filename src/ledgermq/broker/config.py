@@ -67,6 +67,10 @@ class BrokerConfig:
     """The address clients reach this broker on (what it registers with the NameServers)."""
     listen_port: int = 10911
     """Port of the remoting protocol; 0 picks a free one (tests)."""
+    grpc_server_port: int = 8081
+    """Port of RocketMQ 5's gRPC protocol (``MessagingService``, the "local" proxy mode of
+    RocketMQ's ``grpcServerPort``, default 8081 as RocketMQ's proxy); 0 picks a free one, -1
+    turns the gRPC door off. Replicas on one host each need their own."""
     namesrv_addr: tuple[str, ...] = ()
     """NameServers ("host:port"), ``;``-separated in the file."""
     store_path_root_dir: str = field(default_factory=lambda: os.path.expanduser("~/store"))
@@ -153,6 +157,10 @@ class BrokerConfig:
             )
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listenPort {self.listen_port} is out of range")
+        if not -1 <= self.grpc_server_port < 65536:
+            raise ConfigError(
+                f"grpcServerPort {self.grpc_server_port} is out of range (-1 turns gRPC off)"
+            )
         if self.max_message_size < 1024:
             raise ConfigError(f"maxMessageSize {self.max_message_size} is below 1024 bytes")
         if self.default_topic_queue_nums < 1:

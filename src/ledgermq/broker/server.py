@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ledgermq.acl import Needs, heartbeat_needs
 from ledgermq.broker.errors import ServiceError
@@ -117,6 +117,22 @@ _REQUEST_KINDS: Final[dict[int, str]] = {
 """Requests whose latency is kept per topic (``ledgermq_broker_request_latency_seconds``)."""
 
 
+class FrontDoor(Protocol):
+    """A second protocol served by this replica over ``BrokerServer.services`` (the gRPC door,
+    ``ledgermq.proxy.local.GrpcDoor``, which lives above the broker package: the command that
+    runs a broker hands its class in as ``grpc_door``)."""
+
+    port: int
+    """The port it listens on, once started."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+DoorFactory = Callable[["BrokerServer"], FrontDoor]
+
+
 class BrokerServer:
     """``await start()``, serve until ``close()``."""
 
@@ -126,8 +142,13 @@ class BrokerServer:
         *,
         network: Network | None = None,
         clock: Clock | None = None,
+        grpc_door: DoorFactory | None = None,
     ) -> None:
+        """``grpc_door``: makes the gRPC door (served on ``grpcServerPort`` unless it is -1);
+        None: this replica serves remoting only."""
         self.config = config
+        self._grpc_factory = grpc_door
+        self.grpc_door: FrontDoor | None = None
         ledger_config = config.ledger_config()
         # One network for both ports and this broker's own connections: the remoting port, the
         # ledger port and the links to peers and NameServers share the tls.* settings.
@@ -194,6 +215,17 @@ class BrokerServer:
     def address(self) -> str:
         return f"{self.config.broker_ip1}:{self.port}"
 
+    @property
+    def grpc_address(self) -> str | None:
+        """Where RocketMQ 5 clients reach this replica, None when it serves no gRPC."""
+        door = self.grpc_door
+        return None if door is None else f"{self.config.broker_ip1}:{door.port}"
+
+    @property
+    def network(self) -> Network:
+        """The network this replica serves and connects on (for a door's own connections)."""
+        return self._network
+
     async def start(self) -> None:
         config = self.config
         root = config.store_path_root_dir
@@ -253,8 +285,10 @@ class BrokerServer:
         dispatcher.on_failure = self._on_dispatch_failure
         self.ledger.add_commit_listener(dispatcher.on_commit)
         dispatcher.on_commit(store.committed_index)  # whatever committed during the catch-up
+        grpc_port = await self._open_grpc_door()
+        config = self.config
         self._listener = await self._network.serve(
-            config.broker_ip1, config.listen_port, self._on_frame
+            config.broker_ip1, config.listen_port, self._on_frame, grpc_port=grpc_port
         )
         if config.listen_port == 0:
             self.config = config = dataclasses.replace(config, listen_port=self._listener.port)
@@ -270,6 +304,21 @@ class BrokerServer:
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         _log.info("broker %s replica %s serving on %s (ledger %s:%d)", config.broker_name,
                   config.dleger_self_id, self.address, *config.ledger_config().address)  # fmt: skip
+
+    async def _open_grpc_door(self) -> int | None:
+        """Start the gRPC door, if this replica has one (``grpcServerPort`` >= 0), first: the
+        remoting port then names its port to a gRPC client that knocks there."""
+        factory = self._grpc_factory
+        if factory is None or self.config.grpc_server_port < 0:
+            return None
+        door = factory(self)
+        await door.start()
+        self.grpc_door = door
+        if self.config.grpc_server_port == 0:
+            assert self.state is not None
+            self.config = dataclasses.replace(self.config, grpc_server_port=door.port)
+            self.state.config = self.config
+        return door.port
 
     async def close(self) -> None:
         """Stop serving and close everything; it always ends closed (``wait_closed`` returns),
@@ -298,6 +347,8 @@ class BrokerServer:
         pending = [task for task in self._tasks if not task.done()]
         if pending:  # woken pulls answer (refusals, after a failure) before connections close
             await asyncio.wait(pending, timeout=_DRAIN_S)
+        if self.grpc_door is not None:
+            await self.grpc_door.close()
         if self._listener is not None:
             self._listener.close()
         if self._delay is not None:

@@ -19,6 +19,7 @@ from ledgermq.cli.serving import EXIT_STORE_FAILED, address_in_use, wait_for_sto
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
+from ledgermq.proxy.local import GrpcDoor
 
 if TYPE_CHECKING:
     import argparse
@@ -72,7 +73,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 async def _serve(config: BrokerConfig) -> int:
-    server = BrokerServer(config)
+    server = BrokerServer(config, grpc_door=GrpcDoor)
     ledger_host, ledger_port = config.ledger_config().address
     try:
         await server.start()
@@ -96,7 +97,8 @@ async def _serve(config: BrokerConfig) -> int:
     )
     print(
         f"Broker {config.broker_name} replica {config.dleger_self_id} serving on "
-        f"{server.address} (ledger {ledger_host}:{ledger_port}{shown})",
+        f"{server.address} (ledger {ledger_host}:{ledger_port}{shown}"
+        + (f"; gRPC {server.grpc_address})" if server.grpc_address else ")"),
         flush=True,
     )
     await wait_for_stop(server.wait_closed())

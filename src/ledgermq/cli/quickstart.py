@@ -7,7 +7,8 @@ broken install shows at once; then it prints the addresses and serves until Ctrl
 ``--run-for`` seconds). Any RocketMQ client can use it: point it at the NameServer address.
 
 Ports follow RocketMQ's DLedger sample configs: NameServer 9876, brokers 30911 / 30921 / 30931,
-ledger replicas 40911 / 40912 / 40913, and the web console on 8080 (RocketMQ Dashboard's);
+ledger replicas 40911 / 40912 / 40913, gRPC 8081 / 8082 / 8083 (RocketMQ proxy's), and the web
+console on 8080 (RocketMQ Dashboard's);
 ``--port-offset`` moves them all (and is refused when a port would leave 1..65535). The console
 is started only when its extra is installed (``pip install 'ledgermq[console]'``); without it,
 or when its port is taken, the quickstart says so in one line and runs without it: the brokers
@@ -38,6 +39,7 @@ from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
 from ledgermq.net.tls import TlsServerConfig
+from ledgermq.proxy.local import GrpcDoor
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:
@@ -59,7 +61,9 @@ NAMESRV_PORT: Final = 9876
 BROKER_PORTS: Final = (30911, 30921, 30931)
 LEDGER_PORTS: Final = (40911, 40912, 40913)
 CONSOLE_PORT: Final = 8080
-_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS, CONSOLE_PORT)
+GRPC_PORTS: Final = (8081, 8082, 8083)
+"""gRPC ports (RocketMQ 5 clients): 8081, RocketMQ proxy's default, for the first replica."""
+_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS, CONSOLE_PORT, *GRPC_PORTS)
 MIN_PORT_OFFSET: Final = 1 - min(_ALL_PORTS)
 MAX_PORT_OFFSET: Final = 65535 - max(_ALL_PORTS)
 """Every port moved by ``--port-offset`` must stay a TCP port (1..65535): a larger one would
@@ -151,6 +155,7 @@ def broker_configs(
             broker_name="broker-a",
             broker_ip1=HOST,
             listen_port=BROKER_PORTS[i] + port_offset,
+            grpc_server_port=GRPC_PORTS[i] + port_offset,
             namesrv_addr=(namesrv,),
             store_path_root_dir=os.path.join(data_dir, node),
             dleger_peers=peers,
@@ -206,7 +211,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
         )
     )
     configs = broker_configs(data_dir, args.port_offset, args.flush, secure)
-    brokers = [BrokerServer(c) for c in configs]
+    brokers = [BrokerServer(c, grpc_door=GrpcDoor) for c in configs]
     clients: dict[str, Any] = (
         {} if secure is None else {"credentials": secure.admin, "tls": secure.client_tls()}
     )
@@ -238,7 +243,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
             ledger_host, ledger_port = broker.config.ledger_config().address
             print(
                 f"  broker-a {broker.config.dleger_self_id}    {broker.address}  ({role}; "
-                f"ledger {ledger_host}:{ledger_port})"
+                f"ledger {ledger_host}:{ledger_port}; gRPC {broker.grpc_address})"
             )
         print(f"  Console         {console_line}")
         print(
@@ -301,6 +306,7 @@ def _port_owner(address: str | None, offset: int) -> str:
     for i, node in enumerate(NODES):
         owners[BROKER_PORTS[i] + offset] = f"the remoting port of broker-a {node}"
         owners[LEDGER_PORTS[i] + offset] = f"the ledger port of broker-a {node}"
+        owners[GRPC_PORTS[i] + offset] = f"the gRPC port of broker-a {node}"
     return owners.get(port, "a quickstart port")
 
 

@@ -1,7 +1,13 @@
 """The gRPC v5 front door (``apache.rocketmq.v2.MessagingService``, issue 16).
 
 DESIGN.md, "two front doors, one house": this package translates RocketMQ 5's gRPC protocol to
-the broker's protocol-neutral service layer (in a replica, RocketMQ's "local" proxy mode) or to
-remoting calls (a stand-alone proxy, "cluster" mode). So far it holds the generated protocol
-stubs (``ledgermq.proxy.protocol``); the servicer comes with the service layer.
+the broker's protocol-neutral service layer in a replica (RocketMQ's "local" proxy mode) and,
+later, to remoting calls (a stand-alone proxy, "cluster" mode). Its rooms:
+
+- ``protocol``: the generated v2 stubs, in a private descriptor pool;
+- ``local``: ``GrpcDoor``, the ``grpc.aio`` server a ``BrokerServer`` opens on ``grpcServerPort``;
+- ``servicer``: one method per RPC, translation only;
+- ``messages``: a v5 message as RocketMQ properties and a ``SendRequest`` (pure);
+- ``routes``: topic routes from the NameServers and each master's gRPC endpoint;
+- ``status``: the one place a service refusal becomes a v2 status code.
 """

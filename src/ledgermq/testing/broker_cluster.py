@@ -132,6 +132,8 @@ class BrokerCluster:
         self.ports: dict[tuple[str, str], int] = {}
         """Remoting port of each replica, kept across restarts."""
         self.ledger_ports: dict[tuple[str, str], int] = {}
+        self.grpc_ports: dict[tuple[str, str], int] = {}
+        """gRPC port of each replica (``grpcServerPort``), kept across restarts."""
         self._ever_started = False
         _live_clusters.add(self)
         if start:
@@ -161,6 +163,10 @@ class BrokerCluster:
     def address(self, group: str, node: str) -> str:
         return f"{HOST}:{self.ports[self._key(group, node)]}"
 
+    def grpc_address(self, group: str, node: str) -> str:
+        """Where RocketMQ 5 clients reach this replica (its gRPC door)."""
+        return f"{HOST}:{self.grpc_ports[self._key(group, node)]}"
+
     def peers(self, group: str) -> str:
         """DLedger's peer string of ``group``: ``n0-127.0.0.1:P0;n1-...``."""
         return ";".join(f"{n}-{HOST}:{self.ledger_ports[(group, n)]}" for n in self.nodes)
@@ -173,9 +179,11 @@ class BrokerCluster:
 
     def _pick_ports(self) -> None:
         keys = list(self._brokers)
-        ports = free_ports(2 * len(keys))
-        self.ports = dict(zip(keys, ports[: len(keys)], strict=True))
-        self.ledger_ports = dict(zip(keys, ports[len(keys) :], strict=True))
+        n = len(keys)
+        ports = free_ports(3 * n)
+        self.ports = dict(zip(keys, ports[:n], strict=True))
+        self.ledger_ports = dict(zip(keys, ports[n : 2 * n], strict=True))
+        self.grpc_ports = dict(zip(keys, ports[2 * n :], strict=True))
 
     # ------------------------------------------------------------------ processes
     def broker_command(self, group: str, node: str) -> list[str]:
@@ -190,6 +198,7 @@ class BrokerCluster:
             "--namesrv-addr", self.namesrv_addr,
             "--store-dir", str(self.store_dir(group, node)),
             f"--set=flushDiskType={self.flush}",
+            f"--set=grpcServerPort={self.grpc_ports[key]}",
             *settings,
         )  # fmt: skip
 

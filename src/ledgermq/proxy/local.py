@@ -1,0 +1,89 @@
+"""The gRPC door inside a broker replica (RocketMQ's "local" proxy mode).
+
+``GrpcDoor`` serves ``MessagingService`` with ``grpc.aio`` on ``grpcServerPort`` of the
+replica's ``brokerIP1``, over the replica's ``BrokerServices``. ``BrokerServer`` starts it
+(``grpc_door=GrpcDoor`` from the ``ledgermq broker`` command and the quickstart) before the
+remoting port, so that the remoting port can name it to a gRPC client that knocks on the wrong
+door, and closes it first. ``grpc.so_reuseport`` is off: grpcio turns it on by default, and two
+servers could then share a port without a word (spec protocol-remoting-and-grpc.md section 3.4).
+Plaintext (h2c) only for now; TLS and authentication come with the door's security (the
+servicer's ``_admit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+import grpc.aio
+
+from ledgermq.acl import sign_request
+from ledgermq.errors import NetworkError
+from ledgermq.net import ConnectionPool
+from ledgermq.proxy.protocol import service_pb2_grpc
+from ledgermq.proxy.routes import RouteFinder
+from ledgermq.proxy.servicer import MessagingServicer
+
+if TYPE_CHECKING:
+    from ledgermq.broker.server import BrokerServer
+
+__all__ = ["GrpcDoor"]
+
+_log = logging.getLogger(__name__)
+
+_GRACE_S: Final = 0.5
+"""How long ``close`` lets calls in progress finish."""
+
+
+class GrpcDoor:
+    """``await start()`` (binds the port), ``await close()``."""
+
+    def __init__(self, broker: BrokerServer) -> None:
+        self._broker = broker
+        self._server: grpc.aio.Server | None = None
+        self._pool: ConnectionPool | None = None
+        self.port = -1
+
+    async def start(self) -> None:
+        broker = self._broker
+        config = broker.config
+        services, state = broker.services, broker.state
+        assert services is not None
+        assert state is not None, "the broker starts its door after its services"
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        try:
+            port = server.add_insecure_port(f"{config.broker_ip1}:{config.grpc_server_port}")
+        except RuntimeError as exc:
+            raise NetworkError(
+                f"cannot listen for gRPC on {config.broker_ip1}:{config.grpc_server_port} "
+                f"({exc}): another process may use it; choose another grpcServerPort "
+                "(-1 turns the gRPC door off)",
+                f"{config.broker_ip1}:{config.grpc_server_port}",
+            ) from exc
+        self._pool = ConnectionPool(broker.network)
+        sign = None
+        if config.acl_access_key:
+            access_key, secret_key = config.acl_access_key, config.acl_secret_key
+
+            def sign(fields: dict[str, str]) -> dict[str, str]:
+                return sign_request(fields, None, access_key, secret_key)
+
+        routes = RouteFinder(
+            self._pool, config.namesrv_addr, lambda: broker.config.address, port, sign
+        )
+        service_pb2_grpc.add_MessagingServiceServicer_to_server(
+            MessagingServicer(services, state, routes), server
+        )
+        await server.start()
+        self._server = server
+        self.port = port
+        _log.info("broker %s replica %s serves gRPC (RocketMQ 5 clients) on %s:%d",
+                  config.broker_name, config.dleger_self_id, config.broker_ip1, port)  # fmt: skip
+
+    async def close(self) -> None:
+        if self._server is not None:
+            await self._server.stop(_GRACE_S)
+            self._server = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None

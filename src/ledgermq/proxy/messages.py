@@ -1,0 +1,122 @@
+"""A v5 ``Message`` as a RocketMQ message: properties, flags and the service's ``SendRequest``.
+
+Pure. The mapping is the Java proxy's (``SendMessageActivity.buildMessage`` /
+``buildMessageProperty``), so that a message sent over gRPC reads the same as one sent over
+remoting to every consumer: the user properties as they are, then ``TAGS`` (the tag), ``KEYS``
+(the keys joined by a space, ``MessageConst.KEY_SEPARATOR``), ``UNIQ_KEY`` (the client's message
+id, which the send answers with), ``RECONSUME_TIME`` (the delivery attempt), ``__SHARDINGKEY``
+(the message group), ``TRACE_CONTEXT``, ``__BORNHOST`` (the client's, else the peer address)
+and ``BORN_TIMESTAMP``. A user property may not use a reserved system name.
+
+What is refused here, with the status saying so (never a dropped stream): FIFO (a message
+group), timer messages (``delivery_timestamp``) and transactional messages, until the service
+has them (issue 16 section 3).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ledgermq.broker.service.send import SendRequest
+from ledgermq.proxy.protocol import definition_pb2
+from ledgermq.proxy.status import Code, not_implemented, status
+from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
+
+__all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "Refusal", "message_properties",
+           "send_request"]  # fmt: skip
+
+PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
+"""``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
+PROPERTY_BORN_HOST: Final = "__BORNHOST"
+PROPERTY_BORN_TIMESTAMP: Final = "BORN_TIMESTAMP"
+PROPERTY_TRACE_CONTEXT: Final = "TRACE_CONTEXT"
+
+_RESERVED: Final = frozenset(
+    {
+        value
+        for name, value in vars(MessageProperty).items()
+        if name.isupper() and isinstance(value, str)
+    }
+    | {PROPERTY_SHARDING_KEY, PROPERTY_BORN_HOST, PROPERTY_BORN_TIMESTAMP, PROPERTY_TRACE_CONTEXT}
+)
+"""System property names a user property may not take (``MessageConst.STRING_HASH_SET``)."""
+
+GRPC_PRODUCER_GROUP: Final = "__grpc_producer"
+"""v5 producers have no group; the service records this one (the Java proxy sends none)."""
+
+
+class Refusal(Exception):  # noqa: N818 - a status to answer with, not an error of ours
+    """A message this door does not take: the status to answer its send with."""
+
+    def __init__(self, answer: definition_pb2.Status) -> None:
+        super().__init__(answer.message)
+        self.status = answer
+
+
+def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[str, str]:
+    """The RocketMQ properties of ``message`` (the module docstring's mapping)."""
+    props: dict[str, str] = {}
+    for key, value in message.user_properties.items():
+        if key in _RESERVED:
+            raise Refusal(
+                status(
+                    Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                    f"property key {key!r} is reserved for the system",
+                )
+            )
+        props[key] = value
+    system = message.system_properties
+    if system.HasField("tag") and system.tag:
+        props[MessageProperty.TAGS] = system.tag
+    if system.keys:
+        props[MessageProperty.KEYS] = " ".join(system.keys)
+    props[MessageProperty.UNIQ_KEY] = system.message_id
+    props[MessageProperty.RECONSUME_TIME] = str(system.delivery_attempt)
+    if system.HasField("message_group") and system.message_group:
+        props[PROPERTY_SHARDING_KEY] = system.message_group
+    if system.HasField("trace_context") and system.trace_context:
+        props[PROPERTY_TRACE_CONTEXT] = system.trace_context
+    born_host = system.born_host or peer_host
+    if born_host:
+        props[PROPERTY_BORN_HOST] = born_host
+    if system.HasField("born_timestamp"):
+        props[PROPERTY_BORN_TIMESTAMP] = str(system.born_timestamp.ToMilliseconds())
+    return props
+
+
+def send_request(
+    message: definition_pb2.Message, peer_host: str, default_queue_nums: int
+) -> tuple[SendRequest, bytes]:
+    """The service's request for one v5 message, and its body; ``Refusal`` if not taken."""
+    system = message.system_properties
+    if not message.topic.name:
+        raise Refusal(status(Code.ILLEGAL_TOPIC, "the message names no topic"))
+    if not system.message_id:
+        raise Refusal(status(Code.ILLEGAL_MESSAGE_ID, "the message has no message_id"))
+    kind = system.message_type
+    if kind == definition_pb2.FIFO or (system.HasField("message_group") and system.message_group):
+        raise Refusal(not_implemented("FIFO messages (message_group)"))
+    if kind == definition_pb2.DELAY or system.HasField("delivery_timestamp"):
+        raise Refusal(not_implemented("timer messages (delivery_timestamp)"))
+    if kind == definition_pb2.TRANSACTION:
+        raise Refusal(not_implemented("transactional messages"))
+    if kind not in (definition_pb2.NORMAL, definition_pb2.MESSAGE_TYPE_UNSPECIFIED):
+        raise Refusal(status(Code.BAD_REQUEST, f"message type {kind} is not one this door knows"))
+    sys_flag = SysFlag.COMPRESSED if system.body_encoding == definition_pb2.GZIP else 0
+    born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else 0
+    props = message_properties(message, peer_host)
+    request = SendRequest(
+        producer_group=GRPC_PRODUCER_GROUP,
+        topic=message.topic.name,
+        default_topic=None,
+        default_topic_queue_nums=default_queue_nums,
+        queue_id=system.queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=born_ms,
+        flag=0,
+        properties=encode_properties(props),
+        reconsume_times=system.delivery_attempt,
+        max_reconsume_times=None,
+        batch=False,
+    )
+    return request, message.body

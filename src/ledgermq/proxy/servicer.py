@@ -1,0 +1,373 @@
+"""``apache.rocketmq.v2.MessagingService`` over the broker's service layer: translation only.
+
+Each RPC reads its request's fields, calls ``BrokerServices`` (or the route finder), and writes
+the response; what an operation means lives in ``broker.service`` (DESIGN.md, "two front
+doors, one house"). Every answer carries its outcome in ``status`` (the gRPC status stays OK,
+as the Java proxy answers): a refusal's code comes from ``proxy.status``, and an RPC this broker
+does not serve yet answers NOT_IMPLEMENTED the same way (for a server stream, one response with
+that status), never gRPC's UNIMPLEMENTED and never a dropped stream. Spec
+protocol-remoting-and-grpc.md section 3.3 lists what the official clients require of each
+answer.
+
+Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal messages),
+QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
+and NotifyClientTermination. POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue), transactions (EndTransaction), the PullConsumer set and
+RecallMessage answer NOT_IMPLEMENTED until the service has them.
+
+Authentication (the ``authorization`` metadata, ``ledgermq.acl``) is not checked yet: the one
+place for it is ``_admit``, called first by every RPC.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
+
+from ledgermq.broker.errors import ServiceError
+from ledgermq.errors import LedgerMQError
+from ledgermq.proxy.messages import Refusal, send_request
+from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.routes import RouteFinder, TopicNotFound
+from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
+from ledgermq.wire.route import is_readable, is_writable
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+    import grpc.aio
+
+    from ledgermq.broker.service.services import BrokerServices
+    from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.proxy.routes import Endpoint
+
+    Context = grpc.aio.ServicerContext[Any, Any]
+
+__all__ = ["MessagingServicer"]
+
+_log = logging.getLogger(__name__)
+
+
+class _Answer(Protocol):
+    def __init__(self, *, status: definition_pb2.Status) -> None: ...
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R", bound=_Answer)
+_S = TypeVar("_S")
+
+
+def _internal_error_answered(
+    response: type[_R],
+) -> Callable[
+    [Callable[Concatenate[_S, _P], Awaitable[_R]]], Callable[Concatenate[_S, _P], Awaitable[_R]]
+]:
+    """An unexpected failure of a unary RPC is logged and answered INTERNAL_ERROR in the
+    response's status (as the Java proxy does), never a bare gRPC UNKNOWN."""
+
+    def wrap(
+        method: Callable[Concatenate[_S, _P], Awaitable[_R]],
+    ) -> Callable[Concatenate[_S, _P], Awaitable[_R]]:
+        @functools.wraps(method)
+        async def guarded(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return await method(self, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
+                _log.exception("gRPC %s failed", method.__name__)
+                return response(
+                    status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+                )
+
+        return guarded
+
+    return wrap
+
+
+_MAX_ATTEMPTS: Final = 3
+"""Send attempts a producer is told to make (RocketMQ's proxy default, ``maxAttempts``)."""
+_LONG_POLLING_S: Final = 20
+_RECEIVE_BATCH: Final = 32
+
+
+class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+    """One replica's gRPC door (local mode)."""
+
+    def __init__(self, services: BrokerServices, state: BrokerState, routes: RouteFinder) -> None:
+        self._services = services
+        self._state = state
+        self._routes = routes
+
+    def _admit(self, context: Context) -> None:
+        """Where authentication and ACL of the gRPC door will go (issue 17's follow-up)."""
+
+    # ------------------------------------------------------------------ routes
+    async def _route_queues(
+        self, topic: str
+    ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
+        try:
+            route = await self._routes.route(topic)
+            endpoints = await self._routes.master_endpoints(route)
+        except TopicNotFound as exc:
+            return [], status(Code.TOPIC_NOT_FOUND, str(exc))
+        except LedgerMQError as exc:
+            return [], status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+        queues = []
+        for data in route.queue_datas:
+            endpoint = endpoints.get(data.broker_name)
+            if endpoint is None:
+                continue  # no master now, or one without a gRPC door
+            broker = _broker(data.broker_name, endpoint)
+            both = min(data.read_queue_nums, data.write_queue_nums)
+            total = max(data.read_queue_nums, data.write_queue_nums)
+            for queue_id in range(total):
+                # The Java proxy's RouteActivity: queues read and written get the topic's
+                # permission; the surplus of one kind gets that kind alone.
+                if queue_id < both:
+                    perm = _permission(data.perm)
+                elif data.read_queue_nums > data.write_queue_nums:
+                    perm = _permission(data.perm & 4)
+                else:
+                    perm = _permission(data.perm & 2)
+                queues.append(
+                    definition_pb2.MessageQueue(
+                        topic=definition_pb2.Resource(name=topic),
+                        id=queue_id,
+                        permission=perm,
+                        broker=broker,
+                        accept_message_types=[definition_pb2.NORMAL],
+                    )
+                )
+        if not queues:
+            return [], status(
+                Code.TOPIC_NOT_FOUND,
+                f"topic {topic} has no broker group with a master serving gRPC now "
+                "(none elected yet, or grpcServerPort=-1 on it)",
+            )
+        return queues, ok()
+
+    @_internal_error_answered(service_pb2.QueryRouteResponse)
+    async def QueryRoute(  # noqa: N802 - the generated servicer's names
+        self, request: service_pb2.QueryRouteRequest, context: Context
+    ) -> service_pb2.QueryRouteResponse:
+        self._admit(context)
+        queues, answer = await self._route_queues(request.topic.name)
+        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
+
+    @_internal_error_answered(service_pb2.QueryAssignmentResponse)
+    async def QueryAssignment(  # noqa: N802
+        self, request: service_pb2.QueryAssignmentRequest, context: Context
+    ) -> service_pb2.QueryAssignmentResponse:
+        """One assignment per broker group with readable queues, queue id -1 ("any queue of
+        this broker", POP), as the Java proxy answers."""
+        self._admit(context)
+        queues, answer = await self._route_queues(request.topic.name)
+        if answer.code != Code.OK:
+            return service_pb2.QueryAssignmentResponse(status=answer)
+        assignments = []
+        seen: set[str] = set()
+        for queue in queues:
+            readable = queue.permission in (definition_pb2.READ, definition_pb2.READ_WRITE)
+            if not readable or queue.broker.name in seen:
+                continue
+            seen.add(queue.broker.name)
+            any_queue = definition_pb2.MessageQueue()
+            any_queue.CopyFrom(queue)
+            any_queue.id = -1
+            assignments.append(definition_pb2.Assignment(message_queue=any_queue))
+        if not assignments:
+            return service_pb2.QueryAssignmentResponse(
+                status=status(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
+            )
+        return service_pb2.QueryAssignmentResponse(status=ok(), assignments=assignments)
+
+    # ------------------------------------------------------------------ clients
+    async def Heartbeat(  # noqa: N802
+        self, request: service_pb2.HeartbeatRequest, context: Context
+    ) -> service_pb2.HeartbeatResponse:
+        self._admit(context)
+        return service_pb2.HeartbeatResponse(status=ok())
+
+    async def NotifyClientTermination(  # noqa: N802
+        self, request: service_pb2.NotifyClientTerminationRequest, context: Context
+    ) -> service_pb2.NotifyClientTerminationResponse:
+        self._admit(context)
+        return service_pb2.NotifyClientTerminationResponse(status=ok())
+
+    async def Telemetry(  # noqa: N802
+        self,
+        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
+        | Iterator[service_pb2.TelemetryCommand],
+        context: Context,
+    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
+        """Each client ``settings`` is answered with the settings merged with the server's
+        (the Java proxy's ``GrpcClientSettingsManager``); the stream stays open until the
+        client closes it. Other commands (thread stack traces, verification results) need no
+        answer."""
+        self._admit(context)
+        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
+        async for command in request_iterator:
+            if command.HasField("settings"):
+                yield service_pb2.TelemetryCommand(
+                    status=ok(), settings=self._server_settings(command.settings)
+                )
+
+    def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
+        settings = definition_pb2.Settings()
+        settings.CopyFrom(client)
+        backoff = settings.backoff_policy
+        backoff.max_attempts = _MAX_ATTEMPTS
+        exponential = backoff.exponential_backoff
+        exponential.initial.FromMilliseconds(10)
+        exponential.max.FromMilliseconds(1000)
+        exponential.multiplier = 2.0
+        if client.client_type == definition_pb2.PRODUCER:
+            settings.publishing.max_body_size = self._state.config.max_message_size
+            settings.publishing.validate_message_type = True
+        elif client.HasField("subscription"):
+            settings.subscription.fifo = False
+            settings.subscription.receive_batch_size = _RECEIVE_BATCH
+            settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
+        return settings
+
+    # ------------------------------------------------------------------ send
+    @_internal_error_answered(service_pb2.SendMessageResponse)
+    async def SendMessage(  # noqa: N802
+        self, request: service_pb2.SendMessageRequest, context: Context
+    ) -> service_pb2.SendMessageResponse:
+        """One entry per message, in order (the client checks there is exactly one per
+        message it sent); the response's status is the first failure's, else OK."""
+        self._admit(context)
+        if not request.messages:
+            return service_pb2.SendMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no message")
+            )
+        peer = _peer_address(context)
+        entries = []
+        first_failure: definition_pb2.Status | None = None
+        for message in request.messages:
+            entry = await self._send_one(message, peer)
+            if first_failure is None and entry.status.code != Code.OK:
+                first_failure = entry.status
+            entries.append(entry)
+        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
+
+    async def _send_one(
+        self, message: definition_pb2.Message, peer: str
+    ) -> service_pb2.SendResultEntry:
+        message_id = message.system_properties.message_id
+        try:
+            send, body = send_request(
+                message, peer.rpartition(":")[0], self._state.config.default_topic_queue_nums
+            )
+            if self._state.topics.find(send.topic) is None:
+                # A v5 send never creates its topic (the Java proxy picks the queue from the
+                # topic's route first, and answers TOPIC_NOT_FOUND when there is none).
+                return service_pb2.SendResultEntry(
+                    status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
+                    message_id=message_id,
+                )
+            result = await self._services.send.send(send, body, peer)
+        except Refusal as refusal:
+            return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
+        except ServiceError as exc:
+            return service_pb2.SendResultEntry(status=error_status(exc), message_id=message_id)
+        except LedgerMQError as exc:
+            return service_pb2.SendResultEntry(
+                status=status(Code.INTERNAL_ERROR, str(exc)), message_id=message_id
+            )
+        return service_pb2.SendResultEntry(
+            status=ok(), message_id=message_id, offset=result.queue_offset
+        )
+
+    # ------------------------------------------------------------------ not yet
+    async def ReceiveMessage(  # noqa: N802
+        self, request: service_pb2.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        self._admit(context)
+        yield service_pb2.ReceiveMessageResponse(status=not_implemented("ReceiveMessage (POP)"))
+
+    async def PullMessage(  # noqa: N802
+        self, request: service_pb2.PullMessageRequest, context: Context
+    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
+        self._admit(context)
+        yield service_pb2.PullMessageResponse(status=not_implemented("PullMessage"))
+
+    async def AckMessage(  # noqa: N802
+        self, request: service_pb2.AckMessageRequest, context: Context
+    ) -> service_pb2.AckMessageResponse:
+        return service_pb2.AckMessageResponse(status=not_implemented("AckMessage (POP)"))
+
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        return service_pb2.ChangeInvisibleDurationResponse(
+            status=not_implemented("ChangeInvisibleDuration (POP)")
+        )
+
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(
+            status=not_implemented("ForwardMessageToDeadLetterQueue")
+        )
+
+    async def EndTransaction(  # noqa: N802
+        self, request: service_pb2.EndTransactionRequest, context: Context
+    ) -> service_pb2.EndTransactionResponse:
+        return service_pb2.EndTransactionResponse(status=not_implemented("EndTransaction"))
+
+    async def UpdateOffset(  # noqa: N802
+        self, request: service_pb2.UpdateOffsetRequest, context: Context
+    ) -> service_pb2.UpdateOffsetResponse:
+        return service_pb2.UpdateOffsetResponse(status=not_implemented("UpdateOffset"))
+
+    async def GetOffset(  # noqa: N802
+        self, request: service_pb2.GetOffsetRequest, context: Context
+    ) -> service_pb2.GetOffsetResponse:
+        return service_pb2.GetOffsetResponse(status=not_implemented("GetOffset"))
+
+    async def QueryOffset(  # noqa: N802
+        self, request: service_pb2.QueryOffsetRequest, context: Context
+    ) -> service_pb2.QueryOffsetResponse:
+        return service_pb2.QueryOffsetResponse(status=not_implemented("QueryOffset"))
+
+    async def RecallMessage(  # noqa: N802
+        self, request: service_pb2.RecallMessageRequest, context: Context
+    ) -> service_pb2.RecallMessageResponse:
+        return service_pb2.RecallMessageResponse(status=not_implemented("RecallMessage"))
+
+    async def SyncLiteSubscription(  # noqa: N802
+        self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
+    ) -> service_pb2.SyncLiteSubscriptionResponse:
+        return service_pb2.SyncLiteSubscriptionResponse(
+            status=not_implemented("SyncLiteSubscription")
+        )
+
+
+def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:
+    return definition_pb2.Broker(
+        name=name,
+        id=0,
+        endpoints=definition_pb2.Endpoints(
+            scheme=definition_pb2.IPv4,
+            addresses=[definition_pb2.Address(host=endpoint.host, port=endpoint.port)],
+        ),
+    )
+
+
+def _permission(perm: int) -> definition_pb2.Permission.ValueType:
+    if is_readable(perm) and is_writable(perm):
+        return definition_pb2.READ_WRITE
+    if is_readable(perm):
+        return definition_pb2.READ
+    if is_writable(perm):
+        return definition_pb2.WRITE
+    return definition_pb2.NONE
+
+
+def _peer_address(context: Context) -> str:
+    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1:5555`` (``ipv6:[::1]:5555`` -> ``[::1]:5555``)."""
+    peer = context.peer() or ""
+    _, _, address = peer.partition(":")
+    return address or peer

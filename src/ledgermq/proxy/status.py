@@ -1,0 +1,77 @@
+"""The one place a service refusal becomes a status of RocketMQ 5's gRPC protocol.
+
+The service raises ``broker.errors`` classes, which name no protocol; this door answers each
+with a ``Status{code, message}`` inside the response (the gRPC status itself stays OK, as the
+Java proxy does: protocol-remoting-and-grpc.md section 3.1). The official clients raise on every
+code except OK, MULTIPLE_RESULTS and MESSAGE_NOT_FOUND, and retry a send on any failure.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ledgermq.broker.errors import (
+    BusyError,
+    ForbiddenError,
+    IllegalMessageError,
+    InvalidArgumentError,
+    InvalidFilterError,
+    MaybeStoredError,
+    NoSuchGroupError,
+    NoSuchTopicError,
+    NotFoundError,
+    NotMasterError,
+    NotStoredError,
+    ServiceError,
+    UnavailableError,
+    UnsupportedError,
+)
+from ledgermq.proxy.protocol import definition_pb2
+
+__all__ = ["Code", "error_status", "not_implemented", "ok", "status"]
+
+Code = definition_pb2.Code
+
+_CODES: Final[dict[type[ServiceError], definition_pb2.Code.ValueType]] = {
+    # A slave or a replica between roles: the client retries, and its next route refresh
+    # names the new master's endpoint.
+    NotMasterError: Code.HA_NOT_AVAILABLE,
+    UnavailableError: Code.HA_NOT_AVAILABLE,
+    BusyError: Code.TOO_MANY_REQUESTS,
+    MaybeStoredError: Code.MASTER_PERSISTENCE_TIMEOUT,
+    NotStoredError: Code.INTERNAL_ERROR,
+    ForbiddenError: Code.FORBIDDEN,
+    UnsupportedError: Code.NOT_IMPLEMENTED,
+    IllegalMessageError: Code.BAD_REQUEST,
+    InvalidArgumentError: Code.BAD_REQUEST,
+    InvalidFilterError: Code.ILLEGAL_FILTER_EXPRESSION,
+    NoSuchTopicError: Code.TOPIC_NOT_FOUND,
+    NoSuchGroupError: Code.CONSUMER_GROUP_NOT_FOUND,
+    NotFoundError: Code.NOT_FOUND,
+}
+
+
+def status(code: definition_pb2.Code.ValueType, message: str) -> definition_pb2.Status:
+    return definition_pb2.Status(code=code, message=message)
+
+
+def ok() -> definition_pb2.Status:
+    return definition_pb2.Status(code=Code.OK, message="OK")
+
+
+def not_implemented(what: str) -> definition_pb2.Status:
+    return status(
+        Code.NOT_IMPLEMENTED,
+        f"{what} is not implemented by this broker yet (issue 16); "
+        "normal messages can be sent, and read with a remoting consumer",
+    )
+
+
+def error_status(exc: ServiceError) -> definition_pb2.Status:
+    """The status that answers ``exc``: its class's code (or its nearest base's), with the
+    error's sentence as the message; INTERNAL_ERROR for the base itself."""
+    for cls in type(exc).__mro__:
+        code = _CODES.get(cls)
+        if code is not None:
+            return status(code, str(exc))
+    return status(Code.INTERNAL_ERROR, str(exc))

@@ -1,0 +1,256 @@
+"""The official RocketMQ 5 Python client (``rocketmq-python-client`` 5.1.2) against our gRPC door.
+
+Real processes: one NameServer and one 3-replica broker group (``broker_clusters``), each replica
+with its gRPC door on a free port. The client runs in a child process (``rmq5_producer_driver``)
+with its own ``HOME``, from a venv of its own: its top-level package ``rocketmq`` is the C++
+client's too (tests/interop), so it never goes into the test venv. The venv is made once and
+cached (``LEDGERMQ_RMQ5_VENV``, default ``$TMPDIR/ledgermq-rmq5-venv-5.1.2``); without PyPI the
+tests skip with one line.
+
+What the client's producer acknowledged is then read back through our remoting PullConsumer:
+same body, tag, keys and user property, under the client's message id (``UNIQ_KEY``). With the
+master killed (kill -9) in the middle, every acknowledged send is still there afterwards
+(unacknowledged ones may or may not be).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ledgermq.client.blocking import SyncAdmin, SyncPullConsumer
+from ledgermq.client.consumer import PullStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ledgermq.testing.broker_cluster import BrokerCluster
+
+    MakeCluster = Callable[..., BrokerCluster]
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+CLIENT = "rocketmq-python-client==5.1.2"
+DRIVER = Path(__file__).with_name("rmq5_producer_driver.py")
+PROBE = Path(__file__).with_name("rmq5_consumer_probe.py")
+GROUP = "broker-a"
+TOPIC = "GrpcTopic"
+
+
+def client_python() -> str:
+    """The cached venv's interpreter, made now if missing (one process at a time)."""
+    venv = Path(
+        os.environ.get("LEDGERMQ_RMQ5_VENV")
+        or Path(tempfile.gettempdir()) / "ledgermq-rmq5-venv-5.1.2"
+    )
+    python = venv / "bin" / "python"
+    lock_path = venv.with_name(venv.name + ".lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = python.exists() and _imports(python)
+        if not ready:
+            subprocess.run(
+                [sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120
+            )
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", CLIENT],
+                capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            if done.returncode != 0 or not _imports(python):
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                pytest.skip(f"cannot install {CLIENT} from PyPI ({last})")
+    return str(python)
+
+
+def _imports(python: Path) -> bool:
+    probe = "from rocketmq import Producer, ClientConfiguration"
+    return (
+        subprocess.run([str(python), "-c", probe], capture_output=True, check=False).returncode == 0
+    )
+
+
+class Driver:
+    """The driver in a child process; its JSON lines collected as they come."""
+
+    def __init__(self, python: str, home: Path, args: dict[str, Any]) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
+        self.events: list[dict[str, Any]] = []
+        self.proc = subprocess.Popen(
+            [python, str(DRIVER), json.dumps(args)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(home)},
+            cwd=home, start_new_session=True,
+        )  # fmt: skip
+        self.stderr = b""
+        self._readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self.events.append(json.loads(line))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e["event"] == kind]
+
+    def finish(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise AssertionError(
+                f"the client did not finish in {timeout_s} s\n{self.report()}"
+            ) from None
+        self.close()
+        assert self.of("done"), f"the client failed\n{self.report()}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for reader in self._readers:
+            reader.join(5)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    def report(self) -> str:
+        log = self.home / "logs" / "rocketmq_python" / "rocketmq_client.log"
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+        return (
+            "stderr:\n"
+            + self.stderr.decode(errors="replace")[-4000:]
+            + "\nlog:\n"
+            + "\n".join(tail)
+        )
+
+
+def _cluster(broker_clusters: MakeCluster) -> tuple[BrokerCluster, str]:
+    cluster = broker_clusters()
+    cluster.wait_routable()
+    with SyncAdmin(cluster.namesrv_addr) as admin:
+        admin.create_topic(TOPIC, 4, wait_s=10)
+    endpoints = ";".join(cluster.grpc_address(GROUP, n) for n in cluster.nodes)
+    return cluster, endpoints
+
+
+def read_back(namesrv_addr: str, deadline_s: float = 20.0) -> dict[str, Any]:
+    """Every message of the topic, by message id, through our remoting PullConsumer."""
+    found: dict[str, Any] = {}
+    with SyncPullConsumer("grpc-check", namesrv_addr) as consumer:
+        consumer.start()
+        queues = consumer.fetch_queues(TOPIC)
+        for mq in queues:
+            offset = 0
+            end = time.monotonic() + deadline_s
+            while time.monotonic() < end:
+                result = consumer.pull(mq, offset, 32, timeout_s=5)
+                if result.status is not PullStatus.FOUND:
+                    break
+                for message in result.messages:
+                    found[message.msg_id] = message
+                offset = result.next_begin_offset
+    return found
+
+
+def check_acknowledged(sent: list[dict[str, Any]], found: dict[str, Any]) -> None:
+    missing = [e["message_id"] for e in sent if e["message_id"] not in found]
+    assert not missing, f"{len(missing)} acknowledged sends are not readable: {missing[:5]}"
+    for event in sent:
+        message = found[event["message_id"]]
+        assert message.body.hex() == event["body"]
+        assert message.tags == event["tag"]
+        assert sorted(message.keys) == event["keys"]
+        assert message.properties["index"] == event["properties"]["index"]
+
+
+def test_producer_sends_normal_messages(broker_clusters: MakeCluster, tmp_path: Path) -> None:
+    python = client_python()
+    cluster, endpoints = _cluster(broker_clusters)
+    driver = Driver(python, tmp_path / "client", {"endpoints": endpoints, "topic": TOPIC,
+                                                   "count": 40})  # fmt: skip
+    try:
+        driver.finish(60)
+    finally:
+        driver.close()
+    sent, failed = driver.of("sent"), driver.of("failed")
+    assert not failed, f"sends failed: {failed[:3]}\n{driver.report()}"
+    assert len(sent) == 40
+    assert len({e["message_id"] for e in sent}) == 40
+    found = read_back(cluster.namesrv_addr)
+    check_acknowledged(sent, found)
+    assert len(found) == 40
+
+
+def test_master_killed_mid_stream(broker_clusters: MakeCluster, tmp_path: Path) -> None:
+    python = client_python()
+    cluster, endpoints = _cluster(broker_clusters)
+    master = cluster.wait_master(GROUP)
+    driver = Driver(python, tmp_path / "client", {"endpoints": endpoints, "topic": TOPIC,
+                                                   "duration_s": 14, "pause_s": 0.02})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(driver.of("sent")) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(driver.of("sent")) >= 30, driver.report()
+        acked_before = len(driver.of("sent"))
+        cluster.kill9(GROUP, master)
+        new_master = cluster.wait_master(GROUP, 20)
+        assert new_master != master
+        driver.finish(60)
+    finally:
+        driver.close()
+    sent, failed = driver.of("sent"), driver.of("failed")
+    killed_at = driver.of("sent")[acked_before - 1]["t"] if acked_before else 0.0
+    print(  # the run's shape, for the report: -s shows it
+        f"acked before kill {acked_before}, acked in all {len(sent)}, failed {len(failed)}; "
+        f"master {master} -> {new_master}; first ack after the kill at "
+        f"+{next((e['t'] - killed_at for e in sent[acked_before:]), -1):.1f} s; "
+        f"errors: {sorted({e['error'][:80] for e in failed})[:3]}"
+    )
+    found = read_back(cluster.namesrv_addr)
+    check_acknowledged(sent, found)
+
+
+def test_consumers_start_and_are_told_receive_is_not_implemented(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """Until POP (issue 16 section 2): both consumer kinds start (Telemetry settings,
+    QueryAssignment), and a receive is answered NOT_IMPLEMENTED (50100) in its status, which
+    the client raises as UnsupportedException with our sentence."""
+    python = client_python()
+    _, endpoints = _cluster(broker_clusters)
+    home = tmp_path / "client"
+    home.mkdir()
+    done = subprocess.run(
+        [python, str(PROBE), endpoints, TOPIC],
+        capture_output=True, text=True, timeout=60, check=False, cwd=home,
+        env={"PATH": os.environ.get("PATH", ""), "HOME": str(home)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["simple_startup"] == "ok", outcome
+    assert outcome["simple_receive"].startswith("UnsupportedException: 50100"), outcome
+    assert "not implemented" in outcome["simple_receive"]
+    assert outcome["push_startup"] == "ok", outcome

@@ -1,0 +1,364 @@
+"""The gRPC door in a replica (local mode): our generated stub over a real ``grpc.aio`` channel
+to an in-process 3-replica group on 127.0.0.1 (a NameServer and three ``BrokerServer``s, each
+with its ``GrpcDoor`` on a free port).
+
+What the official clients require of each answer is spec protocol-remoting-and-grpc.md section
+3.3; these tests check it field by field, and that every RPC not served yet answers
+NOT_IMPLEMENTED in its status (one response for a server stream), never gRPC's UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any
+
+import grpc.aio
+import pytest
+from google.protobuf.message import Message
+
+from ledgermq.bench.processes import free_ports
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.server import BrokerServer
+from ledgermq.broker.service.pull import PullRequest, PullStatus
+from ledgermq.errors import ConfigError
+from ledgermq.namesrv import NameServer, NameServerConfig
+from ledgermq.proxy.local import GrpcDoor
+from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.routes import RouteFinder
+from ledgermq.wire.message import decode_records
+from ledgermq.wire.route import TopicConfig
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from pathlib import Path
+
+pytestmark = pytest.mark.timeout(90)
+
+HOST = "127.0.0.1"
+NODES = ("n0", "n1", "n2")
+Code = definition_pb2.Code
+
+
+class Group:
+    """NameServer + one group of three replicas, in this event loop, over real TCP."""
+
+    def __init__(self, tmp: Path) -> None:
+        ports = free_ports(4)
+        self.namesrv_addr = f"{HOST}:{ports[0]}"
+        self.peers = {n: (HOST, p) for n, p in zip(NODES, ports[1:], strict=True)}
+        self.tmp = tmp
+        self.namesrv = NameServer(NameServerConfig(listen_host=HOST, listen_port=ports[0]))
+        self.brokers: dict[str, BrokerServer] = {}
+
+    async def start(self) -> None:
+        await self.namesrv.start()
+        for node in NODES:
+            config = BrokerConfig(
+                broker_name="broker-a",
+                listen_port=0,
+                grpc_server_port=0,
+                namesrv_addr=(self.namesrv_addr,),
+                store_path_root_dir=os.fspath(self.tmp / node),
+                dleger_peers=self.peers,
+                dleger_self_id=node,
+                mapped_file_size_commit_log=1 << 20,
+                index_file_size=32 * 4096,
+                mapped_file_size_consume_queue=20 * 1024,
+                register_name_server_period=1000,
+            )
+            broker = BrokerServer(config, grpc_door=GrpcDoor)
+            await broker.start()
+            self.brokers[node] = broker
+
+    async def master(self) -> BrokerServer:
+        for _ in range(1000):
+            masters = [b for b in self.brokers.values() if b.state and b.state.is_master]
+            if len(masters) == 1:
+                return masters[0]
+            await asyncio.sleep(0.01)
+        raise AssertionError("no master was elected")
+
+    async def close(self) -> None:
+        for broker in self.brokers.values():
+            await broker.close()
+        await self.namesrv.close()
+
+
+def _run(tmp: Path, test: Callable[[Group], Awaitable[None]]) -> None:
+    async def main() -> None:
+        group = Group(tmp)
+        try:
+            await group.start()
+            await test(group)
+        finally:
+            await group.close()
+
+    asyncio.run(asyncio.wait_for(main(), 80))
+
+
+def _stub(
+    address: str | None,
+) -> tuple[grpc.aio.Channel, service_pb2_grpc.MessagingServiceAsyncStub]:
+    assert address is not None
+    channel = grpc.aio.insecure_channel(address)
+    return channel, service_pb2_grpc.MessagingServiceStub(channel)
+
+
+async def _topic_with_route(group: Group, topic: str) -> BrokerServer:
+    """Create ``topic`` on the master and wait until the NameServer routes it."""
+    master = await group.master()
+    assert master.services is not None
+    await master.services.admin.create_topic(TopicConfig(topic, 4, 4))
+    for _ in range(500):
+        route = group.namesrv.routes.route(topic)
+        if route is not None and route.broker_datas[0].master_addr == master.address:
+            return master
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no route for {topic}")
+
+
+def _message(topic: str, message_id: str, body: bytes, **system: Any) -> definition_pb2.Message:
+    message = definition_pb2.Message(body=body)
+    message.topic.name = topic
+    props = message.system_properties
+    props.message_id = message_id
+    props.message_type = definition_pb2.NORMAL
+    props.born_timestamp.FromMilliseconds(1_700_000_000_000)
+    props.born_host = "client-host"
+    for key, value in system.items():
+        if key == "keys":
+            props.keys.extend(value)
+        else:
+            setattr(props, key, value)
+    return message
+
+
+def test_route_send_and_read_back(tmp_path: Path) -> None:
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "GrpcTopic")
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            route = await stub.QueryRoute(
+                service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="GrpcTopic"))
+            )
+            assert route.status.code == Code.OK, route.status
+            assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
+            queue = route.message_queues[0]
+            assert queue.permission == definition_pb2.READ_WRITE
+            assert list(queue.accept_message_types) == [definition_pb2.NORMAL]
+            assert (queue.broker.name, queue.broker.id) == ("broker-a", 0)
+            address = queue.broker.endpoints.addresses[0]
+            assert f"{address.host}:{address.port}" == master.grpc_address
+
+            message = _message(
+                "GrpcTopic", "01MSGID", b"\x00body\xff", tag="TagA", keys=["k1", "k2"],
+                queue_id=2,
+            )  # fmt: skip
+            message.user_properties["color"] = "red"
+            sent = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]))
+            assert sent.status.code == Code.OK, sent.status
+            assert len(sent.entries) == 1
+            entry = sent.entries[0]
+            assert (entry.status.code, entry.message_id, entry.offset) == (Code.OK, "01MSGID", 0)
+
+            unknown = await stub.QueryRoute(
+                service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="NoSuchTopic"))
+            )
+            assert unknown.status.code == Code.TOPIC_NOT_FOUND
+
+        assert master.services is not None
+        found = await master.services.pull.pull(PullRequest("G", "GrpcTopic", 2, 0))
+        assert found.status is PullStatus.FOUND
+        (record,) = decode_records(found.body)
+        assert record.body == b"\x00body\xff"
+        assert record.born_timestamp == 1_700_000_000_000
+        props = record.properties
+        assert props["TAGS"] == "TagA"
+        assert props["KEYS"] == "k1 k2"
+        assert props["UNIQ_KEY"] == "01MSGID"
+        assert props["color"] == "red"
+        assert props["__BORNHOST"] == "client-host"
+        assert props["BORN_TIMESTAMP"] == "1700000000000"
+
+    _run(tmp_path, test)
+
+
+def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "GrpcTopic")
+        slave = next(b for b in group.brokers.values() if b is not master)
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            fifo = _message("GrpcTopic", "F1", b"x", message_group="g1")
+            timer = _message("GrpcTopic", "T1", b"x")
+            timer.system_properties.delivery_timestamp.FromMilliseconds(1)
+            reserved = _message("GrpcTopic", "R1", b"x")
+            reserved.user_properties["UNIQ_KEY"] = "mine"
+            missing = _message("NoSuchTopic", "M1", b"x")
+            for message, code in [
+                (fifo, Code.NOT_IMPLEMENTED),
+                (timer, Code.NOT_IMPLEMENTED),
+                (reserved, Code.ILLEGAL_MESSAGE_PROPERTY_KEY),
+                (missing, Code.TOPIC_NOT_FOUND),
+            ]:
+                answer = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]))
+                assert answer.status.code == code, answer.status
+                assert [e.status.code for e in answer.entries] == [code]
+                assert answer.entries[0].message_id == message.system_properties.message_id
+        channel, stub = _stub(slave.grpc_address)
+        async with channel:
+            answer = await stub.SendMessage(
+                service_pb2.SendMessageRequest(messages=[_message("GrpcTopic", "S1", b"x")])
+            )
+            assert answer.status.code == Code.HA_NOT_AVAILABLE, answer.status
+
+    _run(tmp_path, test)
+
+
+def test_clients_telemetry_and_assignment(tmp_path: Path) -> None:
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "GrpcTopic")
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            beat = await stub.Heartbeat(
+                service_pb2.HeartbeatRequest(client_type=definition_pb2.PRODUCER)
+            )
+            assert beat.status.code == Code.OK
+            bye = await stub.NotifyClientTermination(service_pb2.NotifyClientTerminationRequest())
+            assert bye.status.code == Code.OK
+            assigned = await stub.QueryAssignment(
+                service_pb2.QueryAssignmentRequest(
+                    topic=definition_pb2.Resource(name="GrpcTopic"),
+                    group=definition_pb2.Resource(name="G"),
+                )
+            )
+            assert assigned.status.code == Code.OK
+            assert [(a.message_queue.broker.name, a.message_queue.id) for a in
+                    assigned.assignments] == [("broker-a", -1)]  # fmt: skip
+
+            outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+
+            async def commands() -> AsyncIterator[service_pb2.TelemetryCommand]:
+                while (command := await outbox.get()) is not None:
+                    yield command
+
+            call = stub.Telemetry(commands())
+            for kind in (definition_pb2.PRODUCER, definition_pb2.SIMPLE_CONSUMER):
+                settings = definition_pb2.Settings(client_type=kind)
+                if kind == definition_pb2.SIMPLE_CONSUMER:
+                    settings.subscription.group.name = "G"
+                else:
+                    settings.publishing.topics.add(name="GrpcTopic")
+                await outbox.put(service_pb2.TelemetryCommand(settings=settings))
+                reply = await call.read()
+                assert isinstance(reply, service_pb2.TelemetryCommand)
+                assert reply.status.code == Code.OK
+                assert reply.settings.backoff_policy.max_attempts >= 1
+                if kind == definition_pb2.PRODUCER:
+                    assert reply.settings.publishing.max_body_size == 4 * 1024 * 1024
+                    assert [t.name for t in reply.settings.publishing.topics] == ["GrpcTopic"]
+                else:
+                    assert reply.settings.subscription.receive_batch_size > 0
+                    assert reply.settings.subscription.group.name == "G"
+            await outbox.put(None)  # the client ends the stream; the server ends it too
+            assert await call.read() == grpc.aio.EOF
+            assert await call.code() == grpc.StatusCode.OK
+
+    _run(tmp_path, test)
+
+
+def test_rpcs_not_served_yet_answer_not_implemented(tmp_path: Path) -> None:
+    async def test(group: Group) -> None:
+        master = await group.master()
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            unary: list[Awaitable[Any]] = [
+                stub.AckMessage(service_pb2.AckMessageRequest()),
+                stub.ChangeInvisibleDuration(service_pb2.ChangeInvisibleDurationRequest()),
+                stub.ForwardMessageToDeadLetterQueue(
+                    service_pb2.ForwardMessageToDeadLetterQueueRequest()
+                ),
+                stub.EndTransaction(service_pb2.EndTransactionRequest()),
+                stub.UpdateOffset(service_pb2.UpdateOffsetRequest()),
+                stub.GetOffset(service_pb2.GetOffsetRequest()),
+                stub.QueryOffset(service_pb2.QueryOffsetRequest()),
+                stub.RecallMessage(service_pb2.RecallMessageRequest()),
+                stub.SyncLiteSubscription(service_pb2.SyncLiteSubscriptionRequest()),
+            ]
+            for call in unary:
+                answer = await call
+                assert isinstance(answer, Message)
+                status = answer.status  # type: ignore[attr-defined]
+                assert status.code == Code.NOT_IMPLEMENTED, answer
+                assert "not implemented" in status.message
+            receive = [r async for r in stub.ReceiveMessage(service_pb2.ReceiveMessageRequest())]
+            assert [r.status.code for r in receive] == [Code.NOT_IMPLEMENTED]
+            pull = [r async for r in stub.PullMessage(service_pb2.PullMessageRequest())]
+            assert [r.status.code for r in pull] == [Code.NOT_IMPLEMENTED]
+
+    _run(tmp_path, test)
+
+
+def test_grpc_server_port_setting() -> None:
+    base = {"dLegerPeers": "n0-127.0.0.1:40911", "dLegerSelfId": "n0"}
+    assert BrokerConfig.from_properties(base).grpc_server_port == 8081
+    assert BrokerConfig.from_properties({**base, "grpcServerPort": "-1"}).grpc_server_port == -1
+    with pytest.raises(ConfigError, match="grpcServerPort"):
+        BrokerConfig.from_properties({**base, "grpcServerPort": "-2"})
+    with pytest.raises(ConfigError, match="grpcServerPort"):
+        BrokerConfig.from_properties({**base, "grpcServerPort": "70000"})
+
+
+def test_no_door_when_turned_off(tmp_path: Path) -> None:
+    async def main() -> None:
+        (port,) = free_ports(1)
+        config = BrokerConfig(
+            listen_port=0, grpc_server_port=-1, store_path_root_dir=os.fspath(tmp_path),
+            dleger_peers={"n0": (HOST, port)}, dleger_self_id="n0",
+            mapped_file_size_commit_log=1 << 20, index_file_size=32 * 4096,
+        )  # fmt: skip
+        broker = BrokerServer(config, grpc_door=GrpcDoor)
+        await broker.start()
+        try:
+            assert broker.grpc_door is None
+            assert broker.grpc_address is None
+        finally:
+            await broker.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_grpc_client_on_the_remoting_port_is_told_the_grpc_port(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def test(group: Group) -> None:
+        master = await group.master()
+        assert master.grpc_door is not None
+        channel, stub = _stub(master.address)  # the remoting port, by mistake
+        async with channel:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub.Heartbeat(service_pb2.HeartbeatRequest(), timeout=3)
+        assert f"gRPC is served on port {master.grpc_door.port}" in caplog.text
+
+    _run(tmp_path, test)
+
+
+def test_an_unexpected_failure_is_answered_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(self: object, topic: str) -> None:
+        raise RuntimeError("boom")
+
+    async def test(group: Group) -> None:
+        master = await group.master()
+        monkeypatch.setattr(RouteFinder, "route", broken)
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            route = await stub.QueryRoute(
+                service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="T"))
+            )
+            assert route.status.code == Code.INTERNAL_ERROR
+            assert route.status.message == "internal error: RuntimeError"
+
+    _run(tmp_path, test)
