@@ -5,8 +5,8 @@ themselves, so each broker group's endpoint is its master's gRPC address. The Na
 names each master's remoting address; its gRPC port is that broker's ``grpcServerPort``, which
 may differ per replica (several on one host). RocketMQ's ``LocalTopicRouteService`` assumes
 every broker uses this proxy's port; here each master is asked once instead (GET_BROKER_CONFIG,
-26, whose body lists ``grpc_server_port``), and the answer is kept per remoting address for a
-minute. A replica's own address is answered without asking.
+26, whose body is the broker.conf it runs with: ``grpcServerPort``), and the answer is kept
+per remoting address for a minute. A replica's own address is answered without asking.
 
 After a failover the NameServers name the new master within a registration (the broker
 registers at once on a role change), so the next QueryRoute, which always asks a NameServer,
@@ -38,7 +38,7 @@ _TIMEOUT_S: Final = 3.0
 _PORT_KEPT_S: Final = 60.0
 """How long a master's gRPC port is kept before it is asked again (a replica restarted with
 ``grpcServerPort=0`` listens on a new one)."""
-_GRPC_PORT_FIELD: Final = "grpc_server_port="
+_GRPC_PORT_FIELD: Final = "grpcServerPort="
 
 
 @dataclass(frozen=True, slots=True)
