@@ -13,6 +13,7 @@ import pytest
 from ledgermq.client.blocking import SyncAdmin
 from ledgermq.client.credentials import Credentials
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from tests.proxy.test_grpc_acl import _metadata
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,11 +28,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 ADMIN = ("ops-admin", "ops-admin-secret")
 
 
-async def _route(address: str, topic: str) -> service_pb2.QueryRouteResponse:
+async def _route(
+    address: str, topic: str, credentials: tuple[str, str] | None = None
+) -> service_pb2.QueryRouteResponse:
     async with grpc.aio.insecure_channel(address) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         request = service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=topic))
-        return await stub.QueryRoute(request, timeout=5)
+        metadata = _metadata(*credentials) if credentials is not None else None
+        return await stub.QueryRoute(request, timeout=5, metadata=metadata)
 
 
 def _endpoints(route: service_pb2.QueryRouteResponse) -> dict[str, set[str]]:
@@ -68,7 +72,7 @@ def test_each_group_routes_to_its_masters_grpc_door(broker_clusters: MakeCluster
 def test_routes_across_groups_with_acl_on(broker_clusters: MakeCluster, tmp_path: Path) -> None:
     """With ``aclEnable``, the door asks the NameServer and the other masters with the broker's
     own account (``aclAccessKey``): an unsigned GET_BROKER_CONFIG would be refused and the other
-    group left out of the route. (The gRPC port itself does not check clients yet.)"""
+    group left out of the route. The client's own call is signed (the door checks it)."""
     acl = tmp_path / "plain_acl.yml"
     acl.write_text("accounts:\n  - accessKey: ops-admin\n    secretKey: ops-admin-secret\n"
                    "    admin: true\n")  # fmt: skip
@@ -83,6 +87,7 @@ def test_routes_across_groups_with_acl_on(broker_clusters: MakeCluster, tmp_path
         admin.create_topic("Spread", 2, wait_s=10)
     nodes = {g: next(n for n in cluster.nodes if cluster.address(g, n) == a)
              for g, a in masters.items()}  # fmt: skip
-    route = asyncio.run(_route(cluster.grpc_address("broker-a", nodes["broker-a"]), "Spread"))
+    address = cluster.grpc_address("broker-a", nodes["broker-a"])
+    route = asyncio.run(_route(address, "Spread", ADMIN))
     assert route.status.code == definition_pb2.Code.OK, route.status
     assert _endpoints(route) == {g: {cluster.grpc_address(g, n)} for g, n in nodes.items()}

@@ -43,7 +43,8 @@ Code = definition_pb2.Code
 class Group:
     """NameServer + one group of three replicas, in this event loop, over real TCP."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, **settings: Any) -> None:
+        self.settings = settings
         ports = free_ports(4)
         self.namesrv_addr = f"{HOST}:{ports[0]}"
         self.peers = {n: (HOST, p) for n, p in zip(NODES, ports[1:], strict=True)}
@@ -66,6 +67,7 @@ class Group:
                 index_file_size=32 * 4096,
                 mapped_file_size_consume_queue=20 * 1024,
                 register_name_server_period=1000,
+                **self.settings,
             )
             broker = BrokerServer(config, grpc_door=GrpcDoor)
             await broker.start()
@@ -85,9 +87,9 @@ class Group:
         await self.namesrv.close()
 
 
-def _run(tmp: Path, test: Callable[[Group], Awaitable[None]]) -> None:
+def _run(tmp: Path, test: Callable[[Group], Awaitable[None]], **settings: Any) -> None:
     async def main() -> None:
-        group = Group(tmp)
+        group = Group(tmp, **settings)
         try:
             await group.start()
             await test(group)

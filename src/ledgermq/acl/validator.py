@@ -19,12 +19,12 @@ from ledgermq.acl.permission import Perm, perm_allows
 from ledgermq.acl.signature import ACCESS_KEY, signature_matches
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ledgermq.acl.config import Account, AclConfig
     from ledgermq.acl.resources import Needs
 
-__all__ = ["Decision", "validate"]
+__all__ = ["Decision", "authorize", "validate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,9 @@ class Decision:
     allowed: bool
     access_key: str | None
     remark: str = ""
+    authenticated: bool = True
+    """False when the refusal is about who asks (no or wrong credentials), True when about
+    what (a permission): gRPC answers UNAUTHORIZED for the one and FORBIDDEN for the other."""
 
 
 def _owned(account: Account, kind: str, name: str) -> Perm:
@@ -50,25 +53,47 @@ def validate(
     body: bytes | None,
     needs: Needs,
 ) -> Decision:
-    """Whether the request may proceed. ``remote_ip`` has no port; ``fields`` are the request's
-    extFields as received; ``needs`` comes from ``request_needs`` or ``heartbeat_needs``."""
+    """Whether a remoting request may proceed. ``remote_ip`` has no port; ``fields`` are the
+    request's extFields as received; ``needs`` comes from ``request_needs`` or
+    ``heartbeat_needs``."""
+    return authorize(
+        config,
+        remote_ip,
+        fields.get(ACCESS_KEY),
+        lambda secret: signature_matches(fields, body, secret),
+        f"request code {code}",
+        needs,
+    )
+
+
+def authorize(
+    config: AclConfig,
+    remote_ip: str,
+    access_key: str | None,
+    signed_by: Callable[[str], bool],
+    request: str,
+    needs: Needs,
+) -> Decision:
+    """The decision for any front door: ``access_key`` as the request names it (None: not
+    signed), ``signed_by(secret)`` whether its signature is that secret's (remoting: the
+    extFields' HMAC; gRPC: the ``authorization`` header's), ``request`` what to call it in a
+    remark."""
     if any(pattern.matches(remote_ip) for pattern in config.global_white):
         return Decision(True, None)
-    access_key = fields.get(ACCESS_KEY)
     if not access_key:
         return Decision(
-            False, None, f"request code {code} needs credentials: ACL is on and it is not signed"
+            False, None, f"{request} needs credentials: ACL is on and it is not signed", False
         )
     account = config.accounts.get(access_key)
     if account is not None and account.white_address.matches(remote_ip):
         return Decision(True, access_key)  # RocketMQ: the account's own address is trusted
-    if account is None or not signature_matches(fields, body, account.secret_key):
+    if account is None or not signed_by(account.secret_key):
         # one answer for both: which half of the credentials was wrong is not for the caller
-        return Decision(False, access_key, "the AccessKey and Signature do not match an account")
-    if needs.admin and not account.admin:
         return Decision(
-            False, access_key, f"request code {code} needs an admin account; {access_key} is not"
+            False, access_key, "the AccessKey and Signature do not match an account", False
         )
+    if needs.admin and not account.admin:
+        return Decision(False, access_key, f"{request} needs an admin account; {access_key} is not")
     if account.admin and not account.topic_perms and not account.group_perms:
         return Decision(True, access_key)  # RocketMQ: an admin without lists may use everything
     for resource, needed in needs.resources.items():

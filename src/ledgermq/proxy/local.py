@@ -72,7 +72,7 @@ class GrpcDoor:
             self._pool, config.namesrv_addr, lambda: broker.config.address, port, sign
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(services, state, routes), server
+            MessagingServicer(services, state, routes, broker.acl), server
         )
         await server.start()
         self._server = server

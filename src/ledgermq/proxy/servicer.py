@@ -15,8 +15,8 @@ and NotifyClientTermination. POP (ReceiveMessage, AckMessage, ChangeInvisibleDur
 ForwardMessageToDeadLetterQueue), transactions (EndTransaction), the PullConsumer set and
 RecallMessage answer NOT_IMPLEMENTED until the service has them.
 
-Authentication (the ``authorization`` metadata, ``ledgermq.acl``) is not checked yet: the one
-place for it is ``_admit``, called first by every RPC.
+Authentication: with ``aclEnable`` every RPC that touches data passes ``_admit`` first, which
+checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the broker's ACL.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
+from ledgermq.acl import Needs, Perm
+from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.messages import Refusal, send_request
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.proxy.routes import Endpoint
+    from ledgermq.security import AclGate
 
     Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -93,13 +96,41 @@ _RECEIVE_BATCH: Final = 32
 class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     """One replica's gRPC door (local mode)."""
 
-    def __init__(self, services: BrokerServices, state: BrokerState, routes: RouteFinder) -> None:
+    def __init__(
+        self,
+        services: BrokerServices,
+        state: BrokerState,
+        routes: RouteFinder,
+        acl: AclGate | None = None,
+    ) -> None:
+        self._acl = acl
         self._services = services
         self._state = state
         self._routes = routes
 
-    def _admit(self, context: Context) -> None:
-        """Where authentication and ACL of the gRPC door will go (issue 17's follow-up)."""
+    def _admit(
+        self, context: Context, request: str, needs: Needs | None = None
+    ) -> definition_pb2.Status | None:
+        """None if the call may go on, else the status to answer it with: with ``aclEnable``,
+        the RocketMQ 5 clients' ``authorization`` metadata is checked against the broker's ACL
+        (the same accounts and permissions as remoting): UNAUTHORIZED when the credentials are
+        missing or wrong, FORBIDDEN when a permission is."""
+        if self._acl is None:
+            return None
+        metadata = {
+            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
+        }
+        decision = self._acl.check_grpc(
+            _peer_address(context),
+            metadata,
+            request,
+            needs or Needs(),
+            self._state.clock.wall_time_s(),
+        )
+        if decision.allowed:
+            return None
+        code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
+        return status(code, decision.remark)
 
     # ------------------------------------------------------------------ routes
     async def _route_queues(
@@ -150,7 +181,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def QueryRoute(  # noqa: N802 - the generated servicer's names
         self, request: service_pb2.QueryRouteRequest, context: Context
     ) -> service_pb2.QueryRouteResponse:
-        self._admit(context)
+        if (refused := self._admit(context, "QueryRoute")) is not None:
+            return service_pb2.QueryRouteResponse(status=refused)
         queues, answer = await self._route_queues(request.topic.name)
         return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
 
@@ -160,7 +192,8 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.QueryAssignmentResponse:
         """One assignment per broker group with readable queues, queue id -1 ("any queue of
         this broker", POP), as the Java proxy answers."""
-        self._admit(context)
+        if (refused := self._admit(context, "QueryAssignment")) is not None:
+            return service_pb2.QueryAssignmentResponse(status=refused)
         queues, answer = await self._route_queues(request.topic.name)
         if answer.code != Code.OK:
             return service_pb2.QueryAssignmentResponse(status=answer)
@@ -185,13 +218,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def Heartbeat(  # noqa: N802
         self, request: service_pb2.HeartbeatRequest, context: Context
     ) -> service_pb2.HeartbeatResponse:
-        self._admit(context)
+        if (refused := self._admit(context, "Heartbeat")) is not None:
+            return service_pb2.HeartbeatResponse(status=refused)
         return service_pb2.HeartbeatResponse(status=ok())
 
     async def NotifyClientTermination(  # noqa: N802
         self, request: service_pb2.NotifyClientTerminationRequest, context: Context
     ) -> service_pb2.NotifyClientTerminationResponse:
-        self._admit(context)
+        if (refused := self._admit(context, "NotifyClientTermination")) is not None:
+            return service_pb2.NotifyClientTerminationResponse(status=refused)
         return service_pb2.NotifyClientTerminationResponse(status=ok())
 
     async def Telemetry(  # noqa: N802
@@ -204,7 +239,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         (the Java proxy's ``GrpcClientSettingsManager``); the stream stays open until the
         client closes it. Other commands (thread stack traces, verification results) need no
         answer."""
-        self._admit(context)
+        if (refused := self._admit(context, "Telemetry")) is not None:
+            yield service_pb2.TelemetryCommand(status=refused)
+            return
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
         async for command in request_iterator:
             if command.HasField("settings"):
@@ -237,7 +274,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.SendMessageResponse:
         """One entry per message, in order (the client checks there is exactly one per
         message it sent); the response's status is the first failure's, else OK."""
-        self._admit(context)
+        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
+        if (refused := self._admit(context, "SendMessage", needs)) is not None:
+            return service_pb2.SendMessageResponse(status=refused)
         if not request.messages:
             return service_pb2.SendMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no message")
@@ -284,13 +323,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     async def ReceiveMessage(  # noqa: N802
         self, request: service_pb2.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
-        self._admit(context)
+        if (refused := self._admit(context, "ReceiveMessage")) is not None:
+            yield service_pb2.ReceiveMessageResponse(status=refused)
+            return
         yield service_pb2.ReceiveMessageResponse(status=not_implemented("ReceiveMessage (POP)"))
 
     async def PullMessage(  # noqa: N802
         self, request: service_pb2.PullMessageRequest, context: Context
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        self._admit(context)
+        if (refused := self._admit(context, "PullMessage")) is not None:
+            yield service_pb2.PullMessageResponse(status=refused)
+            return
         yield service_pb2.PullMessageResponse(status=not_implemented("PullMessage"))
 
     async def AckMessage(  # noqa: N802

@@ -12,11 +12,14 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import Needs, request_needs, validate
+from ledgermq.acl.grpc_auth import DATE_TIME_HEADER, date_time_within, parse_authorization
+from ledgermq.acl.grpc_auth import signature_matches as grpc_signature_matches
 from ledgermq.acl.resources import ADMIN_CODES
+from ledgermq.acl.validator import Decision, authorize
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping
 
     from ledgermq.security.acl_files import AclFiles
     from ledgermq.security.audit import AuditLog
@@ -56,6 +59,54 @@ class AclGate:
         self.only = None if only is None else frozenset(only)
         self.refused = 0
         """Requests refused so far (a metric)."""
+
+    def check_grpc(
+        self,
+        address: str,
+        metadata: Mapping[str, str],
+        request: str,
+        needs: Needs,
+        now_s: float,
+    ) -> Decision:
+        """The decision for a gRPC call from its metadata (``authorization`` and
+        ``x-mq-date-time``, ``ledgermq.acl.grpc_auth``); refusals are logged and audited."""
+        header = metadata.get("authorization", "")
+        auth = parse_authorization(header) if header else None
+        date_time = metadata.get(DATE_TIME_HEADER, "")
+
+        def signed_by(secret: str) -> bool:
+            return (
+                auth is not None
+                and date_time_within(date_time, now_s)
+                and grpc_signature_matches(secret, date_time, auth.signature)
+            )
+
+        decision = authorize(
+            self.files.current(),
+            remote_ip(address),
+            auth.access_key if auth is not None else None,
+            signed_by,
+            f"gRPC {request}",
+            needs,
+        )
+        if not decision.allowed:
+            self.refused += 1
+            _log.info(
+                "%s refused gRPC %s from %s (access key %s): %s",
+                self.server, request, address, decision.access_key, decision.remark,
+            )  # fmt: skip
+            if self.audit is not None:
+                self.audit.record(
+                    server=self.server,
+                    access_key=decision.access_key,
+                    remote=address,
+                    code=-1,
+                    request=f"gRPC {request}",
+                    fields={},
+                    allowed=False,
+                    remark=decision.remark,
+                )
+        return decision
 
     def check(
         self, address: str, command: RemotingCommand, needs: Needs | None = None
