@@ -239,6 +239,17 @@ def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> 
 
         await _eventually(caught_up, 15)
         assert not cluster.brokers[old].state.is_master  # type: ignore[union-attr]
+        # A slave never answers a committed offset from its own, possibly stale, copy: it
+        # sends the client to the master (the 2026-11-26 soak's offset that went backwards).
+        for replica in cluster.brokers.values():
+            if replica is new:
+                continue
+            refused = await cluster.request(
+                replica.address, MQRequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "cg", "topic": "F", "queueId": "0"},
+            )  # fmt: skip
+            assert refused.code == MQResponseCode.SERVICE_NOT_AVAILABLE, refused.remark
+            assert "master" in (refused.remark or "")
 
     _run(tmp_path, test)
 

@@ -197,7 +197,8 @@ def test_reads_during_faults_must_be_of_sent_messages_at_their_final_slots() -> 
 def test_retention_on_one_replica_expires_a_prefix_and_loses_nothing() -> None:
     """A full disk makes a replica's store delete its oldest segments: below the first offset
     it still holds, a missing message is expired there, not lost, while another replica holds
-    it; a message no replica holds any more is lost all the same."""
+    it; a message retention deleted on every replica is counted as unverifiable, not as
+    checked, and the report says the disks were too small."""
     history = healthy()
     history.replica_reads["n2"] = [r for r in history.replica_reads["n2"] if r.offset >= 1]
     history.replica_first = {"n2": {0: 1, 1: 1}}
@@ -212,8 +213,17 @@ def test_retention_on_one_replica_expires_a_prefix_and_loses_nothing() -> None:
     for node in NODES:
         history.replica_reads[node] = [r for r in history.replica_reads[node] if r.offset >= 1]
         history.replica_first[node] = {0: 1, 1: 1}
+    history.live_reads = [LiveRead(1.0, 0, 0, 0, 0)]
     report = check(history)
-    assert report.lost == 2  # expired everywhere: gone
+    assert report.lost == 0
+    assert report.unverifiable == 2  # expired everywhere: nothing left to check them against
+    assert report.unverifiable_reads == 1
+    assert report.valid, report.violations
+    assert "too small" in format_report(report)
+    # a hole above every replica's first offset is still a loss
+    for node in NODES:
+        history.replica_reads[node] = history.replica_reads[node][1:]
+    assert check(history).lost >= 1
 
 
 def test_a_message_is_judged_by_all_of_its_attempts() -> None:

@@ -458,8 +458,11 @@ class BrokerServer:
         self._delay.on_arrival(topic, queue_id)
 
     async def _topics_changed(self) -> None:
-        if self._registrar is not None:
-            self._registrar.register_soon()
+        """Register the changed topics at once and return when the NameServers took them, as
+        the Java broker's ``registerBrokerAll`` after a topic is created: a client told of the
+        topic (an admin's create, a heartbeat that made a retry topic) finds its route next."""
+        if self._registrar is not None and not await self._registrar.register_all():
+            self._registrar.register_soon()  # the registration loop retries
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)

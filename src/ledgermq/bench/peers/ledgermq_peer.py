@@ -80,6 +80,7 @@ class LedgerMQSystem:
                     "--store-dir", str(workdir / f"n{i}"),
                     f"--set=flushDiskType={self.flush}",
                     f"--set=mappedFileSizeCommitLog={256 << 20}",
+                    "--set=grpcServerPort=0",  # three replicas on one host: each its own
                 ),
                 env,
             )  # fmt: skip

@@ -50,7 +50,7 @@ class ClientProcessor:
         consumers = self._consumers
         changed = consumers.heartbeat(heartbeat, conn, command, self._service.now_ms())
         for data in heartbeat.consumers:
-            self._service.consumer_group_seen(data.group)
+            await self._service.consumer_group_seen(data.group)
         consumers.notify_changed(changed)
         return command.response(MQResponseCode.SUCCESS)
 

@@ -8,15 +8,28 @@ group seen on the master gets its subscription config and retry topic
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Final
 
+from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.state.topics import retry_topic
 from ledgermq.broker.storage.filter.subscription import PullFilter, resolve
+from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
     from ledgermq.broker.state.broker_state import BrokerState
 
 __all__ = ["ClientService"]
+
+_PREPARE_WAIT_S: Final = 2.0
+"""How long a heartbeat waits for a new group's retry topic before it is answered anyway (a
+client's heartbeat times out after 3 s)."""
+
+
+async def _outcome_of(task: asyncio.Future[None]) -> None:
+    """Await ``task`` so that ``BrokerState.spawn`` logs its failure."""
+    await task
 
 
 class ClientService:
@@ -26,14 +39,23 @@ class ClientService:
     def now_ms(self) -> int:
         return self._state.now_ms()
 
-    def consumer_group_seen(self, group: str) -> None:
+    async def consumer_group_seen(self, group: str) -> None:
         """A consumer of ``group`` is alive: on the master, create the group's subscription
-        config and retry topic in the background if either is missing."""
+        config and retry topic if either is missing, and return once they exist and the
+        NameServers know the retry topic (or after ``_PREPARE_WAIT_S``; the creation goes on).
+
+        The Java broker creates them while it handles the heartbeat and registers before it
+        answers. Answering first let a client ask for the retry topic's route before any
+        NameServer had it: ali-ons logs that as an error (TOPIC_NOT_EXIST for
+        ``%RETRY%<group>``), seen in the ali-ons ACL test on a loaded machine."""
         state = self._state
         if state.is_master and (
             group not in state.metadata.groups or state.topics.find(retry_topic(group)) is None
         ):
-            state.spawn(self._prepare_group(group))
+            task = asyncio.ensure_future(self._prepare_group(group))
+            state.spawn(_outcome_of(task))
+            with contextlib.suppress(TimeoutError, ServiceError, LedgerMQError):
+                await asyncio.wait_for(asyncio.shield(task), _PREPARE_WAIT_S)
 
     async def _prepare_group(self, group: str) -> None:
         """A consumer group's subscription config and retry topic (``ClientManageProcessor``)."""

@@ -49,7 +49,16 @@ class OffsetService:
     def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """Where ``group`` goes on in the queue: its committed offset, else 0 while the queue
         still holds its first message; None when it has none and the queue's start is gone
-        (the consumer then applies its consume-from-where)."""
+        (the consumer then applies its consume-from-where).
+
+        Only the master answers (``NotMasterError`` on a slave, which sends the client to the
+        master). A slave's copy of the offsets is only as new as what it has applied, and a
+        replica that just restarted has applied less than was acknowledged: the one-hour chaos
+        soak of 2026-11-26 saw a query go, on a stale route, to the restarted old master and
+        answer an offset 1.2 s older than an acknowledged commit, which sends a consumer back
+        over messages it already consumed. The master became master only after applying
+        everything committed, so its answer includes every acknowledged commit."""
+        self._state.require_master("reading a committed consumer offset")
         offset = self._state.writer.offset(group, topic, queue_id)
         if offset is None:
             min_offset, _ = self.queue_bounds(topic, queue_id)

@@ -5,7 +5,8 @@
    it was read at (where it was acknowledged, if it was). Only committed entries may be visible
    (DESIGN.md, "Only committed data is visible to consumers"), and a committed entry never
    changes: a read of a message that later vanished or moved was a read of uncommitted data
-   (a replica where retention deleted the slot is not asked).
+   (a replica where retention deleted the slot is not asked; where it deleted the slot on
+   every replica, the read is counted as unverifiable).
 7. **Committed consumer offsets never go backwards.** The broker answers an offset commit once
    the ledger committed it, so the acknowledged value survives any failover: a query invoked
    after the acknowledgement answers at least that offset, and so does the query made after
@@ -38,24 +39,26 @@ def check_live_reads(
     history: History,
     replicas: Mapping[str, Mapping[Slot, MessageKey]],
     violate: Callable[[str], None],
-) -> int:
-    """Rule 6 against the replicas as read after healing; the number of bad reads."""
+) -> tuple[int, int]:
+    """Rule 6 against the replicas as read after healing; the numbers of bad reads and of
+    reads no replica can confirm any more (retention deleted the slot everywhere)."""
     attempts: dict[MessageKey, list[SendOp]] = defaultdict(list)
     for op in history.sends:
         attempts[(op.producer, op.seq)].append(op)
-    bad = 0
+    bad = unverifiable = 0
     for read in history.live_reads:
         key, slot = (read.producer, read.seq), (read.queue, read.offset)
         where = f"queue {read.queue} offset {read.offset} at {read.at_ms / 1000:.1f} s"
         sent = attempts.get(key, [])
         outcomes = {op.outcome for op in sent}
         acked_at = {(op.queue, op.offset) for op in sent if op.outcome is Outcome.OK}
-        held = {
-            slots.get(slot)
+        holders = [
+            slots
             for node, slots in replicas.items()
             if history.holds_queue(node, read.queue)
             and not history.expired(node, read.queue, read.offset)
-        }
+        ]
+        held = {slots.get(slot) for slots in holders}
         problem = ""
         if not sent:
             problem = "a message no producer sent (a phantom)"
@@ -64,6 +67,8 @@ def check_live_reads(
         elif acked_at and Outcome.UNKNOWN not in outcomes and slot not in acked_at:
             queue, offset = min(acked_at)
             problem = f"acknowledged at queue {queue} offset {offset}"
+        elif not holders and replicas:
+            unverifiable += 1
         elif held != {key}:
             shown = ", ".join(
                 "nothing" if found is None else f"producer {found[0]} seq {found[1]}"
@@ -73,7 +78,7 @@ def check_live_reads(
         if problem:
             bad += 1
             violate(f"the pull reader read producer {key[0]} seq {key[1]} at {where}: {problem}")
-    return bad
+    return bad, unverifiable
 
 
 def check_offsets(history: History, violate: Callable[[str], None]) -> int:

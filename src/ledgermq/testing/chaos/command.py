@@ -11,7 +11,7 @@ import signal
 from typing import TYPE_CHECKING
 
 from ledgermq.testing.chaos.checker import format_report
-from ledgermq.testing.chaos.disks import cleanup_leftover_disks
+from ledgermq.testing.chaos.disks import DEFAULT_DISK_MIB, cleanup_leftover_disks
 from ledgermq.testing.chaos.nemesis import ALL_KINDS, DEFAULT_KINDS
 from ledgermq.testing.chaos.netns import NetnsError, cleanup_leftovers
 from ledgermq.testing.chaos.runner import BUGS, RunOptions, run_chaos
@@ -77,6 +77,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "fault during its hold)",
     )
     parser.add_argument(
+        "--disk-mib",
+        type=int,
+        default=DEFAULT_DISK_MIB,
+        help="size of each replica's loop disk with disk faults (default %(default)s); a run "
+        "that writes more than this makes retention delete what it must check (about 1 MiB "
+        "per second of run at the default load: use 4096 for an hour)",
+    )
+    parser.add_argument(
         "--inject-bug",
         choices=sorted(BUGS),
         help="run the brokers with a bug put in on purpose (the checker must catch it)",
@@ -100,6 +108,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         overlap=args.overlap,
         namesrvs=args.namesrvs,
         groups=args.groups,
+        disk_mib=args.disk_mib,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

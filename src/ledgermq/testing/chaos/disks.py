@@ -40,10 +40,14 @@ def _run(*command: str, check: bool = True) -> str:
     return done.stdout
 
 
+DEFAULT_DISK_MIB: Final = 128
+"""A replica's loop disk: small, so filling it is quick (``ledgermq chaos run --disk-mib``)."""
+
+
 class LoopDisks:
     """The disks of one run (module docstring)."""
 
-    def __init__(self, directory: Path, size_mb: int = 128) -> None:
+    def __init__(self, directory: Path, size_mb: int = DEFAULT_DISK_MIB) -> None:
         self.directory = directory
         self.size_mb = size_mb
         self.tag = str(os.getpid())

@@ -26,7 +26,7 @@ from ledgermq.testing.chaos.cluster import (
     namesrv_node,
     replica_name,
 )
-from ledgermq.testing.chaos.disks import LoopDisks, cleanup_leftover_disks
+from ledgermq.testing.chaos.disks import DEFAULT_DISK_MIB, LoopDisks, cleanup_leftover_disks
 from ledgermq.testing.chaos.history import QUEUE_STRIDE, History, Outcome, ReadMessage
 from ledgermq.testing.chaos.nemesis import (
     DEFAULT_KINDS,
@@ -80,6 +80,10 @@ class RunOptions:
     """NameServers (1 or 2); brokers register with each, clients are given all."""
     groups: int = 1
     """Broker groups of three replicas (1 or 2); the topic has ``queues`` queues in each."""
+    disk_mib: int = DEFAULT_DISK_MIB
+    """Size of each replica's loop disk (disk faults only). Small, so a full disk comes fast;
+    a run that writes more than it holds has retention delete acknowledged messages on every
+    replica, which leaves them unverifiable (``checker`` rule 1): size it to the volume."""
 
 
 @dataclass
@@ -108,6 +112,8 @@ def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
         words += ["--namesrvs", str(options.namesrvs)]
     if options.groups != 1:
         words += ["--groups", str(options.groups)]
+    if options.disk_mib != DEFAULT_DISK_MIB:
+        words += ["--disk-mib", str(options.disk_mib)]
     if options.inject_bug:
         words += ["--inject-bug", options.inject_bug]
     return " ".join(words)
@@ -129,7 +135,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     replicas = [replica_name(group, node) for group in groups for node in ("n0", "n1", "n2")]
     lab = None if loopback else NetnsLab([*namesrvs, *replicas, CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
-    disks = LoopDisks(base / "disks") if set(faults) & set(DISK_KINDS) else None
+    disks = LoopDisks(base / "disks", options.disk_mib) if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
     try:
         if lab is not None:
