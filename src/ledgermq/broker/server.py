@@ -40,6 +40,7 @@ from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.clients import ClientService
 from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.offsets import OffsetService
+from ledgermq.broker.service.pop import PopService
 from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
@@ -271,6 +272,7 @@ class BrokerServer:
             send_back=SendBackService(state, messages),
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
+            pop=PopService(state, messages),
         )
         self.services = services
         self._pull_service = services.pull
@@ -344,6 +346,8 @@ class BrokerServer:
         state = self.state
         if self._pull_service is not None:
             self._pull_service.wake_all()
+        if self.services is not None:
+            self.services.pop.wake_all()
         pending = [task for task in self._tasks if not task.done()]
         if pending:  # woken pulls answer (refusals, after a failure) before connections close
             await asyncio.wait(pending, timeout=_DRAIN_S)
@@ -448,6 +452,8 @@ class BrokerServer:
         assert self._registrar is not None
         assert self._delay is not None
         self.state.writer.drop_staged()
+        if self.services is not None:
+            self.services.pop.wake_all()  # waiting receives answer NotMasterError now
         self._spawn(self._delay.stop())
         self._registrar.register_soon()
 
@@ -456,6 +462,8 @@ class BrokerServer:
         assert self._delay is not None
         self._pull_service.on_arrival(topic, queue_id, max_offset)
         self._delay.on_arrival(topic, queue_id)
+        if self.services is not None:
+            self.services.pop.on_arrival(topic)
 
     async def _topics_changed(self) -> None:
         """Register the changed topics at once and return when the NameServers took them, as
