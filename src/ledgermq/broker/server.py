@@ -32,6 +32,7 @@ from ledgermq.broker.remoting.clients import ClientProcessor
 from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager, parse_heartbeat
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
+from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
@@ -700,6 +701,8 @@ class BrokerServer:
         assert self._clients is not None
         send, pull, send_back = self._send, self._pull, self._send_back
         offsets, admin, clients = self._offsets, self._admin, self._clients
+        assert self.services is not None
+        pop = PopProcessor(self.services.pop)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -729,6 +732,9 @@ class BrokerServer:
             code.SEND_MESSAGE_V2: do_send,
             code.SEND_BATCH_MESSAGE: do_send,
             code.PULL_MESSAGE: asynchronous(pull.process),
+            code.POP_MESSAGE: asynchronous(pop.pop),
+            code.ACK_MESSAGE: asynchronous(pop.ack),
+            code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
