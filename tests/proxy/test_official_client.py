@@ -44,6 +44,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 CLIENT = "rocketmq-python-client==5.1.2"
 DRIVER = Path(__file__).with_name("rmq5_producer_driver.py")
 PROBE = Path(__file__).with_name("rmq5_consumer_probe.py")
+SIMPLE = Path(__file__).with_name("rmq5_simple_consumer_driver.py")
 GROUP = "broker-a"
 TOPIC = "GrpcTopic"
 
@@ -83,12 +84,14 @@ def _imports(python: Path) -> bool:
 class Driver:
     """The driver in a child process; its JSON lines collected as they come."""
 
-    def __init__(self, python: str, home: Path, args: dict[str, Any]) -> None:
+    def __init__(
+        self, python: str, home: Path, args: dict[str, Any], script: Path = DRIVER
+    ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
         self.events: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
-            [python, str(DRIVER), json.dumps(args)],
+            [python, str(script), json.dumps(args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={"PATH": os.environ.get("PATH", ""), "HOME": str(home)},
             cwd=home, start_new_session=True,
@@ -233,12 +236,11 @@ def test_master_killed_mid_stream(broker_clusters: MakeCluster, tmp_path: Path) 
     check_acknowledged(sent, found)
 
 
-def test_consumers_start_and_are_told_receive_is_not_implemented(
+def test_consumers_start_and_receive_nothing_from_an_empty_topic(
     broker_clusters: MakeCluster, tmp_path: Path
 ) -> None:
-    """Until POP (issue 16 section 2): both consumer kinds start (Telemetry settings,
-    QueryAssignment), and a receive is answered NOT_IMPLEMENTED (50100) in its status, which
-    the client raises as UnsupportedException with our sentence."""
+    """Both consumer kinds start (Telemetry settings, QueryAssignment), and a SimpleConsumer's
+    receive on an empty topic is an empty list after its long polling (MESSAGE_NOT_FOUND)."""
     python = client_python()
     _, endpoints = _cluster(broker_clusters)
     home = tmp_path / "client"
@@ -251,6 +253,46 @@ def test_consumers_start_and_are_told_receive_is_not_implemented(
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome["simple_startup"] == "ok", outcome
-    assert outcome["simple_receive"].startswith("UnsupportedException: 50100"), outcome
-    assert "not implemented" in outcome["simple_receive"]
+    assert outcome["simple_receive"] == "0 messages", outcome
     assert outcome["push_startup"] == "ok", outcome
+
+
+def test_simple_consumer_receives_acks_and_changes_invisible_duration(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """The official SimpleConsumer over POP: every message the producer sent is received and
+    acknowledged; one left unacknowledged comes back with delivery attempt 2; one whose
+    invisible duration was changed to 60 s does not come back, and its ack with the changed
+    handle is accepted; afterwards nothing is left to receive."""
+    python = client_python()
+    _, endpoints = _cluster(broker_clusters)
+    producer = Driver(python, tmp_path / "producer", {"endpoints": endpoints, "topic": TOPIC,
+                                                       "count": 12})  # fmt: skip
+    try:
+        producer.finish(60)
+    finally:
+        producer.close()
+    sent = {e["message_id"] for e in producer.of("sent")}
+    assert len(sent) == 12, producer.report()
+    consumer = Driver(
+        python, tmp_path / "consumer",
+        {"endpoints": endpoints, "topic": TOPIC, "group": "simple-g", "count": 12,
+         "duration_s": 40},
+        script=SIMPLE,
+    )  # fmt: skip
+    try:
+        consumer.finish(80)
+    finally:
+        consumer.close()
+    assert not consumer.of("failed"), consumer.of("failed")[:3]
+    acked = [e["message_id"] for e in consumer.of("acked")]
+    assert sorted(acked) == sorted(sent), consumer.report()
+    attempts: dict[str, list[int]] = {}
+    for event in consumer.of("received"):
+        attempts.setdefault(event["message_id"], []).append(event["attempt"])
+    (held,) = (e["message_id"] for e in consumer.of("held"))
+    (renewed,) = (e["message_id"] for e in consumer.of("renewed"))
+    assert attempts[held] == [1, 2]
+    assert attempts[renewed] == [1]
+    assert all(a == [1] for m, a in attempts.items() if m != held), attempts
+    assert consumer.of("done")[0]["leftover"] == 0
