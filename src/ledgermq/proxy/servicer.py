@@ -23,6 +23,7 @@ checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the b
 from __future__ import annotations
 
 import functools
+import ipaddress
 import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
@@ -104,7 +105,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         state: BrokerState,
         routes: RouteFinder,
         acl: AclGate | None = None,
+        real_peer: Callable[[str], str] | None = None,
     ) -> None:
+        """``real_peer``: the client behind a peer address grpcio reports, when connections
+        reach grpcio through the door's own front (``tls.server.mode=permissive``,
+        ``proxy.unify``); the ACL's white addresses and born hosts must see the client."""
+        self._real_peer = real_peer or (lambda address: address)
         self._acl = acl
         self._services = services
         self._state = state
@@ -123,7 +129,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
         }
         decision = self._acl.check_grpc(
-            _peer_address(context),
+            self._real_peer(_peer_address(context)),
             metadata,
             request,
             needs or Needs(),
@@ -283,7 +289,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             return service_pb2.SendMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no message")
             )
-        peer = _peer_address(context)
+        peer = self._real_peer(_peer_address(context))
         entries = []
         first_failure: definition_pb2.Status | None = None
         for message in request.messages:
@@ -481,10 +487,22 @@ def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:
         name=name,
         id=0,
         endpoints=definition_pb2.Endpoints(
-            scheme=definition_pb2.IPv4,
+            scheme=address_scheme(endpoint.host),
             addresses=[definition_pb2.Address(host=endpoint.host, port=endpoint.port)],
         ),
     )
+
+
+def address_scheme(host: str) -> definition_pb2.AddressScheme.ValueType:
+    """The v2 scheme of an endpoint's host: ``IPv4`` / ``IPv6`` for addresses, ``DOMAIN_NAME``
+    for a name (a ``brokerIP1`` such as ``broker-a.example.com``). The clients dial
+    ``ipv4:`` / ``ipv6:`` / ``dns:`` targets by it, and over TLS check the server's certificate
+    against that host: a name labelled IPv4 would be dialled as an address and fail."""
+    try:
+        parsed = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return definition_pb2.DOMAIN_NAME
+    return definition_pb2.IPv4 if parsed.version == 4 else definition_pb2.IPv6
 
 
 def _permission(perm: int) -> definition_pb2.Permission.ValueType:
