@@ -44,12 +44,14 @@ def _receive_request(
 
 
 async def _receive(
-    stub: service_pb2_grpc.MessagingServiceStub, request: service_pb2.ReceiveMessageRequest
+    stub: service_pb2_grpc.MessagingServiceAsyncStub, request: service_pb2.ReceiveMessageRequest
 ) -> list[service_pb2.ReceiveMessageResponse]:
     return [r async for r in stub.ReceiveMessage(request)]
 
 
-async def _send(stub: service_pb2_grpc.MessagingServiceStub, topic: str, *bodies: bytes) -> None:
+async def _send(
+    stub: service_pb2_grpc.MessagingServiceAsyncStub, topic: str, *bodies: bytes
+) -> None:
     for i, body in enumerate(bodies):
         tag = "odd" if i % 2 else "even"
         sent = await stub.SendMessage(
