@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, ClassVar, Final
 
 from ledgermq.errors import ConfigError
@@ -32,7 +32,13 @@ from ledgermq.store.retention import RetentionConfig
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
+__all__ = [
+    "DEFAULT_DELAY_LEVELS",
+    "BrokerConfig",
+    "broker_file_key",
+    "broker_file_keys",
+    "parse_delay_levels",
+]
 
 DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """RocketMQ's ``messageDelayLevel``: level n (1-based) waits the n-th duration."""
@@ -265,6 +271,22 @@ class BrokerConfig:
             out[key] = "******" if "assword" in key else self.tls[key]
         return dict(sorted(out.items()))
 
+    def with_changes(self, values: Mapping[str, str]) -> BrokerConfig:
+        """A validated copy with ``broker.conf`` keys ``values`` changed (UPDATE_BROKER_CONFIG).
+
+        Only this broker's own keys (``broker_file_key``) are taken: which of them may change
+        while the broker runs is ``broker.live_config``'s decision, not this one's.
+        """
+        known = _file_keys()
+        types = {f.name: f.type for f in fields(self)}
+        changes: dict[str, object] = {}
+        for key, text in values.items():
+            name = known.get(key)
+            if name is None:
+                raise ConfigError(f"{key} is not a LedgerMQ broker setting")
+            changes[name] = _convert(key, name, str(types[name]), text.strip())
+        return replace(self, **changes)  # type: ignore[arg-type]
+
     # ------------------------------------------------------------------ loading
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
@@ -288,6 +310,16 @@ class BrokerConfig:
         if ignored:
             _log.warning("%s", ignored_warning(ignored, "broker"))
         return config
+
+
+def broker_file_key(name: str) -> str:
+    """The ``broker.conf`` key of field ``name`` (``max_message_size`` -> ``maxMessageSize``)."""
+    return next(key for key, field_name in _file_keys().items() if field_name == name)
+
+
+def broker_file_keys() -> frozenset[str]:
+    """Every ``broker.conf`` key this broker reads (RocketMQ's old spellings included)."""
+    return frozenset(_file_keys())
 
 
 def _file_keys() -> dict[str, str]:

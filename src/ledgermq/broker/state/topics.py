@@ -68,6 +68,11 @@ class TopicManager:
         self.on_topics_changed: Callable[[], Awaitable[None]] | None = None
         """Re-registers with the NameServers, so routes show a new topic at once."""
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Use ``config`` from now on (UPDATE_BROKER_CONFIG changed ``autoCreateTopicEnable``,
+        ``autoCreateSubscriptionGroup`` or ``defaultTopicQueueNums``)."""
+        self._config = config
+
     def find(self, topic: str) -> TopicConfig | None:
         return self._metadata.topics.get(topic)
 
