@@ -20,7 +20,14 @@ from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info, subscribe_queues
 from ledgermq.client.producer import Producer, SendResult
 from ledgermq.client.trace import TRACE_TOPIC, TraceEvent, decode_trace
-from ledgermq.errors import LedgerMQError, NetworkError, NoRouteError, TopicNotFoundError
+from ledgermq.errors import (
+    ConfigError,
+    LedgerMQError,
+    MQResponseError,
+    NetworkError,
+    NoRouteError,
+    TopicNotFoundError,
+)
 from ledgermq.wire import (
     MessageProperty,
     MQRequestCode,
@@ -32,7 +39,7 @@ from ledgermq.wire import (
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
@@ -676,6 +683,30 @@ class Admin:
             if sep and key.strip() and not key.lstrip().startswith("#"):
                 settings[key.strip()] = value.strip()
         return settings
+
+    async def update_broker_config(self, address: str, settings: Mapping[str, str]) -> str:
+        """Change ``broker.conf`` keys on one replica while it runs (UPDATE_BROKER_CONFIG, 25);
+        the body is the keys as Java properties text, as RocketMQ's ``updateBrokerConfig``
+        sends it. Returns the broker's remark (what changed, where it was written).
+
+        Raises:
+            LedgerMQError: the broker refused (a key that needs a restart, a bad value; nothing
+                was changed) or could not be reached.
+        """
+        for key, value in settings.items():
+            if not key or any(c in key for c in "=\n\r:#!") or any(c in value for c in "\n\r"):
+                raise ConfigError(f"bad setting {key!r}: one key=value, no line breaks")
+        body = "".join(f"{key}={value}\n" for key, value in settings.items()).encode()
+        response = await self._client.invoke(
+            address,
+            MQRequestCode.UPDATE_BROKER_CONFIG,
+            body=body,
+            expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
+        )
+        if response.code != MQResponseCode.SUCCESS:
+            # The remark alone: it names the keys and why, and callers list it per replica.
+            raise MQResponseError(response.remark or "refused", response.code, address)
+        return response.remark or ""
 
     async def broker_addresses(self, cluster: str | None = None) -> dict[str, dict[int, str]]:
         """broker group -> replica id (0 = master) -> address, from the NameServer."""
