@@ -34,6 +34,7 @@ from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
+from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
 from ledgermq.broker.role import RoleHandler
@@ -755,6 +756,9 @@ class BrokerServer:
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return consumer_connections(self.consumers, command)
 
+        async def running_info(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await consumer_running_info(self.consumers, command)
+
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             lines = [f"{k}={v}" for k, v in self.config.to_properties().items()]
             return command.response(MQResponseCode.SUCCESS, body="\n".join(lines).encode())
@@ -791,6 +795,7 @@ class BrokerServer:
             code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
             code.GET_CONSUME_STATS: sync(admin.consume_stats),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
+            code.GET_CONSUMER_RUNNING_INFO: running_info,
             code.VIEW_MESSAGE_BY_ID: sync(admin.view_message),
             code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
