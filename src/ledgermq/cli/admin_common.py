@@ -52,9 +52,9 @@ def emit(
         table(header, rows)
 
 
-def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
-    """Columns padded to their widest cell, two spaces apart."""
+def table(header: tuple[str, ...], rows: list[tuple[object, ...]], *, indent: str = "") -> None:
+    """Columns padded to their widest cell, two spaces apart, each line after ``indent``."""
     cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        print(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

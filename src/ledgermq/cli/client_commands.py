@@ -20,6 +20,7 @@ from ledgermq.cli.admin_common import emit as _emit
 from ledgermq.cli.admin_common import json_arg as _json_arg
 from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
+from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError
@@ -163,6 +164,7 @@ def _register_groups_and_brokers(
     )
     connection.add_argument("-g", "--group", required=True)
     connection.set_defaults(handler=cmd_consumer_connection)
+    register_consumer_status(sub)
     status = sub.add_parser("broker-status", help="every replica's role, term, log and counters")
     status.add_argument("-b", "--broker", help="only this broker group")
     status.add_argument("-c", "--cluster", help="only this cluster")
