@@ -25,6 +25,7 @@ __all__ = [
     "IndexOutOfRangeError",
     "LeaderPendingFullError",
     "LeaderTransferringError",
+    "LedgerDiskFullError",
     "LedgerMQError",
     "LedgerRequestError",
     "NotLeaderError",
@@ -150,6 +151,14 @@ class LedgerRequestError(RaftError):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code  # type: ignore[misc]  # per instance: whatever the replica answered
+
+
+class LedgerDiskFullError(LedgerRequestError):
+    """The leader's disk is full: nothing was stored, and that leader is handing its
+    leadership to a replica with room, so a client retries (elsewhere) until its budget is
+    spent. Only when every replica's disk is full does the caller see it."""
+
+    retriable = True
 
 
 class OutcomeUnknownError(RaftError):

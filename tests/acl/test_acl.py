@@ -234,6 +234,13 @@ def test_needs() -> None:
     assert retry.resources == {group: Perm.SUB}
     pull = request_needs(MQRequestCode.PULL_MESSAGE, {"topic": "T", "consumerGroup": "G"})
     assert pull.resources == {topic: Perm.SUB, group: Perm.SUB}
+    for code in (
+        MQRequestCode.POP_MESSAGE,
+        MQRequestCode.ACK_MESSAGE,
+        MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+    ):
+        pop = request_needs(code, {"topic": "T", "consumerGroup": "G", "extraInfo": "x"})
+        assert pop.resources == {topic: Perm.SUB, group: Perm.SUB}
     assert request_needs(MQRequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}).admin
     assert request_needs(MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).resources == {}
     beat = heartbeat_needs([("G", ["T", "%RETRY%G"])])

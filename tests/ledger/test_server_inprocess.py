@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.errors import LedgerRequestError
+from ledgermq.errors import LedgerDiskFullError, LedgerRequestError
 from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import LedgerConfig
 from ledgermq.ledger.server import LedgerServer
@@ -231,14 +231,20 @@ def test_a_leader_with_a_full_disk_hands_its_leadership_over(tmp_path: Path) -> 
             await client.append(b"before")
             store = full.store
             assert isinstance(store, LedgerStore)
-            store._disk_full = True  # as the store's disk check sets it
-            with pytest.raises(LedgerRequestError, match="is full"):
-                await full.append([b"refused"])
+            store._disk_usage = lambda _path: 0.99  # the disk check's next look says full
+            store.apply_retention()
+            assert store.disk_full
+            assert client.leader == full.config.self_id
+            # the client's next append goes to the full leader first: refused (retriable, CI
+            # found it raised when the client asked before the old leader saw its successor),
+            # then retried until the successor takes it
+            index = await client.append(b"after")
+            assert (await client.get(index)).body == b"after"
             others = {n: s for n, s in servers.items() if s is not full}
             successor = await _leader(others)
             assert successor is not full
-            index = await client.append(b"after")  # the group takes appends again
-            assert (await client.get(index)).body == b"after"
+            with pytest.raises(LedgerDiskFullError, match="is full"):
+                await full.append([b"refused"])
         finally:
             await client.close()
             await _close(servers)

@@ -1,9 +1,9 @@
-"""Child process: the official RocketMQ 5 Python client's consumers against our gRPC door, before
-POP exists (issue 16 section 2). Runs in the client's own venv, with its own ``HOME``.
+"""Child process: the official RocketMQ 5 Python client's consumers start against our gRPC door.
+Runs in the client's own venv, with its own ``HOME``.
 
 ``python rmq5_consumer_probe.py ENDPOINTS TOPIC`` prints one JSON object: whether a
-SimpleConsumer starts and what its ``receive`` raises, and whether a PushConsumer starts (it
-needs the server's Settings on the Telemetry stream within 10 s, and QueryAssignment).
+SimpleConsumer starts and what its ``receive`` answers (or raises), and whether a PushConsumer
+starts (it needs the server's Settings on the Telemetry stream within 10 s, and QueryAssignment).
 """
 
 from __future__ import annotations

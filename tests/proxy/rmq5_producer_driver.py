@@ -4,11 +4,17 @@ top-level package ``rocketmq`` is the same as the C++ client's), with its own ``
 to ``$HOME/logs/rocketmq_python/``).
 
 ``python rmq5_producer_driver.py '{"endpoints": "h:p;h:p", "topic": "T", "count": N,
-"duration_s": S, "pause_s": P}'``: starts a Producer, sends ``count`` messages (or for
-``duration_s`` seconds, when given) with a tag, two keys and a user property each, and prints
-one JSON line per outcome: ``{"event": "sent", "i", "message_id", "offset", "body", "tag",
+"duration_s": S, "pause_s": P, "tls": false}'``: starts a Producer, sends ``count`` messages (or
+for ``duration_s`` seconds, when given) with a tag, two keys and a user property each, and
+prints one JSON line per outcome: ``{"event": "sent", "i", "message_id", "offset", "body", "tag",
 "keys", "properties"}`` for an acknowledged send, ``{"event": "failed", "i", "error"}`` for one
-that raised; then ``{"event": "done"}``.
+that raised; then ``{"event": "done"}``. A start-up that raises is ``{"event":
+"startup_failed", "error"}`` (exit status 1).
+
+``"tls": true`` is the client's ``tls_enable``: its channels are grpcio secure channels with
+``grpc.ssl_channel_credentials()`` and no arguments, so the server is checked against grpcio's
+default roots; the client has no option for a CA of one's own nor for a client certificate,
+and the way to make it trust one is grpcio's ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` variable.
 """
 
 from __future__ import annotations
@@ -30,8 +36,12 @@ def main() -> int:
     args = json.loads(sys.argv[1])
     topic = args["topic"]
     config = ClientConfiguration(args["endpoints"], Credentials(), request_timeout=3)
-    producer = Producer(config, (topic,))
-    producer.startup()
+    producer = Producer(config, (topic,), tls_enable=bool(args.get("tls")))
+    try:
+        producer.startup()
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which judges
+        emit(event="startup_failed", error=f"{type(exc).__name__}: {exc}")
+        return 1
     emit(event="started")
     deadline = time.monotonic() + args["duration_s"] if args.get("duration_s") else None
     i = 0

@@ -31,11 +31,13 @@ import pytest
 
 from ledgermq.client.blocking import SyncAdmin, SyncPullConsumer
 from ledgermq.client.consumer import PullStatus
+from ledgermq.net.tls import TlsClientConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ledgermq.testing.broker_cluster import BrokerCluster
+    from ledgermq.testing.tls_certs import CertificateSet
 
     MakeCluster = Callable[..., BrokerCluster]
 
@@ -44,6 +46,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 CLIENT = "rocketmq-python-client==5.1.2"
 DRIVER = Path(__file__).with_name("rmq5_producer_driver.py")
 PROBE = Path(__file__).with_name("rmq5_consumer_probe.py")
+SIMPLE = Path(__file__).with_name("rmq5_simple_consumer_driver.py")
 GROUP = "broker-a"
 TOPIC = "GrpcTopic"
 
@@ -83,14 +86,22 @@ def _imports(python: Path) -> bool:
 class Driver:
     """The driver in a child process; its JSON lines collected as they come."""
 
-    def __init__(self, python: str, home: Path, args: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        python: str,
+        home: Path,
+        args: dict[str, Any],
+        script: Path = DRIVER,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``env``: more environment variables for the client (``PATH`` and ``HOME`` are set)."""
         home.mkdir(parents=True, exist_ok=True)
         self.home = home
         self.events: list[dict[str, Any]] = []
         self.proc = subprocess.Popen(
-            [python, str(DRIVER), json.dumps(args)],
+            [python, str(script), json.dumps(args)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={"PATH": os.environ.get("PATH", ""), "HOME": str(home)},
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(home), **(env or {})},
             cwd=home, start_new_session=True,
         )  # fmt: skip
         self.stderr = b""
@@ -113,6 +124,16 @@ class Driver:
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in list(self.events) if e["event"] == kind]
+
+    def wait(self, timeout_s: float) -> int:
+        """The exit status, once the client has finished by itself."""
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise AssertionError(
+                f"the client did not finish in {timeout_s} s\n{self.report()}"
+            ) from None
 
     def finish(self, timeout_s: float) -> None:
         try:
@@ -146,19 +167,22 @@ class Driver:
         )
 
 
-def _cluster(broker_clusters: MakeCluster) -> tuple[BrokerCluster, str]:
-    cluster = broker_clusters()
+def _cluster(broker_clusters: MakeCluster, **options: Any) -> tuple[BrokerCluster, str]:
+    """``options``: for ``broker_clusters`` (``extra_settings``, ``tls`` ...)."""
+    cluster = broker_clusters(**options)
     cluster.wait_routable()
-    with SyncAdmin(cluster.namesrv_addr) as admin:
+    with SyncAdmin(cluster.namesrv_addr, tls=cluster.tls) as admin:
         admin.create_topic(TOPIC, 4, wait_s=10)
     endpoints = ";".join(cluster.grpc_address(GROUP, n) for n in cluster.nodes)
     return cluster, endpoints
 
 
-def read_back(namesrv_addr: str, deadline_s: float = 20.0) -> dict[str, Any]:
+def read_back(
+    namesrv_addr: str, deadline_s: float = 20.0, tls: TlsClientConfig | None = None
+) -> dict[str, Any]:
     """Every message of the topic, by message id, through our remoting PullConsumer."""
     found: dict[str, Any] = {}
-    with SyncPullConsumer("grpc-check", namesrv_addr) as consumer:
+    with SyncPullConsumer("grpc-check", namesrv_addr, tls=tls) as consumer:
         consumer.start()
         queues = consumer.fetch_queues(TOPIC)
         for mq in queues:
@@ -233,12 +257,11 @@ def test_master_killed_mid_stream(broker_clusters: MakeCluster, tmp_path: Path) 
     check_acknowledged(sent, found)
 
 
-def test_consumers_start_and_are_told_receive_is_not_implemented(
+def test_consumers_start_and_receive_nothing_from_an_empty_topic(
     broker_clusters: MakeCluster, tmp_path: Path
 ) -> None:
-    """Until POP (issue 16 section 2): both consumer kinds start (Telemetry settings,
-    QueryAssignment), and a receive is answered NOT_IMPLEMENTED (50100) in its status, which
-    the client raises as UnsupportedException with our sentence."""
+    """Both consumer kinds start (Telemetry settings, QueryAssignment), and a SimpleConsumer's
+    receive on an empty topic is an empty list after its long polling (MESSAGE_NOT_FOUND)."""
     python = client_python()
     _, endpoints = _cluster(broker_clusters)
     home = tmp_path / "client"
@@ -251,6 +274,118 @@ def test_consumers_start_and_are_told_receive_is_not_implemented(
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome["simple_startup"] == "ok", outcome
-    assert outcome["simple_receive"].startswith("UnsupportedException: 50100"), outcome
-    assert "not implemented" in outcome["simple_receive"]
+    assert outcome["simple_receive"] == "0 messages", outcome
     assert outcome["push_startup"] == "ok", outcome
+
+
+def test_simple_consumer_receives_acks_and_changes_invisible_duration(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """The official SimpleConsumer over POP: every message the producer sent is received and
+    acknowledged; one left unacknowledged comes back with delivery attempt 2; one whose
+    invisible duration was changed to 60 s does not come back, and its ack with the changed
+    handle is accepted; afterwards nothing is left to receive."""
+    python = client_python()
+    _, endpoints = _cluster(broker_clusters)
+    producer = Driver(python, tmp_path / "producer", {"endpoints": endpoints, "topic": TOPIC,
+                                                       "count": 12})  # fmt: skip
+    try:
+        producer.finish(60)
+    finally:
+        producer.close()
+    sent = {e["message_id"] for e in producer.of("sent")}
+    assert len(sent) == 12, producer.report()
+    consumer = Driver(
+        python, tmp_path / "consumer",
+        {"endpoints": endpoints, "topic": TOPIC, "group": "simple-g", "count": 12,
+         "duration_s": 40},
+        script=SIMPLE,
+    )  # fmt: skip
+    try:
+        consumer.finish(80)
+    finally:
+        consumer.close()
+    assert not consumer.of("failed"), consumer.of("failed")[:3]
+    acked = [e["message_id"] for e in consumer.of("acked")]
+    assert sorted(acked) == sorted(sent), consumer.report()
+    attempts: dict[str, list[int]] = {}
+    for event in consumer.of("received"):
+        attempts.setdefault(event["message_id"], []).append(event["attempt"])
+    (held,) = (e["message_id"] for e in consumer.of("held"))
+    (renewed,) = (e["message_id"] for e in consumer.of("renewed"))
+    assert attempts[held] == [1, 2]
+    assert attempts[renewed] == [1]
+    assert all(a == [1] for m, a in attempts.items() if m != held), attempts
+    assert consumer.of("done")[0]["leftover"] == 0
+
+
+def _tls_everywhere(certs: CertificateSet) -> dict[str, Any]:
+    """``broker_clusters`` options: every port of the cluster (NameServer, remoting, ledger,
+    gRPC) enforces TLS with the session's certificates, and the harness trusts their CA."""
+    server = {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(certs.server_cert),
+        "tls.server.keyPath": str(certs.server_key),
+        "tls.server.trustCertPath": str(certs.ca),
+        "tls.client.trustCertPath": str(certs.ca),
+    }
+    return {
+        "extra_settings": server,
+        "namesrv_settings": server,
+        "tls": TlsClientConfig(trust_cert_path=str(certs.ca)),
+    }
+
+
+def test_producer_over_tls(
+    broker_clusters: MakeCluster, tmp_path: Path, tls_certificates: CertificateSet
+) -> None:
+    """The official client with ``tls_enable=True``, trusting our CA through grpcio's
+    ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`` (it has no option of its own for a CA): it starts
+    (QueryRoute, Telemetry over TLS), follows the route to the master's endpoint (127.0.0.1,
+    which the certificate names) and every acknowledged send is stored.
+
+    One access point: given a list (``h:p;h:p;h:p``), the client dials the target
+    ``ipv4:h:p,h:p,h:p``, whose authority is the whole list, and grpcio checks the server's
+    certificate against that, which no certificate can name ("Hostname Verification Check
+    failed"). Any replica answers routes, and the route names the master alone."""
+    python = client_python()
+    cluster, endpoints = _cluster(broker_clusters, **_tls_everywhere(tls_certificates))
+    driver = Driver(
+        python,
+        tmp_path / "client",
+        {"endpoints": endpoints.split(";")[0], "topic": TOPIC, "count": 20, "tls": True},
+        env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(tls_certificates.ca)},
+    )
+    try:
+        driver.finish(60)
+    finally:
+        driver.close()
+    sent, failed = driver.of("sent"), driver.of("failed")
+    assert not failed, f"sends failed: {failed[:3]}\n{driver.report()}"
+    assert len(sent) == 20
+    found = read_back(cluster.namesrv_addr, tls=cluster.tls)
+    check_acknowledged(sent, found)
+    assert len(found) == 20
+
+
+def test_official_client_refused_without_tls_or_trust(
+    broker_clusters: MakeCluster, tmp_path: Path, tls_certificates: CertificateSet
+) -> None:
+    """On a port that enforces TLS, the official client gets nothing through in plaintext (its
+    default, ``tls_enable=False``), nor over TLS while it trusts only grpcio's default roots,
+    which never signed our certificate."""
+    python = client_python()
+    cluster, endpoints = _cluster(broker_clusters, **_tls_everywhere(tls_certificates))
+    for name, tls in (("plaintext", False), ("untrusted", True)):
+        driver = Driver(
+            python,
+            tmp_path / name,
+            {"endpoints": endpoints.split(";")[0], "topic": TOPIC, "count": 2, "tls": tls},
+        )
+        try:
+            driver.wait(90)
+        finally:
+            driver.close()
+        assert not driver.of("sent"), f"{name}: a send got through\n{driver.report()}"
+        assert driver.of("startup_failed") or driver.of("failed"), driver.report()
+    assert read_back(cluster.namesrv_addr, deadline_s=5, tls=cluster.tls) == {}

@@ -276,11 +276,6 @@ def test_rpcs_not_served_yet_answer_not_implemented(tmp_path: Path) -> None:
         channel, stub = _stub(master.grpc_address)
         async with channel:
             unary: list[Awaitable[Any]] = [
-                stub.AckMessage(service_pb2.AckMessageRequest()),
-                stub.ChangeInvisibleDuration(service_pb2.ChangeInvisibleDurationRequest()),
-                stub.ForwardMessageToDeadLetterQueue(
-                    service_pb2.ForwardMessageToDeadLetterQueueRequest()
-                ),
                 stub.EndTransaction(service_pb2.EndTransactionRequest()),
                 stub.UpdateOffset(service_pb2.UpdateOffsetRequest()),
                 stub.GetOffset(service_pb2.GetOffsetRequest()),
@@ -294,8 +289,6 @@ def test_rpcs_not_served_yet_answer_not_implemented(tmp_path: Path) -> None:
                 status = answer.status  # type: ignore[attr-defined]
                 assert status.code == Code.NOT_IMPLEMENTED, answer
                 assert "not implemented" in status.message
-            receive = [r async for r in stub.ReceiveMessage(service_pb2.ReceiveMessageRequest())]
-            assert [r.status.code for r in receive] == [Code.NOT_IMPLEMENTED]
             pull = [r async for r in stub.PullMessage(service_pb2.PullMessageRequest())]
             assert [r.status.code for r in pull] == [Code.NOT_IMPLEMENTED]
 

@@ -1,12 +1,12 @@
 """What each request needs from the ACL (RocketMQ's ``PlainAccessValidator.parse``).
 
-Sends need PUB on the topic (a send to a retry topic, SUB on its group); pulls, offsets and
-consumer bookkeeping need SUB on the group and the topic; heartbeats SUB on every consumer group
-and subscribed topic. Requests that change the cluster (topics, groups, broker config,
-registrations, offsets resets, leadership) need an admin account, a superset of RocketMQ's
-``Permission.ADMIN_CODE``. The rest (route lookups, statistics) need a valid account only.
-Groups are resources of their own (``%RETRY%<group>`` in RocketMQ's tables): a ``%RETRY%`` or
-``%DLQ%`` topic is its group's.
+Sends need PUB on the topic (a send to a retry topic, SUB on its group); pulls, POP (pop, ack,
+change invisible time), offsets and consumer bookkeeping need SUB on the group and the topic;
+heartbeats SUB on every consumer group and subscribed topic. Requests that change the cluster
+(topics, groups, broker config, registrations, offsets resets, leadership) need an admin
+account, a superset of RocketMQ's ``Permission.ADMIN_CODE``. The rest (route lookups,
+statistics) need a valid account only. Groups are resources of their own (``%RETRY%<group>`` in
+RocketMQ's tables): a ``%RETRY%`` or ``%DLQ%`` topic is its group's.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ RESOURCE_CODES: Final = frozenset(
         _C.SEND_BATCH_MESSAGE,
         _C.CONSUMER_SEND_MSG_BACK,
         _C.PULL_MESSAGE,
+        _C.POP_MESSAGE,
+        _C.ACK_MESSAGE,
+        _C.CHANGE_MESSAGE_INVISIBLETIME,
         _C.UPDATE_CONSUMER_OFFSET,
         _C.QUERY_CONSUMER_OFFSET,
         _C.UNREGISTER_CLIENT,
@@ -161,7 +164,14 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
         _send(resources, get("b"))
     elif code == _C.CONSUMER_SEND_MSG_BACK:
         _add(resources, group_resource(get("group") or ""), Perm.SUB)
-    elif code in (_C.PULL_MESSAGE, _C.UPDATE_CONSUMER_OFFSET, _C.QUERY_CONSUMER_OFFSET):
+    elif code in (
+        _C.PULL_MESSAGE,
+        _C.POP_MESSAGE,
+        _C.ACK_MESSAGE,
+        _C.CHANGE_MESSAGE_INVISIBLETIME,
+        _C.UPDATE_CONSUMER_OFFSET,
+        _C.QUERY_CONSUMER_OFFSET,
+    ):
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
         _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
     elif code in (_C.UNREGISTER_CLIENT, _C.GET_CONSUMER_LIST_BY_GROUP):

@@ -19,6 +19,7 @@ __all__ = [
     "IllegalMessageError",
     "InvalidArgumentError",
     "InvalidFilterError",
+    "InvalidHandleError",
     "MaybeStoredError",
     "NoSuchGroupError",
     "NoSuchTopicError",
@@ -114,3 +115,8 @@ class TransferRefusedError(ServiceError):
     def __init__(self, message: str, *, retriable: bool) -> None:
         super().__init__(message)
         self.retriable = retriable  # type: ignore[misc]  # per instance: what the ledger said
+
+
+class InvalidHandleError(ServiceError):
+    """A POP receipt handle that names no current delivery: malformed, of another queue, or
+    stale (its message was handed out again or re-armed since; ack with the newest handle)."""

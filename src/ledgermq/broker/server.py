@@ -33,6 +33,7 @@ from ledgermq.broker.remoting.clients import ClientProcessor
 from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager, parse_heartbeat
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
+from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.broker.remoting.send import SendProcessor, send_response
@@ -42,6 +43,7 @@ from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.clients import ClientService
 from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.offsets import OffsetService
+from ledgermq.broker.service.pop import PopService
 from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
@@ -277,6 +279,7 @@ class BrokerServer:
             send_back=SendBackService(state, messages),
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
+            pop=PopService(state, messages),
         )
         self.services = services
         self._pull_service = services.pull
@@ -350,6 +353,8 @@ class BrokerServer:
         state = self.state
         if self._pull_service is not None:
             self._pull_service.wake_all()
+        if self.services is not None:
+            self.services.pop.wake_all()
         pending = [task for task in self._tasks if not task.done()]
         if pending:  # woken pulls answer (refusals, after a failure) before connections close
             await asyncio.wait(pending, timeout=_DRAIN_S)
@@ -454,6 +459,8 @@ class BrokerServer:
         assert self._registrar is not None
         assert self._delay is not None
         self.state.writer.drop_staged()
+        if self.services is not None:
+            self.services.pop.wake_all()  # waiting receives answer NotMasterError now
         self._spawn(self._delay.stop())
         self._registrar.register_soon()
 
@@ -462,6 +469,8 @@ class BrokerServer:
         assert self._delay is not None
         self._pull_service.on_arrival(topic, queue_id, max_offset)
         self._delay.on_arrival(topic, queue_id)
+        if self.services is not None:
+            self.services.pop.on_arrival(topic)
 
     async def _topics_changed(self) -> None:
         """Register the changed topics at once and return when the NameServers took them, as
@@ -737,6 +746,8 @@ class BrokerServer:
         assert self._clients is not None
         send, pull, send_back = self._send, self._pull, self._send_back
         offsets, admin, clients = self._offsets, self._admin, self._clients
+        assert self.services is not None
+        pop = PopProcessor(self.services.pop)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -772,6 +783,9 @@ class BrokerServer:
             code.SEND_MESSAGE_V2: do_send,
             code.SEND_BATCH_MESSAGE: do_send,
             code.PULL_MESSAGE: asynchronous(pull.process),
+            code.POP_MESSAGE: asynchronous(pop.pop),
+            code.ACK_MESSAGE: asynchronous(pop.ack),
+            code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),

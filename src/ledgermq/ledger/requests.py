@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.errors import (
     LeaderPendingFullError,
     LeaderTransferringError,
+    LedgerDiskFullError,
     LedgerRequestError,
     NotLeaderError,
     OutcomeUnknownError,
@@ -175,4 +176,6 @@ def error_for(code: int, remark: str | None, ext: Mapping[str, str]) -> RaftErro
         return LeaderPendingFullError(message)
     if code in _OUTCOME_UNKNOWN:
         return OutcomeUnknownError(message, code)
+    if code == ResponseCode.DISK_FULL:
+        return LedgerDiskFullError(message, code)
     return LedgerRequestError(message, code)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.clock import SystemClock
 from ledgermq.errors import (
+    LedgerDiskFullError,
     LedgerMQError,
     LedgerRequestError,
     NetworkError,
@@ -397,7 +398,7 @@ class LedgerServer:
                 )
         if self.store.disk_full:
             self._step_aside()
-            raise LedgerRequestError(
+            raise LedgerDiskFullError(
                 f"the disk of replica {self.config.self_id} is full", ResponseCode.DISK_FULL
             )
 

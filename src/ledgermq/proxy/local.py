@@ -6,8 +6,9 @@ replica's ``brokerIP1``, over the replica's ``BrokerServices``. ``BrokerServer``
 remoting port, so that the remoting port can name it to a gRPC client that knocks on the wrong
 door, and closes it first. ``grpc.so_reuseport`` is off: grpcio turns it on by default, and two
 servers could then share a port without a word (spec protocol-remoting-and-grpc.md section 3.4).
-Plaintext (h2c) only for now; TLS and authentication come with the door's security (the
-servicer's ``_admit``).
+TLS comes from the broker's ``tls.server.*`` settings, the remoting port's (``proxy.tls`` says
+how each mode maps onto grpcio); authentication is the servicer's ``_admit`` (the ACL's
+``authorization`` header), over plaintext or TLS alike.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ledgermq.net import ConnectionPool
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.routes import RouteFinder
 from ledgermq.proxy.servicer import MessagingServicer
+from ledgermq.proxy.tls import door_tls
+from ledgermq.proxy.unify import PortUnifier
 
 if TYPE_CHECKING:
     from ledgermq.broker.server import BrokerServer
@@ -42,23 +45,43 @@ class GrpcDoor:
         self._broker = broker
         self._server: grpc.aio.Server | None = None
         self._pool: ConnectionPool | None = None
+        self._unifier: PortUnifier | None = None
         self.port = -1
 
     async def start(self) -> None:
+        """Bind and serve; whatever was bound is released if it fails (the broker keeps no
+        door that did not start, so would never close it)."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
         broker = self._broker
         config = broker.config
         services, state = broker.services, broker.state
         assert services is not None
         assert state is not None, "the broker starts its door after its services"
+        tls = door_tls(config.tls_server())
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        where = f"{config.broker_ip1}:{config.grpc_server_port}"
         try:
-            port = server.add_insecure_port(f"{config.broker_ip1}:{config.grpc_server_port}")
-        except RuntimeError as exc:
+            if tls.credentials is None:
+                port = server.add_insecure_port(where)
+            elif not tls.plaintext_too:
+                port = server.add_secure_port(where, tls.credentials)
+            else:  # permissive: grpcio on loopback, both kinds, behind the port's unifier
+                tls_port = server.add_secure_port("127.0.0.1:0", tls.credentials)
+                plain_port = server.add_insecure_port("127.0.0.1:0")
+                self._unifier = PortUnifier(tls_port, plain_port)
+                await self._unifier.bind(config.broker_ip1, config.grpc_server_port)
+                port = self._unifier.port
+        except (RuntimeError, OSError) as exc:
             raise NetworkError(
-                f"cannot listen for gRPC on {config.broker_ip1}:{config.grpc_server_port} "
-                f"({exc}): another process may use it; choose another grpcServerPort "
-                "(-1 turns the gRPC door off)",
-                f"{config.broker_ip1}:{config.grpc_server_port}",
+                f"cannot listen for gRPC on {where} ({exc}): another process may use it; "
+                "choose another grpcServerPort (-1 turns the gRPC door off)",
+                where,
             ) from exc
         self._pool = ConnectionPool(broker.network)
         sign = None
@@ -72,15 +95,28 @@ class GrpcDoor:
             self._pool, config.namesrv_addr, lambda: broker.config.address, port, sign
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(services, state, routes, broker.acl), server
+            MessagingServicer(
+                services,
+                state,
+                routes,
+                broker.acl,
+                real_peer=None if self._unifier is None else self._unifier.real_peer,
+            ),
+            server,
         )
         await server.start()
         self._server = server
+        if self._unifier is not None:
+            await self._unifier.start()
         self.port = port
-        _log.info("broker %s replica %s serves gRPC (RocketMQ 5 clients) on %s:%d",
-                  config.broker_name, config.dleger_self_id, config.broker_ip1, port)  # fmt: skip
+        _log.info("broker %s replica %s serves gRPC (RocketMQ 5 clients, %s) on %s:%d",
+                  config.broker_name, config.dleger_self_id, tls.kind, config.broker_ip1,
+                  port)  # fmt: skip
 
     async def close(self) -> None:
+        if self._unifier is not None:
+            await self._unifier.close()
+            self._unifier = None
         if self._server is not None:
             await self._server.stop(_GRACE_S)
             self._server = None

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES, PopRequest
 from ledgermq.broker.service.send import SendRequest
-from ledgermq.proxy.protocol import definition_pb2
+from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.status import Code, not_implemented, status
 from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
 
-__all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "Refusal", "message_properties",
+__all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "PROPERTY_TRACE_CONTEXT",
+           "RESERVED_PROPERTIES", "Refusal", "message_properties", "receive_request",
            "send_request"]  # fmt: skip
 
 PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
@@ -31,7 +33,7 @@ PROPERTY_BORN_HOST: Final = "__BORNHOST"
 PROPERTY_BORN_TIMESTAMP: Final = "BORN_TIMESTAMP"
 PROPERTY_TRACE_CONTEXT: Final = "TRACE_CONTEXT"
 
-_RESERVED: Final = frozenset(
+RESERVED_PROPERTIES: Final = frozenset(
     {
         value
         for name, value in vars(MessageProperty).items()
@@ -57,7 +59,7 @@ def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[
     """The RocketMQ properties of ``message`` (the module docstring's mapping)."""
     props: dict[str, str] = {}
     for key, value in message.user_properties.items():
-        if key in _RESERVED:
+        if key in RESERVED_PROPERTIES:
             raise Refusal(
                 status(
                     Code.ILLEGAL_MESSAGE_PROPERTY_KEY,
@@ -120,3 +122,63 @@ def send_request(
         batch=False,
     )
     return request, message.body
+
+
+DEFAULT_INVISIBLE_MS: Final = 30_000
+"""A receive without ``invisible_duration`` (the Java proxy's default)."""
+DEFAULT_LONG_POLLING_MS: Final = 20_000
+"""A receive without ``long_polling_timeout`` (the clients' default, 20 s)."""
+
+
+def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
+    """The service's POP request for a ``ReceiveMessage``; ``Refusal`` if its values are bad.
+
+    ``batch_size`` above the service's maximum is lowered to it (the clients ask for 32 or
+    less); the long-polling time is capped at ``MAX_POLL_MS``, answered before the client's
+    deadline (its own timeout plus the long-polling time)."""
+    group = request.group.name
+    topic = request.message_queue.topic.name
+    if not group:
+        raise Refusal(status(Code.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group"))
+    if not topic:
+        raise Refusal(status(Code.ILLEGAL_TOPIC, "the request names no topic"))
+    if request.batch_size <= 0:
+        raise Refusal(
+            status(Code.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
+        )
+    invisible_ms = (
+        request.invisible_duration.ToMilliseconds()
+        if request.HasField("invisible_duration")
+        else DEFAULT_INVISIBLE_MS
+    )
+    if invisible_ms <= 0:
+        raise Refusal(
+            status(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"invisible_duration must be positive, got {invisible_ms} ms",
+            )
+        )
+    poll_ms = (
+        request.long_polling_timeout.ToMilliseconds()
+        if request.HasField("long_polling_timeout")
+        else DEFAULT_LONG_POLLING_MS
+    )
+    if poll_ms < 0:
+        raise Refusal(
+            status(Code.ILLEGAL_POLLING_TIME, f"long_polling_timeout is negative: {poll_ms} ms")
+        )
+    expression = request.filter_expression
+    if expression.type == definition_pb2.SQL:
+        subscription: tuple[str, str | None] = (expression.expression, "SQL92")
+    else:
+        subscription = (expression.expression or "*", "TAG")
+    queue_id = request.message_queue.id if request.HasField("message_queue") else -1
+    return PopRequest(
+        group=group,
+        topic=topic,
+        queue_id=queue_id if queue_id >= 0 else None,
+        max_messages=min(request.batch_size, MAX_POP_MESSAGES),
+        invisible_ms=invisible_ms,
+        subscription=subscription,
+        poll_ms=min(poll_ms, MAX_POLL_MS),
+    )

@@ -11,9 +11,10 @@ answer.
 
 Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal messages),
 QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
-and NotifyClientTermination. POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue), transactions (EndTransaction), the PullConsumer set and
-RecallMessage answer NOT_IMPLEMENTED until the service has them.
+and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
+codes use. Transactions (EndTransaction), the PullConsumer set and RecallMessage answer
+NOT_IMPLEMENTED until the service has them.
 
 Authentication: with ``aclEnable`` every RPC that touches data passes ``_admit`` first, which
 checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the broker's ACL.
@@ -22,15 +23,17 @@ checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the b
 from __future__ import annotations
 
 import functools
+import ipaddress
 import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import topic_resource
+from ledgermq.acl.resources import group_resource, topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.messages import Refusal, send_request
+from ledgermq.proxy.messages import Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
 from ledgermq.wire.route import is_readable, is_writable
@@ -102,7 +105,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         state: BrokerState,
         routes: RouteFinder,
         acl: AclGate | None = None,
+        real_peer: Callable[[str], str] | None = None,
     ) -> None:
+        """``real_peer``: the client behind a peer address grpcio reports, when connections
+        reach grpcio through the door's own front (``tls.server.mode=permissive``,
+        ``proxy.unify``); the ACL's white addresses and born hosts must see the client."""
+        self._real_peer = real_peer or (lambda address: address)
         self._acl = acl
         self._services = services
         self._state = state
@@ -121,7 +129,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
         }
         decision = self._acl.check_grpc(
-            _peer_address(context),
+            self._real_peer(_peer_address(context)),
             metadata,
             request,
             needs or Needs(),
@@ -281,7 +289,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             return service_pb2.SendMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no message")
             )
-        peer = _peer_address(context)
+        peer = self._real_peer(_peer_address(context))
         entries = []
         first_failure: definition_pb2.Status | None = None
         for message in request.messages:
@@ -319,15 +327,114 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             status=ok(), message_id=message_id, offset=result.queue_offset
         )
 
-    # ------------------------------------------------------------------ not yet
+    # ------------------------------------------------------------------ POP
     async def ReceiveMessage(  # noqa: N802
         self, request: service_pb2.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
-        if (refused := self._admit(context, "ReceiveMessage")) is not None:
+        """POP: ``status`` first, then one ``message`` per message, then the
+        ``delivery_timestamp`` (the Java proxy's ``ReceiveMessageResponseStreamWriter``); a
+        single MESSAGE_NOT_FOUND when nothing came within the long-polling time."""
+        group, topic = request.group.name, request.message_queue.topic.name
+        needs = _consume_needs(topic, group)
+        if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
             yield service_pb2.ReceiveMessageResponse(status=refused)
             return
-        yield service_pb2.ReceiveMessageResponse(status=not_implemented("ReceiveMessage (POP)"))
+        try:
+            pop = receive_request(request)
+            result = await self._services.pop.receive(pop)
+        except Refusal as refusal:
+            yield service_pb2.ReceiveMessageResponse(status=refusal.status)
+            return
+        except ServiceError as exc:
+            yield service_pb2.ReceiveMessageResponse(status=error_status(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
+            _log.exception("gRPC ReceiveMessage failed")
+            yield service_pb2.ReceiveMessageResponse(
+                status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+            )
+            return
+        if not result.messages:
+            yield service_pb2.ReceiveMessageResponse(
+                status=status(Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+            return
+        yield service_pb2.ReceiveMessageResponse(status=ok())
+        for popped in result.messages:
+            yield service_pb2.ReceiveMessageResponse(message=received_message(popped))
+        delivered = service_pb2.ReceiveMessageResponse()
+        delivered.delivery_timestamp.FromMilliseconds(result.pop_time_ms)
+        yield delivered
 
+    @_internal_error_answered(service_pb2.AckMessageResponse)
+    async def AckMessage(  # noqa: N802
+        self, request: service_pb2.AckMessageRequest, context: Context
+    ) -> service_pb2.AckMessageResponse:
+        """One result per entry, in order; the response's status is the entries' common one,
+        else MULTIPLE_RESULTS (the Java proxy's ``AckMessageActivity``)."""
+        group, topic = request.group.name, request.topic.name
+        needs = _consume_needs(topic, group)
+        if (refused := self._admit(context, "AckMessage", needs)) is not None:
+            return service_pb2.AckMessageResponse(status=refused)
+        if not request.entries:
+            return service_pb2.AckMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no entry")
+            )
+        entries = []
+        for entry in request.entries:
+            try:
+                await self._services.pop.ack(group, topic, entry.receipt_handle)
+                answer = ok()
+            except ServiceError as exc:
+                answer = error_status(exc)
+            entries.append(
+                service_pb2.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=answer
+                )
+            )
+        codes = {e.status.code for e in entries}
+        overall = (
+            entries[0].status
+            if len(codes) == 1
+            else status(Code.MULTIPLE_RESULTS, "the entries have different results")
+        )
+        return service_pb2.AckMessageResponse(status=overall, entries=entries)
+
+    @_internal_error_answered(service_pb2.ChangeInvisibleDurationResponse)
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        group, topic = request.group.name, request.topic.name
+        needs = _consume_needs(topic, group)
+        if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
+        if not request.HasField("invisible_duration"):
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
+            )
+        try:
+            handle = await self._services.pop.change_invisible(
+                group, topic, request.receipt_handle, request.invisible_duration.ToMilliseconds()
+            )
+        except ServiceError as exc:
+            return service_pb2.ChangeInvisibleDurationResponse(status=error_status(exc))
+        return service_pb2.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=str(handle))
+
+    @_internal_error_answered(service_pb2.ForwardMessageToDeadLetterQueueResponse)
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        group, topic = request.group.name, request.topic.name
+        needs = _consume_needs(topic, group)
+        if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        try:
+            await self._services.pop.forward_to_dead_letters(group, topic, request.receipt_handle)
+        except ServiceError as exc:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=error_status(exc))
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
+
+    # ------------------------------------------------------------------ not yet
     async def PullMessage(  # noqa: N802
         self, request: service_pb2.PullMessageRequest, context: Context
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
@@ -335,25 +442,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             yield service_pb2.PullMessageResponse(status=refused)
             return
         yield service_pb2.PullMessageResponse(status=not_implemented("PullMessage"))
-
-    async def AckMessage(  # noqa: N802
-        self, request: service_pb2.AckMessageRequest, context: Context
-    ) -> service_pb2.AckMessageResponse:
-        return service_pb2.AckMessageResponse(status=not_implemented("AckMessage (POP)"))
-
-    async def ChangeInvisibleDuration(  # noqa: N802
-        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
-    ) -> service_pb2.ChangeInvisibleDurationResponse:
-        return service_pb2.ChangeInvisibleDurationResponse(
-            status=not_implemented("ChangeInvisibleDuration (POP)")
-        )
-
-    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
-        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
-    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
-        return service_pb2.ForwardMessageToDeadLetterQueueResponse(
-            status=not_implemented("ForwardMessageToDeadLetterQueue")
-        )
 
     async def EndTransaction(  # noqa: N802
         self, request: service_pb2.EndTransactionRequest, context: Context
@@ -388,15 +476,33 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         )
 
 
+def _consume_needs(topic: str, group: str) -> Needs:
+    """SUB on the topic and the group, as a remoting pull or POP needs (names given only)."""
+    wanted = [(topic_resource(topic), topic), (group_resource(group), group)]
+    return Needs(resources={resource: Perm.SUB for resource, name in wanted if name})
+
+
 def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:
     return definition_pb2.Broker(
         name=name,
         id=0,
         endpoints=definition_pb2.Endpoints(
-            scheme=definition_pb2.IPv4,
+            scheme=address_scheme(endpoint.host),
             addresses=[definition_pb2.Address(host=endpoint.host, port=endpoint.port)],
         ),
     )
+
+
+def address_scheme(host: str) -> definition_pb2.AddressScheme.ValueType:
+    """The v2 scheme of an endpoint's host: ``IPv4`` / ``IPv6`` for addresses, ``DOMAIN_NAME``
+    for a name (a ``brokerIP1`` such as ``broker-a.example.com``). The clients dial
+    ``ipv4:`` / ``ipv6:`` / ``dns:`` targets by it, and over TLS check the server's certificate
+    against that host: a name labelled IPv4 would be dialled as an address and fail."""
+    try:
+        parsed = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return definition_pb2.DOMAIN_NAME
+    return definition_pb2.IPv4 if parsed.version == 4 else definition_pb2.IPv6
 
 
 def _permission(perm: int) -> definition_pb2.Permission.ValueType:

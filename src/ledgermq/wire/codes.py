@@ -77,6 +77,9 @@ class MQRequestCode(enum.IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     BROKER_HEARTBEAT = 904
+    POP_MESSAGE = 200050  # RocketMQ 5 POP consumption
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
     TRANSFER_LEADERSHIP = 1000  # ours: move the ledger leadership of a broker group (admin)
 
 

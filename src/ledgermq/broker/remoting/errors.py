@@ -16,6 +16,7 @@ from ledgermq.broker.errors import (
     IllegalMessageError,
     InvalidArgumentError,
     InvalidFilterError,
+    InvalidHandleError,
     MaybeStoredError,
     NoSuchGroupError,
     NoSuchTopicError,
@@ -42,6 +43,8 @@ _CODES: Final[dict[type[ServiceError], MQResponseCode]] = {
     IllegalMessageError: MQResponseCode.MESSAGE_ILLEGAL,
     InvalidArgumentError: MQResponseCode.SYSTEM_ERROR,
     InvalidFilterError: MQResponseCode.SUBSCRIPTION_PARSE_FAILED,
+    # RocketMQ 5's AckMessageProcessor answers an ack it cannot place so
+    InvalidHandleError: MQResponseCode.NO_MESSAGE,
     NoSuchTopicError: MQResponseCode.TOPIC_NOT_EXIST,
     NoSuchGroupError: MQResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
     NotFoundError: MQResponseCode.SYSTEM_ERROR,

@@ -21,6 +21,10 @@ Where each operation lives:
   dead-letter topic); ``retry.DelayScheduler``: delayed messages to their topic when due.
 - ``clients.ClientService``: what a consumer's heartbeat means (its group's subscription config
   and retry topic) and ``check_subscription`` (as a pull would check it).
+- ``pop.PopService``: POP consumption (``receive``: messages made invisible for a time, each
+  with a receipt handle; ``ack`` per message in any order; ``change_invisible``: re-arm, new
+  handle; ``forward_to_dead_letters``), over the replicated POP queues of
+  ``broker.state.pop_table``.
 - ``admin.AdminService``: topics and subscription groups (create, update, delete, list), the
   offset table, topic and consume statistics, messages by offset or key, runtime information,
   leadership transfer.
@@ -28,9 +32,6 @@ Where each operation lives:
 Still to come here (issue 16 sections 2 and 3), each an operation of its own over state kept
 through the ledger, never a second copy in a door:
 
-- POP consumption: ``pop`` (receive: messages made invisible for a time, each with a receipt
-  handle), ``ack`` (per message, in any order) and ``change_invisible`` (re-arm, new handle),
-  over POP checkpoints in ``broker.state``;
 - transactions: half messages stored invisible and ``end_transaction`` (commit or rollback),
   with the broker's check-back for half messages left open, over transaction state in
   ``broker.state``; today ``SendService`` refuses half messages (``ForbiddenError``);

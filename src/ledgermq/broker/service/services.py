@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.broker.service.clients import ClientService
     from ledgermq.broker.service.offsets import OffsetService
+    from ledgermq.broker.service.pop import PopService
     from ledgermq.broker.service.pull import PullService
     from ledgermq.broker.service.retry import SendBackService
     from ledgermq.broker.service.send import SendService
@@ -28,3 +29,4 @@ class BrokerServices:
     send_back: SendBackService
     clients: ClientService
     admin: AdminService
+    pop: PopService

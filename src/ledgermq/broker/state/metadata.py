@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
+from ledgermq.broker.state.pop_table import PopTable
 from ledgermq.errors import ConfigError, StoreError
 from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire.route import DataVersion, TopicConfig
@@ -141,6 +142,8 @@ class BrokerMetadata:
         self.offsets: dict[tuple[str, str], dict[int, int]] = {}
         """(topic, group) -> queue id -> committed offset (the next message to consume)."""
         self.delay_offsets: dict[int, int] = {}
+        self.pop = PopTable()
+        """POP queues (``pop`` ops), in the snapshot as ``popTable``."""
         self.applied_index = -1
         """The last ledger index whose op is in this state."""
         self.topic_version = DataVersion()
@@ -171,6 +174,7 @@ class BrokerMetadata:
                 self.topics.pop(topic, None)
                 for key in [k for k in self.offsets if k[0] == topic]:
                     del self.offsets[key]
+                self.pop.drop(topic=topic)
                 self.topic_version = _next_version(self.topic_version, now_ms)
             elif kind == "put_group":
                 group = SubscriptionGroupConfig.from_object(op["group"])
@@ -181,12 +185,15 @@ class BrokerMetadata:
                 self.groups.pop(name, None)
                 for key in [k for k in self.offsets if k[1] == name]:
                     del self.offsets[key]
+                self.pop.drop(group=name)
                 self.group_version = _next_version(self.group_version, now_ms)
             elif kind == "commit_offsets":
                 for group, topic, queue_id, offset in op["offsets"]:
                     self.offsets.setdefault((str(topic), str(group)), {})[int(queue_id)] = int(
                         offset
                     )
+            elif kind == "pop":
+                self.pop.apply(op)
             elif kind == "delay_offsets":
                 for level, offset in op["offsets"].items():
                     self.delay_offsets[int(level)] = int(offset)
@@ -214,6 +221,7 @@ class BrokerMetadata:
                     for (topic, group), queues in sorted(self.offsets.items())
                 },
                 "delayOffsetTable": {str(k): v for k, v in sorted(self.delay_offsets.items())},
+                "popTable": self.pop.snapshot(),
             },
             separators=(",", ":"),
         ).encode()
@@ -238,6 +246,8 @@ class BrokerMetadata:
             self.topic_version = DataVersion.from_object(data["topicDataVersion"], "topic")
             self.group_version = DataVersion.from_object(data["groupDataVersion"], "group")
             self.delay_offsets = {int(k): int(v) for k, v in data["delayOffsetTable"].items()}
+            # absent in snapshots written before POP existed: no POP state then
+            self.pop = PopTable.restore(data.get("popTable", []))
             self.applied_index = int(data["appliedIndex"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(

@@ -35,6 +35,8 @@ CLIENT_NODE: Final = "cl"
 _NAMESRV_PORT: Final = 9876
 _BROKER_PORT: Final = 10911
 _LEDGER_PORT: Final = 40911
+_GRPC_PORT: Final = 8081
+"""Each replica has its own address in its namespace, so the default ports fit (RocketMQ's)."""
 
 
 def namesrv_node(index: int) -> str:
@@ -136,6 +138,7 @@ class ChaosCluster(BrokerCluster):
             return
         self.ports = dict.fromkeys(keys, _BROKER_PORT)
         self.ledger_ports = dict.fromkeys(keys, _LEDGER_PORT)
+        self.grpc_ports = dict.fromkeys(keys, _GRPC_PORT)
 
     def _prefix(self, node: str) -> list[str]:
         return [] if self.lab is None else self.lab.exec_prefix(node)

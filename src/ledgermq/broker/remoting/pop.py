@@ -1,0 +1,126 @@
+"""RocketMQ 5's remoting POP codes, the remoting door of ``PopService`` (broker.service.pop):
+POP_MESSAGE (200050), ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053).
+Translators only: header fields in, a service call, header fields and body out.
+
+Fields, as RocketMQ 5's ``PopMessageRequestHeader`` / ``PopMessageResponseHeader``,
+``AckMessageRequestHeader`` and ``ChangeInvisibleTimeRequestHeader`` / ``...ResponseHeader``
+name them: a pop takes ``consumerGroup``, ``topic``, ``queueId`` (-1: any queue),
+``maxMsgNums``, ``invisibleTime``, ``pollTime``, ``expType`` / ``exp`` (the filter, as a pull's
+subscription); it answers ``popTime``, ``invisibleTime``, ``reviveQid`` (0), ``restNum`` and the
+messages back to back in the record layout a pull returns, each carrying its receipt handle in
+the ``POP_CK`` property (``MessageConst.PROPERTY_POP_CK``). An ack and a change of invisible
+time name the message by ``extraInfo`` (that handle); the change answers the new handle in
+``extraInfo`` beside ``popTime`` / ``invisibleTime`` / ``reviveQid``.
+
+Nothing to hand out answers PULL_NOT_FOUND (RocketMQ's "no new message"); a stale or malformed
+handle NO_MESSAGE with a remark that says which (``broker.remoting.errors``).
+
+Differences from RocketMQ 5 a client may notice: ``startOffsetInfo`` / ``msgOffsetInfo`` /
+``orderCountInfo`` are not sent (the handle is the whole truth here), so a client must ack with
+the ``POP_CK`` of the message it got, not one it rebuilds from those fields.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.service.pop import PopRequest
+from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.wire.message import encode_properties, encode_record
+
+if TYPE_CHECKING:
+    from ledgermq.broker.service.pop import PoppedMessage, PopService
+    from ledgermq.wire import RemotingCommand
+
+__all__ = ["POP_CK", "PopProcessor"]
+
+POP_CK: Final = "POP_CK"
+"""``MessageConst.PROPERTY_POP_CK``: a popped message's receipt handle."""
+
+
+class PopProcessor:
+    def __init__(self, service: PopService) -> None:
+        self._service = service
+
+    async def pop(self, command: RemotingCommand) -> RemotingCommand:
+        fields = command.ext_fields
+        expression = fields.get("exp") or "*"
+        request = PopRequest(
+            group=ext_str(fields, "consumerGroup"),
+            topic=ext_str(fields, "topic"),
+            queue_id=ext_int(fields, "queueId", -1),
+            max_messages=ext_int(fields, "maxMsgNums"),
+            invisible_ms=ext_int(fields, "invisibleTime"),
+            subscription=(expression, fields.get("expType") or None),
+            poll_ms=ext_int(fields, "pollTime", 0),
+        )
+        result = await self._service.receive(request)
+        header = {
+            "popTime": str(result.pop_time_ms),
+            "invisibleTime": str(result.invisible_ms),
+            "reviveQid": "0",
+            "restNum": "0",
+        }
+        if not result.messages:
+            return command.response(
+                MQResponseCode.PULL_NOT_FOUND, remark="no new message", ext_fields=header
+            )
+        body = b"".join(_record(m) for m in result.messages)
+        return command.response(MQResponseCode.SUCCESS, ext_fields=header, body=body)
+
+    async def ack(self, command: RemotingCommand) -> RemotingCommand:
+        fields = command.ext_fields
+        await self._service.ack(
+            ext_str(fields, "consumerGroup"), ext_str(fields, "topic"), ext_str(fields, "extraInfo")
+        )
+        return command.response(MQResponseCode.SUCCESS)
+
+    async def change_invisible_time(self, command: RemotingCommand) -> RemotingCommand:
+        fields = command.ext_fields
+        handle = await self._service.change_invisible(
+            ext_str(fields, "consumerGroup"),
+            ext_str(fields, "topic"),
+            ext_str(fields, "extraInfo"),
+            ext_int(fields, "invisibleTime"),
+        )
+        return command.response(
+            MQResponseCode.SUCCESS,
+            ext_fields={
+                "popTime": str(handle.pop_time_ms),
+                "invisibleTime": str(handle.invisible_ms),
+                "reviveQid": "0",
+                "extraInfo": str(handle),
+            },
+        )
+
+
+def _record(popped: PoppedMessage) -> bytes:
+    """The message's record as a pull returns it, with its handle in ``POP_CK``."""
+    message = popped.message
+    properties = dict(message.properties)
+    properties[POP_CK] = str(popped.handle)
+    return encode_record(
+        topic=message.topic,
+        queue_id=message.queue_id,
+        body=message.body,
+        flag=message.flag,
+        properties=encode_properties(properties),
+        sys_flag=message.sys_flag & ~1,  # the body is inflated
+        born_timestamp=message.born_timestamp,
+        born_host=_host(message.born_host),
+        store_timestamp=message.store_timestamp,
+        store_host=_host(message.store_host),
+        reconsume_times=popped.attempt - 1,
+        queue_offset=message.queue_offset,
+        physical_offset=message.commit_log_offset,
+        prepared_transaction_offset=message.prepared_transaction_offset,
+    )
+
+
+def _host(text: str) -> tuple[str, int]:
+    """``"ip:port"`` as the record encoder takes it; IPv6 hosts become 0.0.0.0:0 (the record
+    layout here writes IPv4 only)."""
+    ip, _, port = text.rpartition(":")
+    if ip.startswith("[") or not port.isdigit():
+        return "0.0.0.0", 0  # noqa: S104 - a record field, not a bind address
+    return ip, int(port)

@@ -1,0 +1,447 @@
+"""POP consumption: receive (messages made invisible for a time), ack, change-invisible, forward
+to the dead letters -- one meaning for both front doors (issue 16 section 2).
+
+The decisions are ``ledgermq.pop.PopQueue``'s (``plan_*``); this module reads the messages,
+filters them as a pull would, and commits the model's records through the ledger's metadata
+channel (``broker.state.pop_table``), answering only once they are committed and applied. So the
+POP state is the same on every replica, and a new master after a failover goes on from what the
+old one committed: an acknowledged message is never handed out again, an unacknowledged one comes
+back after its invisible time with ``attempt + 1``. The at-least-once contract: a message is
+delivered again if its ack was not committed (a reply lost, a master killed before the ack's
+entry committed), never lost.
+
+Only the master serves POP (its applied state includes every committed record; a slave's may
+lag): a slave answers ``NotMasterError`` like any write. One asyncio lock per queue serialises
+plan, commit and apply on the master, so a plan never meets a state that moved on under it and
+the outcomes the model gives on apply are the ones ``check`` foresaw.
+
+Filtering: a message the receive's filter (TAG, or SQL92 as a pull's) does not want is delivered
+and acknowledged in the same op: it is done for the group, as a pull moves past it. A message
+the store no longer has (retention) is settled likewise. The max attempts are the subscription
+group's ``retryMaxTimes`` (FIFO: ``consumeMessageOrderly``), fixed when POP first touches a queue.
+
+Receipt handles are strings in the layout of RocketMQ 5's ``ExtraInfoUtil`` (``POP_CK``):
+``"<seq> <popTime> <invisibleTime> 0 0 <brokerName> <queueId> <queueOffset>"``, where the first
+field, RocketMQ's checkpoint offset, is the model's handle number: a handle names one delivery,
+and is stale once its message is delivered again or re-armed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.errors import (
+    ForbiddenError,
+    InvalidArgumentError,
+    InvalidHandleError,
+    NoSuchTopicError,
+    NotStoredError,
+)
+from ledgermq.broker.state.pop_table import pop_op
+from ledgermq.broker.storage.filter.subscription import is_tag_type, resolve
+from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
+from ledgermq.pop import (
+    Acked,
+    DeadLettered,
+    Delivered,
+    Outcome,
+    PopQueue,
+    PopSettings,
+    ReceiptHandle,
+)
+from ledgermq.wire.message import (
+    MessageProperty,
+    decode_records,
+    encode_properties,
+    parse_subscription,
+    tags_match,
+)
+from ledgermq.wire.route import is_readable
+
+if TYPE_CHECKING:
+    from ledgermq.broker.service.message_writer import MessageWriter
+    from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.broker.state.pop_table import PopKey
+    from ledgermq.broker.storage.filter import Sql92Selector
+    from ledgermq.pop import PopRecord
+    from ledgermq.wire.message import MessageExt
+
+__all__ = ["PopHandle", "PopRequest", "PopResult", "PopService", "PoppedMessage"]
+
+MAX_POP_MESSAGES: Final = 32
+"""Most messages one receive hands out (RocketMQ's proxy allows 32 per ReceiveMessage)."""
+MAX_POLL_MS: Final = 30_000
+MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
+"""RocketMQ 5's ceiling on ``invisibleTime`` (12 hours)."""
+_PLAN_ROUNDS: Final = 8
+"""Plans per queue and receive when filters drop messages (each round settles what it drops)."""
+_POLL_STEP_S: Final = 0.2
+"""Long polling looks again at least this often: expired deliveries come back on no event."""
+
+
+@dataclass(frozen=True, slots=True)
+class PopHandle:
+    """A receipt handle's fields; ``str`` is its wire form (module docstring)."""
+
+    seq: int
+    pop_time_ms: int
+    invisible_ms: int
+    broker_name: str
+    queue_id: int
+    offset: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.seq} {self.pop_time_ms} {self.invisible_ms} 0 0 {self.broker_name} "
+            f"{self.queue_id} {self.offset}"
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> PopHandle:
+        """The handle ``str`` made; ``InvalidHandleError`` for anything else."""
+        fields = text.split(" ")
+        numbers = fields[:5] + fields[6:]
+        if len(fields) != 8 or not all(f.isdigit() for f in numbers) or not fields[5]:
+            raise InvalidHandleError(f"not a receipt handle of this broker: {text!r:.120}")
+        seq, pop_time, invisible, _, _, queue_id, offset = (int(f) for f in numbers)
+        return cls(seq, pop_time, invisible, fields[5], queue_id, offset)
+
+
+@dataclass(frozen=True, slots=True)
+class PopRequest:
+    """A receive: up to ``max_messages`` of ``topic`` for ``group``, invisible for
+    ``invisible_ms``; from queue ``queue_id`` (None: any readable queue of the topic)."""
+
+    group: str
+    topic: str
+    queue_id: int | None = None
+    max_messages: int = 32
+    invisible_ms: int = 30_000
+    subscription: tuple[str, str | None] = ("*", None)
+    """(expression, expression type), as a pull's."""
+    poll_ms: int = 0
+    """How long a receive that finds nothing may wait for a message (long polling)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoppedMessage:
+    message: MessageExt
+    handle: PopHandle
+    attempt: int
+    """1 for the first delivery (gRPC ``delivery_attempt``; remoting reconsume times + 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PopResult:
+    messages: list[PoppedMessage]
+    pop_time_ms: int
+    invisible_ms: int
+
+
+class PopService:
+    def __init__(self, state: BrokerState, messages: MessageWriter) -> None:
+        self._state = state
+        self._writer = messages
+        self._locks: dict[PopKey, asyncio.Lock] = {}
+        self._arrivals: dict[str, asyncio.Event] = {}
+        self._next_queue = itertools.count()
+
+    # ------------------------------------------------------------------ long polling
+    def on_arrival(self, topic: str) -> None:
+        """Dispatcher callback: wake receives waiting on ``topic``."""
+        event = self._arrivals.pop(topic, None)
+        if event is not None:
+            event.set()
+
+    def wake_all(self) -> None:
+        """On a role change or shutdown: let every waiting receive look again now."""
+        events, self._arrivals = self._arrivals, {}
+        for event in events.values():
+            event.set()
+
+    # ------------------------------------------------------------------ receive
+    async def receive(self, request: PopRequest) -> PopResult:
+        """Hand out up to ``request.max_messages`` messages (none when nothing is due within
+        ``poll_ms``). Raises ``NotMasterError``, ``NoSuchTopicError``, ``ForbiddenError``,
+        ``InvalidArgumentError`` or the filter's refusals."""
+        state = self._state
+        state.require_master("POP (receive)")
+        if not 1 <= request.max_messages <= MAX_POP_MESSAGES:
+            raise InvalidArgumentError(
+                f"maxMsgNums must be 1..{MAX_POP_MESSAGES}, got {request.max_messages}"
+            )
+        invisible_ms = _invisible(request.invisible_ms)
+        queue_ids = self._queue_ids(request)
+        group_config = state.topics.group(request.group)
+        if not group_config.consume_enable:
+            raise ForbiddenError(f"subscription group [{request.group}] may not consume")
+        expression, expression_type = request.subscription
+        wanted = resolve(
+            expression, expression_type, property_filter=state.config.enable_property_filter
+        )
+        tags = parse_subscription(expression)[0] if is_tag_type(expression_type) else None
+        if request.group not in state.metadata.groups:
+            await state.topics.ensure_group(request.group)
+        settings = PopSettings(
+            fifo=group_config.consume_message_orderly,
+            max_attempts=max(1, group_config.retry_max_times),
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(request.poll_ms, 0), MAX_POLL_MS) / 1000
+        while True:
+            now = state.now_ms()
+            popped: list[PoppedMessage] = []
+            for queue_id in queue_ids:
+                want = request.max_messages - len(popped)
+                if want <= 0:
+                    break
+                key = (request.group, request.topic, queue_id)
+                async with self._lock(key):
+                    popped += await self._receive_queue(
+                        key, settings, want, invisible_ms, now, tags, wanted.sql
+                    )
+            left = deadline - loop.time()
+            if popped or left <= 0:
+                state.stats.record_get(request.topic, len(popped))
+                return PopResult(popped, now, invisible_ms)
+            event = self._arrivals.setdefault(request.topic, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), min(left, _POLL_STEP_S))
+            state.require_master("POP (receive)")
+
+    def _queue_ids(self, request: PopRequest) -> list[int]:
+        state = self._state
+        if not is_readable(state.config.broker_permission):
+            raise ForbiddenError(f"the broker[{state.config.broker_name}] may not be read now")
+        config = state.topics.find(request.topic)
+        if config is None:
+            raise NoSuchTopicError(f"topic[{request.topic}] not exist, apply first please!")
+        if not is_readable(config.perm):
+            raise ForbiddenError(f"the topic[{request.topic}] may not be read")
+        count = config.read_queue_nums
+        if request.queue_id is not None and request.queue_id >= 0:
+            if request.queue_id >= count:
+                raise InvalidArgumentError(
+                    f"queueId[{request.queue_id}] is illegal, topic:[{request.topic}] "
+                    f"readQueueNums:[{count}]"
+                )
+            return [request.queue_id]
+        start = next(self._next_queue) % max(count, 1)
+        return [(start + i) % count for i in range(count)]
+
+    async def _receive_queue(
+        self,
+        key: PopKey,
+        settings: PopSettings,
+        want: int,
+        invisible_ms: int,
+        now: int,
+        tags: frozenset[str] | None,
+        sql: Sql92Selector | None,
+    ) -> list[PoppedMessage]:
+        """One queue's part of a receive; the caller holds the queue's lock."""
+        state = self._state
+        group, topic, queue_id = key
+        cq = state.queues.find(topic, queue_id)
+        if cq is None or cq.max_offset == 0:
+            return []
+        popped: list[PoppedMessage] = []
+        for _ in range(_PLAN_ROUNDS):
+            model = state.metadata.pop.find(key) or PopQueue(settings)
+            # Offsets retention removed are done for everybody: settle them with the rest.
+            records = model.plan_receive(
+                now_ms=now,
+                end_offset=cq.max_offset,
+                max_messages=want - len(popped),
+                invisible_ms=invisible_ms,
+                group_of=lambda offset: self._message_group(topic, queue_id, offset),
+            )
+            if not records:
+                break
+            committed: list[PopRecord] = []
+            handed: list[tuple[Delivered, MessageExt]] = []
+            filtered = False
+            for record in records:
+                message = self._message(topic, queue_id, record.offset)
+                if isinstance(record, DeadLettered):
+                    if message is not None:
+                        await self._to_dead_letters(group, message)
+                    committed.append(record)
+                    continue
+                assert isinstance(record, Delivered)
+                committed.append(record)
+                if message is None or not _wanted(message, tags, sql):
+                    committed.append(Acked(record.offset, record.seq))
+                    filtered = True
+                else:
+                    handed.append((record, message))
+            await self._commit(key, settings, committed)
+            applied = state.metadata.pop.find(key)
+            for record, message in handed:
+                flight = applied.delivery(record.offset) if applied is not None else None
+                if flight is None or flight.seq != record.seq:
+                    continue  # refused on apply (cannot happen under the lock; never hand out)
+                handle = PopHandle(
+                    record.seq, now, invisible_ms, state.config.broker_name, queue_id,
+                    record.offset,
+                )  # fmt: skip
+                popped.append(PoppedMessage(message, handle, record.attempt))
+            if not filtered or len(popped) >= want:
+                break
+        return popped
+
+    # ------------------------------------------------------------------ ack and friends
+    async def ack(self, group: str, topic: str, handle_text: str) -> None:
+        """Settle the message ``handle_text`` names. A handle of a message already settled is
+        accepted (a retried ack); a stale or malformed one raises ``InvalidHandleError``."""
+        handle, key = self._handle(group, topic, handle_text)
+        async with self._lock(key):
+            outcome = self._check(key, handle)
+            if outcome is Outcome.ALREADY_DONE:
+                return
+            queue = self._queue(key)
+            await self._commit(key, queue.settings, [queue.plan_ack(_model(handle))])
+            if not self._queue(key).is_done(handle.offset):
+                raise NotStoredError(f"the ack of {handle_text!r} did not take effect")
+
+    async def change_invisible(
+        self, group: str, topic: str, handle_text: str, invisible_ms: int
+    ) -> PopHandle:
+        """Re-arm the delivery ``handle_text`` names for ``invisible_ms`` from now; returns the
+        new handle (the old one is stale from here on). ``InvalidHandleError`` for a handle
+        that is stale, malformed or of a settled message."""
+        invisible_ms = _invisible(invisible_ms)
+        handle, key = self._handle(group, topic, handle_text)
+        async with self._lock(key):
+            if self._check(key, handle) is Outcome.ALREADY_DONE:
+                raise InvalidHandleError(f"the message of {handle_text!r} is acknowledged already")
+            queue = self._queue(key)
+            now = self._state.now_ms()
+            record = queue.plan_change_invisible(
+                _model(handle), now_ms=now, invisible_ms=invisible_ms
+            )
+            await self._commit(key, queue.settings, [record])
+            flight = self._queue(key).delivery(handle.offset)
+            if flight is None or flight.seq != record.new_seq:
+                raise NotStoredError(f"the change of {handle_text!r} did not take effect")
+            return PopHandle(
+                record.new_seq, now, invisible_ms, handle.broker_name, handle.queue_id,
+                handle.offset,
+            )  # fmt: skip
+
+    async def forward_to_dead_letters(self, group: str, topic: str, handle_text: str) -> None:
+        """Store the message ``handle_text`` names in ``%DLQ%<group>`` and settle it."""
+        handle, key = self._handle(group, topic, handle_text)
+        async with self._lock(key):
+            if self._check(key, handle) is Outcome.ALREADY_DONE:
+                return
+            message = self._message(topic, handle.queue_id, handle.offset)
+            if message is not None:
+                await self._to_dead_letters(group, message)
+            queue = self._queue(key)
+            record = queue.plan_forward_to_dead_letter(_model(handle), now_ms=self._state.now_ms())
+            await self._commit(key, queue.settings, [record])
+
+    def in_flight(self, group: str, topic: str, queue_id: int) -> int:
+        """Messages handed out and not settled (expired ones included): RocketMQ's
+        ``restNum``-like figure for admin and tests."""
+        queue = self._state.metadata.pop.find((group, topic, queue_id))
+        return 0 if queue is None else len(queue.in_flight())
+
+    # ------------------------------------------------------------------ helpers
+    def _lock(self, key: PopKey) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def _handle(self, group: str, topic: str, text: str) -> tuple[PopHandle, PopKey]:
+        self._state.require_master("POP (ack / change invisible time)")
+        handle = PopHandle.parse(text)
+        if handle.broker_name != self._state.config.broker_name:
+            raise InvalidHandleError(
+                f"the receipt handle is of broker {handle.broker_name}, this is "
+                f"{self._state.config.broker_name}"
+            )
+        if self._state.topics.find(topic) is None:
+            raise NoSuchTopicError(f"topic[{topic}] not exist, apply first please!")
+        return handle, (group, topic, handle.queue_id)
+
+    def _check(self, key: PopKey, handle: PopHandle) -> Outcome:
+        """``APPLIED`` or ``ALREADY_DONE``; ``InvalidHandleError`` otherwise."""
+        queue = self._state.metadata.pop.find(key)
+        outcome = Outcome.INVALID_HANDLE if queue is None else queue.check(_model(handle))
+        if outcome is Outcome.INVALID_HANDLE:
+            raise InvalidHandleError(
+                f"receipt handle {str(handle)!r} of {key[1]}:{key[2]} for group {key[0]} is not "
+                "the message's current delivery (it was handed out again or its invisible time "
+                "changed since, or it never was); use the newest handle"
+            )
+        return outcome
+
+    def _queue(self, key: PopKey) -> PopQueue:
+        queue = self._state.metadata.pop.find(key)
+        assert queue is not None, "checked before"
+        return queue
+
+    async def _commit(self, key: PopKey, settings: PopSettings, records: list[PopRecord]) -> None:
+        """Propose ``records`` and return once committed and applied here."""
+        if records:
+            await self._state.writer.submit(pop_op(key, settings, records))
+
+    def _message(self, topic: str, queue_id: int, offset: int) -> MessageExt | None:
+        """The message at ``offset`` of the queue, None if the store no longer has it."""
+        state = self._state
+        cq = state.queues.find(topic, queue_id)
+        unit = cq.get(offset) if cq is not None else None
+        if unit is None or unit.is_blank:
+            return None
+        try:
+            messages = decode_records(state.commitlog.read_record(unit.phy_offset, unit.size))
+        except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError):
+            return None
+        return messages[0] if len(messages) == 1 else None
+
+    def _message_group(self, topic: str, queue_id: int, offset: int) -> str | None:
+        message = self._message(topic, queue_id, offset)
+        return None if message is None else message.properties.get(MessageProperty.SHARDING_KEY)
+
+    async def _to_dead_letters(self, group: str, message: MessageExt) -> None:
+        """Store a copy of ``message`` in ``%DLQ%<group>`` through the normal write path."""
+        state = self._state
+        dlq = await state.topics.ensure_dlq_topic(group)
+        properties = dict(message.properties)
+        properties.setdefault(MessageProperty.RETRY_TOPIC, message.topic)
+        properties.setdefault(MessageProperty.ORIGIN_MESSAGE_ID, message.msg_id)
+        await self._writer.put(
+            dlq.topic_name,
+            0,
+            [(message.body, message.flag, encode_properties(properties))],
+            sys_flag=message.sys_flag & ~1,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            reconsume_times=message.reconsume_times,
+        )
+
+
+def _model(handle: PopHandle) -> ReceiptHandle:
+    return ReceiptHandle(handle.offset, handle.seq)
+
+
+def _invisible(invisible_ms: int) -> int:
+    if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+        raise InvalidArgumentError(
+            f"invisibleTime must be 1..{MAX_INVISIBLE_MS} ms, got {invisible_ms}"
+        )
+    return invisible_ms
+
+
+def _wanted(message: MessageExt, tags: frozenset[str] | None, sql: Sql92Selector | None) -> bool:
+    """Whether the receive's filter wants ``message`` (exact tags, then the SQL92 selector)."""
+    if not tags_match(message.properties.get(MessageProperty.TAGS), tags):
+        return False
+    return sql is None or sql.matches(message.properties)

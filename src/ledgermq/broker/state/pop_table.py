@@ -1,0 +1,85 @@
+"""POP state of the broker: one ``ledgermq.pop.PopQueue`` per (group, topic, queue), replicated.
+
+Every change is a ``pop`` op on the ledger's metadata channel (``pop_op``), applied by every
+replica in log order like consumer offsets (``metadata.BrokerMetadata.apply`` hands it here), and
+the whole table is part of the metadata snapshot. So a new master after a failover, or a replica
+rebuilt from a snapshot, holds exactly the deliveries, acks and handle numbers the old master had
+committed: an acknowledged message is not handed out again, an unacknowledged one comes back
+after its invisible time (issue 16 section 2).
+
+The queue's settings (FIFO, max attempts) travel in every op and are used when the op creates
+the queue, so replicas never read them from anywhere else; a group's settings changed later take
+effect for queues POP has not touched yet (the model fixes them for a queue's life).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ledgermq.pop import PopQueue, PopSettings, decode_record, encode_record
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from ledgermq.pop import Outcome, PopRecord
+
+__all__ = ["PopKey", "PopTable", "pop_op"]
+
+_log = logging.getLogger(__name__)
+
+PopKey = tuple[str, str, int]
+"""(consumer group, topic, queue id)."""
+
+
+def pop_op(key: PopKey, settings: PopSettings, records: Iterable[PopRecord]) -> dict[str, object]:
+    """The metadata op that applies ``records`` to the POP queue ``key``."""
+    group, topic, queue_id = key
+    return {
+        "op": "pop",
+        "group": group,
+        "topic": topic,
+        "queue": queue_id,
+        "fifo": settings.fifo,
+        "maxAttempts": settings.max_attempts,
+        "records": [encode_record(r) for r in records],
+    }
+
+
+class PopTable:
+    """The applied POP queues; changed only by ``apply`` and ``restore``."""
+
+    def __init__(self) -> None:
+        self.queues: dict[PopKey, PopQueue] = {}
+
+    def find(self, key: PopKey) -> PopQueue | None:
+        return self.queues.get(key)
+
+    def apply(self, op: Mapping[str, Any]) -> list[Outcome]:
+        """Apply a ``pop`` op; raises KeyError / TypeError / ValueError for a malformed one
+        (``BrokerMetadata.apply`` logs and skips it, the same on every replica)."""
+        key = (str(op["group"]), str(op["topic"]), int(op["queue"]))
+        records = [decode_record(r) for r in op["records"]]
+        queue = self.queues.get(key)
+        if queue is None:
+            settings = PopSettings(fifo=bool(op["fifo"]), max_attempts=int(op["maxAttempts"]))
+            queue = self.queues[key] = PopQueue(settings)
+        return queue.apply_all(records)
+
+    def drop(self, *, topic: str | None = None, group: str | None = None) -> None:
+        """Forget the queues of a deleted topic or group."""
+        for key in [k for k in self.queues if k[1] == topic or k[0] == group]:
+            del self.queues[key]
+
+    def snapshot(self) -> list[object]:
+        return [[g, t, q, self.queues[(g, t, q)].snapshot()] for g, t, q in sorted(self.queues)]
+
+    @staticmethod
+    def restore(entries: Iterable[Any]) -> PopTable:
+        """The table ``snapshot`` made; ValueError / TypeError if damaged."""
+        table = PopTable()
+        for group, topic, queue_id, state in entries:
+            if not isinstance(state, dict):
+                raise TypeError(f"a POP queue snapshot is an object, got {state!r:.80}")
+            table.queues[(str(group), str(topic), int(queue_id))] = PopQueue.from_snapshot(state)
+        return table

@@ -1,0 +1,252 @@
+"""POP consumption through the service, no protocol (issue 16 section 2): receive / ack /
+change-invisible / redelivery with attempt + 1 / dead letters after the group's max attempts,
+refused handles, slaves, and the state surviving the master's loss and a restart.
+
+An in-process 3-replica group (``harness.Cluster``); the invisible times are short (a few
+hundred ms) so that redelivery happens in the test's time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ledgermq.broker.errors import (
+    InvalidArgumentError,
+    InvalidHandleError,
+    NoSuchTopicError,
+    NotMasterError,
+)
+from ledgermq.broker.service.pop import PopHandle, PopRequest
+from ledgermq.broker.service.pull import PullRequest
+from ledgermq.broker.service.send import SendRequest
+from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.wire.message import decode_records, encode_properties
+from ledgermq.wire.route import TopicConfig
+
+from .harness import Cluster
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from ledgermq.broker.server import BrokerServer
+    from ledgermq.broker.service.services import BrokerServices
+
+pytestmark = pytest.mark.timeout(120)
+
+CLIENT = "10.0.9.9:4321"
+
+
+def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp)
+        try:
+            await cluster.start()
+            await test(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 110))
+
+
+async def _master(
+    cluster: Cluster, exclude: str | None = None
+) -> tuple[BrokerServer, BrokerServices]:
+    master = await cluster.master(exclude=exclude)
+    assert master.services is not None
+    return master, master.services
+
+
+async def _send(services: BrokerServices, topic: str, body: bytes, tags: str = "a") -> None:
+    request = SendRequest(
+        producer_group="P", topic=topic, default_topic="TBW102", default_topic_queue_nums=1,
+        queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
+        properties=encode_properties({"TAGS": tags}), reconsume_times=0,
+        max_reconsume_times=None, batch=False,
+    )  # fmt: skip
+    await services.send.send(request, body, CLIENT)
+
+
+async def _setup(services: BrokerServices, topic: str, count: int) -> None:
+    await services.admin.create_topic(TopicConfig(topic, 1, 1))
+    for i in range(count):
+        await _send(services, topic, b"m%d" % i, tags="a" if i % 2 == 0 else "b")
+
+
+def test_receive_ack_out_of_order_and_redelivery(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        _, services = await _master(cluster)
+        await _setup(services, "T", 4)
+        pop = services.pop
+        first = await pop.receive(PopRequest("G", "T", max_messages=3, invisible_ms=400))
+        assert [m.message.body for m in first.messages] == [b"m0", b"m1", b"m2"]
+        assert [m.attempt for m in first.messages] == [1, 1, 1]
+        handles = [str(m.handle) for m in first.messages]
+        assert len(set(handles)) == 3
+        # the rest is invisible: only m3 comes
+        second = await pop.receive(PopRequest("G", "T", max_messages=3, invisible_ms=400))
+        assert [m.message.body for m in second.messages] == [b"m3"]
+        await pop.ack("G", "T", handles[2])  # out of order
+        await pop.ack("G", "T", handles[2])  # a retried ack is accepted
+        await pop.ack("G", "T", str(second.messages[0].handle))
+        assert (await pop.receive(PopRequest("G", "T", invisible_ms=400))).messages == []
+        await asyncio.sleep(0.5)
+        again = await pop.receive(PopRequest("G", "T", invisible_ms=400))
+        assert [(m.message.body, m.attempt) for m in again.messages] == [(b"m0", 2), (b"m1", 2)]
+        # the first handles are stale now
+        with pytest.raises(InvalidHandleError, match="current delivery"):
+            await pop.ack("G", "T", handles[0])
+        for m in again.messages:
+            await pop.ack("G", "T", str(m.handle))
+        await asyncio.sleep(0.5)
+        assert (await pop.receive(PopRequest("G", "T", invisible_ms=400))).messages == []
+        # another group has its own state
+        other = await pop.receive(PopRequest("H", "T", max_messages=32, invisible_ms=400))
+        assert len(other.messages) == 4
+
+    _run(tmp_path, test)
+
+
+def test_change_invisible_filters_and_long_polling(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        _, services = await _master(cluster)
+        await _setup(services, "T", 4)
+        pop = services.pop
+        got = await pop.receive(PopRequest("G", "T", invisible_ms=300, subscription=("b", None)))
+        assert [m.message.body for m in got.messages] == [b"m1", b"m3"]
+        old = str(got.messages[0].handle)
+        new = await pop.change_invisible("G", "T", old, 2_000)
+        assert str(new) != old
+        with pytest.raises(InvalidHandleError):
+            await pop.ack("G", "T", old)
+        await asyncio.sleep(0.4)
+        # m3 expired and comes back, m1 was re-armed and does not; m0 and m2 were filtered out
+        back = await pop.receive(PopRequest("G", "T", invisible_ms=300, subscription=("b", None)))
+        assert [(m.message.body, m.attempt) for m in back.messages] == [(b"m3", 2)]
+        await pop.ack("G", "T", str(new))
+        await pop.ack("G", "T", str(back.messages[0].handle))
+        with pytest.raises(InvalidHandleError, match="acknowledged"):
+            await pop.change_invisible("G", "T", str(new), 1000)
+
+        # long polling: a receive waits for the next message
+        loop = asyncio.get_running_loop()
+        waiting = loop.create_task(
+            pop.receive(PopRequest("G", "T", invisible_ms=300, poll_ms=5000))
+        )
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await _send(services, "T", b"late", tags="b")
+        late = await asyncio.wait_for(waiting, 3)
+        assert [m.message.body for m in late.messages] == [b"late"]
+        await pop.ack("G", "T", str(late.messages[0].handle))
+        started = loop.time()
+        empty = await pop.receive(PopRequest("G", "T", invisible_ms=5000, poll_ms=300))
+        assert empty.messages == []
+        assert loop.time() - started >= 0.25
+
+    _run(tmp_path, test)
+
+
+def test_dead_letters_after_max_attempts_and_forward(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        assert master.state is not None
+        await master.state.topics.put_group(SubscriptionGroupConfig("G", retry_max_times=2))
+        await _setup(services, "T", 2)
+        pop = services.pop
+        for attempt in (1, 2):
+            got = await pop.receive(PopRequest("G", "T", invisible_ms=200))
+            assert [(m.message.body, m.attempt) for m in got.messages] == [
+                (b"m0", attempt), (b"m1", attempt),
+            ]  # fmt: skip
+            await asyncio.sleep(0.3)
+        forwarded = await pop.receive(PopRequest("G", "T", max_messages=1, invisible_ms=200))
+        assert forwarded.messages == []  # both went to the dead letters on the way
+        dlq = await services.pull.pull(PullRequest("x", "%DLQ%G", 0, 0))
+        bodies = [m.body for m in decode_records(dlq.body)]
+        assert bodies == [b"m0", b"m1"]
+
+        await _send(services, "T", b"m2")
+        got = await pop.receive(PopRequest("G", "T", invisible_ms=5000))
+        assert [m.message.body for m in got.messages] == [b"m2"]
+        await pop.forward_to_dead_letters("G", "T", str(got.messages[0].handle))
+        dlq = await services.pull.pull(PullRequest("x", "%DLQ%G", 0, 2))
+        assert [m.body for m in decode_records(dlq.body)] == [b"m2"]
+        assert (await pop.receive(PopRequest("G", "T", invisible_ms=100))).messages == []
+
+    _run(tmp_path, test)
+
+
+def test_refusals(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await _setup(services, "T", 1)
+        pop = services.pop
+        with pytest.raises(NoSuchTopicError):
+            await pop.receive(PopRequest("G", "Nope"))
+        with pytest.raises(InvalidArgumentError, match="maxMsgNums"):
+            await pop.receive(PopRequest("G", "T", max_messages=0))
+        with pytest.raises(InvalidArgumentError, match="invisibleTime"):
+            await pop.receive(PopRequest("G", "T", invisible_ms=0))
+        with pytest.raises(InvalidArgumentError, match="queueId"):
+            await pop.receive(PopRequest("G", "T", queue_id=7))
+        for bad in ("", "garbage", "1 2 3 4 5 broker-a x 0", "1 2 3 4 5  0 0"):
+            with pytest.raises(InvalidHandleError, match="not a receipt handle"):
+                await pop.ack("G", "T", bad)
+        with pytest.raises(InvalidHandleError, match="broker"):
+            await pop.ack("G", "T", str(PopHandle(0, 1, 1, "broker-z", 0, 0)))
+        with pytest.raises(InvalidHandleError):  # never handed out
+            await pop.ack("G", "T", str(PopHandle(5, 1, 1, "broker-a", 0, 0)))
+        got = await pop.receive(PopRequest("G", "T", invisible_ms=5000))
+        with pytest.raises(NoSuchTopicError):
+            await pop.ack("G", "Nope", str(got.messages[0].handle))
+        with pytest.raises(InvalidHandleError):  # the handle of another group
+            await pop.ack("H", "T", str(got.messages[0].handle))
+        for broker in cluster.brokers.values():
+            if broker is not master:
+                assert broker.services is not None
+                with pytest.raises(NotMasterError):
+                    await broker.services.pop.receive(PopRequest("G", "T"))
+                with pytest.raises(NotMasterError):
+                    await broker.services.pop.ack("G", "T", str(got.messages[0].handle))
+
+    _run(tmp_path, test)
+
+
+def test_failover_keeps_acks_and_redelivers_the_rest(tmp_path: Path) -> None:
+    """The master goes away: its successor hands out the unacknowledged message again (after
+    its invisible time, attempt 2) and never the acknowledged one; a restarted replica rebuilds
+    the state from its snapshot and the log."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await _setup(services, "T", 3)
+        got = await services.pop.receive(PopRequest("G", "T", invisible_ms=600))
+        assert len(got.messages) == 3
+        await services.pop.ack("G", "T", str(got.messages[0].handle))
+        await services.pop.ack("G", "T", str(got.messages[2].handle))
+        node = next(n for n, b in cluster.brokers.items() if b is master)
+        await cluster.stop_broker(node)
+        _, successor = await _master(cluster, exclude=node)
+        await asyncio.sleep(0.7)
+        back = await successor.pop.receive(PopRequest("G", "T", invisible_ms=600))
+        assert [(m.message.body, m.attempt) for m in back.messages] == [(b"m1", 2)]
+        # the old master's handle is stale on the new one; the new one's works
+        with pytest.raises(InvalidHandleError):
+            await successor.pop.ack("G", "T", str(got.messages[1].handle))
+        await successor.pop.ack("G", "T", str(back.messages[0].handle))
+        await cluster.start_broker(node)  # rebuilds from snapshot + log
+        restarted = cluster.brokers[node]
+        assert restarted.state is not None
+        for _ in range(100):
+            queue = restarted.state.metadata.pop.find(("G", "T", 0))
+            if queue is not None and queue.low == 3:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the restarted replica did not rebuild the POP state")
+
+    _run(tmp_path, test)
