@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from ledgermq.errors import ConfigError
+from ledgermq.errors import ConfigError, InvalidMessageError
 from ledgermq.ledger.config import LedgerConfig, parse_peers, replica_tls
 from ledgermq.net.tls import (
     TLS_KEYS,
@@ -28,6 +28,7 @@ from ledgermq.net.tls import (
 )
 from ledgermq.rocketmq_keys import BROKER_FILE_KEYS, check_keys, ignored_warning
 from ledgermq.store.retention import RetentionConfig
+from ledgermq.wire.message import validate_topic
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -110,6 +111,11 @@ class BrokerConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     max_wait_ack_time_ms: int = 2500
     preferred_leader_id: str = ""
+    trace_topic_enable: bool = False
+    """RocketMQ's broker-side message trace: the broker creates ``msgTraceTopicName`` (one
+    queue) when it becomes master, and its gRPC door records RocketMQ 5 clients' sends (``Pub``)
+    and acknowledgements (``SubAfter``) there (``broker.service.trace``)."""
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     metrics_port: int | None = None
     """Prometheus ``/metrics`` port (ours; 0 picks a free one)."""
     index_file_size: int = 5_242_880 * 32
@@ -176,6 +182,10 @@ class BrokerConfig:
         if self.mapped_file_size_consume_queue % 20:
             raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20 bytes")
         parse_delay_levels(self.message_delay_level)
+        try:
+            validate_topic(self.msg_trace_topic_name)
+        except InvalidMessageError as exc:
+            raise ConfigError(f"msgTraceTopicName: {exc}") from None
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
         self.ledger_config()  # validates the ledger side now, not at the first election

@@ -48,6 +48,7 @@ from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
+from ledgermq.broker.service.trace import BrokerTracer
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -272,14 +273,18 @@ class BrokerServer:
                   dispatcher.dispatched_index)  # fmt: skip
         # The rooms (DESIGN.md): the service's operations over state and storage, and the
         # remoting door's translators over the service.
+        send_service = SendService(state, messages)
         services = BrokerServices(
-            send=SendService(state, messages),
+            send=send_service,
             pull=PullService(state, self.consumers.subscription),
             offsets=OffsetService(state),
             send_back=SendBackService(state, messages),
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
+            trace=BrokerTracer(state, send_service, config.msg_trace_topic_name)
+            if config.trace_topic_enable
+            else None,
         )
         self.services = services
         self._pull_service = services.pull
@@ -360,6 +365,9 @@ class BrokerServer:
             await asyncio.wait(pending, timeout=_DRAIN_S)
         if self.grpc_door is not None:
             await self.grpc_door.close()
+        if self.services is not None and self.services.trace is not None:
+            with contextlib.suppress(LedgerMQError, TimeoutError):  # what cannot be stored goes
+                await asyncio.wait_for(self.services.trace.close(), _DRAIN_S)
         if self._listener is not None:
             self._listener.close()
         if self._delay is not None:

@@ -25,6 +25,7 @@ from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
+from ledgermq.wire.trace import TRACE_TOPIC
 
 if TYPE_CHECKING:
     from ledgermq.client import Admin
@@ -194,6 +195,11 @@ def _register_groups_and_brokers(
     message.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
     message.add_argument(
         "--body", choices=("text", "hex", "none"), default="text", help="how to show bodies"
+    )
+    message.add_argument(
+        "--trace-topic",
+        default=TRACE_TOPIC,
+        help=f"where the trace records are (a broker's msgTraceTopicName; default {TRACE_TOPIC})",
     )
     message.set_defaults(handler=cmd_message)
 
@@ -654,7 +660,9 @@ def cmd_message(args: argparse.Namespace) -> int:
             )
         records = [_message_record(m, args.body) for m in messages]
         for record in records:
-            events = await admin.message_trace(str(record["msgId"] or record["offsetMsgId"]))
+            events = await admin.message_trace(
+                str(record["msgId"] or record["offsetMsgId"]), trace_topic=args.trace_topic
+            )
             record["trace"] = [dataclasses.asdict(e) for e in events]
         if args.json:
             print(json.dumps(records, indent=2))
