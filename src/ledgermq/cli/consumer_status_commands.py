@@ -3,9 +3,11 @@
 Each online client of the group is asked, through the master it is connected to, for its own
 account (GET_CONSUMER_RUNNING_INFO): consume type, message model, subscriptions, and per queue it
 holds its offset, the master's max offset, the lag between them, what it has cached and when it
-last pulled and consumed. With ``--json``, one object per client. Exit status 0 when every client
-answered; 1 when a client could not (it is listed with the reason) or when no client of the
-group is online (said in one line: an offline group has no running info to show).
+last pulled and consumed, and RocketMQ's warnings (a queue that looks blocked, an orderly queue
+not locked, clients that subscribe differently). With ``--json``, one object per client. Exit
+status 0 when every client answered; 1 when a client could not (it is listed with the reason)
+or when no client of the group is online (said in one line: an offline group has no running
+info to show).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import datetime
 import json
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from ledgermq.cli.admin_common import table, with_admin
+from ledgermq.client.consumer_status import subscriptions_differ, warnings
 from ledgermq.net import run
 from ledgermq.wire.running_info import (
     PROP_CLIENT_VERSION,
@@ -46,13 +50,22 @@ def register_consumer_status(sub: argparse._SubParsersAction[argparse.ArgumentPa
 def cmd_consumer_status(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         clients = await admin.consumer_status(args.group, args.client_id)
+        now_ms = int(time.time() * 1000)
         if args.json:
-            print(json.dumps([_as_json(c) for c in clients], indent=2))
+            print(json.dumps([_as_json(c, now_ms) for c in clients], indent=2))
         else:
             for i, client in enumerate(clients):
                 if i:
                     print()
-                _print_client(client)
+                _print_client(client, now_ms)
+        differ = subscriptions_differ(clients)
+        if differ is not None:
+            listing = "; ".join(f"{cid}: {subs}" for cid, subs in differ.items())
+            print(
+                f"warning: the clients of consumer group {args.group} do not subscribe alike, "
+                f"so queues go to clients that do not read them: {listing}",
+                file=sys.stderr,
+            )
         if not clients:
             print(
                 f"no client of consumer group {args.group} is online: nothing to ask "
@@ -85,7 +98,7 @@ def _settings(client: ClientStatus) -> dict[str, str]:
     }
 
 
-def _print_client(client: ClientStatus) -> None:
+def _print_client(client: ClientStatus, now_ms: int) -> None:
     print(f"client {client.client_id} at {client.client_addr} ({client.language}, asked via "
           f"{client.broker_name})")  # fmt: skip
     info = client.info
@@ -111,9 +124,11 @@ def _print_client(client: ClientStatus) -> None:
     header = ("topic", "broker", "queue", "consumer offset", "broker offset", "lag", "cached",
               "locked", "last pull", "last consume")  # fmt: skip
     table(header, rows, indent="  ")
+    for warning in warnings(client, now_ms):
+        print(f"  warning: {warning}")
 
 
-def _as_json(client: ClientStatus) -> dict[str, object]:
+def _as_json(client: ClientStatus, now_ms: int) -> dict[str, object]:
     info = client.info
     out: dict[str, object] = {
         "clientId": client.client_id,
@@ -149,5 +164,6 @@ def _as_json(client: ClientStatus) -> dict[str, object]:
                 for q in client.queues
             ],
             "properties": dict(sorted(info.properties.items())),
+            "warnings": warnings(client, now_ms),
         }
     )

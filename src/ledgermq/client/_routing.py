@@ -273,9 +273,9 @@ class ProcessQueue:
     """Orderly consumption: this client holds the broker's lock on the queue."""
     last_lock_ms: int = 0
     last_pull_ms: int = 0
-    """When a pull of the queue last came back (GET_CONSUMER_RUNNING_INFO shows it)."""
+    """Wall-clock ms when a pull of the queue last came back (GET_CONSUMER_RUNNING_INFO)."""
     last_consume_ms: int = 0
-    """When a batch of the queue was last consumed."""
+    """Wall-clock ms when a batch of the queue was last consumed."""
     _in_flight: set[int] = field(default_factory=set)
     _heap: list[int] = field(default_factory=list)
 

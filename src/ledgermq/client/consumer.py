@@ -531,6 +531,8 @@ class PushConsumer:
             "pullThresholdForQueue": str(self.pull_threshold_per_queue),
         }
         queues = []
+        # last_lock_ms is on the monotonic clock (lock expiry); the answer wants wall time
+        mono_now, wall_now = self._client.now_ms(), self._client.wall_ms()
         for mq, state in sorted(self._queues.items()):
             pq = state.pq
             low, high = pq.cached_range()
@@ -545,7 +547,7 @@ class PushConsumer:
                     cached_max_offset=high,
                     locked=pq.locked,
                     dropped=pq.dropped,
-                    last_lock_ms=pq.last_lock_ms,
+                    last_lock_ms=wall_now - (mono_now - pq.last_lock_ms) if pq.last_lock_ms else 0,
                     last_pull_ms=pq.last_pull_ms,
                     last_consume_ms=pq.last_consume_ms,
                 )
@@ -575,7 +577,7 @@ class PushConsumer:
         if not self._subs:
             raise ConfigError("subscribe to a topic before starting the consumer")
         self._started = True
-        self._started_ms = self._client.now_ms()
+        self._started_ms = self._client.wall_ms()
         if self.clustering:
             retry = retry_topic(self.group)
             if retry not in self._subs:
@@ -843,7 +845,7 @@ class PushConsumer:
 
     async def _handle_pull(self, state: _QueueState, result: PullResult) -> None:
         mq, pq = state.mq, state.pq
-        pq.last_pull_ms = self._client.now_ms()
+        pq.last_pull_ms = self._client.wall_ms()
         status = result.status
         if status is PullStatus.FOUND:
             messages = [_reset_retry_topic(m) for m in result.messages]
@@ -961,7 +963,7 @@ class PushConsumer:
 
     def _consumed(self, state: _QueueState, messages: list[MessageExt]) -> None:
         state.pq.remove(m.queue_offset for m in messages)
-        state.pq.last_consume_ms = self._client.now_ms()
+        state.pq.last_consume_ms = self._client.wall_ms()
         self._update_offset(state.mq, state.pq)
 
     async def _send_back_all(

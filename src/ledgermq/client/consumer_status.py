@@ -6,19 +6,37 @@ The client's ``commitOffset`` is its own offset of the queue (what it will commi
 than the committed offset ``consumer-progress`` shows; the lag here is the broker's max offset
 minus it. A client that could not answer (too old, gone since the connection list was read, or
 not answering) is still listed, with the reason, so a script sees every member.
+
+``warnings`` and ``subscriptions_differ`` are RocketMQ's ``analyzeProcessQueue`` and
+``analyzeSubscription``: a queue whose cache has not moved for a minute (the listener may be
+blocked), an orderly queue not locked, and clients of one group that subscribe differently (the
+group's rebalancing then assigns queues of a topic to clients that do not read it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.wire.running_info import PROP_CONSUME_ORDERLY, PROP_CONSUMER_START_TIMESTAMP
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ledgermq.wire.running_info import ConsumerRunningInfo
 
-__all__ = ["ClientStatus", "QueueStatus", "queue_statuses"]
+__all__ = [
+    "BLOCKED_AFTER_MS",
+    "ClientStatus",
+    "QueueStatus",
+    "queue_statuses",
+    "subscriptions_differ",
+    "warnings",
+]
+
+BLOCKED_AFTER_MS: Final = 60_000
+"""A push consumer's queue with cached messages and no consumption for this long looks blocked
+(RocketMQ's ``analyzeProcessQueue`` uses one minute)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,3 +96,45 @@ def queue_statuses(
         )
         for q in info.queues
     )
+
+
+def warnings(client: ClientStatus, now_ms: int) -> list[str]:
+    """What looks wrong with a push consumer's queues at ``now_ms`` (see the module)."""
+    info = client.info
+    if info is None or info.consume_type != "CONSUME_PASSIVELY":
+        return []
+    orderly = info.properties.get(PROP_CONSUME_ORDERLY) == "true"
+    clustering = info.properties.get("messageModel", "CLUSTERING") == "CLUSTERING"
+    started = int(info.properties.get(PROP_CONSUMER_START_TIMESTAMP, "0") or 0)
+    found = []
+    for q in client.queues:
+        name = f"{q.topic}@{q.broker_name}:{q.queue_id}"
+        if orderly and clustering:
+            if not q.locked:
+                found.append(f"{name}: not locked, so orderly consumption of it waits")
+            continue
+        since = q.last_consume_ms or started
+        if q.cached > 0 and since > 0 and now_ms - since > BLOCKED_AFTER_MS:
+            found.append(
+                f"{name}: {q.cached} message(s) cached and nothing consumed for "
+                f"{(now_ms - since) // 1000} s: the listener may be blocked"
+            )
+    return found
+
+
+def subscriptions_differ(clients: list[ClientStatus]) -> dict[str, str] | None:
+    """client id -> its subscriptions, when the clients that answered do not all subscribe
+    alike; None when they do (or fewer than two answered)."""
+    seen = {
+        c.client_id: frozenset(
+            (s.topic, s.expression_type, s.expression) for s in c.info.subscriptions
+        )
+        for c in clients
+        if c.info is not None
+    }
+    if len(set(seen.values())) <= 1:
+        return None
+    return {
+        cid: ", ".join(f"{t} ({kind} {expr})" for t, kind, expr in sorted(subs))
+        for cid, subs in sorted(seen.items())
+    }
