@@ -46,6 +46,7 @@ from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
+from ledgermq.broker.service.transactions import TransactionChecker, TransactionService
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -184,6 +185,7 @@ class BrokerServer:
         self._registrar: NameServerRegistrar | None = None
         self._role: RoleHandler | None = None
         self._delay: DelayScheduler | None = None
+        self._checker: TransactionChecker | None = None
         self._pull_service: PullService | None = None
         self._pull: PullProcessor | None = None
         self._offsets: OffsetProcessor | None = None
@@ -274,6 +276,7 @@ class BrokerServer:
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
+            transactions=TransactionService(state, messages),
         )
         self.services = services
         self._pull_service = services.pull
@@ -284,6 +287,7 @@ class BrokerServer:
         self._admin = AdminProcessor(services.admin)
         self._clients = ClientProcessor(services.clients, self.consumers, self.locks)
         self._delay = DelayScheduler(state, messages)
+        self._checker = TransactionChecker(state, services.transactions)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
         self.ledger.add_commit_listener(dispatcher.on_commit)
@@ -358,6 +362,8 @@ class BrokerServer:
             self._listener.close()
         if self._delay is not None:
             await self._delay.stop()
+        if self._checker is not None:
+            await self._checker.stop()
         if self._role is not None:
             self._role.close()
         if self._housekeeping is not None:
@@ -446,6 +452,8 @@ class BrokerServer:
             _log.warning("system topics not created yet: %s", exc)
         if state.is_master:
             self._delay.start()
+            if self._checker is not None:
+                self._checker.start()  # only the master checks back (issue 16 section 3)
         self._registrar.register_soon()
 
     def _on_slave(self) -> None:
@@ -456,6 +464,8 @@ class BrokerServer:
         if self.services is not None:
             self.services.pop.wake_all()  # waiting receives answer NotMasterError now
         self._spawn(self._delay.stop())
+        if self._checker is not None:
+            self._spawn(self._checker.stop())
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
