@@ -36,6 +36,7 @@ from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
+from ledgermq.broker.remoting.transactions import EndTransactionProcessor, RemotingCheckBack
 from ledgermq.broker.role import RoleHandler
 from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.clients import ClientService
@@ -288,6 +289,7 @@ class BrokerServer:
         self._clients = ClientProcessor(services.clients, self.consumers, self.locks)
         self._delay = DelayScheduler(state, messages)
         self._checker = TransactionChecker(state, services.transactions)
+        services.transactions.channels.append(RemotingCheckBack(self.consumers, config.broker_name))
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
         self.ledger.add_commit_listener(dispatcher.on_commit)
@@ -713,6 +715,7 @@ class BrokerServer:
         offsets, admin, clients = self._offsets, self._admin, self._clients
         assert self.services is not None
         pop = PopProcessor(self.services.pop)
+        transactions = EndTransactionProcessor(self.services.transactions)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -746,6 +749,7 @@ class BrokerServer:
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
+            code.END_TRANSACTION: asynchronous(transactions.end),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
             code.GET_MAX_OFFSET: sync(offsets.max_offset),

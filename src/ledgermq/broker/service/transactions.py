@@ -114,6 +114,8 @@ class EndTransactionRequest:
     """The message's ``UNIQ_KEY``; checked if set."""
     from_check: bool = False
     """The answer to a check-back (only logged)."""
+    topic: str | None = None
+    """The message's real topic; checked if set (the ACL granted PUB on it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,6 +444,11 @@ def _match(request: EndTransactionRequest, half: MessageExt) -> None:
         raise InvalidArgumentError(
             f"tranStateTableOffset {request.queue_offset} is not the half message's "
             f"({half.queue_offset})"
+        )
+    real_topic = half.properties.get(MessageProperty.REAL_TOPIC)
+    if request.topic and request.topic != real_topic:
+        raise InvalidArgumentError(
+            f"topic {request.topic!r} is not the half message's ({real_topic!r})"
         )
     uniq = half.properties.get(MessageProperty.UNIQ_KEY)
     if request.msg_id and uniq and request.msg_id not in (uniq, half.offset_msg_id):
