@@ -414,6 +414,8 @@ class TransactionChecker:
                 await self._service.check_pass()
             except LedgerMQError as exc:
                 _log.warning("transaction check pass failed: %s", exc)
+            except Exception:  # noqa: BLE001 - the checker must go on; the next pass retries
+                _log.exception("transaction check pass failed")
 
 
 def _real_destination(half: MessageExt) -> tuple[str, int, dict[str, str]]:
