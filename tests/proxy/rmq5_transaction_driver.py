@@ -10,7 +10,8 @@ client's own venv and ``HOME`` (see ``rmq5_producer_driver``).
 send or an end raises). The checker answers COMMIT for an even ``orphan-i`` and ROLLBACK for an
 odd one, printing ``{"event": "checked", "body", "message_id", "resolution"}``. It then keeps the
 producer (and its Telemetry stream) up for ``wait_s`` seconds so the check-backs can arrive, and
-prints ``{"event": "done"}``.
+prints ``{"event": "done"}``. With ``"kinds": ["orphan"]`` only orphans are sent (the failover
+test); ``{"event": "all_sent"}`` comes before the wait.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def main() -> int:
     emit(event="started")
     try:
         for i in range(args["count"]):
-            for kind in ("commit", "rollback", "orphan"):
+            for kind in args.get("kinds", ("commit", "rollback", "orphan")):
                 body = f"{kind}-{i}"
                 message = Message()
                 message.topic = topic
@@ -87,6 +88,7 @@ def main() -> int:
                         transaction_id=receipt.transaction_id,
                         ended=kind != "orphan",
                     )
+        emit(event="all_sent")
         time.sleep(args["wait_s"])
     finally:
         producer.shutdown()
