@@ -266,6 +266,11 @@ def test_failover_keeps_settlements_counts_and_a_lost_commit(tmp_path: Path) -> 
         assert await tx.end(_end(lost, Resolution.COMMIT)) == "commit"  # no second copy
         assert await tx.end(_end(open_, Resolution.COMMIT)) == "commit"
         assert sorted(await _bodies(services)) == [b"body-c", b"body-lost", b"body-open"]
+        # the new master's half queue goes on after the old one's offsets
+        fresh = await _half(services, "fresh")
+        assert fresh.queue_offset == 4
+        assert await tx.end(_end(fresh, Resolution.COMMIT)) == "commit"
+        assert b"body-fresh" in await _bodies(services)
 
     _run(tmp_path, test)
 

@@ -178,6 +178,12 @@ def test_kill_9_of_the_master_with_half_messages_open(
             assert sorted(bodies) == sorted(expected), (
                 f"delivered {sorted(bodies)}, expected each of {sorted(expected)} once"
             )
+            # the new master takes new transactions after the old ones
+            after = await send(TOPIC, b"after", _executor(COMMIT), "arg")
+            assert after.end_error is None
+            assert after.send_result.queue_offset == len(before) + 1 + len(open_bodies)
+            await send(TOPIC, b"after-rolled-back", _executor(ROLLBACK), "arg")
+            expected.append(b"after")
             await asyncio.sleep(2.0)  # further check passes deliver nothing more
             assert sorted(await _consumed(cluster.namesrv_addr)) == sorted(expected)
         finally:
