@@ -346,7 +346,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
                 )
+            tracer = self._services.trace
+            started_ms = tracer.now_ms() if tracer is not None else 0
             result = await self._services.send.send(send, body, peer)
+            if tracer is not None:
+                system = message.system_properties
+                tracer.pub(
+                    timestamp_ms=started_ms, group=send.producer_group, topic=send.topic,
+                    msg_id=message_id, tags=system.tag, keys=" ".join(system.keys),
+                    body_length=len(message.body), cost_ms=tracer.now_ms() - started_ms,
+                    offset_msg_id=result.msg_ids[0] if result.msg_ids else "",
+                )  # fmt: skip
         except Refusal as refusal:
             return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
         except ServiceError as exc:
@@ -413,7 +423,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             )
             return
         yield service_pb2.ReceiveMessageResponse(status=ok())
+        tracer = self._services.trace
         for popped in result.messages:
+            if tracer is not None:
+                tracer.delivered(group=group, popped=popped)
             yield service_pb2.ReceiveMessageResponse(message=received_message(popped))
         delivered = service_pb2.ReceiveMessageResponse()
         delivered.delivery_timestamp.FromMilliseconds(result.pop_time_ms)
@@ -434,10 +447,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 status=status(Code.BAD_REQUEST, "the request holds no entry")
             )
         entries = []
+        tracer = self._services.trace
         for entry in request.entries:
             try:
                 await self._services.pop.ack(group, topic, entry.receipt_handle)
                 answer = ok()
+                if tracer is not None:
+                    tracer.acked(group=group, msg_id=entry.message_id, handle=entry.receipt_handle)
             except ServiceError as exc:
                 answer = error_status(exc)
             entries.append(
