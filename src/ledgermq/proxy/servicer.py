@@ -13,9 +13,10 @@ Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal mess
 QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
-codes use; transactions (transactional sends, EndTransaction, check-backs over Telemetry)
-over ``broker.service.transactions`` (``proxy.transactions``). The PullConsumer set and
-RecallMessage answer NOT_IMPLEMENTED until the service has them.
+codes use; the PullConsumer set (PullMessage, UpdateOffset, GetOffset, QueryOffset) in
+``proxy.pull_rpcs`` over the pull and offset services; transactions (transactional sends,
+EndTransaction, check-backs over Telemetry) over ``broker.service.transactions``
+(``proxy.transactions``). RecallMessage answers NOT_IMPLEMENTED until the service has it.
 
 Authentication: with ``aclEnable`` every RPC that touches data passes ``_admit`` first, which
 checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the broker's ACL.
@@ -31,11 +32,12 @@ import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import group_resource, topic_resource
+from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.messages import Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
@@ -101,7 +103,7 @@ _RECEIVE_BATCH: Final = 32
 _PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
 
 
-class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServicer):
     """One replica's gRPC door (local mode)."""
 
     def __init__(
@@ -398,7 +400,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         ``delivery_timestamp`` (the Java proxy's ``ReceiveMessageResponseStreamWriter``); a
         single MESSAGE_NOT_FOUND when nothing came within the long-polling time."""
         group, topic = request.group.name, request.message_queue.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
             yield service_pb2.ReceiveMessageResponse(status=refused)
             return
@@ -439,7 +441,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         """One result per entry, in order; the response's status is the entries' common one,
         else MULTIPLE_RESULTS (the Java proxy's ``AckMessageActivity``)."""
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "AckMessage", needs)) is not None:
             return service_pb2.AckMessageResponse(status=refused)
         if not request.entries:
@@ -474,7 +476,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
     ) -> service_pb2.ChangeInvisibleDurationResponse:
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
             return service_pb2.ChangeInvisibleDurationResponse(status=refused)
         if not request.HasField("invisible_duration"):
@@ -494,7 +496,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
             return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
         try:
@@ -504,29 +506,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
     # ------------------------------------------------------------------ not yet
-    async def PullMessage(  # noqa: N802
-        self, request: service_pb2.PullMessageRequest, context: Context
-    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        if (refused := self._admit(context, "PullMessage")) is not None:
-            yield service_pb2.PullMessageResponse(status=refused)
-            return
-        yield service_pb2.PullMessageResponse(status=not_implemented("PullMessage"))
-
-    async def UpdateOffset(  # noqa: N802
-        self, request: service_pb2.UpdateOffsetRequest, context: Context
-    ) -> service_pb2.UpdateOffsetResponse:
-        return service_pb2.UpdateOffsetResponse(status=not_implemented("UpdateOffset"))
-
-    async def GetOffset(  # noqa: N802
-        self, request: service_pb2.GetOffsetRequest, context: Context
-    ) -> service_pb2.GetOffsetResponse:
-        return service_pb2.GetOffsetResponse(status=not_implemented("GetOffset"))
-
-    async def QueryOffset(  # noqa: N802
-        self, request: service_pb2.QueryOffsetRequest, context: Context
-    ) -> service_pb2.QueryOffsetResponse:
-        return service_pb2.QueryOffsetResponse(status=not_implemented("QueryOffset"))
-
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context
     ) -> service_pb2.RecallMessageResponse:
@@ -538,12 +517,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.SyncLiteSubscriptionResponse(
             status=not_implemented("SyncLiteSubscription")
         )
-
-
-def _consume_needs(topic: str, group: str) -> Needs:
-    """SUB on the topic and the group, as a remoting pull or POP needs (names given only)."""
-    wanted = [(topic_resource(topic), topic), (group_resource(group), group)]
-    return Needs(resources={resource: Perm.SUB for resource, name in wanted if name})
 
 
 def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:

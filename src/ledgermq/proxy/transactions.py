@@ -22,12 +22,11 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from ledgermq.broker.service.pop import PopHandle, PoppedMessage
 from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
 from ledgermq.errors import MessageFormatError
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
-from ledgermq.proxy.received import received_message
+from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.status import Code, status
 from ledgermq.wire.message import decode_offset_message_id
 
@@ -77,14 +76,8 @@ def end_request(request: service_pb2.EndTransactionRequest) -> EndTransactionReq
 def orphaned_command(check: TransactionCheck) -> service_pb2.TelemetryCommand:
     """The ``RecoverOrphanedTransactionCommand`` for ``check``: the half message as a v5
     message (type TRANSACTION, its real topic) and the transaction id."""
-    # received_message maps a stored message as a receive would; the POP fields it adds are
-    # cleared again (a check-back is no delivery).
-    placeholder = PopHandle(0, 0, 1, "", check.message.queue_id, check.queue_offset)
-    message = received_message(PoppedMessage(check.message, placeholder, 1))
+    message = stored_message(check.message)
     system = message.system_properties
-    system.ClearField("receipt_handle")
-    system.ClearField("delivery_attempt")
-    system.ClearField("invisible_duration")
     system.message_type = definition_pb2.TRANSACTION
     system.queue_offset = check.queue_offset
     command = service_pb2.TelemetryCommand()
