@@ -14,8 +14,9 @@ QueryAssignment, Telemetry (settings exchange; the stream stays open until the c
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
 codes use; the PullConsumer set (PullMessage, UpdateOffset, GetOffset, QueryOffset) in
-``proxy.pull_rpcs`` over the pull and offset services. Transactions (EndTransaction) and
-RecallMessage answer NOT_IMPLEMENTED until the service has them.
+``proxy.pull_rpcs`` over the pull and offset services; transactions (transactional sends,
+EndTransaction, check-backs over Telemetry) over ``broker.service.transactions``
+(``proxy.transactions``). RecallMessage answers NOT_IMPLEMENTED until the service has it.
 
 Authentication: with ``aclEnable`` every RPC that touches data passes ``_admit`` first, which
 checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the broker's ACL.
@@ -23,6 +24,8 @@ checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the b
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import ipaddress
 import logging
@@ -38,6 +41,7 @@ from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
+from ledgermq.proxy.transactions import TelemetryProducers, end_request, transaction_id
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
@@ -96,6 +100,7 @@ _MAX_ATTEMPTS: Final = 3
 """Send attempts a producer is told to make (RocketMQ's proxy default, ``maxAttempts``)."""
 _LONG_POLLING_S: Final = 20
 _RECEIVE_BATCH: Final = 32
+_PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
 
 
 class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServicer):
@@ -117,6 +122,9 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         self._services = services
         self._state = state
         self._routes = routes
+        self._producers = TelemetryProducers()
+        """v5 producers' Telemetry streams: where check-backs of gRPC half messages go."""
+        services.transactions.channels.append(self._producers)
 
     def _admit(
         self, context: Context, request: str, needs: Needs | None = None
@@ -176,7 +184,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                         id=queue_id,
                         permission=perm,
                         broker=broker,
-                        accept_message_types=[definition_pb2.NORMAL],
+                        accept_message_types=[definition_pb2.NORMAL, definition_pb2.TRANSACTION],
                     )
                 )
         if not queues:
@@ -247,17 +255,41 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
         """Each client ``settings`` is answered with the settings merged with the server's
         (the Java proxy's ``GrpcClientSettingsManager``); the stream stays open until the
-        client closes it. Other commands (thread stack traces, verification results) need no
-        answer."""
+        client closes it. A producer's stream also carries the broker's check-backs of its
+        topics' half messages (``RecoverOrphanedTransactionCommand``, ``proxy.transactions``).
+        Other commands (thread stack traces, verification results) need no answer."""
         if (refused := self._admit(context, "Telemetry")) is not None:
             yield service_pb2.TelemetryCommand(status=refused)
             return
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
-        async for command in request_iterator:
-            if command.HasField("settings"):
-                yield service_pb2.TelemetryCommand(
-                    status=ok(), settings=self._server_settings(command.settings)
-                )
+        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+        key = self._producers.open(outbox)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        settings = command.settings
+                        if settings.client_type in _PRODUCERS:
+                            topics = [t.name for t in settings.publishing.topics]
+                            self._producers.publishes(key, topics)
+                        outbox.put_nowait(
+                            service_pb2.TelemetryCommand(
+                                status=ok(), settings=self._server_settings(settings)
+                            )
+                        )
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            self._producers.close(key)
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
 
     def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
         settings = definition_pb2.Settings()
@@ -335,9 +367,30 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             return service_pb2.SendResultEntry(
                 status=status(Code.INTERNAL_ERROR, str(exc)), message_id=message_id
             )
-        return service_pb2.SendResultEntry(
+        entry = service_pb2.SendResultEntry(
             status=ok(), message_id=message_id, offset=result.queue_offset
         )
+        if message.system_properties.message_type == definition_pb2.TRANSACTION:
+            entry.transaction_id = transaction_id(result.msg_ids[0])
+        return entry
+
+    # ------------------------------------------------------------------ transactions
+    @_internal_error_answered(service_pb2.EndTransactionResponse)
+    async def EndTransaction(  # noqa: N802
+        self, request: service_pb2.EndTransactionRequest, context: Context
+    ) -> service_pb2.EndTransactionResponse:
+        """Commit or roll back a half message (``broker.service.transactions``); PUB on the
+        topic, as a send."""
+        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
+        if (refused := self._admit(context, "EndTransaction", needs)) is not None:
+            return service_pb2.EndTransactionResponse(status=refused)
+        try:
+            await self._services.transactions.end(end_request(request))
+        except Refusal as refusal:
+            return service_pb2.EndTransactionResponse(status=refusal.status)
+        except ServiceError as exc:
+            return service_pb2.EndTransactionResponse(status=error_status(exc))
+        return service_pb2.EndTransactionResponse(status=ok())
 
     # ------------------------------------------------------------------ POP
     async def ReceiveMessage(  # noqa: N802
@@ -453,11 +506,6 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
     # ------------------------------------------------------------------ not yet
-    async def EndTransaction(  # noqa: N802
-        self, request: service_pb2.EndTransactionRequest, context: Context
-    ) -> service_pb2.EndTransactionResponse:
-        return service_pb2.EndTransactionResponse(status=not_implemented("EndTransaction"))
-
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context
     ) -> service_pb2.RecallMessageResponse:
