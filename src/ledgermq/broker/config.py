@@ -102,6 +102,9 @@ class BrokerConfig:
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    """The furthest ahead a timer message may be due (RocketMQ's ``timerMaxDelaySec``, 3 days);
+    a send due later is refused (``broker.service.timers``)."""
     max_wait_ack_time_ms: int = 2500
     preferred_leader_id: str = ""
     metrics_port: int | None = None
@@ -170,6 +173,10 @@ class BrokerConfig:
         if self.mapped_file_size_consume_queue % 20:
             raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20 bytes")
         parse_delay_levels(self.message_delay_level)
+        if self.timer_max_delay_sec < 1:
+            raise ConfigError(
+                f"timerMaxDelaySec must be at least 1, not {self.timer_max_delay_sec}"
+            )
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
         self.ledger_config()  # validates the ledger side now, not at the first election

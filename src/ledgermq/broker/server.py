@@ -34,6 +34,7 @@ from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
+from ledgermq.broker.remoting.recall import RecallProcessor
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
 from ledgermq.broker.role import RoleHandler
@@ -46,10 +47,12 @@ from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
+from ledgermq.broker.service.timers import TimerService
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
 from ledgermq.broker.state.queue_offsets import QueueOffsetTable
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.state.topics import TopicManager
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CommitLog
 from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
@@ -274,6 +277,7 @@ class BrokerServer:
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
+            timers=TimerService(state, messages),
         )
         self.services = services
         self._pull_service = services.pull
@@ -358,6 +362,8 @@ class BrokerServer:
             self._listener.close()
         if self._delay is not None:
             await self._delay.stop()
+        if self.services is not None:
+            await self.services.timers.stop()
         if self._role is not None:
             self._role.close()
         if self._housekeeping is not None:
@@ -446,6 +452,8 @@ class BrokerServer:
             _log.warning("system topics not created yet: %s", exc)
         if state.is_master:
             self._delay.start()
+            if self.services is not None:
+                self.services.timers.start()
         self._registrar.register_soon()
 
     def _on_slave(self) -> None:
@@ -456,6 +464,8 @@ class BrokerServer:
         if self.services is not None:
             self.services.pop.wake_all()  # waiting receives answer NotMasterError now
         self._spawn(self._delay.stop())
+        if self.services is not None:
+            self._spawn(self.services.timers.stop())
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -465,6 +475,8 @@ class BrokerServer:
         self._delay.on_arrival(topic, queue_id)
         if self.services is not None:
             self.services.pop.on_arrival(topic)
+            if topic == TIMER_TOPIC:
+                self.services.timers.wake()
 
     async def _topics_changed(self) -> None:
         """Register the changed topics at once and return when the NameServers took them, as
@@ -703,6 +715,7 @@ class BrokerServer:
         offsets, admin, clients = self._offsets, self._admin, self._clients
         assert self.services is not None
         pop = PopProcessor(self.services.pop)
+        recall = RecallProcessor(self.services.timers)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -735,6 +748,7 @@ class BrokerServer:
             code.POP_MESSAGE: asynchronous(pop.pop),
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
+            code.RECALL_MESSAGE: asynchronous(recall.process),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),

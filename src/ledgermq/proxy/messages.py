@@ -8,9 +8,9 @@ id, which the send answers with), ``RECONSUME_TIME`` (the delivery attempt), ``_
 (the message group), ``TRACE_CONTEXT``, ``__BORNHOST`` (the client's, else the peer address)
 and ``BORN_TIMESTAMP``. A user property may not use a reserved system name.
 
+A ``delivery_timestamp`` becomes ``TIMER_DELIVER_MS``: a timer message (``broker.service.timers``).
 What is refused here, with the status saying so (never a dropped stream): FIFO (a message
-group), timer messages (``delivery_timestamp``) and transactional messages, until the service
-has them (issue 16 section 3).
+group) and transactional messages, until the service has them (issue 16 section 3).
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[
         props[PROPERTY_BORN_HOST] = born_host
     if system.HasField("born_timestamp"):
         props[PROPERTY_BORN_TIMESTAMP] = str(system.born_timestamp.ToMilliseconds())
+    if system.HasField("delivery_timestamp"):
+        # a timer message (broker.service.timers), as the Java proxy maps it
+        props[MessageProperty.TIMER_DELIVER_MS] = str(system.delivery_timestamp.ToMilliseconds())
     return props
 
 
@@ -98,11 +101,17 @@ def send_request(
     kind = system.message_type
     if kind == definition_pb2.FIFO or (system.HasField("message_group") and system.message_group):
         raise Refusal(not_implemented("FIFO messages (message_group)"))
-    if kind == definition_pb2.DELAY or system.HasField("delivery_timestamp"):
-        raise Refusal(not_implemented("timer messages (delivery_timestamp)"))
+    if kind == definition_pb2.DELAY and not system.HasField("delivery_timestamp"):
+        raise Refusal(
+            status(Code.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery_timestamp")
+        )
     if kind == definition_pb2.TRANSACTION:
         raise Refusal(not_implemented("transactional messages"))
-    if kind not in (definition_pb2.NORMAL, definition_pb2.MESSAGE_TYPE_UNSPECIFIED):
+    if kind not in (
+        definition_pb2.NORMAL,
+        definition_pb2.DELAY,
+        definition_pb2.MESSAGE_TYPE_UNSPECIFIED,
+    ):
         raise Refusal(status(Code.BAD_REQUEST, f"message type {kind} is not one this door knows"))
     sys_flag = SysFlag.COMPRESSED if system.body_encoding == definition_pb2.GZIP else 0
     born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else 0

@@ -324,7 +324,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 status=status(Code.INTERNAL_ERROR, str(exc)), message_id=message_id
             )
         return service_pb2.SendResultEntry(
-            status=ok(), message_id=message_id, offset=result.queue_offset
+            status=ok(),
+            message_id=message_id,
+            offset=result.queue_offset,
+            recall_handle=result.recall_handle or "",
         )
 
     # ------------------------------------------------------------------ POP
@@ -463,10 +466,25 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.QueryOffsetResponse:
         return service_pb2.QueryOffsetResponse(status=not_implemented("QueryOffset"))
 
+    @_internal_error_answered(service_pb2.RecallMessageResponse)
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context
     ) -> service_pb2.RecallMessageResponse:
-        return service_pb2.RecallMessageResponse(status=not_implemented("RecallMessage"))
+        """Cancel a pending timer message by the recall handle its send answered with
+        (``TimerService.recall``); PUB on the topic, as a send."""
+        topic = request.topic.name
+        needs = Needs(resources={topic_resource(topic): Perm.PUB})
+        if (refused := self._admit(context, "RecallMessage", needs)) is not None:
+            return service_pb2.RecallMessageResponse(status=refused)
+        if not topic:
+            return service_pb2.RecallMessageResponse(
+                status=status(Code.ILLEGAL_TOPIC, "the request names no topic")
+            )
+        try:
+            message_id = await self._services.timers.recall(topic, request.recall_handle)
+        except ServiceError as exc:
+            return service_pb2.RecallMessageResponse(status=error_status(exc))
+        return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
 
     async def SyncLiteSubscription(  # noqa: N802
         self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.pull import PullService
     from ledgermq.broker.service.retry import SendBackService
     from ledgermq.broker.service.send import SendService
+    from ledgermq.broker.service.timers import TimerService
 
 __all__ = ["BrokerServices"]
 
@@ -30,3 +31,4 @@ class BrokerServices:
     clients: ClientService
     admin: AdminService
     pop: PopService
+    timers: TimerService

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.state.pop_table import PopTable
+from ledgermq.broker.state.timer_table import TimerTable
 from ledgermq.errors import ConfigError, StoreError
 from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire.route import DataVersion, TopicConfig
@@ -144,6 +145,9 @@ class BrokerMetadata:
         self.delay_offsets: dict[int, int] = {}
         self.pop = PopTable()
         """POP queues (``pop`` ops), in the snapshot as ``popTable``."""
+        self.timers = TimerTable()
+        """Timer messages (``timer`` ops and the timer topic's records; ``timer_table``), in the
+        snapshot as ``timerTable``."""
         self.applied_index = -1
         """The last ledger index whose op is in this state."""
         self.topic_version = DataVersion()
@@ -194,6 +198,8 @@ class BrokerMetadata:
                     )
             elif kind == "pop":
                 self.pop.apply(op)
+            elif kind == "timer":
+                self.timers.apply_op(index, op)
             elif kind == "delay_offsets":
                 for level, offset in op["offsets"].items():
                     self.delay_offsets[int(level)] = int(offset)
@@ -222,6 +228,7 @@ class BrokerMetadata:
                 },
                 "delayOffsetTable": {str(k): v for k, v in sorted(self.delay_offsets.items())},
                 "popTable": self.pop.snapshot(),
+                "timerTable": self.timers.snapshot(),
             },
             separators=(",", ":"),
         ).encode()
@@ -248,6 +255,9 @@ class BrokerMetadata:
             self.delay_offsets = {int(k): int(v) for k, v in data["delayOffsetTable"].items()}
             # absent in snapshots written before POP existed: no POP state then
             self.pop = PopTable.restore(data.get("popTable", []))
+            # absent in snapshots written before timers existed: none pending then
+            timer_table = data.get("timerTable")
+            self.timers = TimerTable() if timer_table is None else TimerTable.restore(timer_table)
             self.applied_index = int(data["appliedIndex"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(
