@@ -209,7 +209,7 @@ def test_remoting_send_and_recall(tmp_path: Path) -> None:
         assert recalled.code == MQResponseCode.SUCCESS, recalled.remark
         assert recalled.ext_fields["msgId"] == "R1"
         again = await cluster.request(master.address, MQRequestCode.RECALL_MESSAGE, fields)
-        assert again.code == MQResponseCode.SYSTEM_ERROR
+        assert again.code == MQResponseCode.NO_MESSAGE
         assert again.remark is not None
         assert "recalled already" in again.remark
         far = {"TIMER_DELAY_SEC": str(4 * 24 * 3600)}

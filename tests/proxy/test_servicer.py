@@ -148,7 +148,7 @@ def test_route_send_and_read_back(tmp_path: Path) -> None:
             assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
             queue = route.message_queues[0]
             assert queue.permission == definition_pb2.READ_WRITE
-            assert list(queue.accept_message_types) == [definition_pb2.NORMAL]
+            assert list(queue.accept_message_types) == [definition_pb2.NORMAL, definition_pb2.DELAY]
             assert (queue.broker.name, queue.broker.id) == ("broker-a", 0)
             address = queue.broker.endpoints.addresses[0]
             assert f"{address.host}:{address.port}" == master.grpc_address

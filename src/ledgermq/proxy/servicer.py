@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import group_resource, topic_resource
 from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.messages import Refusal, receive_request, send_request
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
+from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
@@ -174,7 +176,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                         id=queue_id,
                         permission=perm,
                         broker=broker,
-                        accept_message_types=[definition_pb2.NORMAL],
+                        # a topic without a message type takes what the service serves
+                        # (RocketMQ's UNSPECIFIED / MIXED); timers: broker.service.timers
+                        accept_message_types=[definition_pb2.NORMAL, definition_pb2.DELAY],
                     )
                 )
         if not queues:
@@ -481,10 +485,37 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 status=status(Code.ILLEGAL_TOPIC, "the request names no topic")
             )
         try:
+            handle = RecallHandle.parse(request.recall_handle)
+            if handle.broker_name != self._state.config.broker_name or not self._state.is_master:
+                # the client calls any endpoint it knows: the handle's master decides
+                return await self._forward_recall(topic, handle)
             message_id = await self._services.timers.recall(topic, request.recall_handle)
         except ServiceError as exc:
             return service_pb2.RecallMessageResponse(status=error_status(exc))
         return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
+
+    async def _forward_recall(
+        self, topic: str, handle: RecallHandle
+    ) -> service_pb2.RecallMessageResponse:
+        """RECALL_MESSAGE (remoting) to the master of the handle's broker, its answer mapped."""
+        fields = {"producerGroup": GRPC_PRODUCER_GROUP, "topic": topic,
+                  "recallHandle": str(handle)}  # fmt: skip
+        try:
+            answer = await self._routes.ask_master(
+                topic, handle.broker_name, MQRequestCode.RECALL_MESSAGE, fields
+            )
+        except TopicNotFound as exc:
+            return service_pb2.RecallMessageResponse(status=status(Code.TOPIC_NOT_FOUND, str(exc)))
+        except LedgerMQError as exc:
+            return service_pb2.RecallMessageResponse(
+                status=status(Code.HA_NOT_AVAILABLE, f"recall not forwarded: {exc}")
+            )
+        if answer.code == MQResponseCode.SUCCESS:
+            return service_pb2.RecallMessageResponse(
+                status=ok(), message_id=answer.ext_fields.get("msgId", handle.message_id)
+            )
+        code = _FORWARDED_CODES.get(answer.code, Code.INTERNAL_ERROR)
+        return service_pb2.RecallMessageResponse(status=status(code, answer.remark or ""))
 
     async def SyncLiteSubscription(  # noqa: N802
         self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
@@ -492,6 +523,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.SyncLiteSubscriptionResponse(
             status=not_implemented("SyncLiteSubscription")
         )
+
+
+_FORWARDED_CODES: Final[dict[int, definition_pb2.Code.ValueType]] = {
+    MQResponseCode.NO_MESSAGE: Code.NOT_FOUND,
+    MQResponseCode.SERVICE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    MQResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+    MQResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    MQResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+}
+"""A forwarded remoting answer's code -> the status code (``broker.remoting.errors``'s table,
+read backwards, for what a recall can answer)."""
 
 
 def _consume_needs(topic: str, group: str) -> Needs:

@@ -44,6 +44,7 @@ from ledgermq.broker.errors import (
     IllegalMessageError,
     InvalidArgumentError,
     NotFoundError,
+    NotRecallableError,
     ServiceError,
 )
 from ledgermq.broker.state.timer_table import timer_op
@@ -219,7 +220,7 @@ class TimerService:
     async def recall(self, topic: str, handle_text: str) -> str:
         """Cancel the pending timer message ``handle_text`` names; returns its message id.
         Raises ``InvalidArgumentError`` (a malformed handle, or one of another topic or
-        broker), ``NotFoundError`` (nothing pending: delivered, being delivered, recalled
+        broker), ``NotRecallableError`` (nothing pending: delivered, being delivered, recalled
         already) or ``NotMasterError``."""
         state = self._state
         state.require_master("recall")
@@ -245,7 +246,7 @@ class TimerService:
                     reason = f"it was due at {handle.due_ms} and has been delivered"
                 else:
                     reason = "it was recalled already"
-                raise NotFoundError(
+                raise NotRecallableError(
                     f"timer message {handle.message_id} of topic {topic} cannot be recalled: "
                     f"{reason}"
                 )
@@ -260,10 +261,14 @@ class TimerService:
         while True:
             try:
                 fired = await self._round()
-            except ServiceError as exc:
+            except LedgerMQError as exc:  # not stored (a leadership change, most likely)
                 _log.warning("timer round failed (%s); trying again", exc)
                 fired = False
                 await asyncio.sleep(0.2)
+            except Exception:  # noqa: BLE001 - the driver outlives a failed round; logged
+                _log.exception("timer round failed; trying again")
+                fired = False
+                await asyncio.sleep(1.0)
             if fired:
                 await asyncio.sleep(0)  # let the writes go out; more may be due
                 continue
