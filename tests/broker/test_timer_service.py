@@ -14,10 +14,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.errors import IllegalMessageError, InvalidArgumentError, NotFoundError
+from ledgermq.broker.errors import (
+    IllegalMessageError,
+    InvalidArgumentError,
+    NotFoundError,
+    NotRecallableError,
+)
 from ledgermq.broker.service.send import SendRequest, SendResult
 from ledgermq.broker.service.timers import RecallHandle
-from ledgermq.broker.state.timer_table import TIMER_TOPIC
+from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import MessageExt, decode_records, encode_batch, encode_properties
 from ledgermq.wire.route import TopicConfig
@@ -254,5 +259,43 @@ def test_failover_and_restart_keep_the_pending_set(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the restarted replica did not catch up"
             await asyncio.sleep(0.05)
         assert len(restarted.state.metadata.timers) == 0
+
+    _run(tmp_path, test)
+
+
+def test_a_timer_left_firing_is_delivered_by_the_next_master(tmp_path: Path) -> None:
+    """The master committed a timer's Firing but never wrote its message (its driver is
+    stopped here): a recall is too late, and the next master writes the message, once."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        assert master.state is not None
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        for _ in range(500):  # the driver starts once the promotion is done: then stop it
+            if services.timers.running:
+                break
+            await asyncio.sleep(0.01)
+        await services.timers.stop()
+        sent = await _send(services, "T", b"f", {"TIMER_DELAY_MS": "200", "UNIQ_KEY": "F"})
+        assert sent.recall_handle is not None
+        await asyncio.sleep(0.4)
+        table = master.state.metadata.timers
+        plan = table.wheel.plan_fire(_now_ms(), 10)
+        assert len(plan) == 1
+        await master.state.writer.submit(timer_op(plan))
+        assert table.is_firing(plan[0].timer_id)
+        with pytest.raises(NotRecallableError, match="being delivered"):
+            await services.timers.recall("T", sent.recall_handle)
+        await asyncio.sleep(0.3)
+        assert _messages(master, "T") == []
+        node = next(n for n, b in cluster.brokers.items() if b is master)
+        await cluster.stop_broker(node)
+        successor, _ = await _master(cluster, exclude=node)
+        await _wait_for(successor, "T", 1)
+        await asyncio.sleep(0.5)
+        (delivered,) = _messages(successor, "T")
+        assert delivered.properties["UNIQ_KEY"] == "F"
+        assert successor.state is not None
+        assert successor.state.metadata.timers.wheel.firing() == []
 
     _run(tmp_path, test)

@@ -104,5 +104,18 @@ def test_limits_and_past_due(tmp_path: Path) -> None:
             assert answer.entries[0].recall_handle == ""  # stored at once: nothing to recall
             got = await _receive(stub, _receive_request("TimerL", poll_ms=2000))
             assert [r.message.body for r in got[1:-1]] == [b"past"]
+            later = _timer("TimerL", "LATER", b"later", now_ms + 60_000)
+            answer = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[later]))
+            handle = answer.entries[0].recall_handle
+        # a replica that is not the master forwards the recall to the handle's master
+        slave = next(b for b in group.brokers.values() if b is not master)
+        channel, stub = _stub(slave.grpc_address)
+        async with channel:
+            recalled = await stub.RecallMessage(_recall("TimerL", handle))
+            assert recalled.status.code == Code.OK, recalled.status
+            assert recalled.message_id == "LATER"
+            again = await stub.RecallMessage(_recall("TimerL", handle))
+            assert again.status.code == Code.NOT_FOUND
+            assert "recalled already" in again.status.message
 
     _run(tmp_path, test)

@@ -190,7 +190,9 @@ class TimerService:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._in_flight: set[int] = set()
-        """Timers whose delivery write this master has handed to the ledger."""
+        """Timers whose delivery write this master has handed to the ledger, until the
+        dispatcher has ended them (a write is acknowledged before it is dispatched: a round
+        in between must not write it again)."""
         self._retry_at: dict[int, int] = {}
         self.delivered = 0
         """Deliveries written by this replica while master (for tests and metrics)."""
@@ -208,6 +210,11 @@ class TimerService:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    @property
+    def running(self) -> bool:
+        """Whether the driver runs (on the master, once promoted)."""
+        return self._task is not None and not self._task.done()
 
     def wake(self) -> None:
         """A new timer was scheduled (dispatcher arrival in the timer topic): look again."""
@@ -291,7 +298,9 @@ class TimerService:
         table = state.metadata.timers
         now = state.now_ms()
         did = False
-        for timer_id in table.wheel.firing():
+        firing = table.wheel.firing()
+        self._in_flight.intersection_update(firing)  # the rest were ended by their delivery
+        for timer_id in firing:
             if timer_id in self._in_flight or self._retry_at.get(timer_id, 0) > now:
                 continue
             self._retry_at.pop(timer_id, None)
@@ -323,8 +332,8 @@ class TimerService:
         self._in_flight.add(timer_id)
 
         def done(outcome: PutResult | ServiceError) -> None:
-            self._in_flight.discard(timer_id)
             if isinstance(outcome, ServiceError):
+                self._in_flight.discard(timer_id)
                 _log.warning("timer %d not delivered yet: %s", timer_id, outcome)
                 self._retry_at[timer_id] = state.now_ms() + _RETRY_MS
                 self._wake.set()
