@@ -3,14 +3,17 @@ sending delay (timer) messages and receiving them with a SimpleConsumer, against
 Runs in the client's own venv, with its own ``HOME``.
 
 ``python rmq5_delay_driver.py '{"endpoints": "h:p;h:p", "topic": "T", "group": "G", "count": N,
-"duration_s": S}'``: sends ``count`` messages due 2, 3 or 4 s later (``delivery_timestamp``, which
+"duration_s": S, "delay_s": D, "pause_s": P}'``: sends ``count`` messages due D (default 2),
+D + 1 or D + 2 s later (``delivery_timestamp``, which
 this client puts into the protobuf Timestamp's ``seconds`` as it is: whole epoch seconds, though
 its docstring says milliseconds), recalls every fifth with the recall handle its send receipt
 carries, then receives (and acknowledges) until every other one came. One JSON line per event:
 ``sent`` (i, message_id, due_ms, recall_handle), ``recalled`` (message_id), ``received``
 (message_id, body, wall_ms: the receive's wall clock, delivery_ms: the message's
 delivery_timestamp), ``recall_after_delivery`` (error: recalling a delivered one must fail),
-``failed`` (error); then ``{"event": "done", "leftover": n}`` with what a last receive got.
+``failed`` (error); ``sent_all`` once the sends and recalls are done, after which it waits P s
+(default 0: a test kills the master meanwhile) before it receives; then ``{"event": "done",
+"leftover": n}`` with what a last receive got.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def main() -> int:
             message.body = f"delay-{i}".encode()
             message.tag = "delay"
             message.keys = f"key-{i}"
-            due_s = int(time.time()) + 2 + i % 3
+            due_s = int(time.time()) + args.get("delay_s", 2) + i % 3
             message.delivery_timestamp = due_s
             try:
                 receipt = producer.send(message)
@@ -73,6 +76,8 @@ def main() -> int:
             else:
                 expected.add(receipt.message_id)
                 delivered_handle = receipt.recall_handle
+        emit(event="sent_all")
+        time.sleep(args.get("pause_s", 0))
         received: set[str] = set()
         deadline = time.monotonic() + args["duration_s"]
         while not expected <= received and time.monotonic() < deadline:
