@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from typing import TYPE_CHECKING
 
 import pytest
@@ -297,5 +298,29 @@ def test_a_timer_left_firing_is_delivered_by_the_next_master(tmp_path: Path) -> 
         assert delivered.properties["UNIQ_KEY"] == "F"
         assert successor.state is not None
         assert successor.state.metadata.timers.wheel.firing() == []
+
+    _run(tmp_path, test)
+
+
+def test_a_compressed_body_is_delivered_inflated(tmp_path: Path) -> None:
+    """A remoting client compresses large bodies (sysFlag bit 0): the timer message keeps the
+    body as sent, and its delivery carries it inflated with the flag cleared."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        body = b"0123456789" * 1000
+        request = SendRequest(
+            producer_group="P", topic="T", default_topic=None, default_topic_queue_nums=1,
+            queue_id=0, sys_flag=1, born_timestamp=0, flag=7,
+            properties=encode_properties({"TIMER_DELAY_MS": "300"}), reconsume_times=0,
+            max_reconsume_times=None, batch=False,
+        )  # fmt: skip
+        await services.send.send(request, zlib.compress(body), CLIENT)
+        await _wait_for(master, "T", 1)
+        (delivered,) = _messages(master, "T")
+        assert delivered.body == body
+        assert delivered.flag == 7
+        assert delivered.sys_flag & 1 == 0
 
     _run(tmp_path, test)
