@@ -4,6 +4,7 @@ reading the topic.
 
 - kill -9 of the master while timers are pending: those fired before are not delivered again,
   those still pending are delivered by the new master, each exactly once, never before due;
+  those recalled (our Producer's ``recall``, RECALL_MESSAGE) before the kill never are;
 - 10 000 timers pending at once: the lateness (store time of the delivered message minus its
   due time) is reported as a distribution; the bound checked is generous (a loaded machine),
   the printed figures are the measurement.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.client import Admin, Producer, PullConsumer
+from ledgermq.errors import MQResponseError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -114,6 +116,18 @@ def test_kill_9_of_the_master_with_timers_pending(
             due = {b"early-%03d" % i: base + 2_000 + 10 * i for i in range(100)}
             due |= {b"late-%03d" % i: base + 9_000 + 10 * i for i in range(200)}
             await _send_timers(producer, topic, due)
+            # ten more, recalled over remoting (RECALL_MESSAGE) before the kill
+            handles = []
+            for i in range(10):
+                sent = await producer.send(
+                    topic, b"recalled-%d" % i, properties={"TIMER_DELIVER_MS": str(base + 9_000)}
+                )
+                assert sent.recall_handle is not None
+                handles.append((sent.msg_id, sent.recall_handle))
+            for msg_id, handle in handles:
+                assert await producer.recall(topic, handle) == msg_id
+            with pytest.raises(MQResponseError, match="recalled already"):
+                await producer.recall(topic, handles[0][1])
         finally:
             await producer.shutdown()
         early = await _wait_count(cluster.namesrv_addr, topic, 100, 20)
