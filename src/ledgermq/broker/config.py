@@ -177,6 +177,12 @@ class BrokerConfig:
             raise ConfigError(
                 f"timerMaxDelaySec must be at least 1, not {self.timer_max_delay_sec}"
             )
+        if self.timer_max_delay_sec > (self.file_reserved_time + 1) * 3600:
+            _log.warning(
+                "timerMaxDelaySec (%d s) is beyond what the commit log keeps (fileReservedTime "
+                "%s h + 1 h): a timer message retention deletes first is dropped when due",
+                self.timer_max_delay_sec, self.file_reserved_time,
+            )  # fmt: skip
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
         self.ledger_config()  # validates the ledger side now, not at the first election
