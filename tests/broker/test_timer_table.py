@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.state.metadata import BrokerMetadata
 from ledgermq.broker.state.timer_table import TimerTable, timer_op
+from ledgermq.errors import ConfigError
 from ledgermq.timers import Fired, Firing, Recalled, TimerOutcome
 from ledgermq.wire.message import encode_properties, encode_records
 
@@ -86,3 +90,13 @@ def test_metadata_applies_timer_ops_and_keeps_the_table_in_its_snapshot() -> Non
     older = BrokerMetadata()
     older.restore(json.dumps(old).encode(), "metadata.json")
     assert len(older.timers) == 0
+
+
+def test_timer_max_delay_setting(caplog: pytest.LogCaptureFixture) -> None:
+    base = {"dLegerPeers": "n0-127.0.0.1:40911", "dLegerSelfId": "n0"}
+    assert BrokerConfig.from_properties(base).timer_max_delay_sec == 3 * 24 * 3600
+    assert not caplog.records  # the defaults fit the default retention
+    BrokerConfig.from_properties({**base, "timerMaxDelaySec": str(30 * 24 * 3600)})
+    assert "beyond what the commit log keeps" in caplog.text
+    with pytest.raises(ConfigError, match="timerMaxDelaySec"):
+        BrokerConfig.from_properties({**base, "timerMaxDelaySec": "0"})
