@@ -108,12 +108,13 @@ def due_ms(props: MutableMapping[str, str], now_ms: int) -> int | None:
         text = props.get(name)
         if text is None:
             continue
-        try:
-            value = int(text)
-        except ValueError:
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+            # what Java's Long.parseLong takes (Python's int would also take " 5", "5_0")
             raise IllegalMessageError(
-                f"timer message illegal: property {name} must be a whole number, not {text!r}"
-            ) from None
+                f"timer message illegal: property {name} must be a whole number, not {text!r:.40}"
+            )
+        value = int(text)
         if value < 0:
             raise IllegalMessageError(
                 f"timer message illegal: property {name} must not be negative, got {value}"
