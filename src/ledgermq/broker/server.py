@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ledgermq.acl import Needs, heartbeat_needs
 from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.live_config import RETENTION_KEYS, LiveConfig
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.registration import NameServerRegistrar
 from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
@@ -35,6 +36,7 @@ from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.recall import RecallProcessor
+from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
 from ledgermq.broker.role import RoleHandler
@@ -48,6 +50,7 @@ from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
 from ledgermq.broker.service.timers import TimerService
+from ledgermq.broker.service.trace import BrokerTracer
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -65,6 +68,7 @@ from ledgermq.broker.storage.dispatcher import Dispatcher
 from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
+    ConfigError,
     CorruptLogError,
     LedgerMQError,
     NetworkError,
@@ -78,7 +82,7 @@ from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Mapping
 
     from ledgermq.broker.config import BrokerConfig
     from ledgermq.broker.service.send import SendResult
@@ -148,10 +152,13 @@ class BrokerServer:
         network: Network | None = None,
         clock: Clock | None = None,
         grpc_door: DoorFactory | None = None,
+        config_file: str | None = None,
     ) -> None:
         """``grpc_door``: makes the gRPC door (served on ``grpcServerPort`` unless it is -1);
-        None: this replica serves remoting only."""
+        None: this replica serves remoting only. ``config_file``: the ``broker.conf`` it was
+        started from, rewritten by UPDATE_BROKER_CONFIG so a change outlives a restart."""
         self.config = config
+        self._live_config = LiveConfig(config, config_file)
         self._grpc_factory = grpc_door
         self.grpc_door: FrontDoor | None = None
         ledger_config = config.ledger_config()
@@ -269,8 +276,9 @@ class BrokerServer:
                   dispatcher.dispatched_index)  # fmt: skip
         # The rooms (DESIGN.md): the service's operations over state and storage, and the
         # remoting door's translators over the service.
+        send_service = SendService(state, messages)
         services = BrokerServices(
-            send=SendService(state, messages),
+            send=send_service,
             pull=PullService(state, self.consumers.subscription),
             offsets=OffsetService(state),
             send_back=SendBackService(state, messages),
@@ -278,6 +286,9 @@ class BrokerServer:
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
             timers=TimerService(state, messages),
+            trace=BrokerTracer(state, send_service, config.msg_trace_topic_name)
+            if config.trace_topic_enable
+            else None,
         )
         self.services = services
         self._pull_service = services.pull
@@ -358,6 +369,9 @@ class BrokerServer:
             await asyncio.wait(pending, timeout=_DRAIN_S)
         if self.grpc_door is not None:
             await self.grpc_door.close()
+        if self.services is not None and self.services.trace is not None:
+            with contextlib.suppress(LedgerMQError, TimeoutError):  # what cannot be stored goes
+                await asyncio.wait_for(self.services.trace.close(), _DRAIN_S)
         if self._listener is not None:
             self._listener.close()
         if self._delay is not None:
@@ -703,6 +717,45 @@ class BrokerServer:
         with contextlib.suppress(NetworkError):
             conn.send(response)
 
+    async def _update_config(self, command: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: the body's ``broker.conf`` keys, changed live (the keys of
+        ``broker.live_config.LIVE_KEYS``) and written to the config file first, or refused
+        whole with a remark naming what and why."""
+        path = self._live_config.path
+        try:
+            updated, values = await self._live_config.update(self.config, command.body or b"")
+        except ConfigError as exc:
+            return command.response(MQResponseCode.SYSTEM_ERROR, remark=str(exc))
+        except OSError as exc:
+            return command.response(
+                MQResponseCode.SYSTEM_ERROR,
+                remark=f"not changed: cannot rewrite {path}: {exc.strerror or exc}",
+            )
+        self._apply_config(updated, values)
+        where = f"; written to {path}" if path else (
+            "; not persisted: this broker was started without a config file"
+        )  # fmt: skip
+        return command.response(
+            MQResponseCode.SUCCESS, remark=f"updated {', '.join(sorted(values))}{where}"
+        )
+
+    def _apply_config(self, config: BrokerConfig, values: Mapping[str, str]) -> None:
+        """Put ``config`` in force: readers that take ``state.config`` on each use see it at
+        once; the topic manager and the ledger store, which keep their own, are told."""
+        self.config = config
+        state = self.state
+        assert state is not None
+        state.config = config
+        state.topics.reconfigure(config)
+        if RETENTION_KEYS & values.keys():
+            self.ledger.set_retention(config.ledger_config().retention)
+        if "brokerPermission" in values and self._registrar is not None:
+            self._registrar.register_soon()
+        _log.info(
+            "broker %s replica %s: config updated live: %s", config.broker_name,
+            config.dleger_self_id, ", ".join(sorted(values)),
+        )  # fmt: skip
+
     def _handler_table(self) -> dict[int, Handler]:
         """Request code -> translator (``broker.remoting``), each over its service."""
         assert self._send is not None
@@ -735,9 +788,15 @@ class BrokerServer:
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return consumer_connections(self.consumers, command)
 
+        async def running_info(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await consumer_running_info(self.consumers, command)
+
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             lines = [f"{k}={v}" for k, v in self.config.to_properties().items()]
             return command.response(MQResponseCode.SUCCESS, body="\n".join(lines).encode())
+
+        async def update_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await self._update_config(command)
 
         code = MQRequestCode
         return {
@@ -772,10 +831,12 @@ class BrokerServer:
             code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
             code.GET_CONSUME_STATS: sync(admin.consume_stats),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
+            code.GET_CONSUMER_RUNNING_INFO: running_info,
             code.VIEW_MESSAGE_BY_ID: sync(admin.view_message),
             code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
+            code.UPDATE_BROKER_CONFIG: update_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
         }
 

@@ -13,8 +13,9 @@ Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal mess
 QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
-codes use. Transactions (EndTransaction), the PullConsumer set and RecallMessage answer
-NOT_IMPLEMENTED until the service has them.
+codes use; the PullConsumer set (PullMessage, UpdateOffset, GetOffset, QueryOffset) in
+``proxy.pull_rpcs`` over the pull and offset services. Transactions (EndTransaction) and
+RecallMessage answer NOT_IMPLEMENTED until the service has them.
 
 Authentication: with ``aclEnable`` every RPC that touches data passes ``_admit`` first, which
 checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the broker's ACL.
@@ -28,12 +29,13 @@ import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import group_resource, topic_resource
+from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
@@ -98,7 +100,7 @@ _LONG_POLLING_S: Final = 20
 _RECEIVE_BATCH: Final = 32
 
 
-class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServicer):
     """One replica's gRPC door (local mode)."""
 
     def __init__(
@@ -318,7 +320,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
                 )
+            tracer = self._services.trace
+            started_ms = tracer.now_ms() if tracer is not None else 0
             result = await self._services.send.send(send, body, peer)
+            if tracer is not None:
+                system = message.system_properties
+                tracer.pub(
+                    timestamp_ms=started_ms, group=send.producer_group, topic=send.topic,
+                    msg_id=message_id, tags=system.tag, keys=" ".join(system.keys),
+                    body_length=len(message.body), cost_ms=tracer.now_ms() - started_ms,
+                    offset_msg_id=result.msg_ids[0] if result.msg_ids else "",
+                )  # fmt: skip
         except Refusal as refusal:
             return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
         except ServiceError as exc:
@@ -342,7 +354,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         ``delivery_timestamp`` (the Java proxy's ``ReceiveMessageResponseStreamWriter``); a
         single MESSAGE_NOT_FOUND when nothing came within the long-polling time."""
         group, topic = request.group.name, request.message_queue.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
             yield service_pb2.ReceiveMessageResponse(status=refused)
             return
@@ -367,7 +379,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             )
             return
         yield service_pb2.ReceiveMessageResponse(status=ok())
+        tracer = self._services.trace
         for popped in result.messages:
+            if tracer is not None:
+                tracer.delivered(group=group, popped=popped)
             yield service_pb2.ReceiveMessageResponse(message=received_message(popped))
         delivered = service_pb2.ReceiveMessageResponse()
         delivered.delivery_timestamp.FromMilliseconds(result.pop_time_ms)
@@ -380,7 +395,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         """One result per entry, in order; the response's status is the entries' common one,
         else MULTIPLE_RESULTS (the Java proxy's ``AckMessageActivity``)."""
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "AckMessage", needs)) is not None:
             return service_pb2.AckMessageResponse(status=refused)
         if not request.entries:
@@ -388,10 +403,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 status=status(Code.BAD_REQUEST, "the request holds no entry")
             )
         entries = []
+        tracer = self._services.trace
         for entry in request.entries:
             try:
                 await self._services.pop.ack(group, topic, entry.receipt_handle)
                 answer = ok()
+                if tracer is not None:
+                    tracer.acked(group=group, msg_id=entry.message_id, handle=entry.receipt_handle)
             except ServiceError as exc:
                 answer = error_status(exc)
             entries.append(
@@ -412,7 +430,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
     ) -> service_pb2.ChangeInvisibleDurationResponse:
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
             return service_pb2.ChangeInvisibleDurationResponse(status=refused)
         if not request.HasField("invisible_duration"):
@@ -432,7 +450,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
             return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
         try:
@@ -442,33 +460,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
     # ------------------------------------------------------------------ not yet
-    async def PullMessage(  # noqa: N802
-        self, request: service_pb2.PullMessageRequest, context: Context
-    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        if (refused := self._admit(context, "PullMessage")) is not None:
-            yield service_pb2.PullMessageResponse(status=refused)
-            return
-        yield service_pb2.PullMessageResponse(status=not_implemented("PullMessage"))
-
     async def EndTransaction(  # noqa: N802
         self, request: service_pb2.EndTransactionRequest, context: Context
     ) -> service_pb2.EndTransactionResponse:
         return service_pb2.EndTransactionResponse(status=not_implemented("EndTransaction"))
-
-    async def UpdateOffset(  # noqa: N802
-        self, request: service_pb2.UpdateOffsetRequest, context: Context
-    ) -> service_pb2.UpdateOffsetResponse:
-        return service_pb2.UpdateOffsetResponse(status=not_implemented("UpdateOffset"))
-
-    async def GetOffset(  # noqa: N802
-        self, request: service_pb2.GetOffsetRequest, context: Context
-    ) -> service_pb2.GetOffsetResponse:
-        return service_pb2.GetOffsetResponse(status=not_implemented("GetOffset"))
-
-    async def QueryOffset(  # noqa: N802
-        self, request: service_pb2.QueryOffsetRequest, context: Context
-    ) -> service_pb2.QueryOffsetResponse:
-        return service_pb2.QueryOffsetResponse(status=not_implemented("QueryOffset"))
 
     @_internal_error_answered(service_pb2.RecallMessageResponse)
     async def RecallMessage(  # noqa: N802
@@ -534,12 +529,6 @@ _FORWARDED_CODES: Final[dict[int, definition_pb2.Code.ValueType]] = {
 }
 """A forwarded remoting answer's code -> the status code (``broker.remoting.errors``'s table,
 read backwards, for what a recall can answer)."""
-
-
-def _consume_needs(topic: str, group: str) -> Needs:
-    """SUB on the topic and the group, as a remoting pull or POP needs (names given only)."""
-    wanted = [(topic_resource(topic), topic), (group_resource(group), group)]
-    return Needs(resources={resource: Perm.SUB for resource, name in wanted if name})
 
 
 def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.retry import SendBackService
     from ledgermq.broker.service.send import SendService
     from ledgermq.broker.service.timers import TimerService
+    from ledgermq.broker.service.trace import BrokerTracer
 
 __all__ = ["BrokerServices"]
 
@@ -32,3 +33,5 @@ class BrokerServices:
     admin: AdminService
     pop: PopService
     timers: TimerService
+    trace: BrokerTracer | None = None
+    """Broker-side message trace (``traceTopicEnable``); None: off, and doors skip it."""
