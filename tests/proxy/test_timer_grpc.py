@@ -13,6 +13,7 @@ import pytest
 
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 
+from .test_grpc_acl import _metadata
 from .test_pop_grpc import _receive, _receive_request
 from .test_servicer import Group, _message, _run, _stub, _topic_with_route
 
@@ -119,3 +120,38 @@ def test_limits_and_past_due(tmp_path: Path) -> None:
             assert "recalled already" in again.status.message
 
     _run(tmp_path, test)
+
+
+def test_recall_needs_pub_on_the_topic_with_acl(tmp_path: Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(
+        "accounts:\n"
+        "  - accessKey: timer-writer\n"
+        "    secretKey: timer-secret\n"
+        "    defaultTopicPerm: DENY\n"
+        "    topicPerms: [TimerAcl=PUB, Watched=SUB]\n"
+    )
+
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "TimerAcl")
+        await _topic_with_route(group, "Watched")
+        signed = _metadata("timer-writer", "timer-secret")
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            due_ms = int(time.time() * 1000) + 60_000
+            sent = await stub.SendMessage(
+                service_pb2.SendMessageRequest(messages=[_timer("TimerAcl", "A1", b"a", due_ms)]),
+                metadata=signed,
+            )
+            assert sent.status.code == Code.OK, sent.status
+            handle = sent.entries[0].recall_handle
+            anonymous = await stub.RecallMessage(_recall("TimerAcl", handle))
+            assert anonymous.status.code == Code.UNAUTHORIZED
+            # SUB is not enough: a recall changes what is delivered, as a send does
+            watched = await stub.RecallMessage(_recall("Watched", handle), metadata=signed)
+            assert watched.status.code == Code.FORBIDDEN
+            assert "PUB" in watched.status.message
+            recalled = await stub.RecallMessage(_recall("TimerAcl", handle), metadata=signed)
+            assert recalled.status.code == Code.OK, recalled.status
+
+    _run(tmp_path, test, acl_enable=True, acl_file_path=str(acl))
