@@ -257,7 +257,8 @@ class _Console:
         system = request.query_params.get("system") == "1"
         rows = await views.topic_rows(self.link_of(request).admin, include_system=system)
         template = "_topics.html" if request.url.path.startswith("/live/") else "topics.html"
-        return self.render(request, template, rows=rows, system=system)
+        tps = {r.name: self.rates.rate(f"topic {r.name} stored", r.stored) for r in rows}
+        return self.render(request, template, rows=rows, system=system, tps=tps)
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["topic"]
@@ -322,10 +323,12 @@ class _Console:
         system = request.query_params.get("system") == "1"
         rows = await views.group_rows(self.link_of(request).admin, include_system=system)
         template = "_groups.html" if request.url.path.startswith("/live/") else "groups.html"
+        tps = {r.name: self.rates.rate(f"group {r.name} consumed", r.consumed) for r in rows}
         return self.render(
             request,
             template,
             rows=rows,
+            tps=tps,
             system=system,
             settings=GROUP_SETTINGS,
             group="",
