@@ -19,6 +19,8 @@ pytest.importorskip("starlette", reason="the console extra is not installed")
 
 from starlette.testclient import TestClient
 
+from ledgermq.cli.main import build_parser
+from ledgermq.client import Credentials
 from ledgermq.console.access import AclMode
 from ledgermq.console.app import create_app
 from ledgermq.console.link import ClusterLink
@@ -29,7 +31,7 @@ from ledgermq.wire.route import BrokerData, ClusterInfo
 from tests.console.test_rates import FakeClock
 
 if TYPE_CHECKING:
-    from ledgermq.client import Admin, Credentials
+    from ledgermq.client import Admin
 
 ACCOUNTS = {"ops-admin": ("ops-admin-secret", True), "app": ("app-secret", False)}
 BROKER = "127.0.0.1:10911"
@@ -218,8 +220,6 @@ def test_acl_off_and_a_console_account_ask_nobody() -> None:
     client, _ = _client(AclMode.OFF)
     assert client.get("/messages").status_code == 200
     assert client.get("/login").headers["location"] == "/"
-    from ledgermq.client import Credentials
-
     client, _ = _client(link=FakeLink(Credentials("ops-admin", "ops-admin-secret")))
     page = client.get("/messages")
     assert page.status_code == 200
@@ -241,3 +241,11 @@ def test_acl_on_asks_without_probing_and_an_unreachable_cluster_is_said() -> Non
     assert client.get("/").status_code == 303
     page = client.get(_sign_in(client, "ops-admin", "ops-admin-secret").headers["location"]).text
     assert "the cluster could not check the account: connection refused" in page
+
+
+def test_the_acl_option_of_ledgermq_console() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["console"]).acl == "auto"
+    assert parser.parse_args(["console", "--acl", "on"]).acl == "on"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["console", "--acl", "maybe"])
