@@ -196,7 +196,19 @@ def test_an_admin_signs_in_acts_as_its_account_and_signs_out() -> None:
 
     out = client.post("/logout", data={"token": token})
     assert (out.status_code, out.headers["location"]) == (303, "/login?notice=signed+out")
+    client.cookies.clear()
     client.cookies.set(COOKIE, session_id)  # the old cookie, kept by a copy: no longer valid
+    assert client.get("/messages").status_code == 303
+
+
+def test_signing_in_again_ends_the_previous_session() -> None:
+    client, _ = _client()
+    first = _sign_in(client, "ops-admin", "ops-admin-secret").cookies[COOKIE]
+    second = _sign_in(client, "ops-admin", "ops-admin-secret").cookies[COOKIE]
+    assert first != second
+    assert client.get("/messages").status_code == 200
+    client.cookies.clear()
+    client.cookies.set(COOKIE, first)
     assert client.get("/messages").status_code == 303
 
 

@@ -165,6 +165,7 @@ class _Console:
             return self.back(
                 "/login", error=f"the cluster could not check the account: {exc}", next=target
             )
+        await self.sessions.close(request.cookies.get(COOKIE))  # a new id on every sign-in
         session_id = await self.sessions.open(
             link.credentials.access_key if link.credentials else "", link
         )
@@ -269,7 +270,8 @@ class _Console:
                 request, "missing.html", 404, what="topic", name=name, back="/topics"
             )
         template = "_topic.html" if request.url.path.startswith("/live/") else "topic.html"
-        return self.render(request, template, topic=name, detail=detail)
+        tps = self.rates.rate(f"topic {name} stored", detail.stored)
+        return self.render(request, template, topic=name, detail=detail, tps=tps)
 
     async def create_topic(self, request: Request) -> Response:
         fields = await self.form(request)
@@ -340,8 +342,15 @@ class _Console:
         detail = await views.group_detail(self.link_of(request).admin, name)
         template = "_group.html" if request.url.path.startswith("/live/") else "group.html"
         values = next(iter(detail.settings.values()), {})
+        tps = self.rates.rate(f"group {name} consumed", detail.consumed)
         return self.render(
-            request, template, group=name, detail=detail, settings=GROUP_SETTINGS, values=values
+            request,
+            template,
+            group=name,
+            detail=detail,
+            settings=GROUP_SETTINGS,
+            values=values,
+            tps=tps,
         )
 
     async def update_group(self, request: Request) -> Response:

@@ -240,6 +240,11 @@ class TopicDetail:
         """Messages held now (max - min offset, summed over the queues)."""
         return sum(max(s.max_offset - s.min_offset, 0) for s in self.stats)
 
+    @property
+    def stored(self) -> int:
+        """Messages ever stored (max offsets summed), as ``TopicRow.stored``."""
+        return sum(s.max_offset for s in self.stats)
+
 
 async def topic_detail(admin: Admin, topic: str) -> TopicDetail:
     """Raises TopicNotFoundError when no NameServer routes ``topic``."""
@@ -332,6 +337,11 @@ class GroupDetail:
     @property
     def lag(self) -> int:
         return sum(p.lag for p in self.progress)
+
+    @property
+    def consumed(self) -> int:
+        """Committed offsets summed, as ``GroupRow.consumed``."""
+        return sum(max(p.consumer_offset, 0) for p in self.progress)
 
     @property
     def exists(self) -> bool:
