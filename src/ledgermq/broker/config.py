@@ -4,7 +4,7 @@ Every replica of a broker group is one LedgerMQ broker process: it serves Rocket
 protocol on ``listenPort`` and runs one ledger replica on its port in ``dLegerPeers``
 (spec-broker.md section 1.4). Keys keep RocketMQ's spellings, "DLeger" with one "d" included, so
 an existing ``conf/dledger/broker-n0.conf`` works unchanged: the keys of RocketMQ 4.9 that mean
-nothing here (thread pools, HA, transactions; ``ledgermq.rocketmq_keys``) are accepted and named in
+nothing here (thread pools, HA; ``ledgermq.rocketmq_keys``) are accepted and named in
 one warning line. Every other bad key or value is refused at start with one line that says which
 and why; a misspelt key names the closest known one.
 """
@@ -111,6 +111,16 @@ class BrokerConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     max_wait_ack_time_ms: int = 2500
     preferred_leader_id: str = ""
+    transaction_time_out: int = 6000
+    """ms a half message may stay open before the broker asks its producer how the transaction
+    ended (RocketMQ's ``transactionTimeOut``; a message's ``CHECK_IMMUNITY_TIME_IN_SECONDS``
+    overrides it)."""
+    transaction_check_max: int = 15
+    """Check-backs per half message; after that many unanswered ones it is discarded, never
+    delivered, and logged (RocketMQ's ``transactionCheckMax``)."""
+    transaction_check_interval: int = 60_000
+    """ms between the master's passes over the open half messages (RocketMQ's
+    ``transactionCheckInterval``)."""
     trace_topic_enable: bool = False
     """RocketMQ's broker-side message trace: the broker creates ``msgTraceTopicName`` (one
     queue) when it becomes master, and its gRPC door records RocketMQ 5 clients' sends (``Pub``)
@@ -182,6 +192,10 @@ class BrokerConfig:
         if self.mapped_file_size_consume_queue % 20:
             raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20 bytes")
         parse_delay_levels(self.message_delay_level)
+        if self.transaction_time_out < 0 or self.transaction_check_max < 0:
+            raise ConfigError("transactionTimeOut and transactionCheckMax must not be negative")
+        if self.transaction_check_interval < 1:
+            raise ConfigError("transactionCheckInterval must be at least 1 ms")
         try:
             validate_topic(self.msg_trace_topic_name)
         except InvalidMessageError as exc:

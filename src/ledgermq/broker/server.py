@@ -38,6 +38,7 @@ from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
+from ledgermq.broker.remoting.transactions import EndTransactionProcessor, RemotingCheckBack
 from ledgermq.broker.role import RoleHandler
 from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.clients import ClientService
@@ -49,6 +50,7 @@ from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
 from ledgermq.broker.service.trace import BrokerTracer
+from ledgermq.broker.service.transactions import TransactionChecker, TransactionService
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -191,6 +193,7 @@ class BrokerServer:
         self._registrar: NameServerRegistrar | None = None
         self._role: RoleHandler | None = None
         self._delay: DelayScheduler | None = None
+        self._checker: TransactionChecker | None = None
         self._pull_service: PullService | None = None
         self._pull: PullProcessor | None = None
         self._offsets: OffsetProcessor | None = None
@@ -282,6 +285,7 @@ class BrokerServer:
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
+            transactions=TransactionService(state, messages),
             trace=BrokerTracer(state, send_service, config.msg_trace_topic_name)
             if config.trace_topic_enable
             else None,
@@ -318,6 +322,16 @@ class BrokerServer:
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         _log.info("broker %s replica %s serving on %s (ledger %s:%d)", config.broker_name,
                   config.dleger_self_id, self.address, *config.ledger_config().address)  # fmt: skip
+
+    def _transaction_checker(
+        self, state: BrokerState, services: BrokerServices
+    ) -> TransactionChecker:
+        """The master's check-back of open half messages, with this door's way to producers
+        (CHECK_TRANSACTION_STATE to a connection of the group; the gRPC door adds its own).
+        Made on the first promotion: only a master checks back."""
+        channel = RemotingCheckBack(self.consumers, self.config.broker_name)
+        services.transactions.channels.append(channel)
+        return TransactionChecker(state, services.transactions)
 
     async def _open_grpc_door(self) -> int | None:
         """Start the gRPC door, if this replica has one (``grpcServerPort`` >= 0), first: the
@@ -372,6 +386,8 @@ class BrokerServer:
             self._listener.close()
         if self._delay is not None:
             await self._delay.stop()
+        if self._checker is not None:
+            await self._checker.stop()
         if self._role is not None:
             self._role.close()
         if self._housekeeping is not None:
@@ -460,6 +476,10 @@ class BrokerServer:
             _log.warning("system topics not created yet: %s", exc)
         if state.is_master:
             self._delay.start()
+            if self._checker is None and self.services is not None:
+                self._checker = self._transaction_checker(state, self.services)
+            if self._checker is not None:
+                self._checker.start()  # only the master checks back (issue 16 section 3)
         self._registrar.register_soon()
 
     def _on_slave(self) -> None:
@@ -470,6 +490,8 @@ class BrokerServer:
         if self.services is not None:
             self.services.pop.wake_all()  # waiting receives answer NotMasterError now
         self._spawn(self._delay.stop())
+        if self._checker is not None:
+            self._spawn(self._checker.stop())
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -756,6 +778,7 @@ class BrokerServer:
         offsets, admin, clients = self._offsets, self._admin, self._clients
         assert self.services is not None
         pop = PopProcessor(self.services.pop)
+        transactions = EndTransactionProcessor(self.services.transactions)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -795,6 +818,7 @@ class BrokerServer:
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
+            code.END_TRANSACTION: asynchronous(transactions.end),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
             code.GET_MAX_OFFSET: sync(offsets.max_offset),

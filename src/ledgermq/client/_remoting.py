@@ -52,7 +52,7 @@ from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.net import Connection, Network, TlsClientConfig
@@ -193,6 +193,8 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         self.producer_topics: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
+        self.on_check_transaction: Callable[[Connection, RemotingCommand], None] | None = None
+        """Handles a broker's CHECK_TRANSACTION_STATE (a ``TransactionProducer``'s checker)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -445,6 +447,12 @@ class ClientInstance:
                 consumer.on_consumer_ids_changed()
             if not command.is_oneway and not conn.closed:
                 conn.send(command.response(MQResponseCode.SUCCESS))
+            return
+        if (
+            command.code == MQRequestCode.CHECK_TRANSACTION_STATE
+            and self.on_check_transaction is not None
+        ):
+            self.on_check_transaction(conn, command)
             return
         if command.code == MQRequestCode.GET_CONSUMER_RUNNING_INFO:
             if not command.is_oneway and not conn.closed:
