@@ -10,6 +10,7 @@ token and are refused from another site; signing out ends the session.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -21,7 +22,7 @@ from starlette.testclient import TestClient
 
 from ledgermq.cli.main import build_parser
 from ledgermq.client import Credentials
-from ledgermq.console.access import AclMode
+from ledgermq.console.access import REFUSED_DELAY_S, AclMode
 from ledgermq.console.app import create_app
 from ledgermq.console.link import ClusterLink
 from ledgermq.console.sessions import COOKIE, IDLE_S
@@ -148,7 +149,9 @@ def test_acl_detected_every_page_and_action_sends_to_the_sign_in_page() -> None:
 
 def test_a_wrong_secret_and_a_non_admin_account_are_refused_each_with_its_message() -> None:
     client, _ = _client()
+    started = time.monotonic()
     wrong = _sign_in(client, "ops-admin", "not-the-secret")
+    assert time.monotonic() - started >= REFUSED_DELAY_S  # guesses are slowed down
     assert wrong.status_code == 303
     assert COOKIE not in wrong.cookies
     page = client.get(wrong.headers["location"]).text

@@ -20,6 +20,7 @@ are each refused with their own message, never with the secret.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from typing import TYPE_CHECKING, Final
 
@@ -45,6 +46,9 @@ MAX_KEY_CHARS: Final = 256
 """Longest access key or secret key accepted from the sign-in form."""
 
 
+REFUSED_DELAY_S: Final = 0.5
+"""How long a refused sign-in holds the sign-in lock: every sign-in of the console goes one at
+a time, so whoever guesses secrets through it gets two refusals a second at most."""
 PROBE_EVERY_S: Final = 5.0
 """While a probe could not tell (no broker answered), how long until the next one: a page of
 a cluster that is down costs its own error, not a probe as well each time."""
@@ -77,6 +81,7 @@ class ConsoleAccess:
         self._detected: bool | None = None
         """AUTO: what the probe found (None: not known yet)."""
         self._next_probe_s = float("-inf")
+        self._sign_in_lock = asyncio.Lock()
 
     async def sign_in_required(self) -> bool:
         """Whether a visitor without a session must sign in first."""
@@ -135,11 +140,20 @@ class ConsoleAccess:
 
     async def sign_in(self, access_key: str, secret_key: str) -> ClusterLink:
         """A started link signing as the account, once the cluster confirmed it is an admin.
+        One sign-in at a time; a refused one keeps the others waiting ``REFUSED_DELAY_S``.
 
         Raises:
             SignInRefusedError: empty or overlong keys, wrong keys, not an admin account.
             LedgerMQError / OSError: the cluster could not be asked.
         """
+        async with self._sign_in_lock:
+            try:
+                return await self._sign_in(access_key, secret_key)
+            except SignInRefusedError:
+                await asyncio.sleep(REFUSED_DELAY_S)
+                raise
+
+    async def _sign_in(self, access_key: str, secret_key: str) -> ClusterLink:
         access_key = access_key.strip()
         if not access_key or not secret_key:
             raise SignInRefusedError("enter the access key and the secret key of an admin account")
