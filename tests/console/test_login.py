@@ -264,3 +264,35 @@ def test_the_acl_option_of_ledgermq_console() -> None:
     assert parser.parse_args(["console", "--acl", "on"]).acl == "on"
     with pytest.raises(SystemExit):
         parser.parse_args(["console", "--acl", "maybe"])
+
+
+def test_a_page_refused_later_turns_the_sign_in_on() -> None:
+    """The cluster could not be asked at first (no sign-in then); when ACL refuses a page
+    later, the console asks again, finds ACL and sends the visitor to the sign-in page."""
+    down = [True]
+
+    class LateAdmin(FakeAdmin):
+        async def cluster_info(self) -> ClusterInfo:
+            if down[0]:
+                raise NetworkError("connection refused", address="127.0.0.1:9876")
+            return await super().cluster_info()
+
+        async def query_message(self, topic: str, key: str, **_: Any) -> list[Any]:
+            self._account()
+            return []
+
+    class LateLink(FakeLink):
+        def __init__(self, credentials: Credentials | None = None) -> None:
+            super().__init__(credentials)
+            self.admin = cast("Admin", LateAdmin(credentials, self.calls))
+
+        def signed_as(self, credentials: Credentials | None) -> ClusterLink:
+            return LateLink(credentials)
+
+    client, _ = _client(link=LateLink())
+    assert client.get("/messages").status_code == 200  # nothing known: no sign-in asked
+    down[0] = False
+    refused = client.get("/messages?by=key&topic=T&key=k")
+    assert refused.status_code == 303
+    assert refused.headers["location"].startswith("/login?error=the+cluster+enforces+ACL")
+    assert client.get("/messages").status_code == 303

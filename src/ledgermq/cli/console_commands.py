@@ -85,7 +85,9 @@ async def _serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
         elif args.acl != "off":
-            print("Visitors sign in with an admin account when the brokers enforce ACL.")
+            print(
+                "Visitors sign in with an admin account when the brokers enforce ACL.", flush=True
+            )
         print("Serving until Ctrl-C.", flush=True)
         await wait_for_stop()
     finally:
