@@ -197,11 +197,14 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
         subscription: tuple[str, str | None] = (expression.expression, "SQL92")
     else:
         subscription = (expression.expression or "*", "TAG")
-    queue_id = request.message_queue.id if request.HasField("message_queue") else -1
+    # Any queue of this broker, whatever queue id the request names, as the Java proxy pops
+    # (ReceiveMessageActivity selects by broker name only): the official clients name one
+    # queue of the route per receive, and pinning it made a message in another queue wait
+    # while they long-polled empty ones (up to ~6 s seen on a 4-queue topic).
     return PopRequest(
         group=group,
         topic=topic,
-        queue_id=queue_id if queue_id >= 0 else None,
+        queue_id=None,
         max_messages=min(request.batch_size, MAX_POP_MESSAGES),
         invisible_ms=invisible_ms,
         subscription=subscription,

@@ -349,9 +349,12 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             send, body = send_request(
                 message, peer.rpartition(":")[0], self._state.config.default_topic_queue_nums
             )
-            if self._state.topics.find(send.topic) is None:
+            if self._state.is_master and self._state.topics.find(send.topic) is None:
                 # A v5 send never creates its topic (the Java proxy picks the queue from the
-                # topic's route first, and answers TOPIC_NOT_FOUND when there is none).
+                # topic's route first, and answers TOPIC_NOT_FOUND when there is none). Only
+                # the master's answer counts: a slave may not have applied a topic the master
+                # just created, and its send service answers HA_NOT_AVAILABLE anyway, which
+                # sends the client to the master instead of failing the send.
                 return service_pb2.SendResultEntry(
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
