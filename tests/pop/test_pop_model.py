@@ -5,7 +5,14 @@ watermark, no records, no plans: a status per message, and every receive scans f
 
 After every step: both agree message by message, the applied records replayed on a fresh queue
 (and a snapshot through JSON) give the same state, and the FIFO and at-most-max-attempts rules
-hold.
+hold. The consumer group's settings change now and then (FIFO on or off, max attempts up or
+down), as ``subgroup-update`` changes them under a backlog.
+
+The FIFO ordering rule, checked directly at every delivery and every ack: in a FIFO group, a
+message of a message group is handed out, and can be acknowledged, only once every earlier
+message of its group is done (acknowledged or dead-lettered); so a consumer that processes what
+it receives sees each group in order, a message left unacknowledged comes back before any of its
+successors, and a dead-lettered one lets the group move on.
 """
 
 from __future__ import annotations
@@ -130,13 +137,20 @@ class PopMachine(RuleBasedStateMachine):
         self.reference = Reference(False, 1)
         self.now_ms = 1_000
         self.log: list[str] = []  # every applied record, JSON-encoded as it would be replicated
+        self.initial = PopSettings()
+        self.most_attempts = 1  # the highest max_attempts the group has had
+        # handles of deliveries made while the group was FIFO: the ordering rule is theirs
+        # (deliveries made before a change to FIFO are out already, in any order)
+        self.ordered_seqs: set[int] = set()
         self.acked: set[int] = set()
         self.deliveries: dict[int, int] = {}  # offset -> times handed out
 
     @initialize(fifo=st.booleans(), max_attempts=st.integers(1, 4))
     def setup(self, fifo: bool, max_attempts: int) -> None:
-        self.queue = PopQueue(PopSettings(fifo=fifo, max_attempts=max_attempts))
+        self.initial = PopSettings(fifo=fifo, max_attempts=max_attempts)
+        self.queue = PopQueue(self.initial)
         self.reference = Reference(fifo, max_attempts)
+        self.most_attempts = max_attempts
 
     def apply(self, records: list[PopRecord]) -> list[Outcome]:
         outcomes = self.queue.apply_all(records)
@@ -166,8 +180,27 @@ class PopMachine(RuleBasedStateMachine):
         for r in delivered:
             assert r.offset not in self.acked, "an acknowledged message was delivered again"
             self.deliveries[r.offset] = self.deliveries.get(r.offset, 0) + 1
-            assert self.deliveries[r.offset] <= self.queue.settings.max_attempts
+            assert self.deliveries[r.offset] <= self.most_attempts
+            if self.queue.settings.fifo:
+                self.ordered_seqs.add(r.seq)
+                self.assert_group_done_before(r.offset)
         return [ReceiptHandle(r.offset, r.seq) for r in delivered]
+
+    def assert_group_done_before(self, offset: int) -> None:
+        """The FIFO ordering rule for the message at ``offset`` (module docstring)."""
+        groups = self.reference.groups
+        group = groups[offset]
+        if self.queue.settings.fifo and group is not None:
+            earlier = [o for o in range(offset) if groups[o] == group]
+            assert all(self.queue.is_done(o) for o in earlier), (group, offset)
+
+    @rule(fifo=st.booleans(), max_attempts=st.integers(1, 4))
+    def change_settings(self, fifo: bool, max_attempts: int) -> None:
+        settings = PopSettings(fifo=fifo, max_attempts=max_attempts)
+        self.queue.reconfigure(settings)
+        self.reference.fifo, self.reference.max_attempts = fifo, max_attempts
+        self.most_attempts = max(self.most_attempts, max_attempts)
+        self.log.append(json.dumps({"settings": [fifo, max_attempts]}))
 
     @rule(groups=st.lists(GROUPS, min_size=1, max_size=4))
     def publish(self, groups: list[str | None]) -> None:
@@ -202,6 +235,8 @@ class PopMachine(RuleBasedStateMachine):
     def ack(self, handle: ReceiptHandle) -> None:
         expected = self.reference.ack(handle)
         assert self.queue.check(handle) is expected
+        if expected is Outcome.APPLIED and handle.seq in self.ordered_seqs:
+            self.assert_group_done_before(handle.offset)
         (outcome,) = self.apply([self.queue.plan_ack(handle)])
         assert outcome is expected
         if outcome is Outcome.APPLIED:
@@ -217,6 +252,8 @@ class PopMachine(RuleBasedStateMachine):
         if outcome is not Outcome.APPLIED:
             return multiple()
         new = ReceiptHandle(handle.offset, record.new_seq)
+        if handle.seq in self.ordered_seqs:
+            self.ordered_seqs.add(new.seq)
         assert self.queue.check(handle) is Outcome.INVALID_HANDLE
         assert self.queue.check(new) is Outcome.APPLIED
         return new
@@ -245,9 +282,14 @@ class PopMachine(RuleBasedStateMachine):
     @invariant()
     def replaying_the_log_rebuilds_the_state(self) -> None:
         """What a new master does after a failover: same records, same state."""
-        rebuilt = PopQueue(self.queue.settings)
-        records = [decode_record(json.loads(line)) for line in self.log]
-        assert rebuilt.apply_all(records) == [Outcome.APPLIED] * len(records)
+        rebuilt = PopQueue(self.initial)
+        for line in self.log:
+            entry = json.loads(line)
+            if "settings" in entry:
+                fifo, max_attempts = entry["settings"]
+                rebuilt.reconfigure(PopSettings(fifo=fifo, max_attempts=max_attempts))
+            else:
+                assert rebuilt.apply(decode_record(entry)) is Outcome.APPLIED
         assert rebuilt.snapshot() == self.queue.snapshot()
         restored = PopQueue.from_snapshot(json.loads(json.dumps(self.queue.snapshot())))
         assert restored.snapshot() == self.queue.snapshot()
@@ -257,9 +299,9 @@ class PopMachine(RuleBasedStateMachine):
         if not self.queue.settings.fifo:
             return
         groups = self.reference.groups
-        for offset in self.queue.in_flight():
+        for offset, flight in self.queue.in_flight().items():
             group = groups[offset]
-            if group is None:
+            if group is None or flight.seq not in self.ordered_seqs:
                 continue
             oldest = min(
                 o for o, g in enumerate(groups) if g == group and not self.queue.is_done(o)

@@ -1,4 +1,4 @@
-"""The POP model's rules, one scenario each (src/ledgermq/pop/queue.py, rules 1-6)."""
+"""The POP model's rules, one scenario each (src/ledgermq/pop/queue.py, rules 1-7)."""
 
 from __future__ import annotations
 
@@ -174,6 +174,42 @@ def test_a_non_fifo_group_ignores_message_groups() -> None:
     groups: list[str | None] = ["a", "a", "a"]
     queue = PopQueue(PopSettings(fifo=False))
     assert offsets(receive(queue, 0, end_offset=3, groups=groups)) == [0, 1, 2]
+
+
+def test_fifo_dead_letters_a_group_head_and_moves_on() -> None:
+    """Rule 5 with rule 6: a head that never gets acknowledged goes to the dead letters after
+    its last attempt, and only then does its group's next message go out."""
+    groups: list[str | None] = ["a", "a"]
+    queue = PopQueue(PopSettings(fifo=True, max_attempts=2))
+    assert offsets(receive(queue, 0, end_offset=2, groups=groups)) == [0]
+    again = receive(queue, INVISIBLE_MS, end_offset=2, groups=groups)
+    assert [(r.offset, r.attempt) for r in again if isinstance(r, Delivered)] == [(0, 2)]
+    last = receive(queue, 2 * INVISIBLE_MS, end_offset=2, groups=groups)
+    assert [r.offset for r in last if isinstance(r, DeadLettered)] == [0]
+    assert offsets(last) == [1]
+
+
+def test_settings_change_under_a_backlog() -> None:
+    """Rule 7: FIFO turned on orders what comes next, including the group of a message handed
+    out before (asked again); FIFO turned off stops ordering at once; a lowered maximum sends an
+    expired delivery past it to the dead letters, and the state still round-trips."""
+    groups: list[str | None] = ["a", "a", "a", "a"]
+    queue = PopQueue(PopSettings(fifo=False, max_attempts=3))
+    first = receive(queue, 0, end_offset=1, groups=groups)  # offset 0 out, no group recorded
+    queue.reconfigure(PopSettings(fifo=True, max_attempts=3))
+    assert offsets(receive(queue, 1, end_offset=4, groups=groups)) == []  # a's head is out
+    assert queue.apply(queue.plan_ack(handles(first)[0])) is Outcome.APPLIED
+    assert offsets(receive(queue, 2, end_offset=4, groups=groups)) == [1]
+    queue.reconfigure(PopSettings(fifo=False, max_attempts=3))
+    assert offsets(receive(queue, 3, end_offset=4, groups=groups)) == [2, 3]
+    retried = receive(queue, 3 + INVISIBLE_MS, end_offset=4, groups=groups)
+    assert [r.attempt for r in retried if isinstance(r, Delivered)] == [2, 2, 2]
+    queue.reconfigure(PopSettings(fifo=False, max_attempts=1))
+    restored = PopQueue.from_snapshot(json.loads(json.dumps(queue.snapshot())))
+    assert restored.snapshot() == queue.snapshot()
+    dead = receive(queue, 4 + 2 * INVISIBLE_MS, end_offset=4, groups=groups)
+    assert [r.offset for r in dead if isinstance(r, DeadLettered)] == [1, 2, 3]
+    assert queue.low == 4
 
 
 def test_two_receives_planned_on_one_state_deliver_once() -> None:

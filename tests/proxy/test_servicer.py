@@ -199,7 +199,7 @@ def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
             reserved.user_properties["UNIQ_KEY"] = "mine"
             missing = _message("NoSuchTopic", "M1", b"x")
             for message, code in [
-                (fifo, Code.NOT_IMPLEMENTED),
+                (fifo, Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),  # a NORMAL topic
                 (timer, Code.NOT_IMPLEMENTED),
                 (reserved, Code.ILLEGAL_MESSAGE_PROPERTY_KEY),
                 (missing, Code.TOPIC_NOT_FOUND),

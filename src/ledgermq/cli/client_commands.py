@@ -21,6 +21,7 @@ from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.client import Admin
 from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
+from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
     from ledgermq.wire import MessageExt
@@ -50,6 +51,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
     create.add_argument("-b", "--broker", action="append", help="only these broker groups")
     create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.add_argument(
+        "-a",
+        "--attributes",
+        type=_attribute_changes,
+        help="attribute changes as RocketMQ's updateTopic -a: '+message.type=FIFO' (the type "
+        "a v5 client's messages must have: NORMAL, FIFO, DELAY, TRANSACTION, MIXED); "
+        "'-key' removes one",
+    )
     create.add_argument(
         "--wait",
         type=_seconds,
@@ -245,6 +254,15 @@ def _table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
+def _attribute_changes(text: str) -> str:
+    """``--attributes``: refused by argparse with the parser's sentence when malformed."""
+    try:
+        parse_changes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 # ---------------------------------------------------------------------- admin
 def cmd_topic_create(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
@@ -254,6 +272,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             broker_names=args.broker,
             order=args.order,
+            attributes=args.attributes,
             wait_s=args.wait,
         )
         if args.json:

@@ -43,11 +43,17 @@ Rules.
 5. FIFO (``PopSettings.fifo``, the consumer group's ``fifo`` setting): a message whose message
    group has an earlier message that is not done is not eligible, so a group has at most one
    message in flight and its retries come before its next message. Messages without a group
-   are not ordered. A non-FIFO group ignores message groups altogether.
+   (``group_of`` answers None) are not ordered; the service answers a group of its own for them
+   when it wants them ordered. A non-FIFO group ignores message groups altogether.
 6. Dead letters: a receive that finds an expired message already delivered ``max_attempts``
    times plans ``DeadLettered`` for it instead of a delivery; the service copies the message to
    ``%DLQ%<group>`` and then proposes the record (a crash between copies it twice, never loses
    it). ``ForwardMessageToDeadLetterQueue`` is the same with a valid handle.
+
+7. Settings may change (``reconfigure``, from the op that carries the group's new settings):
+   FIFO on, deliveries made before have their group asked again (``group_of``); FIFO off,
+   groups are ignored at once; max attempts lowered, a delivery already past the new maximum
+   goes to the dead letters when it expires. So ``attempt`` may exceed ``max_attempts`` there.
 
 The at-least-once contract that follows: a message is handed out again only after its invisible
 time has passed without an ack, at most ``max_attempts`` times, and an ack that was applied
@@ -104,7 +110,7 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PopSettings:
-    """The consumer group's settings that POP obeys (fixed for the life of a ``PopQueue``)."""
+    """The consumer group's settings that POP obeys (changed only by ``reconfigure``)."""
 
     fifo: bool = False
     """Deliver each message group in order, one message at a time (rule 5)."""
@@ -123,7 +129,8 @@ class InFlight:
     seq: int
     """Its handle's number. Invariant: below the queue's ``next_seq``."""
     attempt: int
-    """How many times the message has been handed out (1 = once). Invariant: 1..max_attempts."""
+    """How many times the message has been handed out (1 = once). Invariant: 1..max_attempts
+    (above only after ``reconfigure`` lowered the maximum, rule 7)."""
     invisible_until_ms: int
     """When it becomes visible again (eligible for redelivery) if not acknowledged."""
     group: str | None
@@ -170,6 +177,11 @@ class PopQueue:
             return Outcome.INVALID_HANDLE
         return Outcome.APPLIED
 
+    def reconfigure(self, settings: PopSettings) -> None:
+        """Take the consumer group's changed settings (rule 7). Deterministic: the settings
+        travel in the replicated op that calls this, never read from the replica's config."""
+        self.settings = settings
+
     # ------------------------------------------------------------------ decisions
 
     def plan_receive(
@@ -203,7 +215,12 @@ class PopQueue:
                 offset += 1
                 continue
             flight = self._delivered.get(offset)
-            group = flight.group if flight is not None else (group_of(offset) if fifo else None)
+            group: str | None = None
+            if fifo:
+                # A delivery made before the group became FIFO has no group recorded: ask.
+                group = flight.group if flight is not None else None
+                if group is None:
+                    group = group_of(offset)
             if group is not None:
                 if group in blocked:
                     offset += 1
@@ -366,7 +383,7 @@ class PopQueue:
             problems.append("a delivery of a done offset")
         if any(f.seq >= self.next_seq for f in self._delivered.values()):
             problems.append("a handle seq at or above next_seq")
-        if any(not 1 <= f.attempt <= self.settings.max_attempts for f in self._delivered.values()):
-            problems.append("an attempt outside 1..max_attempts")
+        if any(f.attempt < 1 for f in self._delivered.values()):
+            problems.append("an attempt below 1")
         if problems:
             raise ValueError("; ".join(problems))

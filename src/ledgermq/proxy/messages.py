@@ -8,9 +8,10 @@ id, which the send answers with), ``RECONSUME_TIME`` (the delivery attempt), ``_
 (the message group), ``TRACE_CONTEXT``, ``__BORNHOST`` (the client's, else the peer address)
 and ``BORN_TIMESTAMP``. A user property may not use a reserved system name.
 
-What is refused here, with the status saying so (never a dropped stream): FIFO (a message
-group), timer messages (``delivery_timestamp``) and transactional messages, until the service
-has them (issue 16 section 3).
+What is refused here, with the status saying so (never a dropped stream): a message group the
+Java proxy would refuse (``message_groups.group_problem``: ILLEGAL_MESSAGE_GROUP), timer
+messages (``delivery_timestamp``) and transactional messages, until the service has them (issue
+16 section 3). A FIFO message's queue and the topic's message type are ``placement``'s.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Final
 
 from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES, PopRequest
 from ledgermq.broker.service.send import SendRequest
+from ledgermq.proxy.message_groups import group_problem
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.status import Code, not_implemented, status
 from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
@@ -96,13 +98,17 @@ def send_request(
     if not system.message_id:
         raise Refusal(status(Code.ILLEGAL_MESSAGE_ID, "the message has no message_id"))
     kind = system.message_type
-    if kind == definition_pb2.FIFO or (system.HasField("message_group") and system.message_group):
-        raise Refusal(not_implemented("FIFO messages (message_group)"))
+    if system.message_group and (problem := group_problem(system.message_group)):
+        raise Refusal(status(Code.ILLEGAL_MESSAGE_GROUP, problem))
     if kind == definition_pb2.DELAY or system.HasField("delivery_timestamp"):
         raise Refusal(not_implemented("timer messages (delivery_timestamp)"))
     if kind == definition_pb2.TRANSACTION:
         raise Refusal(not_implemented("transactional messages"))
-    if kind not in (definition_pb2.NORMAL, definition_pb2.MESSAGE_TYPE_UNSPECIFIED):
+    if kind not in (
+        definition_pb2.NORMAL,
+        definition_pb2.FIFO,
+        definition_pb2.MESSAGE_TYPE_UNSPECIFIED,
+    ):
         raise Refusal(status(Code.BAD_REQUEST, f"message type {kind} is not one this door knows"))
     sys_flag = SysFlag.COMPRESSED if system.body_encoding == definition_pb2.GZIP else 0
     born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else 0

@@ -9,7 +9,8 @@ that status), never gRPC's UNIMPLEMENTED and never a dropped stream. Spec
 protocol-remoting-and-grpc.md section 3.3 lists what the official clients require of each
 answer.
 
-Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal messages),
+Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal and FIFO messages,
+checked against the topic's message type: ``placement``),
 QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
@@ -31,7 +32,13 @@ from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import group_resource, topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
+from ledgermq.proxy.message_types import (
+    TopicMessageType,
+    accepted_message_types,
+    topic_message_type,
+)
 from ledgermq.proxy.messages import Refusal, receive_request, send_request
+from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
@@ -151,6 +158,12 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             return [], status(Code.TOPIC_NOT_FOUND, str(exc))
         except LedgerMQError as exc:
             return [], status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+        local = self._state.topics.find(topic)
+        # Every group of a topic has its attributes (admin creates it on every master alike);
+        # this replica knows its own.
+        accepted = accepted_message_types(
+            topic_message_type(local) if local is not None else TopicMessageType.NORMAL
+        )
         queues = []
         for data in route.queue_datas:
             endpoint = endpoints.get(data.broker_name)
@@ -174,7 +187,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                         id=queue_id,
                         permission=perm,
                         broker=broker,
-                        accept_message_types=[definition_pb2.NORMAL],
+                        accept_message_types=accepted,
                     )
                 )
         if not queues:
@@ -270,7 +283,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             settings.publishing.max_body_size = self._state.config.max_message_size
             settings.publishing.validate_message_type = True
         elif client.HasField("subscription"):
-            settings.subscription.fifo = False
+            # The Java proxy's mergeSubscriptionData: a group with consumeMessageOrderly is a
+            # FIFO group (its PushConsumer then consumes each message group in order).
+            group = self._state.metadata.groups.get(client.subscription.group.name)
+            settings.subscription.fifo = group is not None and group.consume_message_orderly
             settings.subscription.receive_batch_size = _RECEIVE_BATCH
             settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
         return settings
@@ -307,13 +323,15 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             send, body = send_request(
                 message, peer.rpartition(":")[0], self._state.config.default_topic_queue_nums
             )
-            if self._state.topics.find(send.topic) is None:
+            config = self._state.topics.find(send.topic)
+            if config is None:
                 # A v5 send never creates its topic (the Java proxy picks the queue from the
                 # topic's route first, and answers TOPIC_NOT_FOUND when there is none).
                 return service_pb2.SendResultEntry(
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
                 )
+            send = place(send, config)
             result = await self._services.send.send(send, body, peer)
         except Refusal as refusal:
             return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
