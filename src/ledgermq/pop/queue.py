@@ -40,9 +40,15 @@ Rules.
    invisible time ran out, as long as nobody has received the message again: that settles the
    message without a duplicate. A handle of a message already done answers ``ALREADY_DONE``
    (a retried ack whose reply was lost); any other handle ``INVALID_HANDLE``.
-5. FIFO (``PopSettings.fifo``, the consumer group's ``fifo`` setting): a message whose message
-   group has an earlier message that is not done is not eligible, so a group has at most one
-   message in flight and its retries come before its next message. Messages without a group
+5. FIFO (``PopSettings.fifo``, the consumer group's ``fifo`` setting): a message group with a
+   message handed out and still invisible gets nothing; otherwise a receive hands out the
+   group's messages that are not done from its oldest on, in order (expired ones again with
+   attempt + 1), as many as it may. So what a group has out is always a run of its oldest
+   messages, handed out together (RocketMQ's orderly POP hands out a batch of a queue and
+   locks the queue until the batch is acknowledged or its time is up; here the lock is the
+   group's, so groups sharing a queue do not wait for each other), and an unacknowledged
+   message comes back, first of its group, before anything after it is handed out; a message
+   dead-lettered at its last attempt lets the group go on. Messages without a group
    (``group_of`` answers None) are not ordered; the service answers a group of its own for them
    when it wants them ordered. A non-FIFO group ignores message groups altogether.
 6. Dead letters: a receive that finds an expired message already delivered ``max_attempts``
@@ -208,36 +214,41 @@ class PopQueue:
         records: list[PopRecord] = []
         seq = self.next_seq
         delivered = 0
-        blocked: set[str] = set()  # FIFO: groups with an earlier message not done
+
+        def group_at(offset: int, flight: InFlight | None) -> str | None:
+            if not fifo:
+                return None
+            # A delivery made before the group became FIFO has no group recorded: ask.
+            group = flight.group if flight is not None else None
+            return group if group is not None else group_of(offset)
+
+        # FIFO: a group with a message out and still invisible gets nothing (rule 5)
+        blocked = {
+            group_at(offset, flight)
+            for offset, flight in self._delivered.items()
+            if fifo and flight.invisible_until_ms > now_ms
+        }
+        blocked.discard(None)
         offset = self.low
         while offset < end_offset and delivered < max_messages:
             if offset in self._done:
                 offset += 1
                 continue
             flight = self._delivered.get(offset)
-            group: str | None = None
-            if fifo:
-                # A delivery made before the group became FIFO has no group recorded: ask.
-                group = flight.group if flight is not None else None
-                if group is None:
-                    group = group_of(offset)
-            if group is not None:
-                if group in blocked:
-                    offset += 1
-                    continue
-                blocked.add(group)
+            group = group_at(offset, flight)
+            if group is not None and group in blocked:
+                offset += 1
+                continue
             if flight is None:
                 records.append(Delivered(offset, seq, 1, now_ms, now_ms + invisible_ms, group))
                 seq += 1
                 delivered += 1
             elif flight.invisible_until_ms > now_ms:
-                pass  # in flight: its group stays blocked behind it
+                pass  # in flight (not FIFO, or a group without one)
             elif flight.attempt >= self.settings.max_attempts:
                 records.append(
                     DeadLettered(offset, flight.seq, now_ms, DeadLetterReason.MAX_ATTEMPTS)
                 )
-                if group is not None:
-                    blocked.discard(group)  # done once applied: the group's next may go
             else:
                 records.append(
                     Delivered(offset, seq, flight.attempt + 1, now_ms, now_ms + invisible_ms, group)
