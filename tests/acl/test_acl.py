@@ -241,6 +241,10 @@ def test_needs() -> None:
     ):
         pop = request_needs(code, {"topic": "T", "consumerGroup": "G", "extraInfo": "x"})
         assert pop.resources == {topic: Perm.SUB, group: Perm.SUB}
+    end = {"producerGroup": "P", "commitLogOffset": "1", "commitOrRollback": "8", "topic": "T"}
+    assert request_needs(MQRequestCode.END_TRANSACTION, end).resources == {topic: Perm.PUB}
+    del end["topic"]  # RocketMQ 4's header: an account only (the broker checks a topic given)
+    assert request_needs(MQRequestCode.END_TRANSACTION, end).resources == {}
     assert request_needs(MQRequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}).admin
     assert request_needs(MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}).resources == {}
     beat = heartbeat_needs([("G", ["T", "%RETRY%G"])])

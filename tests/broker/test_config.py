@@ -222,3 +222,25 @@ def test_the_answer_to_get_broker_config_is_a_broker_conf() -> None:
         "aclAccessKey": "",
         "aclSecretKey": "",
     }
+
+
+def test_transaction_settings(caplog: pytest.LogCaptureFixture) -> None:
+    base = {"dLegerPeers": "n0-127.0.0.1:40911", "dLegerSelfId": "n0"}
+    defaults = BrokerConfig.from_properties(base)
+    assert (
+        defaults.transaction_time_out,
+        defaults.transaction_check_max,
+        defaults.transaction_check_interval,
+    ) == (6000, 15, 60_000)  # RocketMQ's defaults
+    with caplog.at_level(logging.WARNING):
+        config = BrokerConfig.from_properties(
+            {**base, "transactionTimeOut": "1000", "transactionCheckMax": "3",
+             "transactionCheckInterval": "500"}
+        )  # fmt: skip
+    assert "transaction" not in caplog.text  # used now, not ignored
+    assert (config.transaction_time_out, config.transaction_check_max) == (1000, 3)
+    assert config.to_properties()["transactionCheckInterval"] == "500"
+    with pytest.raises(ConfigError, match="transactionCheckInterval"):
+        BrokerConfig.from_properties({**base, "transactionCheckInterval": "0"})
+    with pytest.raises(ConfigError, match="transactionCheckMax"):
+        BrokerConfig.from_properties({**base, "transactionCheckMax": "-1"})

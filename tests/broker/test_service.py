@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.errors import (
-    ForbiddenError,
     IllegalMessageError,
     InvalidArgumentError,
     InvalidFilterError,
@@ -22,7 +21,7 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.broker.service.pull import PullRequest, PullStatus
 from ledgermq.broker.service.send import SendRequest
-from ledgermq.wire.message import SysFlag, decode_records, encode_properties
+from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
 from .harness import Cluster
@@ -126,10 +125,6 @@ def test_refusals_are_typed(tmp_path: Path) -> None:
         services, _ = await _services(cluster)
         with pytest.raises(IllegalMessageError):
             await services.send.send(_request("bad topic!"), b"x", CLIENT)
-        with pytest.raises(ForbiddenError, match="transactional"):
-            await services.send.send(
-                _request("T", sys_flag=SysFlag.TRANSACTION_PREPARED), b"x", CLIENT
-            )
         await services.admin.create_topic(TopicConfig("T", 2, 2))
         with pytest.raises(InvalidArgumentError, match="queueId"):
             await services.send.send(_request("T", queue_id=5), b"x", CLIENT)

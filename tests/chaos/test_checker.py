@@ -220,6 +220,8 @@ def test_retention_on_one_replica_expires_a_prefix_and_loses_nothing() -> None:
     assert report.unverifiable_reads == 1
     assert report.valid, report.violations
     assert "too small" in format_report(report)
+    report.faults["disk-full"] = 3
+    assert "every store force-cleaned its oldest segments" in format_report(report)
     # a hole above every replica's first offset is still a loss
     for node in NODES:
         history.replica_reads[node] = history.replica_reads[node][1:]

@@ -10,6 +10,7 @@ from ledgermq.client._remoting import ClientInstance, check_response, parse_name
 from ledgermq.errors import ConfigError, MQResponseError, TopicNotFoundError
 from ledgermq.net import ConnectionPool
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.running_info import ConsumerRunningInfo, SubscriptionInfo
 
 from .conftest import NAMESRV, arun, cluster, eventually
 
@@ -49,7 +50,7 @@ def test_a_dead_namesrv_is_skipped_and_routes_are_cached() -> None:
     arun(main())
 
 
-def test_server_requests_notify_and_unsupported() -> None:
+def test_server_requests_notify_running_info_and_unsupported() -> None:
     notified: list[str] = []
 
     class Handle:
@@ -67,6 +68,10 @@ def test_server_requests_notify_and_unsupported() -> None:
         def on_route_changed(self, topic: str) -> None:
             notified.append(topic)
 
+        def running_info(self) -> ConsumerRunningInfo:
+            notified.append("running info")
+            return ConsumerRunningInfo({"consumerGroup": "g"}, (SubscriptionInfo("T", "a||b"),))
+
     async def main() -> None:
         async with cluster() as env:
             (broker,) = env.brokers.values()
@@ -81,9 +86,26 @@ def test_server_requests_notify_and_unsupported() -> None:
             # the broker asks something we do not serve, then notifies
             pool = ConnectionPool(env.network)
             answer = await conn.request(
-                RemotingCommand(MQRequestCode.GET_CONSUMER_RUNNING_INFO, 0), 2
+                RemotingCommand(MQRequestCode.RESET_CONSUMER_CLIENT_OFFSET, 0), 2
             )
             assert answer.code == MQResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            # the broker passes on an admin's consumerStatus: the group's consumer answers
+            ask = {"consumerGroup": "g", "clientId": "me", "jstackEnable": "false"}
+            answer = await conn.request(
+                RemotingCommand(MQRequestCode.GET_CONSUMER_RUNNING_INFO, 0, ext_fields=ask), 2
+            )
+            assert answer.code == MQResponseCode.SUCCESS
+            info = ConsumerRunningInfo.decode(answer.body)
+            assert info.properties == {"consumerGroup": "g"}
+            assert info.subscriptions == (SubscriptionInfo("T", "a||b"),)
+            answer = await conn.request(
+                RemotingCommand(
+                    MQRequestCode.GET_CONSUMER_RUNNING_INFO, 0, ext_fields={"consumerGroup": "x"}
+                ),
+                2,
+            )
+            assert answer.code == MQResponseCode.SYSTEM_ERROR
+            assert answer.remark == "The Consumer Group <x> not exist in this consumer"
             conn.send_oneway(
                 RemotingCommand(
                     MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED, 0, ext_fields={"consumerGroup": "g"}

@@ -18,11 +18,8 @@ Select with ``-m interop``; skip with ``-m "not integration"``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +34,7 @@ from tests.interop.test_rocketmq_client import (
     check_received,
     received_all,
 )
+from tests.npm_packages import installed_node_modules
 from tests.security.test_broker_acl import ADMIN, _secure_cluster
 
 if TYPE_CHECKING:
@@ -53,75 +51,14 @@ PACKAGE = Path(__file__).with_name("alions")
 DRIVER = PACKAGE / "driver.js"
 NO_PERMISSION = 16
 SEND_MESSAGE_V2 = 310
-NPM_TIMEOUT_S = 90
-"""Within the tests' 120 s: a registry that does not answer fails each fetch after 20 s."""
-
-
-def _pinned_version() -> str:
-    dependencies: dict[str, str] = json.loads((PACKAGE / "package.json").read_text())[
-        "dependencies"
-    ]
-    return dependencies["ali-ons"]
-
-
-def _npm_failure(output: str) -> str:
-    """The line of npm's error output that says what went wrong (not its code lines, stack
-    or log path)."""
-    lines = [line.removeprefix("npm error").strip() for line in output.splitlines()]
-    said = [
-        line
-        for line in lines
-        if len(line.split()) > 2 and not line.startswith(("A complete log", "at "))
-    ]
-    return (said or [line for line in lines if line] or ["(no output)"])[0]
 
 
 @pytest.fixture(scope="session")
 def alions_node_path(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """``node_modules`` holding the pinned ali-ons, installed once (``npm ci``) into a
-    directory named after the hash of ``package.json`` and ``package-lock.json``, kept in the
-    pytest cache across sessions (a session's temporary directory without the cache). The
-    install goes to a scratch directory renamed into place, so concurrent sessions do not
-    trip over each other."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("the ali-ons tests need node and npm on PATH")
-    files = [PACKAGE / "package.json", PACKAGE / "package-lock.json"]
-    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
-    cache: pytest.Cache | None = getattr(request.config, "cache", None)
-    base = cache.mkdir("alions") if cache is not None else tmp_path_factory.mktemp("alions")
-    target = base / digest
-    modules = target / "node_modules"
-    if (modules / "ali-ons" / "package.json").is_file():
-        return modules
-    scratch = base / f"install-{os.getpid()}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
-    for f in files:
-        shutil.copy(f, scratch / f.name)
-    command = [
-        npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error",
-        "--fetch-timeout=20000", "--fetch-retries=1",
-    ]  # fmt: skip
-    try:
-        done = subprocess.run(
-            command, cwd=scratch, capture_output=True, text=True, timeout=NPM_TIMEOUT_S,
-            check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(scratch, ignore_errors=True)
-        pytest.skip(f"npm ci of ali-ons {_pinned_version()} took over {NPM_TIMEOUT_S} s")
-    if done.returncode != 0:
-        shutil.rmtree(scratch, ignore_errors=True)
-        why = _npm_failure(done.stderr or done.stdout)
-        pytest.skip(f"npm ci could not install ali-ons {_pinned_version()}: {why}")
-    try:
-        scratch.rename(target)
-    except OSError:  # another session put it there first
-        shutil.rmtree(scratch, ignore_errors=True)
-    return modules
+    """``node_modules`` holding the pinned ali-ons (``tests.npm_packages``)."""
+    return installed_node_modules(request, tmp_path_factory, PACKAGE, "ali-ons")
 
 
 class AliOnsRun(ClientRun):

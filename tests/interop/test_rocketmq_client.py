@@ -405,3 +405,35 @@ def test_tags_compressed_bodies_and_delay_levels(
     assert time.monotonic() - sent_at >= 1.0
     assert sorted(e["body"] for e in received) == sorted(e["body"] for e in delayed)
     assert {(e["topic"], e["reconsume_times"]) for e in received} == {("DelayTopic", 0)}
+
+
+def test_consumer_status_reads_the_cpp_clients_running_info(
+    cluster_and_client: tuple[BrokerCluster, Client],
+) -> None:
+    """``ledgermq admin consumer-status`` (GET_CONSUMER_RUNNING_INFO passed on by the broker)
+    reads what the C++ push consumer says of itself: its subscription and the queues it holds
+    with offsets that match what it consumed."""
+    cluster, client = cluster_and_client
+    sent = client.produce("StatusTopic", "sync", 8, prefix="s")
+    consumer = client.consume("StatusTopic", "push", "cpp-watchers", 1000, timeout_s=40)
+    assert consumer.wait_for(received_all(8), 25), consumer.report()
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run(
+            [sys.executable, "-m", "ledgermq", "admin", "-n", cluster.namesrv_addr,
+             "consumer-status", "-g", "cpp-watchers", "--json"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        clients = json.loads(done.stdout) if done.stdout.strip() else []
+        queues = [q for c in clients for q in c.get("queues", ()) if q["topic"] == "StatusTopic"]
+        if done.returncode == 0 and sum(q["consumerOffset"] for q in queues) == len(sent):
+            break
+        assert time.monotonic() < deadline, f"{done.returncode} {done.stdout} {done.stderr}"
+        time.sleep(1)
+    (status,) = clients
+    assert status["language"] == "CPP"
+    assert status["consumeType"] == "CONSUME_PASSIVELY"
+    assert "StatusTopic" in {s["topic"] for s in status["subscriptions"]}
+    assert all(q["lag"] == 0 for q in queues)
+    assert sum(q["brokerOffset"] for q in queues) == len(sent)

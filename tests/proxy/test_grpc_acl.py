@@ -98,6 +98,27 @@ def test_the_door_checks_the_authorization_of_each_call(tmp_path: Path) -> None:
             assert "no PUB permission on topic 'Elsewhere'" in denied.status.message
             unsigned = await stub.SendMessage(send("GrpcAcl"))
             assert unsigned.status.code == Code.UNAUTHORIZED
+
+            # the PullConsumer RPCs need SUB on the topic and the group: PUB is not enough
+            queue = definition_pb2.MessageQueue(id=0)
+            queue.topic.name = "GrpcAcl"
+            pull = service_pb2.PullMessageRequest(message_queue=queue, batch_size=8)
+            pull.group.name = "G"
+            writer = _metadata("grpc-writer", "writer-secret")
+            pulled = [r async for r in stub.PullMessage(pull, metadata=writer)]
+            assert [r.status.code for r in pulled] == [Code.FORBIDDEN]
+            assert "SUB" in pulled[0].status.message
+            anonymous_pull = [r async for r in stub.PullMessage(pull)]
+            assert [r.status.code for r in anonymous_pull] == [Code.UNAUTHORIZED]
+            update = service_pb2.UpdateOffsetRequest(message_queue=queue, offset=1)
+            update.group.name = "G"
+            refused = await stub.UpdateOffset(update, metadata=writer)
+            assert refused.status.code == Code.FORBIDDEN
+            get = service_pb2.GetOffsetRequest(message_queue=queue)
+            get.group.name = "G"
+            assert (await stub.GetOffset(get, metadata=writer)).status.code == Code.FORBIDDEN
+            query = service_pb2.QueryOffsetRequest(message_queue=queue)
+            assert (await stub.QueryOffset(query)).status.code == Code.UNAUTHORIZED
         finally:
             await channel.close()
         assert master.services is not None

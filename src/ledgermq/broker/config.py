@@ -4,7 +4,7 @@ Every replica of a broker group is one LedgerMQ broker process: it serves Rocket
 protocol on ``listenPort`` and runs one ledger replica on its port in ``dLegerPeers``
 (spec-broker.md section 1.4). Keys keep RocketMQ's spellings, "DLeger" with one "d" included, so
 an existing ``conf/dledger/broker-n0.conf`` works unchanged: the keys of RocketMQ 4.9 that mean
-nothing here (thread pools, HA, transactions; ``ledgermq.rocketmq_keys``) are accepted and named in
+nothing here (thread pools, HA; ``ledgermq.rocketmq_keys``) are accepted and named in
 one warning line. Every other bad key or value is refused at start with one line that says which
 and why; a misspelt key names the closest known one.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from ledgermq.errors import ConfigError
+from ledgermq.errors import ConfigError, InvalidMessageError
 from ledgermq.ledger.config import LedgerConfig, parse_peers, replica_tls
 from ledgermq.net.tls import (
     TLS_KEYS,
@@ -28,11 +28,18 @@ from ledgermq.net.tls import (
 )
 from ledgermq.rocketmq_keys import BROKER_FILE_KEYS, check_keys, ignored_warning
 from ledgermq.store.retention import RetentionConfig
+from ledgermq.wire.message import validate_topic
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
+__all__ = [
+    "DEFAULT_DELAY_LEVELS",
+    "BrokerConfig",
+    "broker_file_key",
+    "broker_file_keys",
+    "parse_delay_levels",
+]
 
 DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """RocketMQ's ``messageDelayLevel``: level n (1-based) waits the n-th duration."""
@@ -104,6 +111,21 @@ class BrokerConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     max_wait_ack_time_ms: int = 2500
     preferred_leader_id: str = ""
+    transaction_time_out: int = 6000
+    """ms a half message may stay open before the broker asks its producer how the transaction
+    ended (RocketMQ's ``transactionTimeOut``; a message's ``CHECK_IMMUNITY_TIME_IN_SECONDS``
+    overrides it)."""
+    transaction_check_max: int = 15
+    """Check-backs per half message; after that many unanswered ones it is discarded, never
+    delivered, and logged (RocketMQ's ``transactionCheckMax``)."""
+    transaction_check_interval: int = 60_000
+    """ms between the master's passes over the open half messages (RocketMQ's
+    ``transactionCheckInterval``)."""
+    trace_topic_enable: bool = False
+    """RocketMQ's broker-side message trace: the broker creates ``msgTraceTopicName`` (one
+    queue) when it becomes master, and its gRPC door records RocketMQ 5 clients' sends (``Pub``)
+    and acknowledgements (``SubAfter``) there (``broker.service.trace``)."""
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     metrics_port: int | None = None
     """Prometheus ``/metrics`` port (ours; 0 picks a free one)."""
     index_file_size: int = 5_242_880 * 32
@@ -170,6 +192,14 @@ class BrokerConfig:
         if self.mapped_file_size_consume_queue % 20:
             raise ConfigError("mappedFileSizeConsumeQueue must be a multiple of 20 bytes")
         parse_delay_levels(self.message_delay_level)
+        if self.transaction_time_out < 0 or self.transaction_check_max < 0:
+            raise ConfigError("transactionTimeOut and transactionCheckMax must not be negative")
+        if self.transaction_check_interval < 1:
+            raise ConfigError("transactionCheckInterval must be at least 1 ms")
+        try:
+            validate_topic(self.msg_trace_topic_name)
+        except InvalidMessageError as exc:
+            raise ConfigError(f"msgTraceTopicName: {exc}") from None
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
         self.ledger_config()  # validates the ledger side now, not at the first election
@@ -265,6 +295,22 @@ class BrokerConfig:
             out[key] = "******" if "assword" in key else self.tls[key]
         return dict(sorted(out.items()))
 
+    def with_changes(self, values: Mapping[str, str]) -> BrokerConfig:
+        """A validated copy with ``broker.conf`` keys ``values`` changed (UPDATE_BROKER_CONFIG).
+
+        Only this broker's own keys (``broker_file_key``) are taken: which of them may change
+        while the broker runs is ``broker.live_config``'s decision, not this one's.
+        """
+        known = _file_keys()
+        types = {f.name: f.type for f in fields(self)}
+        changes: dict[str, object] = {}
+        for key, text in values.items():
+            name = known.get(key)
+            if name is None:
+                raise ConfigError(f"{key} is not a LedgerMQ broker setting")
+            changes[name] = _convert(key, name, str(types[name]), text.strip())
+        return replace(self, **changes)  # type: ignore[arg-type]
+
     # ------------------------------------------------------------------ loading
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
@@ -288,6 +334,16 @@ class BrokerConfig:
         if ignored:
             _log.warning("%s", ignored_warning(ignored, "broker"))
         return config
+
+
+def broker_file_key(name: str) -> str:
+    """The ``broker.conf`` key of field ``name`` (``max_message_size`` -> ``maxMessageSize``)."""
+    return next(key for key, field_name in _file_keys().items() if field_name == name)
+
+
+def broker_file_keys() -> frozenset[str]:
+    """Every ``broker.conf`` key this broker reads (RocketMQ's old spellings included)."""
+    return frozenset(_file_keys())
 
 
 def _file_keys() -> dict[str, str]:

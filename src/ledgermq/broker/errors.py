@@ -78,7 +78,7 @@ class ForbiddenError(ServiceError):
 
 
 class UnsupportedError(ServiceError):
-    """The broker does not offer this (transactional half messages, today)."""
+    """The broker does not offer this."""
 
 
 class IllegalMessageError(ServiceError):

@@ -48,8 +48,9 @@ class NameServerRegistrar:
         self._kick.set()
 
     async def _run(self) -> None:
-        period_s = max(self._state.config.register_name_server_period, 1000) / 1000
         while True:
+            # Read every round: UPDATE_BROKER_CONFIG may change registerNameServerPeriod.
+            period_s = max(self._state.config.register_name_server_period, 1000) / 1000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), period_s)
             self._kick.clear()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ledgermq.acl import Needs, heartbeat_needs
 from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.live_config import RETENTION_KEYS, LiveConfig
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.registration import NameServerRegistrar
 from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
@@ -34,8 +35,10 @@ from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
+from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
+from ledgermq.broker.remoting.transactions import EndTransactionProcessor, RemotingCheckBack
 from ledgermq.broker.role import RoleHandler
 from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.clients import ClientService
@@ -46,6 +49,8 @@ from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
+from ledgermq.broker.service.trace import BrokerTracer
+from ledgermq.broker.service.transactions import TransactionChecker, TransactionService
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
@@ -62,6 +67,7 @@ from ledgermq.broker.storage.dispatcher import Dispatcher
 from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
+    ConfigError,
     CorruptLogError,
     LedgerMQError,
     NetworkError,
@@ -75,7 +81,7 @@ from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Mapping
 
     from ledgermq.broker.config import BrokerConfig
     from ledgermq.broker.service.send import SendResult
@@ -145,10 +151,13 @@ class BrokerServer:
         network: Network | None = None,
         clock: Clock | None = None,
         grpc_door: DoorFactory | None = None,
+        config_file: str | None = None,
     ) -> None:
         """``grpc_door``: makes the gRPC door (served on ``grpcServerPort`` unless it is -1);
-        None: this replica serves remoting only."""
+        None: this replica serves remoting only. ``config_file``: the ``broker.conf`` it was
+        started from, rewritten by UPDATE_BROKER_CONFIG so a change outlives a restart."""
         self.config = config
+        self._live_config = LiveConfig(config, config_file)
         self._grpc_factory = grpc_door
         self.grpc_door: FrontDoor | None = None
         ledger_config = config.ledger_config()
@@ -184,6 +193,7 @@ class BrokerServer:
         self._registrar: NameServerRegistrar | None = None
         self._role: RoleHandler | None = None
         self._delay: DelayScheduler | None = None
+        self._checker: TransactionChecker | None = None
         self._pull_service: PullService | None = None
         self._pull: PullProcessor | None = None
         self._offsets: OffsetProcessor | None = None
@@ -266,14 +276,19 @@ class BrokerServer:
                   dispatcher.dispatched_index)  # fmt: skip
         # The rooms (DESIGN.md): the service's operations over state and storage, and the
         # remoting door's translators over the service.
+        send_service = SendService(state, messages)
         services = BrokerServices(
-            send=SendService(state, messages),
+            send=send_service,
             pull=PullService(state, self.consumers.subscription),
             offsets=OffsetService(state),
             send_back=SendBackService(state, messages),
             clients=ClientService(state),
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
+            transactions=TransactionService(state, messages),
+            trace=BrokerTracer(state, send_service, config.msg_trace_topic_name)
+            if config.trace_topic_enable
+            else None,
         )
         self.services = services
         self._pull_service = services.pull
@@ -307,6 +322,16 @@ class BrokerServer:
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         _log.info("broker %s replica %s serving on %s (ledger %s:%d)", config.broker_name,
                   config.dleger_self_id, self.address, *config.ledger_config().address)  # fmt: skip
+
+    def _transaction_checker(
+        self, state: BrokerState, services: BrokerServices
+    ) -> TransactionChecker:
+        """The master's check-back of open half messages, with this door's way to producers
+        (CHECK_TRANSACTION_STATE to a connection of the group; the gRPC door adds its own).
+        Made on the first promotion: only a master checks back."""
+        channel = RemotingCheckBack(self.consumers, self.config.broker_name)
+        services.transactions.channels.append(channel)
+        return TransactionChecker(state, services.transactions)
 
     async def _open_grpc_door(self) -> int | None:
         """Start the gRPC door, if this replica has one (``grpcServerPort`` >= 0), first: the
@@ -354,10 +379,15 @@ class BrokerServer:
             await asyncio.wait(pending, timeout=_DRAIN_S)
         if self.grpc_door is not None:
             await self.grpc_door.close()
+        if self.services is not None and self.services.trace is not None:
+            with contextlib.suppress(LedgerMQError, TimeoutError):  # what cannot be stored goes
+                await asyncio.wait_for(self.services.trace.close(), _DRAIN_S)
         if self._listener is not None:
             self._listener.close()
         if self._delay is not None:
             await self._delay.stop()
+        if self._checker is not None:
+            await self._checker.stop()
         if self._role is not None:
             self._role.close()
         if self._housekeeping is not None:
@@ -446,6 +476,10 @@ class BrokerServer:
             _log.warning("system topics not created yet: %s", exc)
         if state.is_master:
             self._delay.start()
+            if self._checker is None and self.services is not None:
+                self._checker = self._transaction_checker(state, self.services)
+            if self._checker is not None:
+                self._checker.start()  # only the master checks back (issue 16 section 3)
         self._registrar.register_soon()
 
     def _on_slave(self) -> None:
@@ -456,6 +490,8 @@ class BrokerServer:
         if self.services is not None:
             self.services.pop.wake_all()  # waiting receives answer NotMasterError now
         self._spawn(self._delay.stop())
+        if self._checker is not None:
+            self._spawn(self._checker.stop())
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -691,6 +727,45 @@ class BrokerServer:
         with contextlib.suppress(NetworkError):
             conn.send(response)
 
+    async def _update_config(self, command: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG: the body's ``broker.conf`` keys, changed live (the keys of
+        ``broker.live_config.LIVE_KEYS``) and written to the config file first, or refused
+        whole with a remark naming what and why."""
+        path = self._live_config.path
+        try:
+            updated, values = await self._live_config.update(self.config, command.body or b"")
+        except ConfigError as exc:
+            return command.response(MQResponseCode.SYSTEM_ERROR, remark=str(exc))
+        except OSError as exc:
+            return command.response(
+                MQResponseCode.SYSTEM_ERROR,
+                remark=f"not changed: cannot rewrite {path}: {exc.strerror or exc}",
+            )
+        self._apply_config(updated, values)
+        where = f"; written to {path}" if path else (
+            "; not persisted: this broker was started without a config file"
+        )  # fmt: skip
+        return command.response(
+            MQResponseCode.SUCCESS, remark=f"updated {', '.join(sorted(values))}{where}"
+        )
+
+    def _apply_config(self, config: BrokerConfig, values: Mapping[str, str]) -> None:
+        """Put ``config`` in force: readers that take ``state.config`` on each use see it at
+        once; the topic manager and the ledger store, which keep their own, are told."""
+        self.config = config
+        state = self.state
+        assert state is not None
+        state.config = config
+        state.topics.reconfigure(config)
+        if RETENTION_KEYS & values.keys():
+            self.ledger.set_retention(config.ledger_config().retention)
+        if "brokerPermission" in values and self._registrar is not None:
+            self._registrar.register_soon()
+        _log.info(
+            "broker %s replica %s: config updated live: %s", config.broker_name,
+            config.dleger_self_id, ", ".join(sorted(values)),
+        )  # fmt: skip
+
     def _handler_table(self) -> dict[int, Handler]:
         """Request code -> translator (``broker.remoting``), each over its service."""
         assert self._send is not None
@@ -703,6 +778,7 @@ class BrokerServer:
         offsets, admin, clients = self._offsets, self._admin, self._clients
         assert self.services is not None
         pop = PopProcessor(self.services.pop)
+        transactions = EndTransactionProcessor(self.services.transactions)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -722,9 +798,15 @@ class BrokerServer:
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return consumer_connections(self.consumers, command)
 
+        async def running_info(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await consumer_running_info(self.consumers, command)
+
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             lines = [f"{k}={v}" for k, v in self.config.to_properties().items()]
             return command.response(MQResponseCode.SUCCESS, body="\n".join(lines).encode())
+
+        async def update_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await self._update_config(command)
 
         code = MQRequestCode
         return {
@@ -736,6 +818,7 @@ class BrokerServer:
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
+            code.END_TRANSACTION: asynchronous(transactions.end),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
             code.GET_MAX_OFFSET: sync(offsets.max_offset),
@@ -758,10 +841,12 @@ class BrokerServer:
             code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
             code.GET_CONSUME_STATS: sync(admin.consume_stats),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
+            code.GET_CONSUMER_RUNNING_INFO: running_info,
             code.VIEW_MESSAGE_BY_ID: sync(admin.view_message),
             code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
+            code.UPDATE_BROKER_CONFIG: update_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
         }
 

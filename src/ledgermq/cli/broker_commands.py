@@ -69,11 +69,11 @@ def broker_settings(args: argparse.Namespace) -> dict[str, str]:
 
 def cmd_broker(args: argparse.Namespace) -> int:
     config = BrokerConfig.from_properties(broker_settings(args))
-    return run(_serve(config))
+    return run(_serve(config, args.config))
 
 
-async def _serve(config: BrokerConfig) -> int:
-    server = BrokerServer(config, grpc_door=GrpcDoor)
+async def _serve(config: BrokerConfig, config_file: str | None) -> int:
+    server = BrokerServer(config, grpc_door=GrpcDoor, config_file=config_file)
     ledger_host, ledger_port = config.ledger_config().address
     try:
         await server.start()

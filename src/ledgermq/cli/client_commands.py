@@ -14,16 +14,22 @@ import datetime
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ledgermq.cli.credentials_args import add_credential_args, credentials_from
-from ledgermq.cli.tls_args import add_tls_args, tls_from
-from ledgermq.client import Admin
+from ledgermq.cli.admin_common import emit as _emit
+from ledgermq.cli.admin_common import json_arg as _json_arg
+from ledgermq.cli.admin_common import with_admin as _with_admin
+from ledgermq.cli.broker_config_commands import register_broker_config
+from ledgermq.cli.consumer_status_commands import register_consumer_status
+from ledgermq.cli.credentials_args import add_credential_args
+from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
 from ledgermq.wire.topic_attributes import parse_changes
+from ledgermq.wire.trace import TRACE_TOPIC
 
 if TYPE_CHECKING:
+    from ledgermq.client import Admin
     from ledgermq.wire import MessageExt
 
 _DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -99,15 +105,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         _json_arg(subcommand, inherited=True)
 
 
-def _json_arg(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        default=argparse.SUPPRESS if inherited else False,
-        help="print JSON instead of a table",
-    )
-
-
 def _boolean(text: str) -> bool:
     """``true`` / ``false`` (argparse type)."""
     value = text.strip().lower()
@@ -177,6 +174,7 @@ def _register_groups_and_brokers(
     )
     connection.add_argument("-g", "--group", required=True)
     connection.set_defaults(handler=cmd_consumer_connection)
+    register_consumer_status(sub)
     status = sub.add_parser("broker-status", help="every replica's role, term, log and counters")
     status.add_argument("-b", "--broker", help="only this broker group")
     status.add_argument("-c", "--cluster", help="only this cluster")
@@ -188,10 +186,7 @@ def _register_groups_and_brokers(
         perm = sub.add_parser(name, help=f"{help_text}, on every NameServer")
         perm.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
         perm.set_defaults(handler=handler)
-    config = sub.add_parser("broker-config", help="a broker replica's settings")
-    config.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
-    config.add_argument("--replica", type=int, default=0, help="replica id (0 = the master)")
-    config.set_defaults(handler=cmd_broker_config)
+    register_broker_config(sub)
     message = sub.add_parser("message", help="messages by id, by key, or by time range in a topic")
     how = message.add_mutually_exclusive_group(required=True)
     how.add_argument("--id", help="the offset message id (msgId of a send result)")
@@ -210,6 +205,11 @@ def _register_groups_and_brokers(
     message.add_argument(
         "--body", choices=("text", "hex", "none"), default="text", help="how to show bodies"
     )
+    message.add_argument(
+        "--trace-topic",
+        default=TRACE_TOPIC,
+        help=f"where the trace records are (a broker's msgTraceTopicName; default {TRACE_TOPIC})",
+    )
     message.set_defaults(handler=cmd_message)
 
 
@@ -222,36 +222,6 @@ def _seconds(text: str) -> float:
     if not value >= 0:  # also refuses NaN
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more seconds")
     return value
-
-
-async def _with_admin(args: argparse.Namespace, work: Any) -> int:
-    admin = Admin(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
-    await admin.start()
-    try:
-        result: int = await work(admin)
-        return result
-    finally:
-        await admin.close()
-
-
-def _emit(
-    args: argparse.Namespace,
-    header: tuple[str, ...],
-    keys: tuple[str, ...],
-    rows: list[tuple[object, ...]],
-) -> None:
-    """A table, or with ``--json`` a JSON list of objects with ``keys``."""
-    if getattr(args, "json", False):
-        print(json.dumps([dict(zip(keys, row, strict=True)) for row in rows], indent=2))
-    else:
-        _table(header, rows)
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
-    cells = [tuple(str(c) for c in header)] + [tuple(str(c) for c in r) for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _attribute_changes(text: str) -> str:
@@ -623,24 +593,6 @@ def _write_perm(args: argparse.Namespace, *, wipe: bool) -> int:
     return run(_with_admin(args, work))
 
 
-def cmd_broker_config(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        replicas = (await admin.broker_addresses()).get(args.broker)
-        if not replicas or args.replica not in replicas:
-            raise LedgerMQError(
-                f"no replica {args.replica} of broker group {args.broker!r} is registered"
-            )
-        settings = await admin.broker_config(replicas[args.replica])
-        if args.json:
-            print(json.dumps(settings, indent=2, sort_keys=True))
-        else:
-            for key, value in sorted(settings.items()):
-                print(f"{key}={value}")
-        return 0
-
-    return run(_with_admin(args, work))
-
-
 # ---------------------------------------------------------------------- messages
 def _body_preview(body: bytes, how: str) -> str:
     if how == "hex":
@@ -727,7 +679,9 @@ def cmd_message(args: argparse.Namespace) -> int:
             )
         records = [_message_record(m, args.body) for m in messages]
         for record in records:
-            events = await admin.message_trace(str(record["msgId"] or record["offsetMsgId"]))
+            events = await admin.message_trace(
+                str(record["msgId"] or record["offsetMsgId"]), trace_topic=args.trace_topic
+            )
             record["trace"] = [dataclasses.asdict(e) for e in events]
         if args.json:
             print(json.dumps(records, indent=2))

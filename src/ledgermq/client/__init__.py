@@ -24,6 +24,12 @@ from ledgermq.client.consumer import (
 )
 from ledgermq.client.credentials import Credentials
 from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
+from ledgermq.client.transaction import (
+    LocalTransactionState,
+    TransactionalMessage,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from ledgermq.net.tls import TlsClientConfig
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "ConsumerConnection",
     "ConsumerProgress",
     "Credentials",
+    "LocalTransactionState",
     "Message",
     "MessageQueue",
     "MessageSelector",
@@ -50,5 +57,8 @@ __all__ = [
     "SyncPullConsumer",
     "SyncPushConsumer",
     "TlsClientConfig",
+    "TransactionProducer",
+    "TransactionSendResult",
+    "TransactionalMessage",
     "allocate_averagely",
 ]

@@ -12,8 +12,9 @@ One ``ClientInstance`` per producer, consumer or admin object. It owns:
   in the routes of the groups' topics (masters only when there is no consumer), carrying the
   groups and subscriptions (``HeartbeatData``);
 - what brokers ask of the client on the same connection: NOTIFY_CONSUMER_IDS_CHANGED (40) makes
-  the consumer of that group rebalance now; anything else is answered
-  REQUEST_CODE_NOT_SUPPORTED.
+  the consumer of that group rebalance now; GET_CONSUMER_RUNNING_INFO (307, an admin's
+  ``consumerStatus`` passed on by the broker) is answered with the consumer's
+  ``ConsumerRunningInfo``; anything else is answered REQUEST_CODE_NOT_SUPPORTED.
 
 Errors are mapped in one place, ``check_response``: an answer whose code is not one the caller
 expects becomes ``MQResponseError(remark, code, address)`` (``TopicNotFoundError`` for 17); its
@@ -51,10 +52,11 @@ from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.net import Connection, Network, TlsClientConfig
+    from ledgermq.wire.running_info import ConsumerRunningInfo
 
 __all__ = ["ClientInstance", "ConsumerHandle", "check_response", "parse_namesrv_addr"]
 
@@ -124,6 +126,10 @@ class ConsumerHandle(Protocol):
 
     def on_route_changed(self, topic: str) -> None: ...
 
+    def running_info(self) -> ConsumerRunningInfo:
+        """This consumer's answer to GET_CONSUMER_RUNNING_INFO (307)."""
+        ...
+
 
 class ClientInstance:
     """Connections, routes, heartbeats of one client (see the module docstring).
@@ -187,6 +193,8 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         self.producer_topics: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
+        self.on_check_transaction: Callable[[Connection, RemotingCommand], None] | None = None
+        """Handles a broker's CHECK_TRANSACTION_STATE (a ``TransactionProducer``'s checker)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -440,6 +448,16 @@ class ClientInstance:
             if not command.is_oneway and not conn.closed:
                 conn.send(command.response(MQResponseCode.SUCCESS))
             return
+        if (
+            command.code == MQRequestCode.CHECK_TRANSACTION_STATE
+            and self.on_check_transaction is not None
+        ):
+            self.on_check_transaction(conn, command)
+            return
+        if command.code == MQRequestCode.GET_CONSUMER_RUNNING_INFO:
+            if not command.is_oneway and not conn.closed:
+                conn.send(self._running_info(command))
+            return
         if not command.is_oneway and not conn.closed:
             conn.send(
                 command.response(
@@ -447,6 +465,18 @@ class ClientInstance:
                     remark=f"request code {command.code} is not supported by this client",
                 )
             )
+
+    def _running_info(self, command: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: the named group's consumer describes itself (RocketMQ's
+        ``ClientRemotingProcessor.getConsumerRunningInfo``; no jstack: this is not a JVM)."""
+        group = command.ext_fields.get("consumerGroup", "")
+        consumer = self.consumers.get(group)
+        if consumer is None:
+            return command.response(
+                MQResponseCode.SYSTEM_ERROR,
+                remark=f"The Consumer Group <{group}> not exist in this consumer",
+            )
+        return command.response(MQResponseCode.SUCCESS, body=consumer.running_info().encode())
 
 
 def _route_summary(route: TopicRouteData) -> str:

@@ -272,6 +272,10 @@ class ProcessQueue:
     locked: bool = False
     """Orderly consumption: this client holds the broker's lock on the queue."""
     last_lock_ms: int = 0
+    last_pull_ms: int = 0
+    """Wall-clock ms when a pull of the queue last came back (GET_CONSUMER_RUNNING_INFO)."""
+    last_consume_ms: int = 0
+    """Wall-clock ms when a batch of the queue was last consumed."""
     _in_flight: set[int] = field(default_factory=set)
     _heap: list[int] = field(default_factory=list)
 
@@ -301,6 +305,12 @@ class ProcessQueue:
         while heap and heap[0] not in in_flight:
             heapq.heappop(heap)
         return self.consumed_offset
+
+    def cached_range(self) -> tuple[int, int]:
+        """(lowest, highest) offset pulled and not consumed yet; (0, 0) when none is."""
+        if not self._in_flight:
+            return 0, 0
+        return min(self._in_flight), max(self._in_flight)
 
     @property
     def consumed_offset(self) -> int:

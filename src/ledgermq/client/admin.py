@@ -18,9 +18,17 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.client._queue_api import PullStatus, QueueApi
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info, subscribe_queues
+from ledgermq.client.consumer_status import ClientStatus, queue_statuses
 from ledgermq.client.producer import Producer, SendResult
 from ledgermq.client.trace import TRACE_TOPIC, TraceEvent, decode_trace
-from ledgermq.errors import LedgerMQError, NetworkError, NoRouteError, TopicNotFoundError
+from ledgermq.errors import (
+    ConfigError,
+    LedgerMQError,
+    MQResponseError,
+    NetworkError,
+    NoRouteError,
+    TopicNotFoundError,
+)
 from ledgermq.wire import (
     MessageProperty,
     MQRequestCode,
@@ -30,10 +38,11 @@ from ledgermq.wire import (
     validate_topic,
 )
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
+from ledgermq.wire.running_info import ConsumerRunningInfo
 from ledgermq.wire.topic_attributes import format_changes, parse_changes
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.clock import Clock
@@ -653,6 +662,78 @@ class Admin:
             )
         return sorted(rows)
 
+    async def consumer_running_info(
+        self, group: str, client_id: str, broker_address: str
+    ) -> ConsumerRunningInfo:
+        """What client ``client_id`` of ``group`` says of itself (GET_CONSUMER_RUNNING_INFO,
+        307): the broker at ``broker_address``, where the client is connected, asks it.
+
+        Raises:
+            LedgerMQError: the client is not online there, did not answer, or answered nothing
+                readable (the remark says which).
+        """
+        response = await self._client.invoke(
+            broker_address,
+            MQRequestCode.GET_CONSUMER_RUNNING_INFO,
+            {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
+            # the broker waits up to 5 s for the client: wait for the broker's answer
+            timeout_s=max(self._client.request_timeout_s, 8.0),
+            expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
+        )
+        if response.code != MQResponseCode.SUCCESS:
+            raise MQResponseError(response.remark or "no answer", response.code, broker_address)
+        return ConsumerRunningInfo.decode(response.body)
+
+    async def consumer_status(self, group: str, client_id: str | None = None) -> list[ClientStatus]:
+        """Every online client of ``group`` (or only ``client_id``) as it describes itself, each
+        queue's lag against its master's max offset (``mqadmin consumerStatus``). An empty list:
+        no client of the group is online.
+
+        Raises:
+            LedgerMQError: ``client_id`` is not an online client of the group.
+        """
+        masters = await self._masters()
+        connections: dict[str, ConsumerConnection] = {}
+        for c in await self.consumer_connections(group):
+            connections.setdefault(c.client_id, c)
+        if client_id is not None:
+            if client_id not in connections:
+                online = ", ".join(sorted(connections)) or "none"
+                raise LedgerMQError(
+                    f"client {client_id} of consumer group {group} is not online; online: {online}"
+                )
+            connections = {client_id: connections[client_id]}
+        answers: dict[str, ConsumerRunningInfo | LedgerMQError] = {}
+        for cid, c in sorted(connections.items()):
+            try:
+                answers[cid] = await self.consumer_running_info(group, cid, masters[c.broker_name])
+            except LedgerMQError as exc:
+                answers[cid] = exc
+        topics = {q.topic for a in answers.values() if not isinstance(a, Exception)
+                  for q in a.queues}  # fmt: skip
+        offsets: dict[tuple[str, str, int], int] = {}
+        for topic in sorted(topics):
+            with contextlib.suppress(LedgerMQError):  # lag unknown rather than no status
+                for q in await self.topic_stats(topic):
+                    offsets[(q.topic, q.broker_name, q.queue_id)] = q.max_offset
+        rows = []
+        for cid, c in sorted(connections.items()):
+            answer = answers[cid]
+            info = None if isinstance(answer, Exception) else answer
+            rows.append(
+                ClientStatus(
+                    client_id=cid,
+                    client_addr=c.client_addr,
+                    language=c.language,
+                    version=c.version,
+                    broker_name=c.broker_name,
+                    info=info,
+                    queues=queue_statuses(info, offsets) if info is not None else (),
+                    error=str(answer) if info is None else "",
+                )
+            )
+        return rows
+
     # ------------------------------------------------------------------ brokers
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         """Route broker group ``broker_name`` read-only on every NameServer (drain it: producers
@@ -684,6 +765,30 @@ class Admin:
             if sep and key.strip() and not key.lstrip().startswith("#"):
                 settings[key.strip()] = value.strip()
         return settings
+
+    async def update_broker_config(self, address: str, settings: Mapping[str, str]) -> str:
+        """Change ``broker.conf`` keys on one replica while it runs (UPDATE_BROKER_CONFIG, 25);
+        the body is the keys as Java properties text, as RocketMQ's ``updateBrokerConfig``
+        sends it. Returns the broker's remark (what changed, where it was written).
+
+        Raises:
+            LedgerMQError: the broker refused (a key that needs a restart, a bad value; nothing
+                was changed) or could not be reached.
+        """
+        for key, value in settings.items():
+            if not key or any(c in key for c in "=\n\r:#!") or any(c in value for c in "\n\r"):
+                raise ConfigError(f"bad setting {key!r}: one key=value, no line breaks")
+        body = "".join(f"{key}={value}\n" for key, value in settings.items()).encode()
+        response = await self._client.invoke(
+            address,
+            MQRequestCode.UPDATE_BROKER_CONFIG,
+            body=body,
+            expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
+        )
+        if response.code != MQResponseCode.SUCCESS:
+            # The remark alone: it names the keys and why, and callers list it per replica.
+            raise MQResponseError(response.remark or "refused", response.code, address)
+        return response.remark or ""
 
     async def broker_addresses(self, cluster: str | None = None) -> dict[str, dict[int, str]]:
         """broker group -> replica id (0 = master) -> address, from the NameServer."""

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ledgermq import __version__
 from ledgermq.client import trace
 from ledgermq.client._queue_api import (
     PullResult,
@@ -75,6 +76,17 @@ from ledgermq.client.trace import TRACE_TOPIC, TraceDispatcher
 from ledgermq.errors import ConfigError, LedgerMQError, MQResponseError, TopicNotFoundError
 from ledgermq.wire import MessageProperty, validate_topic
 from ledgermq.wire.route import MASTER_ID
+from ledgermq.wire.running_info import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_NAMESERVER_ADDR,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumerRunningInfo,
+    QueueRunningInfo,
+    SubscriptionInfo,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
@@ -444,6 +456,7 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
+        self._started_ms = 0
         self._closing = False
         #: Messages handed to the listener, batches sent back, batches retried locally.
         self.stats = {"consumed": 0, "sent_back": 0, "retried_locally": 0, "rebalances": 0}
@@ -498,6 +511,56 @@ class PushConsumer:
     def topics(self) -> Collection[str]:
         return self._subs.keys()
 
+    def running_info(self) -> ConsumerRunningInfo:
+        """What GET_CONSUMER_RUNNING_INFO answers (``mqadmin consumerStatus``): settings under
+        RocketMQ's property names, subscriptions, and per queue held its offset, cache, lock and
+        the times of its last pull and consumption. Built on request: nothing is kept for it."""
+        properties = {
+            PROP_CONSUME_TYPE: "CONSUME_PASSIVELY",
+            PROP_CONSUME_ORDERLY: "true" if self.orderly else "false",
+            PROP_CLIENT_VERSION: f"LedgerMQ {__version__}",
+            PROP_CONSUMER_START_TIMESTAMP: str(self._started_ms),
+            PROP_NAMESERVER_ADDR: ";".join(self._client.namesrv_addrs),
+            PROP_THREADPOOL_CORE_SIZE: str(self.consume_concurrency),
+            "consumerGroup": self.group,
+            "messageModel": self.message_model,
+            "consumeFromWhere": self.consume_from_where,
+            "consumeMessageBatchMaxSize": str(self.batch_size),
+            "pullBatchSize": str(self.pull_batch_size),
+            "maxReconsumeTimes": str(self.max_reconsume_times),
+            "pullThresholdForQueue": str(self.pull_threshold_per_queue),
+        }
+        queues = []
+        # last_lock_ms is on the monotonic clock (lock expiry); the answer wants wall time
+        mono_now, wall_now = self._client.now_ms(), self._client.wall_ms()
+        for mq, state in sorted(self._queues.items()):
+            pq = state.pq
+            low, high = pq.cached_range()
+            queues.append(
+                QueueRunningInfo(
+                    mq.topic,
+                    mq.broker_name,
+                    mq.queue_id,
+                    commit_offset=self._offsets.get(mq, pq.consumed_offset),
+                    cached_count=pq.count,
+                    cached_min_offset=low,
+                    cached_max_offset=high,
+                    locked=pq.locked,
+                    dropped=pq.dropped,
+                    last_lock_ms=wall_now - (mono_now - pq.last_lock_ms) if pq.last_lock_ms else 0,
+                    last_pull_ms=pq.last_pull_ms,
+                    last_consume_ms=pq.last_consume_ms,
+                )
+            )
+        return ConsumerRunningInfo(
+            properties=properties,
+            subscriptions=tuple(
+                SubscriptionInfo(s.topic, s.selector.expression, s.selector.expression_type)
+                for s in self._subs.values()
+            ),
+            queues=tuple(queues),
+        )
+
     def on_consumer_ids_changed(self) -> None:
         self._rebalance_event.set()
 
@@ -514,6 +577,7 @@ class PushConsumer:
         if not self._subs:
             raise ConfigError("subscribe to a topic before starting the consumer")
         self._started = True
+        self._started_ms = self._client.wall_ms()
         if self.clustering:
             retry = retry_topic(self.group)
             if retry not in self._subs:
@@ -781,6 +845,7 @@ class PushConsumer:
 
     async def _handle_pull(self, state: _QueueState, result: PullResult) -> None:
         mq, pq = state.mq, state.pq
+        pq.last_pull_ms = self._client.wall_ms()
         status = result.status
         if status is PullStatus.FOUND:
             messages = [_reset_retry_topic(m) for m in result.messages]
@@ -898,6 +963,7 @@ class PushConsumer:
 
     def _consumed(self, state: _QueueState, messages: list[MessageExt]) -> None:
         state.pq.remove(m.queue_offset for m in messages)
+        state.pq.last_consume_ms = self._client.wall_ms()
         self._update_offset(state.mq, state.pq)
 
     async def _send_back_all(

@@ -17,10 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError
+from ledgermq.wire.trace import (
+    TRACE_TOPIC,
+    TraceEvent,
+    decode_trace,
+    pub,
+    sub_after,
+    sub_before,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,130 +47,9 @@ __all__ = [
 
 logger = logging.getLogger("ledgermq.client")
 
-TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
-"""RocketMQ's default trace topic (``TopicValidator.RMQ_SYS_TRACE_TOPIC``)."""
-REGION: Final = "DefaultRegion"
-CONTENT: Final = "\x01"
-FIELD: Final = "\x02"
 _BATCH_RECORDS: Final = 100
 _BATCH_WAIT_S: Final = 0.2
 _QUEUE_LIMIT: Final = 20_000
-
-
-@dataclass(frozen=True, slots=True)
-class TraceEvent:
-    """One decoded trace record; fields a kind does not carry are empty or -1."""
-
-    kind: str
-    """``Pub``, ``SubBefore`` or ``SubAfter``."""
-    msg_id: str
-    timestamp_ms: int = -1
-    group: str = ""
-    topic: str = ""
-    tags: str = ""
-    keys: str = ""
-    store_host: str = ""
-    body_length: int = -1
-    cost_ms: int = -1
-    offset_msg_id: str = ""
-    success: bool | None = None
-    request_id: str = ""
-    retry_times: int = -1
-
-
-def pub(
-    *,
-    timestamp_ms: int,
-    group: str,
-    topic: str,
-    msg_id: str,
-    tags: str,
-    keys: str,
-    store_host: str,
-    body_length: int,
-    cost_ms: int,
-    offset_msg_id: str,
-    success: bool,
-) -> str:
-    """A ``Pub`` record (a normal message: msgType 0)."""
-    fields = ("Pub", timestamp_ms, REGION, group, topic, msg_id, tags, keys, store_host,
-              body_length, cost_ms, 0, offset_msg_id, "true" if success else "false")  # fmt: skip
-    return CONTENT.join(map(str, fields)) + FIELD
-
-
-def sub_before(
-    *, timestamp_ms: int, group: str, request_id: str, msg_id: str, retry_times: int, keys: str
-) -> str:
-    fields = ("SubBefore", timestamp_ms, REGION, group, request_id, msg_id, retry_times, keys)
-    return CONTENT.join(map(str, fields)) + FIELD
-
-
-def sub_after(
-    *,
-    request_id: str,
-    msg_id: str,
-    cost_ms: int,
-    success: bool,
-    keys: str,
-    context_code: int,
-    timestamp_ms: int,
-    group: str,
-) -> str:
-    fields = ("SubAfter", request_id, msg_id, cost_ms, "true" if success else "false", keys,
-              context_code, timestamp_ms, group)  # fmt: skip
-    return CONTENT.join(map(str, fields)) + FIELD
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return -1
-
-
-def decode_trace(body: str) -> list[TraceEvent]:
-    """The records of a trace message's body; records of unknown kinds are skipped."""
-    events = []
-    for record in body.split(FIELD):
-        f = record.split(CONTENT)
-        kind = f[0]
-        if kind == "Pub" and len(f) >= 14:
-            events.append(
-                TraceEvent(
-                    kind,
-                    f[5],
-                    _int(f[1]),
-                    f[3],
-                    f[4],
-                    f[6],
-                    f[7],
-                    f[8],
-                    _int(f[9]),
-                    _int(f[10]),
-                    f[12],
-                    f[13] == "true",
-                )
-            )
-        elif kind == "SubBefore" and len(f) >= 8:
-            events.append(
-                TraceEvent(
-                    kind, f[5], _int(f[1]), f[3], keys=f[7], request_id=f[4], retry_times=_int(f[6])
-                )
-            )
-        elif kind == "SubAfter" and len(f) >= 6:
-            events.append(
-                TraceEvent(
-                    kind,
-                    f[2],
-                    _int(f[7]) if len(f) > 7 else -1,
-                    f[8] if len(f) > 8 else "",
-                    keys=f[5],
-                    cost_ms=_int(f[3]),
-                    success=f[4] == "true",
-                    request_id=f[1],
-                )
-            )
-    return events
 
 
 def dispatcher(trace_topic: str, namesrv_addr: str, **client_options: Any) -> TraceDispatcher:

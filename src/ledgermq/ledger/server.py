@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from ledgermq.ledger.config import LedgerConfig
     from ledgermq.net import Listener, Network
     from ledgermq.raft import Message, ProposalResult, Ready, TransferResult
-    from ledgermq.store import LogStore
+    from ledgermq.store import LogStore, RetentionConfig
 
 __all__ = ["AppendResult", "LedgerServer"]
 
@@ -320,6 +320,15 @@ class LedgerServer:
     def store(self) -> LogStore:
         assert self._store is not None, "start() first"
         return self._store
+
+    def set_retention(self, retention: RetentionConfig) -> bool:
+        """Apply new retention settings to this replica's store now; False when the store is
+        not a ``LedgerStore`` (a test's in-memory store keeps everything anyway)."""
+        store = self.store
+        if not isinstance(store, LedgerStore):
+            return False
+        store.set_retention(retention)
+        return True
 
     @property
     def port(self) -> int:

@@ -8,10 +8,12 @@ id, which the send answers with), ``RECONSUME_TIME`` (the delivery attempt), ``_
 (the message group), ``TRACE_CONTEXT``, ``__BORNHOST`` (the client's, else the peer address)
 and ``BORN_TIMESTAMP``. A user property may not use a reserved system name.
 
-What is refused here, with the status saying so (never a dropped stream): a message group the
-Java proxy would refuse (``message_groups.group_problem``: ILLEGAL_MESSAGE_GROUP), timer
-messages (``delivery_timestamp``) and transactional messages, until the service has them (issue
-16 section 3). A FIFO message's queue and the topic's message type are ``placement``'s.
+A TRANSACTION message becomes a half message (``TRAN_MSG=true``, and its
+``orphaned_transaction_recovery_duration`` as ``CHECK_IMMUNITY_TIME_IN_SECONDS``; the end is
+``proxy.transactions``'). What is refused here, with the status saying so (never a dropped
+stream): a message group the Java proxy would refuse (``message_groups.group_problem``:
+ILLEGAL_MESSAGE_GROUP) and timer messages (``delivery_timestamp``), until the service has them
+(issue 16 section 3). A FIFO message's queue and the topic's message type are ``placement``'s.
 """
 
 from __future__ import annotations
@@ -102,17 +104,22 @@ def send_request(
         raise Refusal(status(Code.ILLEGAL_MESSAGE_GROUP, problem))
     if kind == definition_pb2.DELAY or system.HasField("delivery_timestamp"):
         raise Refusal(not_implemented("timer messages (delivery_timestamp)"))
-    if kind == definition_pb2.TRANSACTION:
-        raise Refusal(not_implemented("transactional messages"))
     if kind not in (
         definition_pb2.NORMAL,
         definition_pb2.FIFO,
         definition_pb2.MESSAGE_TYPE_UNSPECIFIED,
+        definition_pb2.TRANSACTION,
     ):
         raise Refusal(status(Code.BAD_REQUEST, f"message type {kind} is not one this door knows"))
     sys_flag = SysFlag.COMPRESSED if system.body_encoding == definition_pb2.GZIP else 0
     born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else 0
     props = message_properties(message, peer_host)
+    if kind == definition_pb2.TRANSACTION:
+        # a half message (broker.service.transactions), as the Java proxy marks it
+        props[MessageProperty.TRAN_MSG] = "true"
+        if system.HasField("orphaned_transaction_recovery_duration"):
+            seconds = system.orphaned_transaction_recovery_duration.ToSeconds()
+            props[MessageProperty.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(seconds, 0))
     request = SendRequest(
         producer_group=GRPC_PRODUCER_GROUP,
         topic=message.topic.name,

@@ -1,10 +1,12 @@
-"""A stored message handed out by POP, as a v5 ``Message`` (the inverse of ``messages.py``).
+"""A stored message handed out by POP or a pull, as a v5 ``Message`` (the inverse of
+``messages.py``).
 
 Pure. The mapping is the Java proxy's (``GrpcConverter.buildMessage``): ``TAGS`` -> ``tag``,
 ``KEYS`` -> ``keys`` (split on spaces), ``UNIQ_KEY`` -> ``message_id`` (else the offset id),
 ``__SHARDINGKEY`` -> ``message_group`` (and type FIFO), ``TRACE_CONTEXT``, ``__BORNHOST`` (else
 the record's born host), and the other properties, not system ones, as user properties. POP adds
-``receipt_handle``, ``delivery_attempt`` and ``invisible_duration``. The body is handed out
+``receipt_handle``, ``delivery_attempt`` and ``invisible_duration``; a pull hands the message
+out as stored (``stored_message``). The body is handed out
 inflated (IDENTITY) with its CRC32 as 8 upper-case hex digits, the digest the official clients
 check (spec protocol-remoting-and-grpc.md section 3.3).
 """
@@ -25,13 +27,23 @@ from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.pop import PoppedMessage
+    from ledgermq.wire.message import MessageExt
 
-__all__ = ["received_message"]
+__all__ = ["received_message", "stored_message"]
 
 
 def received_message(popped: PoppedMessage) -> definition_pb2.Message:
     """The v5 message a receive answers for ``popped``."""
-    stored = popped.message
+    message = stored_message(popped.message)
+    system = message.system_properties
+    system.receipt_handle = str(popped.handle)
+    system.delivery_attempt = popped.attempt
+    system.invisible_duration.FromMilliseconds(popped.handle.invisible_ms)
+    return message
+
+
+def stored_message(stored: MessageExt) -> definition_pb2.Message:
+    """The v5 message for ``stored`` as it is in its queue (a pull's answer)."""
     props = stored.properties
     message = definition_pb2.Message(body=stored.body)
     message.topic.name = stored.topic
@@ -60,7 +72,4 @@ def received_message(popped: PoppedMessage) -> definition_pb2.Message:
     system.store_host = stored.store_host
     system.queue_id = stored.queue_id
     system.queue_offset = stored.queue_offset
-    system.receipt_handle = str(popped.handle)
-    system.delivery_attempt = popped.attempt
-    system.invisible_duration.FromMilliseconds(popped.handle.invisible_ms)
     return message

@@ -14,8 +14,10 @@ checked against the topic's message type: ``placement``),
 QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
-codes use. Transactions (EndTransaction), the PullConsumer set and RecallMessage answer
-NOT_IMPLEMENTED until the service has them.
+codes use; the PullConsumer set (PullMessage, UpdateOffset, GetOffset, QueryOffset) in
+``proxy.pull_rpcs`` over the pull and offset services; transactions (transactional sends,
+EndTransaction, check-backs over Telemetry) over ``broker.service.transactions``
+(``proxy.transactions``). RecallMessage answers NOT_IMPLEMENTED until the service has it.
 
 Authentication: with ``aclEnable`` every RPC that touches data passes ``_admit`` first, which
 checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the broker's ACL.
@@ -23,13 +25,15 @@ checks the ``authorization`` metadata (``ledgermq.acl.grpc_auth``) against the b
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import ipaddress
 import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import group_resource, topic_resource
+from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.message_types import (
@@ -40,9 +44,11 @@ from ledgermq.proxy.message_types import (
 from ledgermq.proxy.messages import Refusal, receive_request, send_request
 from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
+from ledgermq.proxy.transactions import TelemetryProducers, end_request, transaction_id
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
@@ -101,9 +107,10 @@ _MAX_ATTEMPTS: Final = 3
 """Send attempts a producer is told to make (RocketMQ's proxy default, ``maxAttempts``)."""
 _LONG_POLLING_S: Final = 20
 _RECEIVE_BATCH: Final = 32
+_PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
 
 
-class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
+class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServicer):
     """One replica's gRPC door (local mode)."""
 
     def __init__(
@@ -122,6 +129,9 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self._services = services
         self._state = state
         self._routes = routes
+        self._producers = TelemetryProducers()
+        """v5 producers' Telemetry streams: where check-backs of gRPC half messages go."""
+        services.transactions.channels.append(self._producers)
 
     def _admit(
         self, context: Context, request: str, needs: Needs | None = None
@@ -258,17 +268,41 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
         """Each client ``settings`` is answered with the settings merged with the server's
         (the Java proxy's ``GrpcClientSettingsManager``); the stream stays open until the
-        client closes it. Other commands (thread stack traces, verification results) need no
-        answer."""
+        client closes it. A producer's stream also carries the broker's check-backs of its
+        topics' half messages (``RecoverOrphanedTransactionCommand``, ``proxy.transactions``).
+        Other commands (thread stack traces, verification results) need no answer."""
         if (refused := self._admit(context, "Telemetry")) is not None:
             yield service_pb2.TelemetryCommand(status=refused)
             return
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
-        async for command in request_iterator:
-            if command.HasField("settings"):
-                yield service_pb2.TelemetryCommand(
-                    status=ok(), settings=self._server_settings(command.settings)
-                )
+        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+        key = self._producers.open(outbox)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        settings = command.settings
+                        if settings.client_type in _PRODUCERS:
+                            topics = [t.name for t in settings.publishing.topics]
+                            self._producers.publishes(key, topics)
+                        outbox.put_nowait(
+                            service_pb2.TelemetryCommand(
+                                status=ok(), settings=self._server_settings(settings)
+                            )
+                        )
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            self._producers.close(key)
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
 
     def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
         settings = definition_pb2.Settings()
@@ -332,7 +366,17 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                     message_id=message_id,
                 )
             send = place(send, config)
+            tracer = self._services.trace
+            started_ms = tracer.now_ms() if tracer is not None else 0
             result = await self._services.send.send(send, body, peer)
+            if tracer is not None:
+                system = message.system_properties
+                tracer.pub(
+                    timestamp_ms=started_ms, group=send.producer_group, topic=send.topic,
+                    msg_id=message_id, tags=system.tag, keys=" ".join(system.keys),
+                    body_length=len(message.body), cost_ms=tracer.now_ms() - started_ms,
+                    offset_msg_id=result.msg_ids[0] if result.msg_ids else "",
+                )  # fmt: skip
         except Refusal as refusal:
             return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
         except ServiceError as exc:
@@ -341,9 +385,30 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             return service_pb2.SendResultEntry(
                 status=status(Code.INTERNAL_ERROR, str(exc)), message_id=message_id
             )
-        return service_pb2.SendResultEntry(
+        entry = service_pb2.SendResultEntry(
             status=ok(), message_id=message_id, offset=result.queue_offset
         )
+        if message.system_properties.message_type == definition_pb2.TRANSACTION:
+            entry.transaction_id = transaction_id(result.msg_ids[0])
+        return entry
+
+    # ------------------------------------------------------------------ transactions
+    @_internal_error_answered(service_pb2.EndTransactionResponse)
+    async def EndTransaction(  # noqa: N802
+        self, request: service_pb2.EndTransactionRequest, context: Context
+    ) -> service_pb2.EndTransactionResponse:
+        """Commit or roll back a half message (``broker.service.transactions``); PUB on the
+        topic, as a send."""
+        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
+        if (refused := self._admit(context, "EndTransaction", needs)) is not None:
+            return service_pb2.EndTransactionResponse(status=refused)
+        try:
+            await self._services.transactions.end(end_request(request))
+        except Refusal as refusal:
+            return service_pb2.EndTransactionResponse(status=refusal.status)
+        except ServiceError as exc:
+            return service_pb2.EndTransactionResponse(status=error_status(exc))
+        return service_pb2.EndTransactionResponse(status=ok())
 
     # ------------------------------------------------------------------ POP
     async def ReceiveMessage(  # noqa: N802
@@ -353,7 +418,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         ``delivery_timestamp`` (the Java proxy's ``ReceiveMessageResponseStreamWriter``); a
         single MESSAGE_NOT_FOUND when nothing came within the long-polling time."""
         group, topic = request.group.name, request.message_queue.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
             yield service_pb2.ReceiveMessageResponse(status=refused)
             return
@@ -378,7 +443,10 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
             )
             return
         yield service_pb2.ReceiveMessageResponse(status=ok())
+        tracer = self._services.trace
         for popped in result.messages:
+            if tracer is not None:
+                tracer.delivered(group=group, popped=popped)
             yield service_pb2.ReceiveMessageResponse(message=received_message(popped))
         delivered = service_pb2.ReceiveMessageResponse()
         delivered.delivery_timestamp.FromMilliseconds(result.pop_time_ms)
@@ -391,7 +459,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         """One result per entry, in order; the response's status is the entries' common one,
         else MULTIPLE_RESULTS (the Java proxy's ``AckMessageActivity``)."""
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "AckMessage", needs)) is not None:
             return service_pb2.AckMessageResponse(status=refused)
         if not request.entries:
@@ -399,10 +467,13 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
                 status=status(Code.BAD_REQUEST, "the request holds no entry")
             )
         entries = []
+        tracer = self._services.trace
         for entry in request.entries:
             try:
                 await self._services.pop.ack(group, topic, entry.receipt_handle)
                 answer = ok()
+                if tracer is not None:
+                    tracer.acked(group=group, msg_id=entry.message_id, handle=entry.receipt_handle)
             except ServiceError as exc:
                 answer = error_status(exc)
             entries.append(
@@ -423,7 +494,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
     ) -> service_pb2.ChangeInvisibleDurationResponse:
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
             return service_pb2.ChangeInvisibleDurationResponse(status=refused)
         if not request.HasField("invisible_duration"):
@@ -443,7 +514,7 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
         group, topic = request.group.name, request.topic.name
-        needs = _consume_needs(topic, group)
+        needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
             return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
         try:
@@ -453,34 +524,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
     # ------------------------------------------------------------------ not yet
-    async def PullMessage(  # noqa: N802
-        self, request: service_pb2.PullMessageRequest, context: Context
-    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        if (refused := self._admit(context, "PullMessage")) is not None:
-            yield service_pb2.PullMessageResponse(status=refused)
-            return
-        yield service_pb2.PullMessageResponse(status=not_implemented("PullMessage"))
-
-    async def EndTransaction(  # noqa: N802
-        self, request: service_pb2.EndTransactionRequest, context: Context
-    ) -> service_pb2.EndTransactionResponse:
-        return service_pb2.EndTransactionResponse(status=not_implemented("EndTransaction"))
-
-    async def UpdateOffset(  # noqa: N802
-        self, request: service_pb2.UpdateOffsetRequest, context: Context
-    ) -> service_pb2.UpdateOffsetResponse:
-        return service_pb2.UpdateOffsetResponse(status=not_implemented("UpdateOffset"))
-
-    async def GetOffset(  # noqa: N802
-        self, request: service_pb2.GetOffsetRequest, context: Context
-    ) -> service_pb2.GetOffsetResponse:
-        return service_pb2.GetOffsetResponse(status=not_implemented("GetOffset"))
-
-    async def QueryOffset(  # noqa: N802
-        self, request: service_pb2.QueryOffsetRequest, context: Context
-    ) -> service_pb2.QueryOffsetResponse:
-        return service_pb2.QueryOffsetResponse(status=not_implemented("QueryOffset"))
-
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context
     ) -> service_pb2.RecallMessageResponse:
@@ -492,12 +535,6 @@ class MessagingServicer(service_pb2_grpc.MessagingServiceServicer):
         return service_pb2.SyncLiteSubscriptionResponse(
             status=not_implemented("SyncLiteSubscription")
         )
-
-
-def _consume_needs(topic: str, group: str) -> Needs:
-    """SUB on the topic and the group, as a remoting pull or POP needs (names given only)."""
-    wanted = [(topic_resource(topic), topic), (group_resource(group), group)]
-    return Needs(resources={resource: Perm.SUB for resource, name in wanted if name})
 
 
 def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:

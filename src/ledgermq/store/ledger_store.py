@@ -887,6 +887,20 @@ class LedgerStore:
             "store %s: deleted %d old segments, log begins at %d", self._directory, count, first
         )
 
+    @property
+    def retention(self) -> RetentionConfig:
+        """The retention settings in force."""
+        return self._retention
+
+    def set_retention(self, retention: RetentionConfig) -> None:
+        """Use ``retention`` from the next retention pass on (a broker's live config update:
+        ``fileReservedTime``, ``deleteWhen`` and the disk ratios change without a restart).
+
+        The maintenance thread reads ``self._retention`` once per pass, and rebinding one
+        attribute to another frozen object is atomic, so no lock is needed.
+        """
+        self._retention = retention
+
     def apply_retention(self) -> int:
         """Check disk usage and delete expired segments now; returns how many were deleted.
 

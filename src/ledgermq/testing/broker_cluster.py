@@ -85,6 +85,10 @@ class BrokerCluster:
             cluster with ``aclEnable=true``.
         tls: how the harness dials brokers whose ports enforce TLS (``tls.*`` settings).
         namesrv_settings: ``namesrv.conf`` keys for the NameServers (TLS, ACL).
+        conf_files: give each replica its ``flushDiskType`` and ``extra_settings`` in its own
+            ``broker.conf`` (``conf_path``, written at its first start and kept: what
+            UPDATE_BROKER_CONFIG rewrites) instead of ``--set`` flags, which would win over
+            the file at a restart.
     """
 
     def __init__(
@@ -102,6 +106,7 @@ class BrokerCluster:
         credentials: tuple[str, str] | None = None,
         tls: TlsClientConfig | None = None,
         namesrv_settings: Mapping[str, str] | None = None,
+        conf_files: bool = False,
     ) -> None:
         if not 1 <= groups <= 26:
             raise ValueError("groups must be between 1 and 26 (broker-a .. broker-z)")
@@ -111,6 +116,7 @@ class BrokerCluster:
         """(access key, secret key) the harness signs its own requests with (an ACL cluster)."""
         self.tls = tls
         """How the harness dials the brokers (a cluster whose ports enforce TLS)."""
+        self.conf_files = conf_files
         self.namesrv_settings = dict(namesrv_settings or {})
         """``namesrv.conf`` settings of every NameServer (written to a file it is started with)."""
         self.start_timeout_s = start_timeout_s
@@ -174,6 +180,10 @@ class BrokerCluster:
     def store_dir(self, group: str, node: str) -> Path:
         return self.base_dir / group / node / "store"
 
+    def conf_path(self, group: str, node: str) -> Path:
+        """The replica's ``broker.conf`` (with ``conf_files``)."""
+        return self.base_dir / "conf" / f"{group}-{node}.conf"
+
     def log_path(self, group: str, node: str) -> Path:
         return self._child(group, node).log_path
 
@@ -188,7 +198,19 @@ class BrokerCluster:
     # ------------------------------------------------------------------ processes
     def broker_command(self, group: str, node: str) -> list[str]:
         key = self._key(group, node)
-        settings = [f"--set={k}={v}" for k, v in self.settings.items()]
+        # flushDiskType first: an extra setting of the same key wins, as it always has.
+        settings = [f"--set=flushDiskType={self.flush}"]
+        settings += [f"--set={k}={v}" for k, v in self.settings.items()]
+        if self.conf_files:
+            path = self.conf_path(group, node)
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                lines = [
+                    f"flushDiskType={self.flush}",
+                    *(f"{k}={v}" for k, v in self.settings.items()),
+                ]
+                path.write_text("".join(f"{line}\n" for line in lines))
+            settings = ["--config", str(path)]
         return ledgermq_command(
             "broker",
             "--broker-name", group,
@@ -197,7 +219,6 @@ class BrokerCluster:
             "--listen-port", str(self.ports[key]),
             "--namesrv-addr", self.namesrv_addr,
             "--store-dir", str(self.store_dir(group, node)),
-            f"--set=flushDiskType={self.flush}",
             f"--set=grpcServerPort={self.grpc_ports[key]}",
             *settings,
         )  # fmt: skip

@@ -141,6 +141,8 @@ class ConsumerManager:
         self.groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, int]] = {}
         """producer group -> client id -> last seen (ms)."""
+        self.producer_connections: dict[str, dict[str, Connection]] = {}
+        """producer group -> client id -> its connection (where check-backs go)."""
 
     def heartbeat(
         self,
@@ -153,6 +155,8 @@ class ConsumerManager:
         changed = []
         for group in heartbeat.producer_groups:
             self.producer_groups.setdefault(group, {})[heartbeat.client_id] = now_ms
+            if connection is not None:
+                self.producer_connections.setdefault(group, {})[heartbeat.client_id] = connection
         for data in heartbeat.consumers:
             info = self.groups.setdefault(data.group, ConsumerGroupInfo(data.group))
             info.consume_type = data.consume_type
@@ -179,6 +183,8 @@ class ConsumerManager:
                 del self.groups[name]
         for clients in self.producer_groups.values():
             clients.pop(client_id, None)
+        for connections in self.producer_connections.values():
+            connections.pop(client_id, None)
         return changed
 
     def connection_closed(self, connection: Connection) -> list[str]:
@@ -210,7 +216,23 @@ class ConsumerManager:
         for clients in self.producer_groups.values():
             for cid in [c for c, seen in clients.items() if now_ms - seen > CLIENT_EXPIRY_MS]:
                 del clients[cid]
+        for group, connections in self.producer_connections.items():
+            alive = self.producer_groups.get(group, {})
+            for cid in [c for c in connections if c not in alive]:
+                del connections[cid]
         return changed
+
+    def producer_connection(self, group: str) -> Connection | None:
+        """An open connection of a producer of ``group`` (the newest first), None if none: where
+        the broker sends a check-back (RocketMQ's ``ProducerManager.getAvailableChannel``)."""
+        connections = self.producer_connections.get(group, {})
+        for cid in reversed(list(connections)):
+            conn = connections[cid]
+            if conn.closed:
+                del connections[cid]
+            else:
+                return conn
+        return None
 
     def client_ids(self, group: str) -> list[str]:
         info = self.groups.get(group)

@@ -25,6 +25,9 @@ Where each operation lives:
   with a receipt handle; ``ack`` per message in any order; ``change_invisible``: re-arm, new
   handle; ``forward_to_dead_letters``), over the replicated POP queues of
   ``broker.state.pop_table``.
+- ``transactions.TransactionService``: half messages (stored invisible by ``SendService``),
+  ``end`` (commit once / roll back) and ``check_pass``, the master's check-back of half
+  messages left open (``TransactionChecker`` runs it), over ``broker.state.transactions``.
 - ``admin.AdminService``: topics and subscription groups (create, update, delete, list), the
   offset table, topic and consume statistics, messages by offset or key, runtime information,
   leadership transfer.
@@ -32,9 +35,6 @@ Where each operation lives:
 Still to come here (issue 16 sections 2 and 3), each an operation of its own over state kept
 through the ledger, never a second copy in a door:
 
-- transactions: half messages stored invisible and ``end_transaction`` (commit or rollback),
-  with the broker's check-back for half messages left open, over transaction state in
-  ``broker.state``; today ``SendService`` refuses half messages (``ForbiddenError``);
 - timer messages (any delivery time) beside the delay levels.
 
 The client registry (members of consumer groups, their connections, queue locks) is the

@@ -7,7 +7,8 @@ comes once a majority has them (spec-broker.md sections 3.3-3.6). Refusals are t
 header and answers with RocketMQ's fields and codes.
 
 Messages to a retry topic that have been reconsumed ``maxReconsumeTimes`` times go to the
-group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first.
+group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first;
+transactional half messages wait in the half topic for their end (``service.transactions``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ledgermq.broker.errors import (
     InvalidArgumentError,
     ServiceError,
 )
+from ledgermq.broker.service.transactions import as_half, is_half
 from ledgermq.broker.state.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import InvalidMessageError, MessageFormatError
 from ledgermq.wire.message import (
@@ -165,10 +167,9 @@ class SendService:
             validate_topic(request.topic)
         except InvalidMessageError as exc:
             raise IllegalMessageError(str(exc)) from None
-        if request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_PREPARED:
-            # TODO(16): half messages, then ``end_transaction`` in the service (section 3).
-            raise ForbiddenError("transactional (half) messages are not supported by this broker")
         items = self._messages(request, body)
+        if request.batch and any(is_half(properties) for _, _, properties in items):
+            raise IllegalMessageError("a transactional (half) message cannot be sent in a batch")
         config = state.config
         if not is_writable(config.broker_permission):
             raise ForbiddenError(f"the broker[{config.broker_name}] sending message is forbidden")
@@ -202,7 +203,13 @@ class SendService:
         if not request.batch:
             body, flag, properties = items[0]
             level = _delay_level(properties)
-            if level > 0:
+            if _half(request, properties):
+                # a half message waits, invisible, for its end (``service.transactions``)
+                store_topic, store_queue, properties = as_half(
+                    topic, queue_id, properties, request.producer_group
+                )
+                items = [(body, flag, properties)]
+            elif level > 0:
                 props = decode_properties(properties)
                 level = min(level, len(state.config.delay_levels_ms))
                 props[MessageProperty.REAL_TOPIC] = topic
@@ -210,7 +217,7 @@ class SendService:
                 props[MessageProperty.DELAY] = str(level)
                 items = [(body, flag, encode_properties(props))]
                 store_topic, store_queue = SCHEDULE_TOPIC, level - 1
-        answered_queue = queue_id if store_topic == topic else store_queue
+        answered_queue = store_queue if store_topic == SCHEDULE_TOPIC else queue_id
 
         def answer(outcome: PutResult | ServiceError) -> None:
             if isinstance(outcome, ServiceError):
@@ -266,6 +273,12 @@ class SendService:
             )  # fmt: skip
             return dlq.topic_name, 0
         return request.topic, queue_id
+
+
+def _half(request: SendRequest, properties: str) -> bool:
+    """A transactional half message: property ``TRAN_MSG=true`` (or the prepared sys flag)."""
+    prepared = request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_PREPARED
+    return prepared or is_half(properties)
 
 
 def _delay_level(properties: str) -> int:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.pull import PullService
     from ledgermq.broker.service.retry import SendBackService
     from ledgermq.broker.service.send import SendService
+    from ledgermq.broker.service.trace import BrokerTracer
+    from ledgermq.broker.service.transactions import TransactionService
 
 __all__ = ["BrokerServices"]
 
@@ -30,3 +32,6 @@ class BrokerServices:
     clients: ClientService
     admin: AdminService
     pop: PopService
+    transactions: TransactionService
+    trace: BrokerTracer | None = None
+    """Broker-side message trace (``traceTopicEnable``); None: off, and doors skip it."""

@@ -1,4 +1,5 @@
-"""The broker's metadata as a replicated state machine: topics, subscription groups, offsets.
+"""The broker's metadata as a replicated state machine: topics, subscription groups, offsets,
+POP queues and transactions.
 
 RocketMQ keeps topic configs, subscription groups, consumer offsets and delay offsets in JSON
 files on the master and copies them to slaves every 10 s (spec-broker.md section 6), so a
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.state.pop_table import PopTable
+from ledgermq.broker.state.transactions import TransactionTable
 from ledgermq.errors import ConfigError, StoreError
 from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire.route import DataVersion, TopicConfig
@@ -144,6 +146,8 @@ class BrokerMetadata:
         self.delay_offsets: dict[int, int] = {}
         self.pop = PopTable()
         """POP queues (``pop`` ops), in the snapshot as ``popTable``."""
+        self.transactions = TransactionTable()
+        """Settled half messages and check counts (``txn`` ops), as ``transactionTable``."""
         self.applied_index = -1
         """The last ledger index whose op is in this state."""
         self.topic_version = DataVersion()
@@ -194,6 +198,8 @@ class BrokerMetadata:
                     )
             elif kind == "pop":
                 self.pop.apply(op)
+            elif kind == "txn":
+                self.transactions.apply(op)
             elif kind == "delay_offsets":
                 for level, offset in op["offsets"].items():
                     self.delay_offsets[int(level)] = int(offset)
@@ -222,6 +228,7 @@ class BrokerMetadata:
                 },
                 "delayOffsetTable": {str(k): v for k, v in sorted(self.delay_offsets.items())},
                 "popTable": self.pop.snapshot(),
+                "transactionTable": self.transactions.snapshot(),
             },
             separators=(",", ":"),
         ).encode()
@@ -248,6 +255,8 @@ class BrokerMetadata:
             self.delay_offsets = {int(k): int(v) for k, v in data["delayOffsetTable"].items()}
             # absent in snapshots written before POP existed: no POP state then
             self.pop = PopTable.restore(data.get("popTable", []))
+            # absent in snapshots written before transactions existed
+            self.transactions = TransactionTable.restore(data.get("transactionTable"))
             self.applied_index = int(data["appliedIndex"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(

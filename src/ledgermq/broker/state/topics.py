@@ -68,6 +68,11 @@ class TopicManager:
         self.on_topics_changed: Callable[[], Awaitable[None]] | None = None
         """Re-registers with the NameServers, so routes show a new topic at once."""
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Use ``config`` from now on (UPDATE_BROKER_CONFIG changed ``autoCreateTopicEnable``,
+        ``autoCreateSubscriptionGroup`` or ``defaultTopicQueueNums``)."""
+        self._config = config
+
     def find(self, topic: str) -> TopicConfig | None:
         return self._metadata.topics.get(topic)
 
@@ -134,7 +139,8 @@ class TopicManager:
         return await self.create(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
 
     async def ensure_system_topics(self) -> None:
-        """On becoming master: TBW102 (when auto-creation is on) and the delay-level topic."""
+        """On becoming master: TBW102 (when auto-creation is on), the trace topic (when
+        ``traceTopicEnable``, one queue as RocketMQ's) and the delay-level topic."""
         levels = len(self._config.delay_levels_ms)
         if self._config.auto_create_topic_enable and self.find(AUTO_CREATE_TOPIC) is None:
             queues = self._config.default_topic_queue_nums
@@ -143,6 +149,9 @@ class TopicManager:
                     AUTO_CREATE_TOPIC, queues, queues, PERM_INHERIT | PERM_READ | PERM_WRITE
                 )
             )
+        trace = self._config.msg_trace_topic_name
+        if self._config.trace_topic_enable and self.find(trace) is None:
+            await self.create(TopicConfig(trace, 1, 1, PERM_READ | PERM_WRITE))
         schedule = self.find(SCHEDULE_TOPIC)
         if schedule is None or schedule.read_queue_nums != levels:
             await self.create(TopicConfig(SCHEDULE_TOPIC, levels, levels, PERM_READ | PERM_WRITE))

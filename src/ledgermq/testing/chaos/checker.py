@@ -389,10 +389,15 @@ def format_report(report: Report) -> str:
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]
     if report.unverifiable:
+        why = (
+            "the disk-full faults filled each replica's disk in turn and every store "
+            "force-cleaned its oldest segments (or --disk-mib was too small for the volume)"
+            if report.faults.get("disk-full")
+            else "the disks were too small for this run's volume (--disk-mib)"
+        )
         lines.append(
             f"note: retention deleted {report.unverifiable} acknowledged messages on every "
-            "replica, so they could not be checked: the disks were too small for this run's "
-            "volume (--disk-mib)"
+            f"replica, so they could not be checked: {why}"
         )
     if report.violations:
         lines.append("violations:")

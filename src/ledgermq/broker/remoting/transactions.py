@@ -1,0 +1,122 @@
+"""END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39): the remoting door of
+``TransactionService`` (broker.service.transactions), which holds what ending a transaction
+means. Translators only.
+
+END_TRANSACTION's header is RocketMQ's ``EndTransactionRequestHeader``: ``producerGroup``,
+``tranStateTableOffset`` (the half message's offset in the half queue), ``commitLogOffset`` (where
+it is stored), ``commitOrRollback`` (8 commit, 12 rollback, 0 unknown: RocketMQ's
+``MessageSysFlag.TRANSACTION_*_TYPE``), ``fromTransactionCheck``, ``msgId`` and
+``transactionId`` (and RocketMQ 5's ``topic``, checked against the half message's real topic:
+the ACL grants PUB on it). Clients send it one-way (Java ``endTransactionOneway``); a two-way one is
+answered SUCCESS, or the refusal's code with a remark that says why.
+
+CHECK_TRANSACTION_STATE goes the other way, one-way, to a producer of the half message's group
+connected to this broker (``RemotingCheckBack``): RocketMQ's ``CheckTransactionStateRequestHeader``
+(``tranStateTableOffset``, ``commitLogOffset``, ``msgId``, ``transactionId``, ``offsetMsgId``,
+and RocketMQ 5's ``topic`` / ``brokerName``) with the half message as its body, in the record
+layout, under its real topic and queue. The producer answers with an END_TRANSACTION whose
+``fromTransactionCheck`` is true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Final
+
+from ledgermq.broker.errors import InvalidArgumentError
+from ledgermq.broker.service.message_writer import split_host_port
+from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
+from ledgermq.errors import NetworkError
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand, ext_bool, ext_int
+from ledgermq.wire.message import SysFlag, encode_properties, encode_record
+
+if TYPE_CHECKING:
+    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.service.transactions import TransactionCheck, TransactionService
+
+__all__ = ["EndTransactionProcessor", "RemotingCheckBack", "check_request"]
+
+_RESOLUTIONS: Final = {
+    SysFlag.TRANSACTION_COMMIT: Resolution.COMMIT,
+    SysFlag.TRANSACTION_ROLLBACK: Resolution.ROLLBACK,
+    SysFlag.TRANSACTION_NOT_TYPE: Resolution.UNKNOWN,
+}
+
+
+def parse_end_request(command: RemotingCommand) -> EndTransactionRequest:
+    """The header of an END_TRANSACTION; ``BadRequestError`` / ``InvalidArgumentError`` name a
+    missing or malformed field."""
+    fields = command.ext_fields
+    flag = ext_int(fields, "commitOrRollback")
+    resolution = _RESOLUTIONS.get(flag)
+    if resolution is None:
+        raise InvalidArgumentError(
+            f"commitOrRollback must be 8 (commit), 12 (rollback) or 0 (unknown), not {flag}"
+        )
+    queue_offset = fields.get("tranStateTableOffset")
+    return EndTransactionRequest(
+        commit_log_offset=ext_int(fields, "commitLogOffset"),
+        resolution=resolution,
+        producer_group=fields.get("producerGroup", ""),
+        queue_offset=ext_int(fields, "tranStateTableOffset") if queue_offset else None,
+        msg_id=fields.get("msgId") or None,
+        from_check=ext_bool(fields, "fromTransactionCheck"),
+        topic=fields.get("topic") or None,
+    )
+
+
+class EndTransactionProcessor:
+    def __init__(self, service: TransactionService) -> None:
+        self._service = service
+
+    async def end(self, command: RemotingCommand) -> RemotingCommand:
+        await self._service.end(parse_end_request(command))
+        return command.response(MQResponseCode.SUCCESS)
+
+
+def check_request(check: TransactionCheck, broker_name: str) -> RemotingCommand:
+    """The CHECK_TRANSACTION_STATE request (one-way) for ``check``."""
+    message = check.message
+    body = encode_record(
+        topic=message.topic,
+        queue_id=message.queue_id,
+        body=message.body,
+        flag=message.flag,
+        properties=encode_properties(message.properties),
+        sys_flag=(message.sys_flag & ~(SysFlag.TRANSACTION_MASK | 1))
+        | SysFlag.TRANSACTION_PREPARED,
+        born_timestamp=message.born_timestamp,
+        born_host=split_host_port(message.born_host),
+        store_timestamp=message.store_timestamp,
+        store_host=split_host_port(message.store_host),
+        reconsume_times=message.reconsume_times,
+        queue_offset=check.queue_offset,
+        physical_offset=check.commit_log_offset,
+    )
+    fields = {
+        "tranStateTableOffset": str(check.queue_offset),
+        "commitLogOffset": str(check.commit_log_offset),
+        "msgId": message.msg_id,
+        "transactionId": check.transaction_id,
+        "offsetMsgId": check.offset_msg_id,
+        "topic": message.topic,
+        "brokerName": broker_name,
+    }
+    return RemotingCommand(MQRequestCode.CHECK_TRANSACTION_STATE, 0, ext_fields=fields, body=body)
+
+
+class RemotingCheckBack:
+    """A ``CheckBackChannel``: the check-back to a producer of the group connected here."""
+
+    def __init__(self, clients: ConsumerManager, broker_name: str) -> None:
+        self._clients = clients
+        self._broker_name = broker_name
+
+    def __call__(self, check: TransactionCheck) -> bool:
+        conn = self._clients.producer_connection(check.producer_group)
+        if conn is None:
+            return False
+        with contextlib.suppress(NetworkError):
+            conn.send_oneway(check_request(check, self._broker_name))
+            return True
+        return False

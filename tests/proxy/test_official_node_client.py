@@ -1,0 +1,125 @@
+"""The official RocketMQ 5 Node.js client (npm ``rocketmq-client-nodejs``, pinned in
+``rmq5_node/package.json``) against our gRPC door (issue 16 section 4).
+
+Real processes: one NameServer and one 3-replica broker group (``broker_clusters``), each replica
+with its gRPC door on a free port. The client runs in a child process (``rmq5_node/driver.js``
+under ``node``) with its own ``HOME``; the package is installed once with ``npm ci``
+(``tests.npm_packages``), and the tests skip with one line without node, npm or the registry.
+
+What the producer acknowledged is read back through our remoting PullConsumer (same body, tag,
+keys, user property, under the client's message id); the SimpleConsumer receives and
+acknowledges every message over POP, one left unacknowledged comes back with delivery attempt 2,
+one whose invisible duration it changed does not, and nothing is left afterwards.
+
+Not here: a kill -9 of the master under this client. Its Producer (1.0.8) builds its publishing
+load balancer from the first route and never updates it (it does not override
+``onTopicRouteDataUpdate``; the 30 s route refresh reaches only the route cache), so against the
+replicas' own gRPC doors it keeps sending to the dead master's address for good: measured, 1,782
+sends failed in 45 s and none acknowledged after the kill. That needs an endpoint that does not
+move with the master: the stand-alone proxy (RocketMQ's cluster mode).
+
+One access point: the client (1.0.8) joins an address list into the grpc-js target
+``h:p,h:p`` without the ``ipv4:`` scheme, which grpc-js resolves as one DNS name and fails
+("Name resolution failed for target dns:..."). Any replica answers routes, and a route names
+the master alone, so one replica's address is enough; across the kill it is a follower's.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.npm_packages import installed_node_modules
+from tests.proxy.test_official_client import (
+    TOPIC,
+    Driver,
+    _cluster,
+    check_acknowledged,
+    read_back,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ledgermq.testing.broker_cluster import BrokerCluster
+
+    MakeCluster = Callable[..., BrokerCluster]
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+PACKAGE = Path(__file__).with_name("rmq5_node")
+DRIVER = PACKAGE / "driver.js"
+CLIENT = "rocketmq-client-nodejs"
+
+
+@pytest.fixture(scope="session")
+def node_modules(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return installed_node_modules(request, tmp_path_factory, PACKAGE, CLIENT)
+
+
+class NodeDriver(Driver):
+    """``driver.js`` under node, its JSON lines collected as ``Driver`` does; the client's
+    log is ``$HOME/logs/rocketmq/rocketmq_client_nodejs.log``."""
+
+    def __init__(self, modules: Path, home: Path, args: dict[str, Any]) -> None:
+        node = shutil.which("node") or "node"
+        super().__init__(node, home, args, script=DRIVER, env={"NODE_PATH": str(modules)})
+
+    def report(self) -> str:
+        log = self.home / "logs" / "rocketmq" / "rocketmq_client_nodejs.log"
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+        return (
+            "stderr:\n"
+            + self.stderr.decode(errors="replace")[-4000:]
+            + "\nlog:\n"
+            + "\n".join(tail)
+        )
+
+
+def test_node_producer_sends_and_simple_consumer_receives(
+    broker_clusters: MakeCluster, tmp_path: Path, node_modules: Path
+) -> None:
+    cluster, endpoints = _cluster(broker_clusters)
+    access_point = endpoints.split(";")[0]
+    producer = NodeDriver(
+        node_modules, tmp_path / "producer",
+        {"role": "produce", "endpoints": access_point, "topic": TOPIC, "count": 30},
+    )  # fmt: skip
+    try:
+        producer.finish(60)
+    finally:
+        producer.close()
+    sent, failed = producer.of("sent"), producer.of("failed")
+    assert not failed, f"sends failed: {failed[:3]}\n{producer.report()}"
+    assert len(sent) == 30
+    assert len({e["message_id"] for e in sent}) == 30
+    found = read_back(cluster.namesrv_addr)
+    check_acknowledged(sent, found)
+    assert len(found) == 30
+
+    consumer = NodeDriver(
+        node_modules, tmp_path / "consumer",
+        {"role": "simple", "endpoints": access_point, "topic": TOPIC, "group": "node-simple",
+         "count": 30, "duration_s": 60},
+    )  # fmt: skip
+    try:
+        consumer.finish(100)
+    finally:
+        consumer.close()
+    assert not consumer.of("failed"), consumer.of("failed")[:3]
+    acked = sorted(e["message_id"] for e in consumer.of("acked"))
+    assert acked == sorted(e["message_id"] for e in sent), consumer.report()
+    bodies = {e["message_id"]: e["body"] for e in consumer.of("received")}
+    assert all(bodies[e["message_id"]] == e["body"] for e in sent)
+    attempts: dict[str, list[int]] = {}
+    for event in consumer.of("received"):
+        attempts.setdefault(event["message_id"], []).append(event["attempt"])
+    (held,) = (e["message_id"] for e in consumer.of("held"))
+    (renewed,) = (e["message_id"] for e in consumer.of("renewed"))
+    assert attempts[held] == [1, 2], attempts[held]
+    assert attempts[renewed] == [1]
+    assert all(a == [1] for m, a in attempts.items() if m != held), attempts
+    assert consumer.of("done")[0]["leftover"] == 0
