@@ -119,7 +119,7 @@ class PopSettings:
     """The consumer group's settings that POP obeys (changed only by ``reconfigure``)."""
 
     fifo: bool = False
-    """Deliver each message group in order, one message at a time (rule 5)."""
+    """Deliver each message group in order, a run of its oldest messages at a time (rule 5)."""
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     """Deliveries before an expired message goes to the dead-letter queue; at least 1."""
 

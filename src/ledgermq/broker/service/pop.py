@@ -22,10 +22,11 @@ group's ``retryMaxTimes``; both travel in every op, so a changed group setting h
 next receive on.
 
 FIFO (issue 16 section 3): a consumer group with ``consumeMessageOrderly`` is a FIFO group. Its
-messages are ordered by message group (``__SHARDINGKEY``, a v5 ``message_group``): of each
-group, one message is out at a time, the oldest not done, and an unacknowledged one comes back
-(attempt + 1) before anything after it, until the maximum attempts send it to the dead letters
-and the group moves on (``PopQueue`` rule 5). Messages without a group (a remoting producer's
+messages are ordered by message group (``__SHARDINGKEY``, a v5 ``message_group``): a receive
+hands out a group's oldest messages not done, in order, and nothing more of the group while any
+of them is out and invisible; an unacknowledged one comes back (attempt + 1) first of its group,
+before anything after it, until the maximum attempts send it to the dead letters and the group
+moves on (``PopQueue`` rule 5). Messages without a group (a remoting producer's
 orderly selector, which sets no property) are ordered by their queue, as RocketMQ's orderly
 consumption orders a queue: they form one group per queue (``QUEUE_ORDER``).
 
