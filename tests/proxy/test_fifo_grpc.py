@@ -189,3 +189,32 @@ def test_fifo_group_settings_and_ordered_receive(tmp_path: Path) -> None:
             assert await receive() == []
 
     _run(tmp_path, test)
+
+
+def test_message_type_check_turned_off(tmp_path: Path) -> None:
+    """``enableTopicMessageTypeCheck=false``: routes accept every type, producers are told not
+    to check, and a FIFO message goes to a NORMAL topic (still to its group's queue)."""
+
+    async def test(group: Group) -> None:
+        master = await group.master()
+        assert master.services is not None
+        await master.services.admin.create_topic(TopicConfig("PlainT", 4, 4))
+        for _ in range(500):
+            if group.namesrv.routes.route("PlainT") is not None:
+                break
+            await asyncio.sleep(0.02)
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            route = await stub.QueryRoute(
+                service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="PlainT"))
+            )
+            assert len(route.message_queues[0].accept_message_types) == 4
+            message = _message("PlainT", "P1", b"p", message_group="order-1", queue_id=0)
+            sent = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]))
+            assert sent.status.code == Code.OK, sent.status
+        found = await master.services.pull.pull(
+            PullRequest("chk", "PlainT", queue_of_group("order-1", 4), 0, 32)
+        )
+        assert [r.body for r in decode_records(found.body)] == [b"p"]
+
+    _run(tmp_path, test, enable_topic_message_type_check=False)

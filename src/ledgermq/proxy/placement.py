@@ -30,15 +30,16 @@ if TYPE_CHECKING:
 __all__ = ["place"]
 
 
-def place(request: SendRequest, config: TopicConfig) -> SendRequest:
+def place(request: SendRequest, config: TopicConfig, *, check_type: bool = True) -> SendRequest:
     """``request`` with its queue chosen; ``Refusal`` (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) if
-    the message's type is not the topic's. A message with a message group goes to the write
-    queue its group hashes to, whatever queue the client named; others keep theirs."""
+    the message's type is not the topic's and ``check_type`` (the broker's
+    ``enableTopicMessageTypeCheck``). A message with a message group goes to the write queue its
+    group hashes to, whatever queue the client named; others keep theirs."""
     properties = decode_properties(request.properties)
     problem = type_conflict(
         config.topic_name, topic_message_type(config), message_type_of(properties)
     )
-    if problem is not None:
+    if problem is not None and check_type:
         raise Refusal(status(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem))
     group = properties.get(PROPERTY_SHARDING_KEY)
     if group is not None:

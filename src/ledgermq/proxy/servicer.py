@@ -171,9 +171,10 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         local = self._state.topics.find(topic)
         # Every group of a topic has its attributes (admin creates it on every master alike);
         # this replica knows its own.
-        accepted = accepted_message_types(
-            topic_message_type(local) if local is not None else TopicMessageType.NORMAL
-        )
+        kind = topic_message_type(local) if local is not None else TopicMessageType.NORMAL
+        if not self._state.config.enable_topic_message_type_check:
+            kind = TopicMessageType.MIXED  # every type goes
+        accepted = accepted_message_types(kind)
         queues = []
         for data in route.queue_datas:
             endpoint = endpoints.get(data.broker_name)
@@ -315,7 +316,9 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         exponential.multiplier = 2.0
         if client.client_type == definition_pb2.PRODUCER:
             settings.publishing.max_body_size = self._state.config.max_message_size
-            settings.publishing.validate_message_type = True
+            settings.publishing.validate_message_type = (
+                self._state.config.enable_topic_message_type_check
+            )
         elif client.HasField("subscription"):
             # The Java proxy's mergeSubscriptionData: a group with consumeMessageOrderly is a
             # FIFO group (its PushConsumer then consumes each message group in order).
@@ -365,7 +368,9 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
                 )
-            send = place(send, config)
+            send = place(
+                send, config, check_type=self._state.config.enable_topic_message_type_check
+            )
             tracer = self._services.trace
             started_ms = tracer.now_ms() if tracer is not None else 0
             result = await self._services.send.send(send, body, peer)
