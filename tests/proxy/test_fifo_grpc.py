@@ -1,10 +1,11 @@
 """FIFO over the gRPC door (issue 16 section 3), with our generated stub over ``grpc.aio`` to an
 in-process 3-replica group: a FIFO topic (``+message.type=FIFO``) is routed as FIFO, takes
 messages with a message group and refuses the rest (and a FIFO message to a NORMAL topic) with
-MESSAGE_PROPERTY_CONFLICT_WITH_TYPE; each group lands in the queue the Java proxy would pick,
-whatever queue the client named; Telemetry tells a FIFO group's consumer ``fifo``; receiving in
-the FIFO group gives each group's oldest messages in order and nothing more of a group while
-they are out; unacknowledged ones come back (attempt 2) before their successors."""
+MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (a topic without a type takes every type); each group lands
+in the queue the Java proxy would pick, whatever queue the client named; Telemetry tells a FIFO
+group's consumer ``fifo``; receiving in the FIFO group gives each group's oldest messages in
+order and nothing more of a group while they are out; unacknowledged ones come back (attempt 2)
+before their successors."""
 
 from __future__ import annotations
 
@@ -87,11 +88,18 @@ def test_fifo_topic_send_route_and_refusals(tmp_path: Path) -> None:
             ]:
                 answer = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]))
                 assert [e.status.code for e in answer.entries] == [code], answer
-            await master.services.admin.create_topic(TopicConfig("PlainT", 4, 4))
+            await master.services.admin.create_topic(
+                TopicConfig("PlainT", 4, 4), parse_changes("+message.type=NORMAL")
+            )
             plain = _message("PlainT", "P1", b"p", message_group="order-1")
             answer = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[plain]))
             assert answer.status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, answer.status
             assert "expected type is NORMAL, but actual type is FIFO" in answer.status.message
+            # a topic that names no type takes every type
+            await master.services.admin.create_topic(TopicConfig("Untyped", 4, 4))
+            loose = _message("Untyped", "U1", b"u", message_group="order-1")
+            answer = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[loose]))
+            assert answer.status.code == Code.OK, answer.status
 
         # every group in the queue the Java proxy picks, in the order sent, group kept
         stored: dict[str, list[tuple[int, bytes]]] = {}
@@ -198,7 +206,9 @@ def test_message_type_check_turned_off(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
         master = await group.master()
         assert master.services is not None
-        await master.services.admin.create_topic(TopicConfig("PlainT", 4, 4))
+        await master.services.admin.create_topic(
+            TopicConfig("PlainT", 4, 4), parse_changes("+message.type=NORMAL")
+        )
         for _ in range(500):
             if group.namesrv.routes.route("PlainT") is not None:
                 break

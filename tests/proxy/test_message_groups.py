@@ -73,7 +73,9 @@ def test_group_problems() -> None:
 
 
 def test_message_types() -> None:
-    assert topic_message_type(TopicConfig("T")) is TopicMessageType.NORMAL
+    assert topic_message_type(TopicConfig("T")) is TopicMessageType.MIXED  # takes every type
+    typed = TopicConfig("T", attributes={"message.type": "NORMAL"})
+    assert topic_message_type(typed) is TopicMessageType.NORMAL
     fifo = TopicConfig("T", attributes={"message.type": "FIFO"})
     assert topic_message_type(fifo) is TopicMessageType.FIFO
     assert topic_message_type(TopicConfig("T", attributes={"message.type": "odd"})) is (

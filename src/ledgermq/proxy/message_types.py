@@ -2,15 +2,19 @@
 passes against it. Pure.
 
 RocketMQ 5 gives every topic one message type, in its attributes (``updateTopic -a
-+message.type=FIFO``; no attribute means NORMAL, ``TopicConfig.getTopicMessageType``). Its
-proxy reads a message's type from the properties the message will be stored with
-(``TopicMessageType.parseFromMessageProperty``: transactional, then timer / delay, then FIFO
-when it has a message group, else normal) and refuses a message whose type is not the topic's
-(MIXED takes all four) with ``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE`` ("TopicMessageType validate
-failed, the expected type is FIFO, but actual type is NORMAL"). The route tells the clients the
-same thing in each queue's ``accept_message_types``, and the clients check it before they send
-when the settings say ``validate_message_type`` (ours do, as the Java proxy's default
-``enableTopicMessageTypeCheck=true``).
++message.type=FIFO``). Its proxy reads a message's type from the properties the message will
+be stored with (``TopicMessageType.parseFromMessageProperty``: transactional, then timer /
+delay, then FIFO when it has a message group, else normal) and refuses a message whose type is
+not the topic's (MIXED takes all four) with ``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE``
+("TopicMessageType validate failed, the expected type is FIFO, but actual type is NORMAL").
+The route tells the clients the same in each queue's ``accept_message_types``, and the clients
+check it before they send when the settings say ``validate_message_type`` (ours do, as the
+Java proxy's default ``enableTopicMessageTypeCheck=true``).
+
+One difference: a topic without the attribute is NORMAL to RocketMQ
+(``TopicConfig.getTopicMessageType``) and takes every type here (as MIXED), so that topics made
+before they had types, or by a remoting admin that sets none, keep taking the timer and
+transactional v5 messages they took before; a topic that names its type is held to it.
 
 Only the gRPC door checks, as in RocketMQ, where the proxy checks and the broker's remoting
 port does not: remoting producers (an orderly selector, a sharding key) keep sending to any
@@ -60,12 +64,12 @@ class TopicMessageType(enum.Enum):
 
 
 def topic_message_type(config: TopicConfig) -> TopicMessageType:
-    """The topic's type: its ``message.type`` attribute, NORMAL without one. An attribute this
-    broker does not know (written by hand into the metadata) reads as UNSPECIFIED, which no
-    message matches, rather than as a type it does not say."""
+    """The topic's type: its ``message.type`` attribute, MIXED without one (module docstring).
+    An attribute this broker does not know (written by hand into the metadata) reads as
+    UNSPECIFIED, which no message matches, rather than as a type it does not say."""
     value = config.attributes.get(MESSAGE_TYPE_ATTRIBUTE)
     if value is None:
-        return TopicMessageType.NORMAL
+        return TopicMessageType.MIXED
     try:
         return TopicMessageType(value)
     except ValueError:
