@@ -12,11 +12,10 @@ it must come back (delivery attempt 2) before any later message of its group.
 It stops once ``count`` distinct messages are acknowledged (when given), or once ``stop_file``
 exists (the test writes it when the producer is done: a JSON list of the [group, seq] pairs
 sent) and each of those was acknowledged (or its ack failed: its outcome is unknown, and if it
-did not take, the message comes back and is received again), or after ``duration_s``. Each
-receive asks one queue, picked at random by the client (5.1.2 makes a new round-robin selector
-with a random start for every receive), waiting up to 2 s on an empty one, so no "idle for a
-while" rule could tell that the topic is drained. The leftover count at the end is what four
-more receives got.
+did not take, the message comes back and is received again), or after ``duration_s``. No
+"idle for a while" rule could tell that the topic is drained: a group whose messages are out
+gets nothing until they come back, and after a failover the client waits for its next route
+refresh. The leftover count at the end is what four more receives got.
 
 One JSON line per event: ``received`` (message_id, group, seq, attempt, batch: the receive's
 number), then its outcome: ``held``, ``skipped``, ``acked`` or ``ack_failed`` (error; the
