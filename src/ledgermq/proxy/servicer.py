@@ -482,14 +482,17 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             )
         entries = []
         tracer = self._services.trace
-        for entry in request.entries:
-            try:
-                await self._services.pop.ack(group, topic, entry.receipt_handle)
+        # one replicated op per queue for the whole batch (PopService.ack_many)
+        errors = await self._services.pop.ack_many(
+            group, topic, [entry.receipt_handle for entry in request.entries]
+        )
+        for entry, error in zip(request.entries, errors, strict=True):
+            if error is None:
                 answer = ok()
                 if tracer is not None:
                     tracer.acked(group=group, msg_id=entry.message_id, handle=entry.receipt_handle)
-            except ServiceError as exc:
-                answer = error_status(exc)
+            else:
+                answer = error_status(error)
             entries.append(
                 service_pb2.AckMessageResultEntry(
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=answer

@@ -50,6 +50,7 @@ from ledgermq.broker.errors import (
     InvalidHandleError,
     NoSuchTopicError,
     NotStoredError,
+    ServiceError,
 )
 from ledgermq.broker.state.pop_table import pop_op
 from ledgermq.broker.storage.filter.subscription import is_tag_type, resolve
@@ -73,6 +74,8 @@ from ledgermq.wire.message import (
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.pop_table import PopKey
@@ -330,6 +333,44 @@ class PopService:
             await self._commit(key, queue.settings, [queue.plan_ack(_model(handle))])
             if not self._queue(key).is_done(handle.offset):
                 raise NotStoredError(f"the ack of {handle_text!r} did not take effect")
+
+    async def ack_many(
+        self, group: str, topic: str, handle_texts: Sequence[str]
+    ) -> list[ServiceError | None]:
+        """``ack`` each of ``handle_texts``, with one replicated op per queue instead of one
+        per message: a client acknowledging a received batch (gRPC AckMessage's entries) pays
+        one commit per queue. Per handle, in order: None when its message is settled (now or
+        before), else the error ``ack`` would have raised for it alone."""
+        results: list[ServiceError | None] = [None] * len(handle_texts)
+        by_queue: dict[PopKey, list[tuple[int, PopHandle]]] = {}
+        for index, text in enumerate(handle_texts):
+            try:
+                handle, key = self._handle(group, topic, text)
+            except ServiceError as exc:
+                results[index] = exc
+            else:
+                by_queue.setdefault(key, []).append((index, handle))
+        for key, entries in by_queue.items():
+            async with self._lock(key):
+                to_settle: list[tuple[int, PopHandle]] = []
+                for index, handle in entries:
+                    try:
+                        if self._check(key, handle) is not Outcome.ALREADY_DONE:
+                            to_settle.append((index, handle))
+                    except ServiceError as exc:
+                        results[index] = exc
+                if not to_settle:
+                    continue
+                queue = self._queue(key)
+                records: list[PopRecord] = [queue.plan_ack(_model(h)) for _, h in to_settle]
+                await self._commit(key, queue.settings, records)
+                settled = self._queue(key)
+                for index, handle in to_settle:
+                    if not settled.is_done(handle.offset):
+                        results[index] = NotStoredError(
+                            f"the ack of {handle_texts[index]!r} did not take effect"
+                        )
+        return results
 
     async def change_invisible(
         self, group: str, topic: str, handle_text: str, invisible_ms: int
