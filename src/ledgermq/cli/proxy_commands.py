@@ -1,0 +1,77 @@
+"""``ledgermq proxy -n NAMESRV``: the stand-alone gRPC proxy (RocketMQ's "cluster" mode), until
+SIGTERM or SIGINT.
+
+RocketMQ 5 clients talk to it at one address that never moves; it forwards to each broker
+group's current master over remoting (``proxy.cluster``). Once listening it prints
+``proxy listening on HOST:PORT`` on stdout, with the real port when ``--listen HOST:0`` asked
+for any free one, so scripts and tests can read it. ``--access-key`` / ``--secret-key`` sign
+its requests to a cluster with ACL on; ``--tls`` and friends dial brokers that serve TLS.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.serving import address_in_use, wait_for_stop
+from ledgermq.cli.tls_args import add_tls_args, tls_from
+from ledgermq.errors import LedgerMQError, NetworkError
+from ledgermq.net import run
+from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    proxy = commands.add_parser(
+        "proxy",
+        help="run a stand-alone gRPC proxy for RocketMQ 5 clients (until SIGTERM)",
+        description="Serve apache.rocketmq.v2.MessagingService at one stable address and "
+        "forward to the broker groups' current masters over remoting, so RocketMQ 5 clients "
+        "survive a master failover without a route refresh.",
+    )
+    proxy.add_argument(
+        "--namesrv", "-n", required=True, metavar="NAMESRV",
+        help="NameServer address(es), host:port[;host:port] (namesrvAddr)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+        help=f"where to serve gRPC (default {DEFAULT_LISTEN}, RocketMQ's grpcServerPort; "
+        "port 0: any free one)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--advertise", metavar="HOST",
+        help="the host routes name for this proxy (default the listen host; this host's "
+        "address when listening on 0.0.0.0)",
+    )  # fmt: skip
+    add_credential_args(proxy)
+    add_tls_args(proxy)
+    proxy.set_defaults(handler=cmd_proxy)
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    proxy = ClusterProxy(
+        args.namesrv,
+        args.listen,
+        advertise=args.advertise,
+        credentials=credentials_from(args),
+        tls=tls_from(args),
+    )
+    return run(_serve(proxy, args.listen))
+
+
+async def _serve(proxy: ClusterProxy, listen: str) -> int:
+    try:
+        await proxy.start()
+    except NetworkError as exc:
+        if not address_in_use(exc):
+            raise
+        raise LedgerMQError(f"{exc}; choose another --listen") from exc
+    try:
+        host = listen.rpartition(":")[0]
+        print(f"proxy listening on {host}:{proxy.port}", flush=True)
+        await wait_for_stop()
+    finally:
+        await proxy.close()
+    return 0

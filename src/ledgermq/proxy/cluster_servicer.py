@@ -1,0 +1,511 @@
+"""``MessagingService`` of the stand-alone proxy (RocketMQ's "cluster" mode): v5 RPCs forwarded
+to the brokers' masters over remoting (``proxy.forward``), translation only.
+
+Routes answer the topic's queues with the broker group names kept and **this proxy's endpoint**
+for every group (as the Java proxy does in cluster mode), so a client never needs a new route
+after a failover: the proxy finds the new master and the client's address stays good. The
+v5 message <-> RocketMQ message mappings are the in-replica door's (``proxy.messages``,
+``proxy.received``); the statuses of remoting failures are ``proxy.remote_status``'s.
+
+Served: QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination, Telemetry (settings
+exchange), SendMessage (normal messages; the properties ``proxy.messages`` makes pass through
+to the remoting send as they are), and POP (ReceiveMessage, AckMessage,
+ChangeInvisibleDuration) over the remoting POP codes 200050 / 200051 / 200053. A receipt handle
+is the broker's ``POP_CK``, which names its broker group, so an ack goes to that group's
+master whichever proxy or master handed the message out. Everything else answers
+NOT_IMPLEMENTED in its status (never a dropped stream): transactional messages and
+EndTransaction, ForwardMessageToDeadLetterQueue, the PullConsumer set, RecallMessage.
+
+Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
+flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
+the client is stored, and may be stored twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import zlib
+from typing import TYPE_CHECKING, Any, Final
+
+from ledgermq.errors import LedgerMQError, TopicNotFoundError
+from ledgermq.proxy.forward import write_queues
+from ledgermq.proxy.messages import Refusal, receive_request, send_request
+from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.received import stored_message
+from ledgermq.proxy.remote_status import remote_status
+from ledgermq.proxy.servicer import address_scheme
+from ledgermq.proxy.status import Code, not_implemented, ok, status
+from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.message import decode_records
+from ledgermq.wire.route import is_readable, is_writable
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
+    import grpc.aio
+
+    from ledgermq.proxy.forward import Forwarder
+    from ledgermq.proxy.routes import Endpoint
+    from ledgermq.wire.route import TopicRouteData
+
+    Context = grpc.aio.ServicerContext[Any, Any]
+
+__all__ = ["ClusterServicer"]
+
+_log = logging.getLogger(__name__)
+
+POP_CK: Final = "POP_CK"
+"""``MessageConst.PROPERTY_POP_CK``: where a popped record carries its receipt handle."""
+_DEFAULT_TOPIC: Final = "TBW102"
+_DEFAULT_DEADLINE_S: Final = 3.0
+"""How long a forwarded call may take when the client set no deadline (its usual timeout)."""
+_MARGIN_S: Final = 0.2
+"""Answered this long before the client's deadline, so the client reads our status."""
+_MAX_ATTEMPTS: Final = 3
+_LONG_POLLING_S: Final = 20
+_RECEIVE_BATCH: Final = 32
+_MAX_BODY: Final = 4 * 1024 * 1024
+_ALL_TYPES: Final = (definition_pb2.NORMAL, definition_pb2.FIFO, definition_pb2.DELAY)
+
+
+class ClusterServicer(service_pb2_grpc.MessagingServiceServicer):
+    """The stand-alone proxy's servicer (module docstring)."""
+
+    def __init__(self, forwarder: Forwarder, endpoint: Endpoint) -> None:
+        self._forward = forwarder
+        self._endpoint = endpoint
+        self._counter = itertools.count()
+
+    def _deadline_s(self, context: Context) -> float:
+        left: float | None = context.time_remaining()  # None: the client set no deadline
+        if left is None:
+            return _DEFAULT_DEADLINE_S
+        return max(0.1, left - _MARGIN_S)
+
+    # ------------------------------------------------------------------ routes
+    async def _route(self, topic: str) -> TopicRouteData:
+        """A NameServer's route now, else the cached one (a NameServer restart)."""
+        try:
+            return await self._forward.route(topic, refresh=True)
+        except TopicNotFoundError:
+            cached = self._forward.client.cached_route(topic)
+            if cached is None:
+                raise
+            return cached
+
+    async def _queues(
+        self, topic: str
+    ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
+        if not topic:
+            return [], status(Code.ILLEGAL_TOPIC, "the request names no topic")
+        try:
+            route = await self._route(topic)
+        except TopicNotFoundError:
+            return [], status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        except LedgerMQError as exc:
+            return [], status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+        queues = []
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            broker = self._broker(data.broker_name)
+            both = min(data.read_queue_nums, data.write_queue_nums)
+            for queue_id in range(max(data.read_queue_nums, data.write_queue_nums)):
+                # as the Java proxy's RouteActivity: the surplus of one kind gets that kind
+                if queue_id < both:
+                    perm = data.perm
+                elif data.read_queue_nums > data.write_queue_nums:
+                    perm = data.perm & 4
+                else:
+                    perm = data.perm & 2
+                queues.append(
+                    definition_pb2.MessageQueue(
+                        topic=definition_pb2.Resource(name=topic),
+                        id=queue_id,
+                        permission=_permission(perm),
+                        broker=broker,
+                        accept_message_types=_ALL_TYPES,
+                    )
+                )
+        if not queues:
+            return [], status(Code.TOPIC_NOT_FOUND, f"topic {topic} has no queue on any broker")
+        return queues, ok()
+
+    def _broker(self, name: str) -> definition_pb2.Broker:
+        host, port = self._endpoint.host, self._endpoint.port
+        return definition_pb2.Broker(
+            name=name,
+            id=0,
+            endpoints=definition_pb2.Endpoints(
+                scheme=address_scheme(host),
+                addresses=[definition_pb2.Address(host=host, port=port)],
+            ),
+        )
+
+    async def QueryRoute(  # noqa: N802 - the generated servicer's names
+        self, request: service_pb2.QueryRouteRequest, context: Context
+    ) -> service_pb2.QueryRouteResponse:
+        queues, answer = await self._queues(request.topic.name)
+        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
+
+    async def QueryAssignment(  # noqa: N802
+        self, request: service_pb2.QueryAssignmentRequest, context: Context
+    ) -> service_pb2.QueryAssignmentResponse:
+        """One assignment per broker group with readable queues, queue id -1 (POP's "any
+        queue of this group"), as the Java proxy answers."""
+        queues, answer = await self._queues(request.topic.name)
+        if answer.code != Code.OK:
+            return service_pb2.QueryAssignmentResponse(status=answer)
+        assignments = []
+        seen: set[str] = set()
+        for queue in queues:
+            readable = queue.permission in (definition_pb2.READ, definition_pb2.READ_WRITE)
+            if not readable or queue.broker.name in seen:
+                continue
+            seen.add(queue.broker.name)
+            any_queue = definition_pb2.MessageQueue()
+            any_queue.CopyFrom(queue)
+            any_queue.id = -1
+            assignments.append(definition_pb2.Assignment(message_queue=any_queue))
+        if not assignments:
+            return service_pb2.QueryAssignmentResponse(
+                status=status(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
+            )
+        return service_pb2.QueryAssignmentResponse(status=ok(), assignments=assignments)
+
+    # ------------------------------------------------------------------ clients
+    async def Heartbeat(  # noqa: N802
+        self, request: service_pb2.HeartbeatRequest, context: Context
+    ) -> service_pb2.HeartbeatResponse:
+        return service_pb2.HeartbeatResponse(status=ok())
+
+    async def NotifyClientTermination(  # noqa: N802
+        self, request: service_pb2.NotifyClientTerminationRequest, context: Context
+    ) -> service_pb2.NotifyClientTerminationResponse:
+        return service_pb2.NotifyClientTerminationResponse(status=ok())
+
+    async def Telemetry(  # noqa: N802
+        self,
+        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
+        | Iterator[service_pb2.TelemetryCommand],
+        context: Context,
+    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
+        """Each client ``settings`` is answered with them merged with the proxy's; the stream
+        stays open until the client closes it; other commands need no answer."""
+        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
+        async for command in request_iterator:
+            if command.HasField("settings"):
+                yield service_pb2.TelemetryCommand(
+                    status=ok(), settings=_server_settings(command.settings)
+                )
+
+    # ------------------------------------------------------------------ send
+    async def SendMessage(  # noqa: N802
+        self, request: service_pb2.SendMessageRequest, context: Context
+    ) -> service_pb2.SendMessageResponse:
+        """One entry per message, in order; the response's status is the first failure's."""
+        if not request.messages:
+            return service_pb2.SendMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no message")
+            )
+        deadline_s = self._deadline_s(context)
+        peer_host = _peer_host(context)
+        entries = []
+        first_failure: definition_pb2.Status | None = None
+        for message in request.messages:
+            entry = await self._send_one(message, peer_host, deadline_s)
+            if first_failure is None and entry.status.code != Code.OK:
+                first_failure = entry.status
+            entries.append(entry)
+        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
+
+    async def _send_one(
+        self, message: definition_pb2.Message, peer_host: str, deadline_s: float
+    ) -> service_pb2.SendResultEntry:
+        message_id = message.system_properties.message_id
+        if message.system_properties.message_type == definition_pb2.TRANSACTION:
+            return service_pb2.SendResultEntry(
+                status=not_implemented("transactional messages through the stand-alone proxy"),
+                message_id=message_id,
+            )
+        try:
+            send, body = send_request(message, peer_host, 4)
+            route = await self._route(send.topic)
+            queues = write_queues(route)
+            if not queues:
+                return service_pb2.SendResultEntry(
+                    status=status(Code.FORBIDDEN, f"topic {send.topic} has no writable queue"),
+                    message_id=message_id,
+                )
+            group = message.system_properties.message_group
+            # a message group keeps its queue (FIFO); others go round the queues
+            index = zlib.crc32(group.encode()) if group else next(self._counter)
+            chosen = queues[index % len(queues)]
+            broker_name, queue_id = chosen.broker_name, chosen.queue_id
+            fields = {
+                "a": send.producer_group, "b": send.topic, "c": _DEFAULT_TOPIC,
+                "d": str(send.default_topic_queue_nums), "e": str(queue_id),
+                "f": str(send.sys_flag), "g": str(send.born_timestamp), "h": str(send.flag),
+                "i": send.properties, "j": str(send.reconsume_times), "k": "false",
+                "m": "false", "n": broker_name,
+            }  # fmt: skip
+            forwarded = await self._forward.call(
+                send.topic, broker_name, MQRequestCode.SEND_MESSAGE_V2, fields, body,
+                deadline_s=deadline_s,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.FLUSH_DISK_TIMEOUT,
+                        MQResponseCode.FLUSH_SLAVE_TIMEOUT, MQResponseCode.SLAVE_NOT_AVAILABLE),
+            )  # fmt: skip
+        except Refusal as refusal:
+            return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
+        except TopicNotFoundError:
+            return service_pb2.SendResultEntry(
+                status=status(Code.TOPIC_NOT_FOUND, f"topic {message.topic.name} does not exist"),
+                message_id=message_id,
+            )
+        except LedgerMQError as exc:
+            return service_pb2.SendResultEntry(status=remote_status(exc), message_id=message_id)
+        if forwarded.unknown_before:
+            _log.warning("message %s was sent again after a failover; it may be stored twice",
+                         message_id)  # fmt: skip
+        offset = int(forwarded.response.ext_fields.get("queueOffset", "0") or 0)
+        return service_pb2.SendResultEntry(status=ok(), message_id=message_id, offset=offset)
+
+    # ------------------------------------------------------------------ POP
+    async def ReceiveMessage(  # noqa: N802
+        self, request: service_pb2.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        """POP_MESSAGE to the assignment's broker group: ``status``, the messages, then the
+        ``delivery_timestamp``; one MESSAGE_NOT_FOUND when nothing came in the polling time."""
+        try:
+            pop = receive_request(request)
+            broker_name = request.message_queue.broker.name or await self._any_readable(pop.topic)
+            fields = {
+                "consumerGroup": pop.group, "topic": pop.topic,
+                "queueId": str(-1 if pop.queue_id is None else pop.queue_id),
+                "maxMsgNums": str(pop.max_messages), "invisibleTime": str(pop.invisible_ms),
+                "pollTime": str(pop.poll_ms), "bornTime": "0", "initMode": "0",
+                "expType": pop.subscription[1] or "TAG", "exp": pop.subscription[0],
+                "order": "false",
+            }  # fmt: skip
+            deadline_s = max(self._deadline_s(context), pop.poll_ms / 1000)
+            forwarded = await self._forward.call(
+                pop.topic, broker_name, MQRequestCode.POP_MESSAGE, fields,
+                deadline_s=deadline_s, timeout_s=pop.poll_ms / 1000 + 3.0,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.PULL_NOT_FOUND),
+            )  # fmt: skip
+        except Refusal as refusal:
+            yield service_pb2.ReceiveMessageResponse(status=refusal.status)
+            return
+        except TopicNotFoundError:
+            yield service_pb2.ReceiveMessageResponse(
+                status=status(Code.TOPIC_NOT_FOUND, f"topic {request.message_queue.topic.name} "
+                              "does not exist")
+            )  # fmt: skip
+            return
+        except LedgerMQError as exc:
+            yield service_pb2.ReceiveMessageResponse(status=remote_status(exc))
+            return
+        response = forwarded.response
+        records = decode_records(response.body) if response.code == MQResponseCode.SUCCESS else []
+        if not records:
+            yield service_pb2.ReceiveMessageResponse(
+                status=status(Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+            return
+        yield service_pb2.ReceiveMessageResponse(status=ok())
+        invisible_ms = int(response.ext_fields.get("invisibleTime") or pop.invisible_ms)
+        for record in records:
+            message = stored_message(record)
+            message.user_properties.pop(POP_CK, None)
+            system = message.system_properties
+            system.receipt_handle = record.properties.get(POP_CK, "")
+            system.delivery_attempt = record.reconsume_times + 1
+            system.invisible_duration.FromMilliseconds(invisible_ms)
+            yield service_pb2.ReceiveMessageResponse(message=message)
+        delivered = service_pb2.ReceiveMessageResponse()
+        delivered.delivery_timestamp.FromMilliseconds(int(response.ext_fields.get("popTime", 0)))
+        yield delivered
+
+    async def _any_readable(self, topic: str) -> str:
+        route = await self._route(topic)
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if is_readable(data.perm):
+                return data.broker_name
+        raise Refusal(status(Code.FORBIDDEN, f"topic {topic} has no readable queue"))
+
+    async def AckMessage(  # noqa: N802
+        self, request: service_pb2.AckMessageRequest, context: Context
+    ) -> service_pb2.AckMessageResponse:
+        """ACK_MESSAGE per entry, to the master of the group its handle names; the response's
+        status is the entries' common one, else MULTIPLE_RESULTS."""
+        if not request.entries:
+            return service_pb2.AckMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no entry")
+            )
+        deadline_s = self._deadline_s(context)
+        entries = []
+        for entry in request.entries:
+            answer = await self._ack(
+                request.group.name, request.topic.name, entry.receipt_handle, deadline_s
+            )
+            entries.append(
+                service_pb2.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=answer
+                )
+            )
+        codes = {e.status.code for e in entries}
+        overall = (
+            entries[0].status
+            if len(codes) == 1
+            else status(Code.MULTIPLE_RESULTS, "the entries have different results")
+        )
+        return service_pb2.AckMessageResponse(status=overall, entries=entries)
+
+    async def _ack(
+        self, group: str, topic: str, handle: str, deadline_s: float
+    ) -> definition_pb2.Status:
+        broker_name = handle_broker(handle)
+        if broker_name is None:
+            return status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
+        fields = {"consumerGroup": group, "topic": topic, "extraInfo": handle}
+        try:
+            forwarded = await self._forward.call(
+                topic, broker_name, MQRequestCode.ACK_MESSAGE, fields, deadline_s=deadline_s,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.NO_MESSAGE),
+            )  # fmt: skip
+        except LedgerMQError as exc:
+            return remote_status(exc)
+        if forwarded.response.code == MQResponseCode.NO_MESSAGE and not forwarded.unknown_before:
+            return status(Code.INVALID_RECEIPT_HANDLE, forwarded.response.remark or "stale handle")
+        # NO_MESSAGE after an attempt whose outcome is unknown: that attempt acked it
+        return ok()
+
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        """CHANGE_MESSAGE_INVISIBLETIME; not retried when its outcome is unknown (a change that
+        was made makes the handle stale, so the retry would fail anyway)."""
+        handle = request.receipt_handle
+        broker_name = handle_broker(handle)
+        if broker_name is None:
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
+            )
+        if not request.HasField("invisible_duration"):
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
+            )
+        fields = {
+            "consumerGroup": request.group.name, "topic": request.topic.name,
+            "extraInfo": handle,
+            "invisibleTime": str(request.invisible_duration.ToMilliseconds()),
+        }  # fmt: skip
+        try:
+            forwarded = await self._forward.call(
+                request.topic.name, broker_name, MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+                fields, deadline_s=self._deadline_s(context), retry_unknown=False,
+            )  # fmt: skip
+        except LedgerMQError as exc:
+            return service_pb2.ChangeInvisibleDurationResponse(status=remote_status(exc))
+        return service_pb2.ChangeInvisibleDurationResponse(
+            status=ok(), receipt_handle=forwarded.response.ext_fields.get("extraInfo", "")
+        )
+
+    # ------------------------------------------------------------------ not here yet
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(
+            status=not_implemented("ForwardMessageToDeadLetterQueue through the proxy")
+        )
+
+    async def EndTransaction(  # noqa: N802
+        self, request: service_pb2.EndTransactionRequest, context: Context
+    ) -> service_pb2.EndTransactionResponse:
+        return service_pb2.EndTransactionResponse(
+            status=not_implemented("EndTransaction through the stand-alone proxy")
+        )
+
+    async def PullMessage(  # noqa: N802
+        self, request: service_pb2.PullMessageRequest, context: Context
+    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
+        yield service_pb2.PullMessageResponse(
+            status=not_implemented("PullMessage through the stand-alone proxy")
+        )
+
+    async def UpdateOffset(  # noqa: N802
+        self, request: service_pb2.UpdateOffsetRequest, context: Context
+    ) -> service_pb2.UpdateOffsetResponse:
+        return service_pb2.UpdateOffsetResponse(
+            status=not_implemented("UpdateOffset through the stand-alone proxy")
+        )
+
+    async def GetOffset(  # noqa: N802
+        self, request: service_pb2.GetOffsetRequest, context: Context
+    ) -> service_pb2.GetOffsetResponse:
+        return service_pb2.GetOffsetResponse(
+            status=not_implemented("GetOffset through the stand-alone proxy")
+        )
+
+    async def QueryOffset(  # noqa: N802
+        self, request: service_pb2.QueryOffsetRequest, context: Context
+    ) -> service_pb2.QueryOffsetResponse:
+        return service_pb2.QueryOffsetResponse(
+            status=not_implemented("QueryOffset through the stand-alone proxy")
+        )
+
+    async def RecallMessage(  # noqa: N802
+        self, request: service_pb2.RecallMessageRequest, context: Context
+    ) -> service_pb2.RecallMessageResponse:
+        return service_pb2.RecallMessageResponse(status=not_implemented("RecallMessage"))
+
+    async def SyncLiteSubscription(  # noqa: N802
+        self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
+    ) -> service_pb2.SyncLiteSubscriptionResponse:
+        return service_pb2.SyncLiteSubscriptionResponse(
+            status=not_implemented("SyncLiteSubscription")
+        )
+
+
+def handle_broker(handle: str) -> str | None:
+    """The broker group a receipt handle (the broker's ``POP_CK``: ``"<seq> <popTime>
+    <invisibleTime> 0 0 <brokerName> <queueId> <offset>"``) names; None if it is not one."""
+    fields = handle.split(" ")
+    if len(fields) != 8 or not fields[5]:
+        return None
+    return fields[5]
+
+
+def _server_settings(client: definition_pb2.Settings) -> definition_pb2.Settings:
+    settings = definition_pb2.Settings()
+    settings.CopyFrom(client)
+    backoff = settings.backoff_policy
+    backoff.max_attempts = _MAX_ATTEMPTS
+    exponential = backoff.exponential_backoff
+    exponential.initial.FromMilliseconds(10)
+    exponential.max.FromMilliseconds(1000)
+    exponential.multiplier = 2.0
+    if client.client_type == definition_pb2.PRODUCER:
+        settings.publishing.max_body_size = _MAX_BODY
+        settings.publishing.validate_message_type = True
+    elif client.HasField("subscription"):
+        settings.subscription.fifo = False
+        settings.subscription.receive_batch_size = _RECEIVE_BATCH
+        settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
+    return settings
+
+
+def _permission(perm: int) -> definition_pb2.Permission.ValueType:
+    if is_readable(perm) and is_writable(perm):
+        return definition_pb2.READ_WRITE
+    if is_readable(perm):
+        return definition_pb2.READ
+    if is_writable(perm):
+        return definition_pb2.WRITE
+    return definition_pb2.NONE
+
+
+def _peer_host(context: Context) -> str:
+    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1``."""
+    peer = context.peer() or ""
+    _, _, address = peer.partition(":")
+    return (address or peer).rpartition(":")[0]
