@@ -273,3 +273,41 @@ def test_official_python_client_through_the_proxy(
     assert attempts[held] == [1, 2]
     assert attempts[renewed] == [1]
     assert consumer.of("done")[0]["leftover"] == 0
+
+
+def test_official_python_producer_across_a_master_kill_through_the_proxy(
+    proxied: tuple[BrokerCluster, ProxyProcess], tmp_path: Path
+) -> None:
+    """The official Python Producer, its one endpoint the proxy: sends resume without a route
+    refresh (at least 10 acknowledged more than 1 s after the kill), and every acknowledged
+    send is readable afterwards."""
+    python = client_python()
+    cluster, proxy = proxied
+    master = cluster.wait_master(GROUP)
+    driver = Driver(python, tmp_path / "client", {"endpoints": proxy.address, "topic": TOPIC,
+                                                   "duration_s": 14, "pause_s": 0.02})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(driver.of("sent")) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(driver.of("sent")) >= 30, driver.report()
+        acked_before = len(driver.of("sent"))
+        cluster.kill9(GROUP, master)
+        new_master = cluster.wait_master(GROUP, 20)
+        assert new_master != master
+        driver.finish(60)
+    finally:
+        driver.close()
+    sent, failed = driver.of("sent"), driver.of("failed")
+    killed_at = sent[acked_before - 1]["t"]
+    after = [e["t"] - killed_at for e in sent[acked_before:]]
+    print(  # the run's shape, for the report: -s shows it
+        f"python through the proxy: acked before kill {acked_before}, acked in all {len(sent)}, "
+        f"failed {len(failed)}; master {master} -> {new_master}; first ack after the kill at "
+        f"+{after[0] if after else -1:.2f} s; "
+        f"errors: {sorted({e['error'][:80] for e in failed})[:3]}"
+    )
+    assert len([t for t in after if t > 1.0]) >= 10, driver.report() + proxy.log()
+    found = read_back(cluster.namesrv_addr)
+    missing = [e["message_id"] for e in sent if e["message_id"] not in found]
+    assert not missing, f"{len(missing)} acknowledged sends are not readable: {missing[:5]}"
