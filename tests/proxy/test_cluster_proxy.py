@@ -31,7 +31,7 @@ from tests.proxy.test_official_client import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from ledgermq.testing.broker_cluster import BrokerCluster
@@ -192,11 +192,80 @@ def test_routes_sends_and_pop_through_the_proxy(
         nothing = _receive(stub, "proxy-pop", 32)
         assert [a.status.code for a in nothing] == [Code.MESSAGE_NOT_FOUND]
 
+        _pull_everything(stub, route.message_queues, sent)
+
         end = stub.EndTransaction(
             service_pb2.EndTransactionRequest(topic=definition_pb2.Resource(name=TOPIC)),
             timeout=5,
         )
         assert end.status.code == Code.NOT_IMPLEMENTED
+
+
+def _pull(
+    stub: Any, queue: definition_pb2.MessageQueue, offset: int
+) -> tuple[definition_pb2.Status, list[definition_pb2.Message], int]:
+    request = service_pb2.PullMessageRequest(
+        group=definition_pb2.Resource(name="proxy-pull"),
+        message_queue=queue,
+        offset=offset,
+        batch_size=32,
+        filter_expression=definition_pb2.FilterExpression(type=definition_pb2.TAG, expression="*"),
+    )
+    request.long_polling_timeout.FromMilliseconds(0)
+    answers = list(stub.PullMessage(request, timeout=10))
+    first, *middle, last = answers
+    assert last.HasField("next_offset"), answers
+    return first.status, [a.message for a in middle], last.next_offset
+
+
+def _pull_everything(
+    stub: Any, queues: Sequence[definition_pb2.MessageQueue], sent: dict[str, int]
+) -> None:
+    """The PullConsumer set through the proxy: each queue read from QueryOffset BEGINNING to
+    END, every message sent found once; the group's offset stored and read back; an offset
+    past the end refused with where to go on."""
+    pulled: list[str] = []
+    group = definition_pb2.Resource(name="proxy-pull")
+    for queue in queues:
+        policies = (definition_pb2.BEGINNING, definition_pb2.END)
+        low, high = (
+            stub.QueryOffset(
+                service_pb2.QueryOffsetRequest(message_queue=queue, query_offset_policy=p),
+                timeout=5,
+            )
+            for p in policies
+        )
+        assert (low.status.code, high.status.code) == (Code.OK, Code.OK)
+        offset = low.offset
+        while offset < high.offset:
+            answer, messages, offset = _pull(stub, queue, offset)
+            assert answer.code == Code.OK, answer
+            pulled.extend(m.system_properties.message_id for m in messages)
+        answer, messages, after = _pull(stub, queue, offset)
+        assert (answer.code, messages, after) == (Code.MESSAGE_NOT_FOUND, [], offset)
+        beyond, _, go_on = _pull(stub, queue, offset + 1000)
+        assert beyond.code == Code.ILLEGAL_OFFSET, beyond
+        assert go_on == high.offset
+        updated = stub.UpdateOffset(
+            service_pb2.UpdateOffsetRequest(group=group, message_queue=queue, offset=offset),
+            timeout=5,
+        )
+        assert updated.status.code == Code.OK, updated.status
+        got = stub.GetOffset(
+            service_pb2.GetOffsetRequest(group=group, message_queue=queue), timeout=5
+        )
+        assert (got.status.code, got.offset) == (Code.OK, offset)
+    assert sorted(pulled) == sorted(sent)
+    no_broker = definition_pb2.MessageQueue(topic=definition_pb2.Resource(name=TOPIC), id=0)
+    nameless = list(
+        stub.PullMessage(
+            service_pb2.PullMessageRequest(
+                group=group, message_queue=no_broker, offset=0, batch_size=1
+            ),
+            timeout=5,
+        )
+    )
+    assert [a.status.code for a in nameless] == [Code.BAD_REQUEST]
 
 
 def test_sends_through_the_proxy_go_on_across_a_master_kill(

@@ -12,9 +12,10 @@ exchange), SendMessage (normal messages; the properties ``proxy.messages`` makes
 to the remoting send as they are), and POP (ReceiveMessage, AckMessage,
 ChangeInvisibleDuration) over the remoting POP codes 200050 / 200051 / 200053. A receipt handle
 is the broker's ``POP_CK``, which names its broker group, so an ack goes to that group's
-master whichever proxy or master handed the message out. Everything else answers
+master whichever proxy or master handed the message out. The PullConsumer set (PullMessage,
+UpdateOffset, GetOffset, QueryOffset) is ``proxy.cluster_pull``'s. Everything else answers
 NOT_IMPLEMENTED in its status (never a dropped stream): transactional messages and
-EndTransaction, ForwardMessageToDeadLetterQueue, the PullConsumer set, RecallMessage.
+EndTransaction, ForwardMessageToDeadLetterQueue, RecallMessage.
 
 Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
 flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
@@ -29,6 +30,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
+from ledgermq.proxy.cluster_pull import ClusterPullRpcs
 from ledgermq.proxy.forward import write_queues
 from ledgermq.proxy.messages import Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
@@ -69,7 +71,7 @@ _MAX_BODY: Final = 4 * 1024 * 1024
 _ALL_TYPES: Final = (definition_pb2.NORMAL, definition_pb2.FIFO, definition_pb2.DELAY)
 
 
-class ClusterServicer(service_pb2_grpc.MessagingServiceServicer):
+class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The stand-alone proxy's servicer (module docstring)."""
 
     def __init__(self, forwarder: Forwarder, endpoint: Endpoint) -> None:
@@ -423,34 +425,6 @@ class ClusterServicer(service_pb2_grpc.MessagingServiceServicer):
     ) -> service_pb2.EndTransactionResponse:
         return service_pb2.EndTransactionResponse(
             status=not_implemented("EndTransaction through the stand-alone proxy")
-        )
-
-    async def PullMessage(  # noqa: N802
-        self, request: service_pb2.PullMessageRequest, context: Context
-    ) -> AsyncIterator[service_pb2.PullMessageResponse]:
-        yield service_pb2.PullMessageResponse(
-            status=not_implemented("PullMessage through the stand-alone proxy")
-        )
-
-    async def UpdateOffset(  # noqa: N802
-        self, request: service_pb2.UpdateOffsetRequest, context: Context
-    ) -> service_pb2.UpdateOffsetResponse:
-        return service_pb2.UpdateOffsetResponse(
-            status=not_implemented("UpdateOffset through the stand-alone proxy")
-        )
-
-    async def GetOffset(  # noqa: N802
-        self, request: service_pb2.GetOffsetRequest, context: Context
-    ) -> service_pb2.GetOffsetResponse:
-        return service_pb2.GetOffsetResponse(
-            status=not_implemented("GetOffset through the stand-alone proxy")
-        )
-
-    async def QueryOffset(  # noqa: N802
-        self, request: service_pb2.QueryOffsetRequest, context: Context
-    ) -> service_pb2.QueryOffsetResponse:
-        return service_pb2.QueryOffsetResponse(
-            status=not_implemented("QueryOffset through the stand-alone proxy")
         )
 
     async def RecallMessage(  # noqa: N802
