@@ -14,8 +14,9 @@ ChangeInvisibleDuration) over the remoting POP codes 200050 / 200051 / 200053. A
 is the broker's ``POP_CK``, which names its broker group, so an ack goes to that group's
 master whichever proxy or master handed the message out. The PullConsumer set (PullMessage,
 UpdateOffset, GetOffset, QueryOffset) is ``proxy.cluster_pull``'s. Everything else answers
-NOT_IMPLEMENTED in its status (never a dropped stream): transactional messages and
-EndTransaction, ForwardMessageToDeadLetterQueue, RecallMessage.
+NOT_IMPLEMENTED in its status (never a dropped stream): ForwardMessageToDeadLetterQueue,
+RecallMessage. Transactions (transactional sends, EndTransaction, the masters' check-backs
+relayed to a producer's Telemetry stream) are ``proxy.cluster_transactions``'.
 
 Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
 flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
@@ -24,6 +25,8 @@ the client is stored, and may be stored twice.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import zlib
@@ -31,8 +34,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.cluster_pull import ClusterPullRpcs
+from ledgermq.proxy.cluster_transactions import (
+    ClusterProducers,
+    end_fields,
+    orphaned_command,
+    transaction_id,
+)
 from ledgermq.proxy.forward import write_queues
-from ledgermq.proxy.messages import Refusal, receive_request, send_request
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_status import remote_status
@@ -47,8 +56,10 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
+    from ledgermq.net import Connection
     from ledgermq.proxy.forward import Forwarder
     from ledgermq.proxy.routes import Endpoint
+    from ledgermq.wire import RemotingCommand
     from ledgermq.wire.route import TopicRouteData
 
     Context = grpc.aio.ServicerContext[Any, Any]
@@ -68,7 +79,12 @@ _MAX_ATTEMPTS: Final = 3
 _LONG_POLLING_S: Final = 20
 _RECEIVE_BATCH: Final = 32
 _MAX_BODY: Final = 4 * 1024 * 1024
-_ALL_TYPES: Final = (definition_pb2.NORMAL, definition_pb2.FIFO, definition_pb2.DELAY)
+_ALL_TYPES: Final = (
+    definition_pb2.NORMAL,
+    definition_pb2.FIFO,
+    definition_pb2.DELAY,
+    definition_pb2.TRANSACTION,
+)
 
 
 class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer):
@@ -78,6 +94,42 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self._forward = forwarder
         self._endpoint = endpoint
         self._counter = itertools.count()
+        self._producers = ClusterProducers()
+        """v5 producers' Telemetry streams: where the masters' check-backs go."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        forwarder.client.on_check_transaction = self._on_check
+        forwarder.after_failover = self._heartbeat_soon
+
+    def _heartbeat_soon(self) -> None:
+        """Tell the masters now that this proxy is a producer of ``GRPC_PRODUCER_GROUP`` (the
+        client's own heartbeat comes every 30 s): after a producer's settings, and after a
+        failover, so that the new master's check-backs find the proxy."""
+        client = self._forward.client
+        if not client.producer_groups:
+            return
+        task = asyncio.get_running_loop().create_task(self._heartbeat())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _heartbeat(self) -> None:
+        client = self._forward.client
+        for topic in sorted(client.producer_topics):
+            with contextlib.suppress(LedgerMQError):
+                await client.topic_route(topic, refresh=True)
+        with contextlib.suppress(LedgerMQError):
+            await client.send_heartbeat()
+
+    def _on_check(self, conn: Connection, command: RemotingCommand) -> None:
+        """A master's CHECK_TRANSACTION_STATE, to a producer's Telemetry stream; one-way, so
+        a check that finds no producer is simply not answered (the master asks again)."""
+        orphan = orphaned_command(command)
+        if orphan is None:
+            _log.warning("a check-back from %s holds no half message", conn.address)
+            return
+        topic = orphan.recover_orphaned_transaction_command.message.topic.name
+        if not self._producers.relay(topic, orphan):
+            _log.info("no producer of %s is connected for a check-back from %s",
+                      topic, conn.address)  # fmt: skip
 
     def _deadline_s(self, context: Context) -> float:
         left: float | None = context.time_remaining()  # None: the client set no deadline
@@ -192,13 +244,45 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         context: Context,
     ) -> AsyncIterator[service_pb2.TelemetryCommand]:
         """Each client ``settings`` is answered with them merged with the proxy's; the stream
-        stays open until the client closes it; other commands need no answer."""
+        stays open until the client closes it, and carries the masters' check-backs to a
+        producer publishing the topic (``proxy.cluster_transactions``)."""
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
-        async for command in request_iterator:
-            if command.HasField("settings"):
-                yield service_pb2.TelemetryCommand(
-                    status=ok(), settings=_server_settings(command.settings)
-                )
+        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+        key = self._producers.open(outbox)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        self._settings(key, command.settings)
+                        outbox.put_nowait(
+                            service_pb2.TelemetryCommand(
+                                status=ok(), settings=_server_settings(command.settings)
+                            )
+                        )
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            self._producers.close(key)
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    def _settings(self, key: int, settings: definition_pb2.Settings) -> None:
+        if settings.client_type != definition_pb2.PRODUCER:
+            return
+        topics = [t.name for t in settings.publishing.topics if t.name]
+        self._producers.publishes(key, topics)
+        client = self._forward.client
+        if topics and not set(topics) <= client.producer_topics:
+            client.producer_groups.add(GRPC_PRODUCER_GROUP)
+            client.producer_topics.update(topics)
+            self._heartbeat_soon()
 
     # ------------------------------------------------------------------ send
     async def SendMessage(  # noqa: N802
@@ -224,11 +308,6 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self, message: definition_pb2.Message, peer_host: str, deadline_s: float
     ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id
-        if message.system_properties.message_type == definition_pb2.TRANSACTION:
-            return service_pb2.SendResultEntry(
-                status=not_implemented("transactional messages through the stand-alone proxy"),
-                message_id=message_id,
-            )
         try:
             send, body = send_request(message, peer_host, 4)
             route = await self._route(send.topic)
@@ -268,8 +347,12 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         if forwarded.unknown_before:
             _log.warning("message %s was sent again after a failover; it may be stored twice",
                          message_id)  # fmt: skip
-        offset = int(forwarded.response.ext_fields.get("queueOffset", "0") or 0)
-        return service_pb2.SendResultEntry(status=ok(), message_id=message_id, offset=offset)
+        ext = forwarded.response.ext_fields
+        offset = int(ext.get("queueOffset", "0") or 0)
+        entry = service_pb2.SendResultEntry(status=ok(), message_id=message_id, offset=offset)
+        if message.system_properties.message_type == definition_pb2.TRANSACTION:
+            entry.transaction_id = transaction_id(broker_name, ext.get("msgId", ""))
+        return entry
 
     # ------------------------------------------------------------------ POP
     async def ReceiveMessage(  # noqa: N802
@@ -423,9 +506,19 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     async def EndTransaction(  # noqa: N802
         self, request: service_pb2.EndTransactionRequest, context: Context
     ) -> service_pb2.EndTransactionResponse:
-        return service_pb2.EndTransactionResponse(
-            status=not_implemented("EndTransaction through the stand-alone proxy")
-        )
+        """END_TRANSACTION to the master of the group the transaction id names; retried
+        across a failover (the same end again is accepted; the other one is refused)."""
+        try:
+            broker_name, fields = end_fields(request)
+            await self._forward.call(
+                request.topic.name, broker_name, MQRequestCode.END_TRANSACTION, fields,
+                deadline_s=self._deadline_s(context),
+            )  # fmt: skip
+        except Refusal as refusal:
+            return service_pb2.EndTransactionResponse(status=refusal.status)
+        except LedgerMQError as exc:
+            return service_pb2.EndTransactionResponse(status=remote_status(exc))
+        return service_pb2.EndTransactionResponse(status=ok())
 
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context

@@ -39,7 +39,7 @@ from ledgermq.wire import MQResponseCode
 from ledgermq.wire.route import MASTER_ID, is_writable
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping
 
     from ledgermq.client._remoting import ClientInstance
     from ledgermq.wire import RemotingCommand
@@ -87,6 +87,8 @@ class Forwarder:
 
     def __init__(self, client: ClientInstance) -> None:
         self.client = client
+        self.after_failover: Callable[[], None] = lambda: None
+        """Called when a request succeeded after failed attempts (a new master, likely)."""
 
     async def route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
         """The topic's route (``TopicNotFoundError`` when no NameServer knows it)."""
@@ -137,6 +139,8 @@ class Forwarder:
                     address, code, fields, body,
                     timeout_s=max(0.2, min(timeout_s, left)), expect=expect,
                 )  # fmt: skip
+                if attempts > 1:
+                    self.after_failover()
                 return Forwarded(response, attempts, unknown)
             except TopicNotFoundError:
                 raise
