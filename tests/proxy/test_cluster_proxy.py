@@ -181,6 +181,18 @@ def test_routes_sends_and_pop_through_the_proxy(
         assert changed.receipt_handle != first.system_properties.receipt_handle
         stale = _ack(stub, "proxy-pop", first.system_properties.receipt_handle, first_id)
         assert stale.status.code == Code.INVALID_RECEIPT_HANDLE, stale.status
+        dead_id, dead = list(received.items())[1]
+        forwarded = stub.ForwardMessageToDeadLetterQueue(
+            service_pb2.ForwardMessageToDeadLetterQueueRequest(
+                group=definition_pb2.Resource(name="proxy-pop"),
+                topic=definition_pb2.Resource(name=TOPIC),
+                receipt_handle=dead.system_properties.receipt_handle,
+                message_id=dead_id,
+            ),
+            timeout=10,
+        )
+        assert forwarded.status.code == Code.OK, forwarded.status
+        _check_dead_letter(stub, "%DLQ%proxy-pop", dead_id, dead.body)
         for message_id, message in received.items():
             handle = (
                 changed.receipt_handle
@@ -205,13 +217,33 @@ def test_routes_sends_and_pop_through_the_proxy(
             timeout=5,
         )
         assert end.status.code == Code.INVALID_TRANSACTION_ID, end.status
-        dead = stub.ForwardMessageToDeadLetterQueue(
+        garbage_dlq = stub.ForwardMessageToDeadLetterQueue(
             service_pb2.ForwardMessageToDeadLetterQueueRequest(
-                topic=definition_pb2.Resource(name=TOPIC), receipt_handle=changed.receipt_handle
+                group=definition_pb2.Resource(name="proxy-pop"),
+                topic=definition_pb2.Resource(name=TOPIC),
+                receipt_handle="not a handle",
             ),
             timeout=5,
         )
-        assert dead.status.code == Code.NOT_IMPLEMENTED
+        assert garbage_dlq.status.code == Code.INVALID_RECEIPT_HANDLE
+
+
+def _check_dead_letter(stub: Any, topic: str, message_id: str, body: bytes) -> None:
+    """The dead-letter topic (created by the broker on the first one) holds the message."""
+    deadline = time.monotonic() + 30
+    while True:
+        route = stub.QueryRoute(
+            service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=topic)), timeout=5
+        )
+        if route.status.code == Code.OK or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert route.status.code == Code.OK, route.status
+    found = {}
+    for queue in route.message_queues:
+        _, messages, _ = _pull(stub, queue, 0)
+        found.update({m.system_properties.message_id: m.body for m in messages})
+    assert found == {message_id: body}
 
 
 def _pull(

@@ -8,15 +8,15 @@ v5 message <-> RocketMQ message mappings are the in-replica door's (``proxy.mess
 ``proxy.received``); the statuses of remoting failures are ``proxy.remote_status``'s.
 
 Served: QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination, Telemetry (settings
-exchange), SendMessage (normal messages; the properties ``proxy.messages`` makes pass through
-to the remoting send as they are), and POP (ReceiveMessage, AckMessage,
-ChangeInvisibleDuration) over the remoting POP codes 200050 / 200051 / 200053. A receipt handle
-is the broker's ``POP_CK``, which names its broker group, so an ack goes to that group's
-master whichever proxy or master handed the message out. The PullConsumer set (PullMessage,
-UpdateOffset, GetOffset, QueryOffset) is ``proxy.cluster_pull``'s. Everything else answers
-NOT_IMPLEMENTED in its status (never a dropped stream): ForwardMessageToDeadLetterQueue,
-RecallMessage. Transactions (transactional sends, EndTransaction, the masters' check-backs
-relayed to a producer's Telemetry stream) are ``proxy.cluster_transactions``'.
+exchange), SendMessage (the properties ``proxy.messages`` makes pass through to the remoting
+send as they are), and POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration) over the
+remoting POP codes 200050 / 200051 / 200053. A receipt handle is the broker's ``POP_CK``, which
+names its broker group, so an ack goes to that group's master whichever proxy or master handed
+the message out. Elsewhere: the PullConsumer set (``proxy.cluster_pull``),
+ForwardMessageToDeadLetterQueue (``proxy.cluster_dead_letters``), transactions: transactional
+sends, EndTransaction, the masters' check-backs relayed to a producer's Telemetry stream
+(``proxy.cluster_transactions``). RecallMessage and SyncLiteSubscription answer
+NOT_IMPLEMENTED in their status (never a dropped stream).
 
 Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
 flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
@@ -33,6 +33,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
+from ledgermq.proxy.cluster_dead_letters import forward_to_dead_letters
 from ledgermq.proxy.cluster_pull import ClusterPullRpcs
 from ledgermq.proxy.cluster_transactions import (
     ClusterProducers,
@@ -499,9 +500,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     async def ForwardMessageToDeadLetterQueue(  # noqa: N802
         self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
-        return service_pb2.ForwardMessageToDeadLetterQueueResponse(
-            status=not_implemented("ForwardMessageToDeadLetterQueue through the proxy")
-        )
+        """To ``%DLQ%<group>`` (``proxy.cluster_dead_letters``), then acknowledged."""
+        answer = await forward_to_dead_letters(self._forward, request, self._deadline_s(context))
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=answer)
 
     async def EndTransaction(  # noqa: N802
         self, request: service_pb2.EndTransactionRequest, context: Context
