@@ -19,8 +19,9 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 from ledgermq.bench.processes import child_env, ledgermq_command
-from ledgermq.client import Admin, ConsumeStatus, SyncPushConsumer
+from ledgermq.client import Admin, ConsumeStatus, Credentials, Producer, SyncPushConsumer
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
@@ -68,10 +69,10 @@ def _require_browser() -> Any:
 
 
 @contextmanager
-def console(namesrv: str) -> Iterator[str]:
+def console(namesrv: str, *options: str) -> Iterator[str]:
     """``ledgermq console -n NAMESRV --listen 127.0.0.1:0`` as a child; yields its URL."""
     child = subprocess.Popen(
-        ledgermq_command("console", "-n", namesrv, "--listen", "127.0.0.1:0"),
+        ledgermq_command("console", "-n", namesrv, "--listen", "127.0.0.1:0", *options),
         env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -291,11 +292,151 @@ def test_an_unreachable_cluster_shows_a_clear_page(browser_page: Any, tmp_path: 
         shoot(page, tmp_path, "unreachable")
 
 
-def ask(namesrv: str, call: Callable[[Admin], Awaitable[T]]) -> T:
+ACL = """
+accounts:
+  - accessKey: ops-admin
+    secretKey: ops-admin-secret
+    admin: true
+  - accessKey: app-user
+    secretKey: app-user-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: PUB|SUB
+"""
+ADMIN = Credentials("ops-admin", "ops-admin-secret")
+
+
+def test_with_acl_on_the_console_asks_for_an_admin_account(
+    broker_clusters: MakeCluster, browser_page: Any, tmp_path: Path
+) -> None:
+    """ACL on the brokers, the console started with no account: every page asks for a sign-in;
+    a wrong secret and a non-admin account are refused; an admin signs in, creates a topic
+    (checked through Admin), sees live send and consume TPS, and signs out."""
+    from playwright.sync_api import expect
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    cluster = off_loop(
+        broker_clusters,
+        replicas=1,
+        credentials=(ADMIN.access_key, ADMIN.secret_key),
+        extra_settings={
+            "aclEnable": "true",
+            "aclFilePath": str(acl),
+            "aclAccessKey": ADMIN.access_key,
+            "aclSecretKey": ADMIN.secret_key,
+        },
+    )
+    off_loop(cluster.wait_routable)
+    ns = cluster.namesrv_addr
+    page = browser_page
+    stop = threading.Event()
+    traffic: Future[int] | None = None
+    consumer: SyncPushConsumer | None = None
+    try:
+        with console(ns) as url:
+            # ---- every page asks for a sign-in first
+            page.goto(url + "topics")
+            expect(page).to_have_url(url + "login?next=/topics")
+            expect(page.locator("h1")).to_have_text("Sign in")
+            shoot(page, tmp_path, "login", docs=True)
+            page.goto(url + "groups")
+            expect(page.locator("h1")).to_have_text("Sign in")
+
+            # ---- a wrong secret, then an account that is not an admin
+            page.fill('input[name="access_key"]', "ops-admin")
+            page.fill('input[name="secret_key"]', "not-the-secret")
+            page.click('button:text-is("Sign in")')
+            expect(page.locator(".banner.failure")).to_have_text(
+                "not signed in: the access key and secret key do not match an account of the "
+                "cluster"
+            )
+            assert "not-the-secret" not in page.content()
+            page.fill('input[name="access_key"]', "app-user")
+            page.fill('input[name="secret_key"]', "app-user-secret")
+            page.click('button:text-is("Sign in")')
+            expect(page.locator(".banner.failure")).to_contain_text(
+                "app-user is not an admin account: the console needs one"
+            )
+            assert "ledgermq console sign-in check" not in ask(ns, lambda a: a.topic_list(), ADMIN)
+
+            # ---- the admin signs in, lands where it was going, creates a topic
+            page.fill('input[name="access_key"]', "ops-admin")
+            page.fill('input[name="secret_key"]', "ops-admin-secret")
+            page.click('button:text-is("Sign in")')
+            expect(page).to_have_url(url + "groups")
+            expect(page.locator("#account")).to_have_text("ops-admin")
+            cookies = page.context.cookies()
+            assert [c["sameSite"] for c in cookies] == ["Strict"]
+            assert all(c["httpOnly"] for c in cookies)
+            assert not any("secret" in c["value"] for c in cookies)
+            page.goto(url + "topics")
+            page.fill('input[name="topic"]', "AclTopic")
+            page.fill('input[name="queues"]', "2")
+            page.click('button:text-is("Create")')
+            expect(page.locator(".banner.notice")).to_contain_text(
+                "topic AclTopic created with 2 queues on broker-a"
+            )
+            assert len(ask(ns, lambda admin: admin.topic_stats("AclTopic"), ADMIN)) == 2
+
+            # ---- live TPS: a producer and a consumer at work
+            consumer = SyncPushConsumer("AclGroup", ns, credentials=ADMIN)
+            consumer.subscribe("AclTopic", "*")
+            consumer.register_listener(lambda messages: ConsumeStatus.CONSUME_SUCCESS)
+            consumer.start()
+            traffic = ThreadPoolExecutor(1).submit(send_until, ns, "AclTopic", stop)
+            nonzero_rate = re.compile(r"^(?!0\.0$)\d+\.\d$")
+            page.goto(url + "topics")
+            send_tps = page.locator('tr[data-topic="AclTopic"] td.send-tps')
+            expect(send_tps).to_have_text(nonzero_rate, timeout=30_000)
+            shoot(page, tmp_path, "topics-tps")
+            page.goto(url + "groups")
+            consume_tps = page.locator('tr[data-group="AclGroup"] td.consume-tps')
+            expect(consume_tps).to_have_text(nonzero_rate, timeout=30_000)
+            shoot(page, tmp_path, "groups-tps")
+            page.goto(url + "groups/AclGroup")
+            expect(page.locator("#group-tps")).to_have_text(nonzero_rate, timeout=30_000)
+            page.goto(url + "topics/AclTopic")
+            expect(page.locator("#topic-tps")).to_have_text(nonzero_rate, timeout=30_000)
+
+            # ---- sign out: the next page asks again
+            page.click('button:text-is("Sign out")')
+            expect(page.locator(".banner.notice")).to_have_text("signed out")
+            page.goto(url + "topics")
+            expect(page.locator("h1")).to_have_text("Sign in")
+    finally:
+        stop.set()
+        if traffic is not None:
+            assert traffic.result(timeout=30) > 0
+        if consumer is not None:
+            consumer.shutdown()
+
+
+def send_until(namesrv: str, topic: str, stop: threading.Event) -> int:
+    """Send to ``topic`` about 20 times a second until ``stop``; how many were sent."""
+
+    async def go() -> int:
+        sent = 0
+        producer = Producer("AclProducer", namesrv, credentials=ADMIN)
+        await producer.start()
+        try:
+            while not stop.is_set():
+                await producer.send(topic, b"tick %d" % sent)
+                sent += 1
+                await asyncio.sleep(0.05)
+        finally:
+            await producer.shutdown()
+        return sent
+
+    return asyncio.run(go())
+
+
+def ask(
+    namesrv: str, call: Callable[[Admin], Awaitable[T]], credentials: Credentials | None = None
+) -> T:
     """What ``call`` gets from the cluster through an ``Admin`` of its own."""
 
     async def go() -> T:
-        async with Admin(namesrv) as admin:
+        async with Admin(namesrv, credentials=credentials) as admin:
             return await call(admin)
 
     result: T = off_loop(asyncio.run, go())

@@ -149,10 +149,22 @@ def test_filters_long_polling_and_refusals(tmp_path: Path) -> None:
             got = await _receive(stub, _receive_request("PopF", filter_expression=odd))
             assert [r.message.body for r in got if r.HasField("message")] == [b"f1", b"f3"]
 
+            # a receive pops any queue of the broker, whatever queue it names (as the Java
+            # proxy): H2 gets queue 0's messages asking for queue 1, then waits for a message
+            # in queue 1 while naming queue 0
+            drained = await _receive(
+                stub, _receive_request("PopF", group="H2", invisible_ms=60_000, queue_id=1)
+            )
+            assert [r.message.body for r in drained if r.HasField("message")] == [
+                b"f0",
+                b"f1",
+                b"f2",
+                b"f3",
+            ]
             loop = asyncio.get_running_loop()
             started = loop.time()
             waiting = asyncio.ensure_future(
-                _receive(stub, _receive_request("PopF", group="H2", poll_ms=3000, queue_id=1))
+                _receive(stub, _receive_request("PopF", group="H2", poll_ms=3000, queue_id=0))
             )
             await asyncio.sleep(0.3)
             assert not waiting.done()

@@ -148,8 +148,11 @@ def test_route_send_and_read_back(tmp_path: Path) -> None:
             assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
             queue = route.message_queues[0]
             assert queue.permission == definition_pb2.READ_WRITE
-            assert definition_pb2.NORMAL in queue.accept_message_types
-            assert definition_pb2.TRANSACTION in queue.accept_message_types
+            assert list(queue.accept_message_types) == [
+                definition_pb2.NORMAL,
+                definition_pb2.DELAY,
+                definition_pb2.TRANSACTION,
+            ]
             assert (queue.broker.name, queue.broker.id) == ("broker-a", 0)
             address = queue.broker.endpoints.addresses[0]
             assert f"{address.host}:{address.port}" == master.grpc_address
@@ -194,14 +197,14 @@ def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
         channel, stub = _stub(master.grpc_address)
         async with channel:
             fifo = _message("GrpcTopic", "F1", b"x", message_group="g1")
-            timer = _message("GrpcTopic", "T1", b"x")
-            timer.system_properties.delivery_timestamp.FromMilliseconds(1)
+            timer = _message("GrpcTopic", "T1", b"x")  # DELAY without a delivery time
+            timer.system_properties.message_type = definition_pb2.DELAY
             reserved = _message("GrpcTopic", "R1", b"x")
             reserved.user_properties["UNIQ_KEY"] = "mine"
             missing = _message("NoSuchTopic", "M1", b"x")
             for message, code in [
                 (fifo, Code.NOT_IMPLEMENTED),
-                (timer, Code.NOT_IMPLEMENTED),
+                (timer, Code.ILLEGAL_DELIVERY_TIME),
                 (reserved, Code.ILLEGAL_MESSAGE_PROPERTY_KEY),
                 (missing, Code.TOPIC_NOT_FOUND),
             ]:
@@ -277,7 +280,6 @@ def test_rpcs_not_served_yet_answer_not_implemented(tmp_path: Path) -> None:
         channel, stub = _stub(master.grpc_address)
         async with channel:
             unary: list[Awaitable[Any]] = [
-                stub.RecallMessage(service_pb2.RecallMessageRequest()),
                 stub.SyncLiteSubscription(service_pb2.SyncLiteSubscriptionRequest()),
             ]
             for call in unary:

@@ -60,6 +60,7 @@ RESOURCE_CODES: Final = frozenset(
         _C.SEND_MESSAGE,
         _C.SEND_MESSAGE_V2,
         _C.SEND_BATCH_MESSAGE,
+        _C.RECALL_MESSAGE,
         _C.CONSUMER_SEND_MSG_BACK,
         _C.END_TRANSACTION,
         _C.PULL_MESSAGE,
@@ -159,7 +160,7 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
         return Needs(admin=True)
     resources: dict[Resource, Perm] = {}
     get = fields.get
-    if code == _C.SEND_MESSAGE:
+    if code in (_C.SEND_MESSAGE, _C.RECALL_MESSAGE):  # a recall needs PUB, as RocketMQ's
         _send(resources, get("topic"))
     elif code in (_C.SEND_MESSAGE_V2, _C.SEND_BATCH_MESSAGE):
         _send(resources, get("b"))

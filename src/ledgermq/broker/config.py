@@ -109,6 +109,9 @@ class BrokerConfig:
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    """The furthest ahead a timer message may be due (RocketMQ's ``timerMaxDelaySec``, 3 days);
+    a send due later is refused (``broker.service.timers``)."""
     max_wait_ack_time_ms: int = 2500
     preferred_leader_id: str = ""
     transaction_time_out: int = 6000
@@ -196,6 +199,16 @@ class BrokerConfig:
             raise ConfigError("transactionTimeOut and transactionCheckMax must not be negative")
         if self.transaction_check_interval < 1:
             raise ConfigError("transactionCheckInterval must be at least 1 ms")
+        if self.timer_max_delay_sec < 1:
+            raise ConfigError(
+                f"timerMaxDelaySec must be at least 1, not {self.timer_max_delay_sec}"
+            )
+        if self.timer_max_delay_sec > (self.file_reserved_time + 1) * 3600:
+            _log.warning(
+                "timerMaxDelaySec (%d s) is beyond what the commit log keeps (fileReservedTime "
+                "%s h + 1 h): a timer message retention deletes first is dropped when due",
+                self.timer_max_delay_sec, self.file_reserved_time,
+            )  # fmt: skip
         try:
             validate_topic(self.msg_trace_topic_name)
         except InvalidMessageError as exc:

@@ -25,6 +25,7 @@ __all__ = [
     "NoSuchTopicError",
     "NotFoundError",
     "NotMasterError",
+    "NotRecallableError",
     "NotStoredError",
     "ServiceError",
     "TransferRefusedError",
@@ -106,6 +107,11 @@ class NoSuchGroupError(ServiceError):
 class NotFoundError(ServiceError):
     """What the request names is not there: no message at the offset, an empty queue, a group
     with no consumer online."""
+
+
+class NotRecallableError(NotFoundError):
+    """RecallMessage found no pending timer message to cancel: it was delivered (or is being
+    delivered), or it was recalled already; the remark says which."""
 
 
 class TransferRefusedError(ServiceError):

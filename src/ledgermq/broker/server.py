@@ -35,6 +35,7 @@ from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
+from ledgermq.broker.remoting.recall import RecallProcessor
 from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.broker.remoting.send import SendProcessor, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
@@ -49,12 +50,14 @@ from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.service.retry import DelayScheduler, SendBackService
 from ledgermq.broker.service.send import SendService
 from ledgermq.broker.service.services import BrokerServices
+from ledgermq.broker.service.timers import TimerService
 from ledgermq.broker.service.trace import BrokerTracer
 from ledgermq.broker.service.transactions import TransactionChecker, TransactionService
 from ledgermq.broker.state.broker_state import BrokerState
 from ledgermq.broker.state.metadata import SNAPSHOT_FILE, BrokerMetadata
 from ledgermq.broker.state.metadata_writer import MetadataWriter
 from ledgermq.broker.state.queue_offsets import QueueOffsetTable
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.state.topics import TopicManager
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CommitLog
 from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
@@ -286,6 +289,7 @@ class BrokerServer:
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
             transactions=TransactionService(state, messages),
+            timers=TimerService(state, messages),
             trace=BrokerTracer(state, send_service, config.msg_trace_topic_name)
             if config.trace_topic_enable
             else None,
@@ -388,6 +392,8 @@ class BrokerServer:
             await self._delay.stop()
         if self._checker is not None:
             await self._checker.stop()
+        if self.services is not None:
+            await self.services.timers.stop()
         if self._role is not None:
             self._role.close()
         if self._housekeeping is not None:
@@ -480,6 +486,8 @@ class BrokerServer:
                 self._checker = self._transaction_checker(state, self.services)
             if self._checker is not None:
                 self._checker.start()  # only the master checks back (issue 16 section 3)
+            if self.services is not None:
+                self.services.timers.start()
         self._registrar.register_soon()
 
     def _on_slave(self) -> None:
@@ -492,6 +500,8 @@ class BrokerServer:
         self._spawn(self._delay.stop())
         if self._checker is not None:
             self._spawn(self._checker.stop())
+        if self.services is not None:
+            self._spawn(self.services.timers.stop())
         self._registrar.register_soon()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -501,6 +511,8 @@ class BrokerServer:
         self._delay.on_arrival(topic, queue_id)
         if self.services is not None:
             self.services.pop.on_arrival(topic)
+            if topic == TIMER_TOPIC:
+                self.services.timers.wake()
 
     async def _topics_changed(self) -> None:
         """Register the changed topics at once and return when the NameServers took them, as
@@ -779,6 +791,7 @@ class BrokerServer:
         assert self.services is not None
         pop = PopProcessor(self.services.pop)
         transactions = EndTransactionProcessor(self.services.transactions)
+        recall = RecallProcessor(self.services.timers)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -817,6 +830,7 @@ class BrokerServer:
             code.POP_MESSAGE: asynchronous(pop.pop),
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
+            code.RECALL_MESSAGE: asynchronous(recall.process),
             code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
             code.END_TRANSACTION: asynchronous(transactions.end),
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),

@@ -1,8 +1,9 @@
 """``ledgermq console -n NAMESRV [--listen 127.0.0.1:8080]``: the web console (issue 18).
 
 It takes the NameServer list and the credential and TLS options of ``ledgermq admin``, prints
-its URL and serves until Ctrl-C. The console's web stack is an extra: without it the command
-says which one to install, in one line.
+its URL and serves until Ctrl-C. With ACL on the brokers and no account given, each visitor
+signs in with an admin account (``--acl``, ``ledgermq.console.access``). The console's web
+stack is an extra: without it the command says which one to install, in one line.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "one). Anyone who reaches it can administer the cluster: keep it on loopback or "
         "behind an authenticating proxy",
     )
+    parser.add_argument(
+        "--acl",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="ask each visitor to sign in with an admin ACL account: 'auto' (default) when the "
+        "brokers refuse unsigned requests and no account is given below, 'on' always, 'off' "
+        "never",
+    )
     add_credential_args(parser)
     add_tls_args(parser)
     parser.set_defaults(handler=cmd_console)
@@ -55,12 +64,13 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from ledgermq.console.link import ClusterLink  # noqa: PLC0415 - needs the console extra
+    from ledgermq.console.access import AclMode  # noqa: PLC0415 - needs the console extra
+    from ledgermq.console.link import ClusterLink  # noqa: PLC0415
     from ledgermq.console.server import ConsoleServer, parse_listen  # noqa: PLC0415
 
     host, port = parse_listen(args.listen)
     link = ClusterLink(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
-    server = ConsoleServer(link, host, port)
+    server = ConsoleServer(link, host, port, acl=AclMode(args.acl))
     try:
         await server.start()
     except NetworkError as exc:
@@ -68,6 +78,16 @@ async def _serve(args: argparse.Namespace) -> int:
         raise LedgerMQError(f"{exc}; choose another address with --listen HOST:PORT") from exc
     try:
         print(f"LedgerMQ console: {server.url} (NameServer {args.namesrv_addr})", flush=True)
+        if link.credentials is not None and args.acl != "on":
+            print(
+                f"No sign-in: every visitor acts as {link.credentials.access_key} (the account "
+                "given to the console); keep it on loopback or behind an authenticating proxy.",
+                flush=True,
+            )
+        elif args.acl != "off":
+            print(
+                "Visitors sign in with an admin account when the brokers enforce ACL.", flush=True
+            )
         print("Serving until Ctrl-C.", flush=True)
         await wait_for_stop()
     finally:

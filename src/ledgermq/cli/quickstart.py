@@ -293,13 +293,17 @@ async def _start_console(
     from ledgermq.console.link import ClusterLink  # noqa: PLC0415 - the optional extra
     from ledgermq.console.server import ConsoleServer  # noqa: PLC0415
 
+    # an ACL cluster's console asks each visitor for an admin account rather than acting for
+    # anyone who opens it with the quickstart's: only the TLS settings are passed
     server = ConsoleServer(
-        ClusterLink(namesrv_addr, **clients), HOST, CONSOLE_PORT + args.port_offset
+        ClusterLink(namesrv_addr, tls=clients.get("tls")), HOST, CONSOLE_PORT + args.port_offset
     )
     try:
         await server.start()
     except NetworkError as exc:
         return None, f"not started: {exc} (--port-offset moves it; --no-console leaves it out)"
+    if "credentials" in clients:
+        return server, f"{server.url} (sign in with the admin account of secure/admin.yml)"
     return server, server.url
 
 

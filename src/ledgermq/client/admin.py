@@ -106,6 +106,10 @@ class ConsumerProgress:
         return max(self.broker_offset - self.consumer_offset, 0)
 
 
+_ADMIN_PROBE_TOPIC: Final = "ledgermq console sign-in check"
+"""``check_admin_account``'s topic: spaces make it a name every broker refuses to create."""
+
+
 @dataclass(frozen=True)
 class TopicGroupStats:
     """One row of ``Admin.stats_all``: a topic and one of its consumer groups (empty: none)."""
@@ -793,6 +797,45 @@ class Admin:
             for name in sorted(names)
             if name in info.broker_addr_table
         }
+
+    async def check_admin_account(self) -> None:
+        """Prove, without changing anything, that this ``Admin``'s credentials are an admin
+        account of an ACL cluster (the web console's sign-in).
+
+        It sends one master an admin request that the ACL checks before anything else and
+        that the broker then refuses on its own: creating a topic whose name has spaces,
+        which LedgerMQ's and RocketMQ 4.9's brokers reject before storing anything (a broker
+        that creates it anyway has it deleted again at once). The answer NO_PERMISSION (16)
+        means the ACL refused the account (its remark says whether the keys are wrong or the
+        account is not an admin); any other answer means the ACL let it through.
+
+        Raises:
+            MQResponseError: code NO_PERMISSION when the account may not administer.
+            NoRouteError / NetworkError: no master to ask.
+        """
+        address = next(iter((await self._masters()).values()), None)
+        if address is None:
+            raise NoRouteError("no broker group is registered with the NameServers yet")
+        ext = {
+            "topic": _ADMIN_PROBE_TOPIC,
+            "defaultTopic": DEFAULT_TOPIC,
+            "readQueueNums": "1",
+            "writeQueueNums": "1",
+            "perm": str(PERM_READ | PERM_WRITE),
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        }
+        try:
+            await self._client.invoke(address, MQRequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        except MQResponseError as exc:
+            if exc.code == MQResponseCode.NO_PERMISSION:
+                raise
+            return  # refused for its name, after the ACL let it through
+        # created: a broker that does not check names on this path. The ACL let an admin
+        # request through all the same, so the account is an admin; take the topic away.
+        with contextlib.suppress(LedgerMQError):
+            await self.delete_topic(_ADMIN_PROBE_TOPIC)
 
     async def broker_runtime_info(self, address: str) -> dict[str, str]:
         response = await self._client.invoke(address, MQRequestCode.GET_BROKER_RUNTIME_INFO)

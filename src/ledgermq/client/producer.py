@@ -28,6 +28,8 @@ Every message gets a ``UNIQ_KEY`` (``UniqueIdGenerator``); single sends use SEND
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import enum
 import logging
@@ -129,6 +131,8 @@ class SendResult:
     offset_msg_id: str
     message_queue: MessageQueue
     queue_offset: int
+    recall_handle: str | None = None
+    """A timer message's handle for ``Producer.recall`` (RocketMQ 5.3's ``recallHandle``)."""
 
     @property
     def ok(self) -> bool:
@@ -613,7 +617,35 @@ class Producer:
             ext.get("msgId", ""),
             MessageQueue(mq.topic, mq.broker_name, queue_id),
             int(ext.get("queueOffset", "-1")),
+            ext.get("recallHandle") or None,
         )
+
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancel a pending timer message (sent with ``TIMER_DELIVER_MS``, ``TIMER_DELAY_MS`` or
+        ``TIMER_DELAY_SEC`` in its properties) by the ``recall_handle`` its send answered
+        (RECALL_MESSAGE, RocketMQ 5.3); returns its message id. ``MQResponseError`` when the
+        broker refuses (NO_MESSAGE: it was delivered or recalled already)."""
+        broker = _recall_handle_broker(recall_handle)
+        info = await self._publish_info(topic)
+        address = master_address(info.route, broker)
+        if address is None:
+            raise NoRouteError(f"broker group {broker} has no master in the route of {topic} now")
+        fields = {"producerGroup": self.group, "topic": topic, "recallHandle": recall_handle}
+        response = await self._client.invoke(
+            address, MQRequestCode.RECALL_MESSAGE, fields, timeout_s=self.send_timeout_s
+        )
+        return response.ext_fields.get("msgId", "")
+
+
+def _recall_handle_broker(handle: str) -> str:
+    """The broker name in a recall handle (URL-safe base64 of ``"v1 topic broker time id"``)."""
+    try:
+        fields = base64.urlsafe_b64decode(handle.encode()).decode().split(" ")
+    except (binascii.Error, UnicodeError, ValueError):
+        fields = []
+    if len(fields) < 5 or fields[0] != "v1":
+        raise InvalidMessageError(f"not a recall handle: {handle!r:.80}")
+    return fields[2]
 
 
 def _no_writable_queue_reason(topic: str, route: TopicRouteData) -> str:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import secrets
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -35,7 +36,9 @@ from starlette.templating import Jinja2Templates
 from ledgermq.clock import SystemClock
 from ledgermq.console import messages as message_views
 from ledgermq.console import views
+from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
 from ledgermq.console.rates import Rates
+from ledgermq.console.sessions import COOKIE, Session, Sessions
 from ledgermq.errors import (
     ConfigError,
     LedgerMQError,
@@ -46,6 +49,7 @@ from ledgermq.errors import (
 from ledgermq.wire import decode_offset_message_id
 
 if TYPE_CHECKING:
+    from starlette.middleware.base import RequestResponseEndpoint
     from starlette.requests import Request
 
     from ledgermq.clock import Clock
@@ -92,12 +96,95 @@ def _environment() -> jinja2.Environment:
 class _Console:
     """The handlers, holding what they share: the cluster link, templates and the form token."""
 
-    def __init__(self, link: ClusterLink, clock: Clock) -> None:
+    def __init__(self, link: ClusterLink, clock: Clock, access: ConsoleAccess) -> None:
         self.link = link
         self.clock = clock
+        self.access = access
+        self.sessions = Sessions(clock)
         self.rates = Rates(clock)
         self.templates = Jinja2Templates(env=_environment())
         self.token = secrets.token_urlsafe(24)
+        """The forms' token while nobody signs in (a signed-in session has its own)."""
+
+    # --------------------------------------------------------------------- sign-in
+    @staticmethod
+    def session_of(request: Request) -> Session | None:
+        session = request.scope.get("ledgermq.session")
+        assert session is None or isinstance(session, Session)
+        return session
+
+    def link_of(self, request: Request) -> ClusterLink:
+        """The signed-in operator's link, or the console's own when nobody signs in."""
+        session = self.session_of(request)
+        return self.link if session is None else session.link
+
+    def token_of(self, request: Request) -> str:
+        session = self.session_of(request)
+        return self.token if session is None else session.token
+
+    async def gate(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        """Find the request's session; without one, while the cluster enforces ACL, send the
+        browser to the sign-in page (a live fragment gets a banner that links to it)."""
+        path = request.url.path
+        if path.startswith("/static/") or path == "/login":
+            return await call_next(request)
+        await self.sessions.expire()
+        session = self.sessions.find(request.cookies.get(COOKIE))
+        if session is None and await self.access.sign_in_required():
+            if path.startswith("/live/"):
+                return self.render(
+                    request,
+                    "_error.html",
+                    401,
+                    title="Signed out",
+                    detail="sign in again (reload the page)",
+                )
+            here = path + (f"?{request.url.query}" if request.url.query else "")
+            target = "/login" if request.method != "GET" else f"/login?next={quote(here)}"
+            return RedirectResponse(target, status_code=303)
+        request.scope["ledgermq.session"] = session
+        return await call_next(request)
+
+    async def login_page(self, request: Request) -> Response:
+        if not await self.access.sign_in_required():
+            return self.back("/")
+        return self.render(
+            request, "login.html", next=_local_path(request.query_params.get("next", "/"))
+        )
+
+    async def login(self, request: Request) -> Response:
+        fields = await self.form(request)
+        target = _local_path(fields.get("next", "/"))
+        try:
+            link = await self.access.sign_in(
+                fields.get("access_key", ""), fields.get("secret_key", "")
+            )
+        except SignInRefusedError as exc:
+            return self.back("/login", error=f"not signed in: {exc}", next=target)
+        except _CLUSTER_ERRORS as exc:
+            return self.back(
+                "/login", error=f"the cluster could not check the account: {exc}", next=target
+            )
+        await self.sessions.close(request.cookies.get(COOKIE))  # a new id on every sign-in
+        session_id = await self.sessions.open(
+            link.credentials.access_key if link.credentials else "", link
+        )
+        response = self.back(target)
+        response.set_cookie(
+            COOKIE,
+            session_id,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        await self.form(request)
+        await self.sessions.close(request.cookies.get(COOKIE))
+        response = self.back("/login", notice="signed out")
+        response.delete_cookie(COOKIE, httponly=True, samesite="strict")
+        return response
 
     # --------------------------------------------------------------------- rendering
     def render(
@@ -105,7 +192,8 @@ class _Console:
     ) -> Response:
         context |= {
             "namesrv": self.link.namesrv_addr,
-            "token": self.token,
+            "token": self.token_of(request),
+            "account": session.access_key if (session := self.session_of(request)) else "",
             "live_ms": LIVE_INTERVAL_MS,
             "notice": request.query_params.get("notice", ""),
             "failure": request.query_params.get("error", ""),
@@ -115,10 +203,15 @@ class _Console:
         return self.templates.TemplateResponse(request, template, context, status_code=status_code)
 
     async def form(self, request: Request) -> dict[str, str]:
-        """The posted form's fields; 403 unless it carries this process's token.
+        """The posted form's fields; 403 unless it carries the session's token (or this
+        process's, when nobody signs in) and, if the browser says where it was posted from,
+        was posted from this console.
 
         The forms are URL-encoded (none uploads files), so they are parsed here with the
         standard library rather than with Starlette's multipart parser, one dependency less."""
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, "this form was posted from another web site")
         body = b""
         async for chunk in request.stream():
             body += chunk
@@ -126,7 +219,8 @@ class _Console:
                 raise HTTPException(413, f"a form may have at most {_MAX_FORM_BYTES} bytes")
         fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         # bytes: compare_digest refuses str that is not ASCII, and a form may post anything
-        if not secrets.compare_digest(fields.get("token", "").encode(), self.token.encode()):
+        token = self.token_of(request)
+        if not secrets.compare_digest(fields.get("token", "").encode(), token.encode()):
             raise HTTPException(403, "this form is stale or not from this console: reload it")
         return fields
 
@@ -139,7 +233,7 @@ class _Console:
     # --------------------------------------------------------------------- cluster
     async def cluster(self, request: Request) -> Response:
         template = "_cluster.html" if request.url.path.startswith("/live/") else "cluster.html"
-        groups = await views.cluster_view(self.link.admin)
+        groups = await views.cluster_view(self.link_of(request).admin)
         rates: dict[str, tuple[float | None, float | None]] = {
             r.address: (
                 self.rates.rate(f"{r.address} put", r.put_messages),
@@ -154,7 +248,7 @@ class _Console:
         fields = await self.form(request)
         broker, target = fields.get("broker", ""), fields.get("to", "")
         try:
-            await self.link.admin.transfer_leadership(broker, target)
+            await self.link_of(request).admin.transfer_leadership(broker, target)
         except _CLUSTER_ERRORS as exc:
             return self.back("/", error=f"leadership of {broker} was not moved to {target}: {exc}")
         return self.back("/", notice=f"{target} now leads broker group {broker}")
@@ -162,27 +256,29 @@ class _Console:
     # --------------------------------------------------------------------- topics
     async def topics(self, request: Request) -> Response:
         system = request.query_params.get("system") == "1"
-        rows = await views.topic_rows(self.link.admin, include_system=system)
+        rows = await views.topic_rows(self.link_of(request).admin, include_system=system)
         template = "_topics.html" if request.url.path.startswith("/live/") else "topics.html"
-        return self.render(request, template, rows=rows, system=system)
+        tps = {r.name: self.rates.rate(f"topic {r.name} stored", r.stored) for r in rows}
+        return self.render(request, template, rows=rows, system=system, tps=tps)
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["topic"]
         try:
-            detail = await views.topic_detail(self.link.admin, name)
+            detail = await views.topic_detail(self.link_of(request).admin, name)
         except TopicNotFoundError:
             return self.render(
                 request, "missing.html", 404, what="topic", name=name, back="/topics"
             )
         template = "_topic.html" if request.url.path.startswith("/live/") else "topic.html"
-        return self.render(request, template, topic=name, detail=detail)
+        tps = self.rates.rate(f"topic {name} stored", detail.stored)
+        return self.render(request, template, topic=name, detail=detail, tps=tps)
 
     async def create_topic(self, request: Request) -> Response:
         fields = await self.form(request)
         name = fields.get("topic", "").strip()
         try:
             queues = int(fields.get("queues", "8"))
-            groups = await self.link.admin.create_topic(name, queues, wait_s=5.0)
+            groups = await self.link_of(request).admin.create_topic(name, queues, wait_s=5.0)
         except ValueError as exc:
             return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
         except _CLUSTER_ERRORS as exc:
@@ -197,7 +293,7 @@ class _Console:
         await self.form(request)
         name = request.path_params["topic"]
         try:
-            await self.link.admin.delete_topic(name)
+            await self.link_of(request).admin.delete_topic(name)
         except _CLUSTER_ERRORS as exc:
             return self.back(f"/topics/{quote(name, safe='')}", error=f"not deleted: {exc}")
         return self.back("/topics", notice=f"topic {name} deleted")
@@ -207,7 +303,7 @@ class _Console:
         name = request.path_params["topic"]
         here = f"/topics/{quote(name, safe='')}"
         try:
-            producer = await self.link.producer()
+            producer = await self.link_of(request).producer()
             result = await producer.send(
                 name,
                 fields.get("body", "").encode(),
@@ -227,12 +323,14 @@ class _Console:
     # --------------------------------------------------------------------- groups
     async def groups(self, request: Request) -> Response:
         system = request.query_params.get("system") == "1"
-        rows = await views.group_rows(self.link.admin, include_system=system)
+        rows = await views.group_rows(self.link_of(request).admin, include_system=system)
         template = "_groups.html" if request.url.path.startswith("/live/") else "groups.html"
+        tps = {r.name: self.rates.rate(f"group {r.name} consumed", r.consumed) for r in rows}
         return self.render(
             request,
             template,
             rows=rows,
+            tps=tps,
             system=system,
             settings=GROUP_SETTINGS,
             group="",
@@ -241,11 +339,18 @@ class _Console:
 
     async def group(self, request: Request) -> Response:
         name = request.path_params["group"]
-        detail = await views.group_detail(self.link.admin, name)
+        detail = await views.group_detail(self.link_of(request).admin, name)
         template = "_group.html" if request.url.path.startswith("/live/") else "group.html"
         values = next(iter(detail.settings.values()), {})
+        tps = self.rates.rate(f"group {name} consumed", detail.consumed)
         return self.render(
-            request, template, group=name, detail=detail, settings=GROUP_SETTINGS, values=values
+            request,
+            template,
+            group=name,
+            detail=detail,
+            settings=GROUP_SETTINGS,
+            values=values,
+            tps=tps,
         )
 
     async def update_group(self, request: Request) -> Response:
@@ -253,7 +358,7 @@ class _Console:
         name = fields.get("group", "").strip()
         try:
             settings = _group_settings(fields)
-            brokers = await self.link.admin.update_group(name, **settings)
+            brokers = await self.link_of(request).admin.update_group(name, **settings)
         except _CLUSTER_ERRORS as exc:
             return self.back("/groups", error=f"group {name!r} was not saved: {exc}")
         return self.back(
@@ -270,7 +375,7 @@ class _Console:
         try:
             if to == "time":
                 to = message_views.parse_local_time(fields.get("time", ""))
-            rows = await self.link.admin.reset_offset(name, topic, to)
+            rows = await self.link_of(request).admin.reset_offset(name, topic, to)
         except _CLUSTER_ERRORS as exc:
             return self.back(back, error=f"offsets not reset: {exc}")
         moved = ", ".join(f"{r.broker_name}/{r.queue_id} {r.before} -> {r.after}" for r in rows)
@@ -280,7 +385,7 @@ class _Console:
         await self.form(request)
         name = request.path_params["group"]
         try:
-            brokers = await self.link.admin.delete_group(name)
+            brokers = await self.link_of(request).admin.delete_group(name)
         except _CLUSTER_ERRORS as exc:
             return self.back(f"/groups/{quote(name, safe='')}", error=f"not deleted: {exc}")
         return self.back("/groups", notice=f"group {name} deleted on {', '.join(brokers)}")
@@ -294,14 +399,14 @@ class _Console:
             return self.back(f"/messages/{quote(params['id'].strip(), safe='')}")
         topic = params.get("topic", "").strip()
         if by == "key" and topic:
-            found = await self.link.admin.query_message(
+            found = await self.link_of(request).admin.query_message(
                 topic, params.get("key", "").strip(), max_num=_MAX_FOUND
             )
         elif by == "time" and topic:
             now_ms = int(self.clock.wall_time_s() * 1000)
             begin = message_views.parse_local_time(params.get("from") or str(now_ms - 3600_000))
             end = message_views.parse_local_time(params.get("to") or str(now_ms))
-            found = await self.link.admin.messages_between(
+            found = await self.link_of(request).admin.messages_between(
                 topic, begin, end, max_messages=_MAX_FOUND
             )
         rows = None if found is None else [message_views.message_view(m) for m in found]
@@ -313,8 +418,8 @@ class _Console:
             decode_offset_message_id(msg_id)
         except (MessageFormatError, ValueError) as exc:  # not an offset message id at all
             raise ConfigError(f"{exc}; an offset message id is 32 or 40 hex digits") from None
-        found = await self.link.admin.view_message(msg_id)
-        events = await self.link.admin.message_trace(found.msg_id)
+        found = await self.link_of(request).admin.view_message(msg_id)
+        events = await self.link_of(request).admin.message_trace(found.msg_id)
         dlq = found.topic[len("%DLQ%") :] if found.topic.startswith("%DLQ%") else None
         return self.render(
             request,
@@ -330,7 +435,7 @@ class _Console:
         group = fields.get("group", "")
         back = f"/messages/{quote(msg_id, safe='')}"
         try:
-            result = await self.link.admin.resend_from_dlq(group, msg_id)
+            result = await self.link_of(request).admin.resend_from_dlq(group, msg_id)
         except _CLUSTER_ERRORS as exc:
             return self.back(back, error=f"not resent: {exc}")
         return self.back(
@@ -342,6 +447,10 @@ class _Console:
     async def cluster_error(self, request: Request, exc: Exception) -> Response:
         """The cluster could not be reached, or refused: the page says so, with the address."""
         live = request.url.path.startswith("/live/")
+        if is_refusal(exc) and self.session_of(request) is None:
+            self.access.refused()
+            if await self.access.sign_in_required() and not live:
+                return self.back("/login", error=f"the cluster enforces ACL: sign in ({exc})")
         user_error = isinstance(exc, ConfigError | TopicNotFoundError)
         status = 400 if isinstance(exc, ConfigError) else 404 if user_error else 502
         return self.render(
@@ -367,6 +476,14 @@ class _Console:
             '<p><a href="/">Back to the cluster</a></p>',
             status_code=500,
         )
+
+
+def _local_path(target: str) -> str:
+    """``target`` if it is a path of this console, else ``/``: the sign-in page's ``next``
+    never sends the browser to another site (``//host`` or ``/\\host`` would)."""
+    if target.startswith("/") and not target.startswith(("//", "/\\")):
+        return target
+    return "/"
 
 
 def _title(exc: Exception) -> str:
@@ -396,14 +513,24 @@ def _group_settings(fields: dict[str, str]) -> dict[str, Any]:
 
 
 def create_app(
-    link: ClusterLink, *, trusted_hosts: list[str] | None = None, clock: Clock | None = None
+    link: ClusterLink,
+    *,
+    trusted_hosts: list[str] | None = None,
+    clock: Clock | None = None,
+    acl: AclMode = AclMode.AUTO,
 ) -> Starlette:
     """The console for ``link``'s cluster. ``trusted_hosts``: the Host names served (None:
     any), against DNS rebinding when the console listens on loopback; ``clock``: what "the
-    last hour" of the Messages page is counted from."""
-    console = _Console(link, clock or SystemClock())
+    last hour" of the Messages page is counted from, and the sessions' age; ``acl``: whether
+    visitors sign in (``access``). ``app.state.sessions`` holds the signed-in sessions (the
+    server closes them when it stops)."""
+    clock = clock or SystemClock()
+    console = _Console(link, clock, ConsoleAccess(link, clock, acl))
     c = console
     routes = [
+        Route("/login", c.login_page),
+        Route("/login", c.login, methods=["POST"]),
+        Route("/logout", c.logout, methods=["POST"]),
         Route("/", c.cluster),
         Route("/live/cluster", c.cluster),
         Route("/cluster/transfer", c.transfer, methods=["POST"]),
@@ -429,9 +556,12 @@ def create_app(
     middleware = []
     if trusted_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts))
+    middleware.append(Middleware(BaseHTTPMiddleware, dispatch=c.gate))
     handlers: dict[Any, Any] = {
         HTTPException: c.http_error,
         Exception: c.unexpected,
     }
     handlers |= dict.fromkeys(_CLUSTER_ERRORS, c.cluster_error)
-    return Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+    app.state.sessions = console.sessions
+    return app

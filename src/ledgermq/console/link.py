@@ -44,6 +44,7 @@ class ClusterLink:
         self.namesrv_addr = namesrv_addr
         self._credentials = credentials
         self._tls = tls
+        self._request_timeout_s = request_timeout_s
         self.admin = Admin(
             namesrv_addr,
             credentials=credentials,
@@ -53,6 +54,20 @@ class ClusterLink:
         )
         self._producer: Producer | None = None
         self._producer_lock = asyncio.Lock()
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self._credentials
+
+    def signed_as(self, credentials: Credentials | None) -> ClusterLink:
+        """A new link to the same cluster (same TLS, same timeouts) signing as ``credentials``
+        (a signed-in operator's own), or not signing (None: the sign-in's probe)."""
+        return ClusterLink(
+            self.namesrv_addr,
+            credentials=credentials,
+            tls=self._tls,
+            request_timeout_s=self._request_timeout_s,
+        )
 
     async def start(self) -> None:
         """Connects to nothing yet: a console may start before its cluster does."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from ledgermq.console.access import AclMode
 from ledgermq.console.app import create_app
 from ledgermq.errors import LedgerMQError, NetworkError
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from ledgermq.console.link import ClusterLink
+    from ledgermq.console.sessions import Sessions
 
 __all__ = ["ConsoleServer", "parse_listen"]
 
@@ -60,14 +62,22 @@ class _Server(uvicorn.Server):
 
 
 class ConsoleServer:
-    """The console of ``link``'s cluster on ``host:port`` (port 0: any free port)."""
+    """The console of ``link``'s cluster on ``host:port`` (port 0: any free port); ``acl``:
+    whether visitors sign in with an admin account (``console.access``)."""
 
-    def __init__(self, link: ClusterLink, host: str = "127.0.0.1", port: int = 8080) -> None:
+    def __init__(
+        self,
+        link: ClusterLink,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        *,
+        acl: AclMode = AclMode.AUTO,
+    ) -> None:
         self.link = link
         self.host = host
         self.port = port
         trusted = ["127.0.0.1", "localhost", "::1", "[::1]"] if _loopback(host) else None
-        self.app = create_app(link, trusted_hosts=trusted)
+        self.app = create_app(link, trusted_hosts=trusted, acl=acl)
         self._socket: socket.socket | None = None
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -116,6 +126,8 @@ class ConsoleServer:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+        sessions: Sessions = self.app.state.sessions
+        await sessions.close_all()
         await self.link.close()
 
     async def __aenter__(self) -> ConsoleServer:

@@ -190,22 +190,33 @@ class TopicRow:
     system: bool
     queues: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     error: str | None = None
+    stored: int | None = None
+    """Messages ever stored in the topic (its queues' max offsets summed): the send TPS is
+    its change over time. None when the offsets could not be read."""
 
     @property
     def total_write_queues(self) -> int:
         return sum(write for _, write, _ in self.queues.values())
 
 
+async def _stored(admin: Admin, topic: str) -> int | None:
+    """Messages stored in ``topic`` so far (its queues' max offsets), None if unreadable."""
+    try:
+        return sum(s.max_offset for s in await admin.topic_stats(topic))
+    except (LedgerMQError, OSError, TimeoutError):
+        return None
+
+
 async def _topic_row(admin: Admin, topic: str, system: bool) -> TopicRow:
     try:
-        route = await admin.topic_route(topic)
+        route, stored = await asyncio.gather(admin.topic_route(topic), _stored(admin, topic))
     except (LedgerMQError, OSError, TimeoutError) as exc:
         return TopicRow(topic, system, error=str(exc))
     queues = {
         q.broker_name: (q.read_queue_nums, q.write_queue_nums, q.perm)
         for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
     }
-    return TopicRow(topic, system, queues)
+    return TopicRow(topic, system, queues, stored=stored)
 
 
 async def topic_rows(admin: Admin, *, include_system: bool = False) -> list[TopicRow]:
@@ -229,6 +240,11 @@ class TopicDetail:
         """Messages held now (max - min offset, summed over the queues)."""
         return sum(max(s.max_offset - s.min_offset, 0) for s in self.stats)
 
+    @property
+    def stored(self) -> int:
+        """Messages ever stored (max offsets summed), as ``TopicRow.stored``."""
+        return sum(s.max_offset for s in self.stats)
+
 
 async def topic_detail(admin: Admin, topic: str) -> TopicDetail:
     """Raises TopicNotFoundError when no NameServer routes ``topic``."""
@@ -251,6 +267,9 @@ class GroupRow:
     clients: int
     lag: int
     error: str | None = None
+    consumed: int | None = None
+    """The group's committed offsets summed over its queues: the consume TPS is their change
+    over time (what ``admin stats-all`` measures). None when they could not be read."""
 
     @property
     def system(self) -> bool:
@@ -270,7 +289,10 @@ async def _group_row(admin: Admin, group: str, settings: dict[str, dict[str, Any
         )
     except (LedgerMQError, OSError, TimeoutError) as exc:
         return GroupRow(group, settings, 0, 0, error=str(exc))
-    return GroupRow(group, settings, len(connections), sum(p.lag for p in progress))
+    consumed = sum(max(p.consumer_offset, 0) for p in progress)
+    return GroupRow(
+        group, settings, len(connections), sum(p.lag for p in progress), consumed=consumed
+    )
 
 
 async def group_rows(admin: Admin, *, include_system: bool = False) -> list[GroupRow]:
@@ -315,6 +337,11 @@ class GroupDetail:
     @property
     def lag(self) -> int:
         return sum(p.lag for p in self.progress)
+
+    @property
+    def consumed(self) -> int:
+        """Committed offsets summed, as ``GroupRow.consumed``."""
+        return sum(max(p.consumer_offset, 0) for p in self.progress)
 
     @property
     def exists(self) -> bool:

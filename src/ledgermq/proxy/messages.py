@@ -10,9 +10,10 @@ and ``BORN_TIMESTAMP``. A user property may not use a reserved system name.
 
 A TRANSACTION message becomes a half message (``TRAN_MSG=true``, and its
 ``orphaned_transaction_recovery_duration`` as ``CHECK_IMMUNITY_TIME_IN_SECONDS``; the end is
-``proxy.transactions``'). What is refused here, with the status saying so (never a dropped
-stream): FIFO (a message group) and timer messages (``delivery_timestamp``), until the service
-has them (issue 16 section 3).
+``proxy.transactions``'). A ``delivery_timestamp`` becomes ``TIMER_DELIVER_MS``: a timer message
+(``broker.service.timers``). What is refused here, with the status saying so (never a dropped
+stream): FIFO (a message group) until the service has it (issue 16 section 3), and a
+transactional message with a delivery time (RocketMQ 5 has no such message either).
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[
         props[PROPERTY_BORN_HOST] = born_host
     if system.HasField("born_timestamp"):
         props[PROPERTY_BORN_TIMESTAMP] = str(system.born_timestamp.ToMilliseconds())
+    if system.HasField("delivery_timestamp"):
+        # a timer message (broker.service.timers), as the Java proxy maps it
+        props[MessageProperty.TIMER_DELIVER_MS] = str(system.delivery_timestamp.ToMilliseconds())
     return props
 
 
@@ -100,10 +104,21 @@ def send_request(
     kind = system.message_type
     if kind == definition_pb2.FIFO or (system.HasField("message_group") and system.message_group):
         raise Refusal(not_implemented("FIFO messages (message_group)"))
-    if kind == definition_pb2.DELAY or system.HasField("delivery_timestamp"):
-        raise Refusal(not_implemented("timer messages (delivery_timestamp)"))
+    if kind == definition_pb2.DELAY and not system.HasField("delivery_timestamp"):
+        raise Refusal(
+            status(Code.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery_timestamp")
+        )
+    if kind == definition_pb2.TRANSACTION and system.HasField("delivery_timestamp"):
+        raise Refusal(
+            status(
+                Code.BAD_REQUEST,
+                "a transactional message cannot have a delivery_timestamp: send it as a "
+                "timer message, or commit a transaction of normal messages",
+            )
+        )
     if kind not in (
         definition_pb2.NORMAL,
+        definition_pb2.DELAY,
         definition_pb2.MESSAGE_TYPE_UNSPECIFIED,
         definition_pb2.TRANSACTION,
     ):
@@ -182,11 +197,14 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
         subscription: tuple[str, str | None] = (expression.expression, "SQL92")
     else:
         subscription = (expression.expression or "*", "TAG")
-    queue_id = request.message_queue.id if request.HasField("message_queue") else -1
+    # Any queue of this broker, whatever queue id the request names, as the Java proxy pops
+    # (ReceiveMessageActivity selects by broker name only): the official clients name one
+    # queue of the route per receive, and pinning it made a message in another queue wait
+    # while they long-polled empty ones (up to ~6 s seen on a 4-queue topic).
     return PopRequest(
         group=group,
         topic=topic,
-        queue_id=queue_id if queue_id >= 0 else None,
+        queue_id=None,
         max_messages=min(request.batch_size, MAX_POP_MESSAGES),
         invisible_ms=invisible_ms,
         subscription=subscription,

@@ -63,6 +63,10 @@ def stored_message(stored: MessageExt) -> definition_pb2.Message:
     system.message_type = definition_pb2.FIFO if group else definition_pb2.NORMAL
     if group:
         system.message_group = group
+    due = props.get(MessageProperty.TIMER_DELIVER_MS) or props.get(MessageProperty.TIMER_OUT_MS)
+    if due and due.isdigit():  # a timer message: when it was due (broker.service.timers)
+        system.message_type = definition_pb2.DELAY
+        system.delivery_timestamp.FromMilliseconds(int(due))
     trace = props.get(PROPERTY_TRACE_CONTEXT)
     if trace:
         system.trace_context = trace

@@ -104,6 +104,22 @@ class RouteFinder:
         assert last is not None
         raise last
 
+    async def ask_master(
+        self, topic: str, broker_name: str, code: int, fields: dict[str, str]
+    ) -> RemotingCommand:
+        """Send a remoting request to the master of ``broker_name`` (found in ``topic``'s
+        route), signed like the route lookups: what a door that is not that master forwards
+        (a RecallMessage reaching a slave). ``LedgerMQError`` when the route names no master
+        of that broker, a ``NetworkError`` when it does not answer."""
+        route = await self.route(topic)
+        for broker in route.broker_datas:
+            if broker.broker_name == broker_name:
+                address = broker.broker_addrs.get(MASTER_ID)
+                if address is not None:
+                    command = RemotingCommand(code=code, opaque=0, ext_fields=self._sign(fields))
+                    return await self._pool.request(address, command, _TIMEOUT_S)
+        raise LedgerMQError(f"the route of {topic} names no master of broker {broker_name}")
+
     async def master_endpoints(self, route: TopicRouteData) -> dict[str, Endpoint]:
         """broker name -> its master's gRPC endpoint, for the groups that have a master whose
         gRPC port is known (a master that serves no gRPC, or does not answer, is left out)."""

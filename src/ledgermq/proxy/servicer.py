@@ -34,14 +34,16 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.messages import Refusal, receive_request, send_request
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
 from ledgermq.proxy.transactions import TelemetryProducers, end_request, transaction_id
+from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
@@ -184,7 +186,13 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                         id=queue_id,
                         permission=perm,
                         broker=broker,
-                        accept_message_types=[definition_pb2.NORMAL, definition_pb2.TRANSACTION],
+                        # a topic without a message type takes what the service serves
+                        # (RocketMQ's UNSPECIFIED / MIXED): timer and transactional messages too
+                        accept_message_types=[
+                            definition_pb2.NORMAL,
+                            definition_pb2.DELAY,
+                            definition_pb2.TRANSACTION,
+                        ],
                     )
                 )
         if not queues:
@@ -341,9 +349,12 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             send, body = send_request(
                 message, peer.rpartition(":")[0], self._state.config.default_topic_queue_nums
             )
-            if self._state.topics.find(send.topic) is None:
+            if self._state.is_master and self._state.topics.find(send.topic) is None:
                 # A v5 send never creates its topic (the Java proxy picks the queue from the
-                # topic's route first, and answers TOPIC_NOT_FOUND when there is none).
+                # topic's route first, and answers TOPIC_NOT_FOUND when there is none). Only
+                # the master's answer counts: a slave may not have applied a topic the master
+                # just created, and its send service answers HA_NOT_AVAILABLE anyway, which
+                # sends the client to the master instead of failing the send.
                 return service_pb2.SendResultEntry(
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
@@ -368,7 +379,10 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 status=status(Code.INTERNAL_ERROR, str(exc)), message_id=message_id
             )
         entry = service_pb2.SendResultEntry(
-            status=ok(), message_id=message_id, offset=result.queue_offset
+            status=ok(),
+            message_id=message_id,
+            offset=result.queue_offset,
+            recall_handle=result.recall_handle or "",
         )
         if message.system_properties.message_type == definition_pb2.TRANSACTION:
             entry.transaction_id = transaction_id(result.msg_ids[0])
@@ -505,11 +519,53 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=error_status(exc))
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=ok())
 
-    # ------------------------------------------------------------------ not yet
+    # ------------------------------------------------------------------ timers
+    @_internal_error_answered(service_pb2.RecallMessageResponse)
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context
     ) -> service_pb2.RecallMessageResponse:
-        return service_pb2.RecallMessageResponse(status=not_implemented("RecallMessage"))
+        """Cancel a pending timer message by the recall handle its send answered with
+        (``TimerService.recall``); PUB on the topic, as a send."""
+        topic = request.topic.name
+        needs = Needs(resources={topic_resource(topic): Perm.PUB})
+        if (refused := self._admit(context, "RecallMessage", needs)) is not None:
+            return service_pb2.RecallMessageResponse(status=refused)
+        if not topic:
+            return service_pb2.RecallMessageResponse(
+                status=status(Code.ILLEGAL_TOPIC, "the request names no topic")
+            )
+        try:
+            handle = RecallHandle.parse(request.recall_handle)
+            if handle.broker_name != self._state.config.broker_name or not self._state.is_master:
+                # the client calls any endpoint it knows: the handle's master decides
+                return await self._forward_recall(topic, handle)
+            message_id = await self._services.timers.recall(topic, request.recall_handle)
+        except ServiceError as exc:
+            return service_pb2.RecallMessageResponse(status=error_status(exc))
+        return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
+
+    async def _forward_recall(
+        self, topic: str, handle: RecallHandle
+    ) -> service_pb2.RecallMessageResponse:
+        """RECALL_MESSAGE (remoting) to the master of the handle's broker, its answer mapped."""
+        fields = {"producerGroup": GRPC_PRODUCER_GROUP, "topic": topic,
+                  "recallHandle": str(handle)}  # fmt: skip
+        try:
+            answer = await self._routes.ask_master(
+                topic, handle.broker_name, MQRequestCode.RECALL_MESSAGE, fields
+            )
+        except TopicNotFound as exc:
+            return service_pb2.RecallMessageResponse(status=status(Code.TOPIC_NOT_FOUND, str(exc)))
+        except LedgerMQError as exc:
+            return service_pb2.RecallMessageResponse(
+                status=status(Code.HA_NOT_AVAILABLE, f"recall not forwarded: {exc}")
+            )
+        if answer.code == MQResponseCode.SUCCESS:
+            return service_pb2.RecallMessageResponse(
+                status=ok(), message_id=answer.ext_fields.get("msgId", handle.message_id)
+            )
+        code = _FORWARDED_CODES.get(answer.code, Code.INTERNAL_ERROR)
+        return service_pb2.RecallMessageResponse(status=status(code, answer.remark or ""))
 
     async def SyncLiteSubscription(  # noqa: N802
         self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
@@ -517,6 +573,17 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         return service_pb2.SyncLiteSubscriptionResponse(
             status=not_implemented("SyncLiteSubscription")
         )
+
+
+_FORWARDED_CODES: Final[dict[int, definition_pb2.Code.ValueType]] = {
+    MQResponseCode.NO_MESSAGE: Code.NOT_FOUND,
+    MQResponseCode.SERVICE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    MQResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+    MQResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    MQResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+}
+"""A forwarded remoting answer's code -> the status code (``broker.remoting.errors``'s table,
+read backwards, for what a recall can answer)."""
 
 
 def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:

@@ -2,7 +2,9 @@
 
 No I/O, no clock of its own: the broker plans with ``TimerWheel.plan_fire(now_ms, ...)``,
 proposes the records through the ledger's metadata channel and applies them on every replica.
-``wheel.py`` has the theory of operation. It moves to ``broker/state`` with the POP model.
+``wheel.py`` has the theory of operation. The broker holds one in ``broker.state.timer_table``
+(fed by the replicated log) and drives it from ``broker.service.timers`` (the master's driver,
+the send side and RecallMessage).
 """
 
 from ledgermq.timers.wheel import (

@@ -80,6 +80,7 @@ class MQRequestCode(enum.IntEnum):
     POP_MESSAGE = 200050  # RocketMQ 5 POP consumption
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
+    RECALL_MESSAGE = 370  # RocketMQ 5.3: cancel a pending timer message by its recall handle
     TRANSFER_LEADERSHIP = 1000  # ours: move the ledger leadership of a broker group (admin)
 
 

@@ -204,6 +204,20 @@ class MessageProperty:
     MSG_TYPE: Final = "MSG_TYPE"
     SHARDING_KEY: Final = "__SHARDINGKEY"
     START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
+    TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+    """A timer message's delivery time, epoch ms (RocketMQ 5; the gRPC ``delivery_timestamp``)."""
+    TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+    """A timer message's delay from its arrival, in seconds (wins over the two others)."""
+    TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+    """A timer message's delay from its arrival, in ms (wins over ``TIMER_DELIVER_MS``)."""
+    TIMER_OUT_MS: Final = "TIMER_OUT_MS"
+    """When a timer message is (was) due, epoch ms: set by the broker, kept on delivery."""
+    TIMER_ENQUEUE_MS: Final = "TIMER_ENQUEUE_MS"
+    """When the broker stored the timer message, epoch ms (set on delivery)."""
+    TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
+    """When the broker delivered the timer message, epoch ms (set on delivery)."""
+    TIMER_ID: Final = "LEDGERMQ_TIMER_ID"
+    """Ours: on a delivered timer message, the timer it fired (``broker.state.timer_table``)."""
 
 
 # Record layout (spec-broker.md section 3.4). Positions after the born host assume IPv4 hosts.

@@ -22,6 +22,7 @@ from ledgermq.broker.errors import (
     NoSuchTopicError,
     NotFoundError,
     NotMasterError,
+    NotRecallableError,
     NotStoredError,
     ServiceError,
     TransferRefusedError,
@@ -48,6 +49,9 @@ _CODES: Final[dict[type[ServiceError], MQResponseCode]] = {
     NoSuchTopicError: MQResponseCode.TOPIC_NOT_EXIST,
     NoSuchGroupError: MQResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
     NotFoundError: MQResponseCode.SYSTEM_ERROR,
+    # ours: no pending timer message to recall (RocketMQ's remark-only refusal, with a code
+    # a forwarding gRPC door can tell apart)
+    NotRecallableError: MQResponseCode.NO_MESSAGE,
 }
 
 

@@ -100,6 +100,8 @@ def send_response(command: RemotingCommand, result: SendResult) -> RemotingComma
     }
     if result.unique_key is not None:
         ext["transactionId"] = result.unique_key
+    if result.recall_handle is not None:
+        ext["recallHandle"] = result.recall_handle  # RocketMQ 5.3's header field
     return command.response(MQResponseCode.SUCCESS, ext_fields=ext)
 
 

@@ -7,8 +7,9 @@ comes once a majority has them (spec-broker.md sections 3.3-3.6). Refusals are t
 header and answers with RocketMQ's fields and codes.
 
 Messages to a retry topic that have been reconsumed ``maxReconsumeTimes`` times go to the
-group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first;
-transactional half messages wait in the half topic for their end (``service.transactions``).
+group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first,
+timer messages (any delivery time) in the timer topic (``broker.service.timers``), and
+transactional half messages in the half topic for their end (``service.transactions``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from ledgermq.broker.errors import (
     InvalidArgumentError,
     ServiceError,
 )
+from ledgermq.broker.service.timers import RecallHandle, divert_timer, due_ms
 from ledgermq.broker.service.transactions import as_half, is_half
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.state.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import InvalidMessageError, MessageFormatError
 from ledgermq.wire.message import (
@@ -93,6 +96,8 @@ class SendResult:
     """Queue offset of the first message in the queue it was stored in."""
     unique_key: str | None
     """A single message's ``UNIQ_KEY`` (remoting's ``transactionId``), None for a batch."""
+    recall_handle: str | None = None
+    """A timer message's handle for RecallMessage (``broker.service.timers``), else None."""
 
 
 @dataclass(slots=True)
@@ -217,6 +222,27 @@ class SendService:
                 props[MessageProperty.DELAY] = str(level)
                 items = [(body, flag, encode_properties(props))]
                 store_topic, store_queue = SCHEDULE_TOPIC, level - 1
+        recall: str | None = None
+        if not request.batch and store_topic == topic:
+            # Timer messages wait in the timer topic (broker.service.timers).
+            body, flag, properties = items[0]
+            if "TIMER_" in properties:
+                diversion = divert_timer(
+                    decode_properties(properties), topic, queue_id, state.now_ms(),
+                    state.config.timer_max_delay_sec,
+                )  # fmt: skip
+                if diversion is not None:
+                    items = [(body, flag, diversion.properties)]
+                    store_topic, store_queue = TIMER_TOPIC, 0
+                    recall = str(
+                        RecallHandle(
+                            topic, state.config.broker_name, diversion.due_ms, diversion.uniq_key
+                        )
+                    )
+        elif request.batch and any(
+            "TIMER_" in p and due_ms(decode_properties(p), 0) is not None for _, _, p in items
+        ):
+            raise IllegalMessageError("a batch cannot hold timer messages; send them one by one")
         answered_queue = store_queue if store_topic == SCHEDULE_TOPIC else queue_id
 
         def answer(outcome: PutResult | ServiceError) -> None:
@@ -226,7 +252,11 @@ class SendService:
             uniq = find_property(items[0][2], MessageProperty.UNIQ_KEY) if len(items) == 1 else ""
             on_done(
                 SendResult(
-                    outcome.msg_ids, answered_queue, outcome.first_queue_offset, uniq or None
+                    outcome.msg_ids,
+                    answered_queue,
+                    outcome.first_queue_offset,
+                    uniq or None,
+                    recall,
                 )
             )
 

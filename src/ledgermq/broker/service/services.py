@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.pull import PullService
     from ledgermq.broker.service.retry import SendBackService
     from ledgermq.broker.service.send import SendService
+    from ledgermq.broker.service.timers import TimerService
     from ledgermq.broker.service.trace import BrokerTracer
     from ledgermq.broker.service.transactions import TransactionService
 
@@ -33,5 +34,6 @@ class BrokerServices:
     admin: AdminService
     pop: PopService
     transactions: TransactionService
+    timers: TimerService
     trace: BrokerTracer | None = None
     """Broker-side message trace (``traceTopicEnable``); None: off, and doors skip it."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.state.pop_table import PopTable
+from ledgermq.broker.state.timer_table import TimerTable
 from ledgermq.broker.state.transactions import TransactionTable
 from ledgermq.errors import ConfigError, StoreError
 from ledgermq.store.segment import replace_file_durably
@@ -148,6 +149,9 @@ class BrokerMetadata:
         """POP queues (``pop`` ops), in the snapshot as ``popTable``."""
         self.transactions = TransactionTable()
         """Settled half messages and check counts (``txn`` ops), as ``transactionTable``."""
+        self.timers = TimerTable()
+        """Timer messages (``timer`` ops and the timer topic's records; ``timer_table``), in the
+        snapshot as ``timerTable``."""
         self.applied_index = -1
         """The last ledger index whose op is in this state."""
         self.topic_version = DataVersion()
@@ -200,6 +204,8 @@ class BrokerMetadata:
                 self.pop.apply(op)
             elif kind == "txn":
                 self.transactions.apply(op)
+            elif kind == "timer":
+                self.timers.apply_op(index, op)
             elif kind == "delay_offsets":
                 for level, offset in op["offsets"].items():
                     self.delay_offsets[int(level)] = int(offset)
@@ -229,6 +235,7 @@ class BrokerMetadata:
                 "delayOffsetTable": {str(k): v for k, v in sorted(self.delay_offsets.items())},
                 "popTable": self.pop.snapshot(),
                 "transactionTable": self.transactions.snapshot(),
+                "timerTable": self.timers.snapshot(),
             },
             separators=(",", ":"),
         ).encode()
@@ -257,6 +264,9 @@ class BrokerMetadata:
             self.pop = PopTable.restore(data.get("popTable", []))
             # absent in snapshots written before transactions existed
             self.transactions = TransactionTable.restore(data.get("transactionTable"))
+            # absent in snapshots written before timers existed: none pending then
+            timer_table = data.get("timerTable")
+            self.timers = TimerTable() if timer_table is None else TimerTable.restore(timer_table)
             self.applied_index = int(data["appliedIndex"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(

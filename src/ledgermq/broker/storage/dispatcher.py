@@ -10,6 +10,8 @@ For each committed entry, in log order:
   ConsumeQueue unit at the queue offset the leader stamped in it, and its keys and unique id in
   the key index (added once per pass, in one write);
 - a metadata change (channel METADATA): applied to ``BrokerMetadata``;
+- a record of the timer topic, or the delivery of a firing timer: to the timer table
+  (``broker.state.timer_table``), in the same order on every replica;
 - anything else (the NOOP a new leader appends, entries of other channels): skipped.
 
 Progress is made durable in two steps: queues and index are flushed, then the dispatch
@@ -26,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.state.metadata import decode_op
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_METADATA
 from ledgermq.errors import IndexCompactedError, MessageFormatError
 from ledgermq.store import EntryType
@@ -208,6 +211,7 @@ class Dispatcher:
                 return
             base = entry.pos + BODY_OFFSET
             queues = self._queues
+            timers = self._metadata.timers
             for (
                 pos,
                 size,
@@ -223,6 +227,12 @@ class Dispatcher:
                 if record_keys:
                     keys.append((topic, record_keys, offset, store_ts))
                 arrivals[(topic, queue_id)] = queue_offset + 1
+                # Timer messages: scheduled by their record, finished by their delivery's
+                # (broker.state.timer_table); only a firing timer's unique key costs a decode.
+                if topic == TIMER_TOPIC:
+                    timers.on_timer_record(entry.index, offset, bytes(entry.body[pos : pos + size]))
+                elif timers.firing_uniqs and record_keys and record_keys[-1] in timers.firing_uniqs:
+                    timers.on_possible_delivery(entry.index, bytes(entry.body[pos : pos + size]))
         elif entry.channel == CHANNEL_METADATA:
             try:
                 op = decode_op(entry.body)

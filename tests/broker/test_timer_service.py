@@ -1,0 +1,326 @@
+"""Timer messages through the service and the remoting door (issue 16 section 3): stored
+invisible in the timer topic, delivered once into their topic when due (keeping id, keys and
+properties, with ``TIMER_OUT_MS``), recalled, refused beyond ``timerMaxDelaySec``, delivered at
+once when due in the past, and the pending set surviving the master's loss and a restart.
+
+An in-process 3-replica group (``harness.Cluster``); due times are a second or so away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ledgermq.broker.errors import (
+    IllegalMessageError,
+    InvalidArgumentError,
+    NotFoundError,
+    NotRecallableError,
+)
+from ledgermq.broker.service.send import SendRequest, SendResult
+from ledgermq.broker.service.timers import RecallHandle
+from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
+from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.message import MessageExt, decode_records, encode_batch, encode_properties
+from ledgermq.wire.route import TopicConfig
+
+from .harness import Cluster
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+    from pathlib import Path
+
+    from ledgermq.broker.server import BrokerServer
+    from ledgermq.broker.service.services import BrokerServices
+
+pytestmark = pytest.mark.timeout(120)
+
+CLIENT = "10.0.9.9:4321"
+
+
+def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp, **settings)
+        try:
+            await cluster.start()
+            await test(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 110))
+
+
+async def _master(
+    cluster: Cluster, exclude: str | None = None
+) -> tuple[BrokerServer, BrokerServices]:
+    master = await cluster.master(exclude=exclude)
+    assert master.services is not None
+    return master, master.services
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _send(
+    services: BrokerServices, topic: str, body: bytes, props: Mapping[str, str]
+) -> SendResult:
+    request = SendRequest(
+        producer_group="P", topic=topic, default_topic="TBW102", default_topic_queue_nums=1,
+        queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
+        properties=encode_properties(props), reconsume_times=0,
+        max_reconsume_times=None, batch=False,
+    )  # fmt: skip
+    return await services.send.send(request, body, CLIENT)
+
+
+def _messages(broker: BrokerServer, topic: str) -> list[MessageExt]:
+    """Everything in queue 0 of ``topic`` on ``broker``, in order."""
+    state = broker.state
+    assert state is not None
+    queue = state.queues.find(topic, 0)
+    if queue is None:
+        return []
+    found = []
+    for offset in range(queue.min_offset, queue.max_offset):
+        unit = queue.get(offset)
+        assert unit is not None
+        found.extend(decode_records(state.commitlog.read_record_at(unit[0])))
+    return found
+
+
+async def _wait_for(broker: BrokerServer, topic: str, count: int, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(_messages(broker, topic)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} has {len(_messages(broker, topic))} of {count}")
+        await asyncio.sleep(0.02)
+
+
+def test_delivered_once_when_due_with_its_id_keys_and_properties(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        sent_ms = _now_ms()
+        result = await _send(
+            services, "T", b"later",
+            {"TIMER_DELAY_MS": "1200", "KEYS": "k1 k2", "TAGS": "a", "UNIQ_KEY": "U1", "x": "y"},
+        )  # fmt: skip
+        assert result.recall_handle is not None
+        handle = RecallHandle.parse(result.recall_handle)
+        assert (handle.topic, handle.broker_name, handle.message_id) == ("T", "broker-a", "U1")
+        assert sent_ms + 1200 <= handle.due_ms <= _now_ms() + 1200
+        assert result.queue_id == 0
+        await asyncio.sleep(0.3)
+        assert _messages(master, "T") == []  # invisible until due
+        assert len(_messages(master, TIMER_TOPIC)) == 1
+        assert master.state is not None
+        assert len(master.state.metadata.timers) == 1
+        await _wait_for(master, "T", 1)
+        (delivered,) = _messages(master, "T")
+        assert delivered.store_timestamp >= handle.due_ms
+        assert delivered.store_timestamp - handle.due_ms < 1000
+        assert delivered.body == b"later"
+        props = delivered.properties
+        assert props["UNIQ_KEY"] == "U1"
+        assert (props["KEYS"], props["TAGS"], props["x"]) == ("k1 k2", "a", "y")
+        assert props["TIMER_OUT_MS"] == str(handle.due_ms)
+        assert "REAL_TOPIC" not in props
+        assert "REAL_QID" not in props
+        await asyncio.sleep(1.5)
+        assert len(_messages(master, "T")) == 1  # once
+        assert len(master.state.metadata.timers) == 0
+        assert master.state.metadata.timers.wheel.firing() == []
+        for broker in cluster.brokers.values():  # every replica saw the timer end
+            assert broker.state is not None
+            assert len(broker.state.metadata.timers) == 0
+            assert broker.state.metadata.timers.wheel.firing() == []
+
+    _run(tmp_path, test)
+
+
+def test_past_due_delivers_at_once_and_limits_are_refused(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        past = await _send(services, "T", b"now", {"TIMER_DELIVER_MS": str(_now_ms() - 5000)})
+        assert past.recall_handle is None
+        assert [m.body for m in _messages(master, "T")] == [b"now"]
+        four_days = str(_now_ms() + 4 * 24 * 3600 * 1000)
+        with pytest.raises(IllegalMessageError, match="timerMaxDelaySec"):
+            await _send(services, "T", b"x", {"TIMER_DELIVER_MS": four_days})
+        with pytest.raises(IllegalMessageError, match="whole number"):
+            await _send(services, "T", b"x", {"TIMER_DELAY_SEC": "soon"})
+        with pytest.raises(IllegalMessageError, match="negative"):
+            await _send(services, "T", b"x", {"TIMER_DELAY_MS": "-5"})
+        batch = SendRequest(
+            producer_group="P", topic="T", default_topic=None, default_topic_queue_nums=1,
+            queue_id=0, sys_flag=0, born_timestamp=0, flag=0, properties="",
+            reconsume_times=0, max_reconsume_times=None, batch=True,
+        )  # fmt: skip
+        body = encode_batch([(b"a", 0, encode_properties({"TIMER_DELAY_SEC": "5"}))])
+        with pytest.raises(IllegalMessageError, match="batch"):
+            await services.send.send(batch, body, CLIENT)
+        assert [m.body for m in _messages(master, "T")] == [b"now"]  # nothing else stored
+        assert master.state is not None
+        assert len(master.state.metadata.timers) == 0
+        # precedence: TIMER_DELAY_SEC over TIMER_DELIVER_MS (RocketMQ's order)
+        mixed = await _send(services, "T", b"m", {"TIMER_DELAY_SEC": "60", "TIMER_DELIVER_MS": "1"})
+        assert mixed.recall_handle is not None
+        assert RecallHandle.parse(mixed.recall_handle).due_ms >= _now_ms() + 59_000
+
+    _run(tmp_path, test)
+
+
+def test_recall(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        kept = await _send(services, "T", b"kept", {"TIMER_DELAY_MS": "800", "UNIQ_KEY": "K"})
+        gone = await _send(services, "T", b"gone", {"TIMER_DELAY_MS": "800", "UNIQ_KEY": "G"})
+        assert kept.recall_handle is not None
+        assert gone.recall_handle is not None
+        with pytest.raises(InvalidArgumentError, match="topic"):
+            await services.timers.recall("Other", gone.recall_handle)
+        with pytest.raises(InvalidArgumentError, match="invalid"):
+            await services.timers.recall("T", "not a handle!")
+        assert await services.timers.recall("T", gone.recall_handle) == "G"
+        with pytest.raises(NotFoundError, match="recalled already"):
+            await services.timers.recall("T", gone.recall_handle)
+        await _wait_for(master, "T", 1)
+        await asyncio.sleep(1.0)
+        assert [m.body for m in _messages(master, "T")] == [b"kept"]
+        with pytest.raises(NotFoundError, match="delivered"):
+            await services.timers.recall("T", kept.recall_handle)
+        assert master.state is not None
+        assert len(master.state.metadata.timers) == 0
+
+    _run(tmp_path, test)
+
+
+def test_remoting_send_and_recall(tmp_path: Path) -> None:
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        props = {"TIMER_DELAY_SEC": "30", "UNIQ_KEY": "R1"}
+        sent = await cluster.send(master.address, "T", b"r", properties=props)
+        assert sent.code == MQResponseCode.SUCCESS, sent.remark
+        handle = sent.ext_fields["recallHandle"]
+        fields = {"producerGroup": "pg", "topic": "T", "recallHandle": handle}
+        recalled = await cluster.request(master.address, MQRequestCode.RECALL_MESSAGE, fields)
+        assert recalled.code == MQResponseCode.SUCCESS, recalled.remark
+        assert recalled.ext_fields["msgId"] == "R1"
+        again = await cluster.request(master.address, MQRequestCode.RECALL_MESSAGE, fields)
+        assert again.code == MQResponseCode.NO_MESSAGE
+        assert again.remark is not None
+        assert "recalled already" in again.remark
+        far = {"TIMER_DELAY_SEC": str(4 * 24 * 3600)}
+        refused = await cluster.send(master.address, "T", b"f", properties=far)
+        assert refused.code == MQResponseCode.MESSAGE_ILLEGAL
+        assert refused.remark is not None
+        assert "timerMaxDelaySec" in refused.remark
+
+    _run(tmp_path, test)
+
+
+def test_failover_and_restart_keep_the_pending_set(tmp_path: Path) -> None:
+    """Timers fired before the master goes away are not delivered again; those still pending
+    are delivered by its successor; a restarted replica rebuilds the same table."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        for i in range(5):
+            await _send(services, "T", b"early%d" % i, {"TIMER_DELAY_MS": "300"})
+        for i in range(20):
+            await _send(services, "T", b"late%d" % i, {"TIMER_DELAY_MS": "2500"})
+        await _wait_for(master, "T", 5)
+        node = next(n for n, b in cluster.brokers.items() if b is master)
+        await cluster.stop_broker(node)
+        successor, _ = await _master(cluster, exclude=node)
+        await _wait_for(successor, "T", 25)
+        await asyncio.sleep(1.0)
+        bodies = sorted(m.body for m in _messages(successor, "T"))
+        assert bodies == sorted(
+            [b"early%d" % i for i in range(5)] + [b"late%d" % i for i in range(20)]
+        )
+        restarted = await cluster.start_broker(node)
+        assert restarted.state is not None
+        assert successor.state is not None
+        deadline = time.monotonic() + 10
+        while (
+            restarted.state.metadata.timers.snapshot()["wheel"]
+            != (successor.state.metadata.timers.snapshot()["wheel"])
+            or len(_messages(restarted, "T")) < 25
+        ):
+            assert time.monotonic() < deadline, "the restarted replica did not catch up"
+            await asyncio.sleep(0.05)
+        assert len(restarted.state.metadata.timers) == 0
+
+    _run(tmp_path, test)
+
+
+def test_a_timer_left_firing_is_delivered_by_the_next_master(tmp_path: Path) -> None:
+    """The master committed a timer's Firing but never wrote its message (its driver is
+    stopped here): a recall is too late, and the next master writes the message, once."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        assert master.state is not None
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        for _ in range(500):  # the driver starts once the promotion is done: then stop it
+            if services.timers.running:
+                break
+            await asyncio.sleep(0.01)
+        await services.timers.stop()
+        sent = await _send(services, "T", b"f", {"TIMER_DELAY_MS": "200", "UNIQ_KEY": "F"})
+        assert sent.recall_handle is not None
+        await asyncio.sleep(0.4)
+        table = master.state.metadata.timers
+        plan = table.wheel.plan_fire(_now_ms(), 10)
+        assert len(plan) == 1
+        await master.state.writer.submit(timer_op(plan))
+        assert table.is_firing(plan[0].timer_id)
+        with pytest.raises(NotRecallableError, match="being delivered"):
+            await services.timers.recall("T", sent.recall_handle)
+        await asyncio.sleep(0.3)
+        assert _messages(master, "T") == []
+        node = next(n for n, b in cluster.brokers.items() if b is master)
+        await cluster.stop_broker(node)
+        successor, _ = await _master(cluster, exclude=node)
+        await _wait_for(successor, "T", 1)
+        await asyncio.sleep(0.5)
+        (delivered,) = _messages(successor, "T")
+        assert delivered.properties["UNIQ_KEY"] == "F"
+        assert successor.state is not None
+        assert successor.state.metadata.timers.wheel.firing() == []
+
+    _run(tmp_path, test)
+
+
+def test_a_compressed_body_is_delivered_inflated(tmp_path: Path) -> None:
+    """A remoting client compresses large bodies (sysFlag bit 0): the timer message keeps the
+    body as sent, and its delivery carries it inflated with the flag cleared."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        body = b"0123456789" * 1000
+        request = SendRequest(
+            producer_group="P", topic="T", default_topic=None, default_topic_queue_nums=1,
+            queue_id=0, sys_flag=1, born_timestamp=0, flag=7,
+            properties=encode_properties({"TIMER_DELAY_MS": "300"}), reconsume_times=0,
+            max_reconsume_times=None, batch=False,
+        )  # fmt: skip
+        await services.send.send(request, zlib.compress(body), CLIENT)
+        await _wait_for(master, "T", 1)
+        (delivered,) = _messages(master, "T")
+        assert delivered.body == body
+        assert delivered.flag == 7
+        assert delivered.sys_flag & 1 == 0
+
+    _run(tmp_path, test)
