@@ -208,6 +208,28 @@ def test_routes_sends_and_pop_through_the_proxy(
         nothing = _receive(stub, "proxy-pop", 32)
         assert [a.status.code for a in nothing] == [Code.MESSAGE_NOT_FOUND]
 
+        # a timer message passes through as the remoting send carries it (TIMER_DELIVER_MS)
+        timer = _message(99)
+        timer.system_properties.message_type = definition_pb2.DELAY
+        due_ms = int(time.time() * 1000) + 1500
+        timer.system_properties.delivery_timestamp.FromMilliseconds(due_ms)
+        timed = stub.SendMessage(service_pb2.SendMessageRequest(messages=[timer]), timeout=5)
+        assert timed.status.code == Code.OK, timed.status
+        sent[timer.system_properties.message_id] = 99
+        arrived: list[definition_pb2.Message] = []
+        deadline = time.monotonic() + 15
+        while not arrived and time.monotonic() < deadline:
+            arrived = [a.message for a in _receive(stub, "proxy-pop", 32) if a.HasField("message")]
+        arrived_ms = time.time() * 1000
+        assert [m.system_properties.message_id for m in arrived] == [
+            timer.system_properties.message_id
+        ]
+        assert due_ms - 50 <= arrived_ms < due_ms + 5000
+        assert (
+            _ack(stub, "proxy-pop", arrived[0].system_properties.receipt_handle, "").status.code
+            == Code.OK
+        )
+
         _pull_everything(stub, route.message_queues, sent)
 
         end = stub.EndTransaction(
