@@ -111,6 +111,10 @@ def test_errors_are_one_line_without_traceback(
     assert "--listen '127.0.0.1' is not HOST:PORT" in capsys.readouterr().err
     assert main(["proxy", "-n", "nowhere", "--listen", "127.0.0.1:0"]) == 1
     assert "NameServer address 'nowhere' is not host:port" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=true"]) == 1
+    assert "the proxy does not take aclEnable" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "tls.server.mode=enforcing"]) == 1
+    assert "tls.server.certPath" in capsys.readouterr().err
 
 
 def test_console_script_is_installed(tmp_path: Path) -> None:

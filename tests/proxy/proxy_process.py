@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 __all__ = ["ProxyProcess"]
@@ -20,13 +21,14 @@ _PREFIX = "proxy listening on "
 class ProxyProcess:
     """``address`` once started; ``close()`` stops it; ``log()`` is its output so far."""
 
-    def __init__(self, namesrv_addr: str, log_dir: Path) -> None:
+    def __init__(self, namesrv_addr: str, log_dir: Path, extra: Sequence[str] = ()) -> None:
+        """``extra``: more arguments of ``ledgermq proxy`` (``--set tls.server.mode=...``)."""
         log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = log_dir / "proxy.out"
         self._log = self._log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ledgermq", "--log-level", "INFO", "proxy", "-n", namesrv_addr,
-             "--listen", "127.0.0.1:0"],
+             "--listen", "127.0.0.1:0", *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
             start_new_session=True,
         )  # fmt: skip

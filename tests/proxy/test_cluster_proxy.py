@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from ledgermq.testing.broker_cluster import BrokerCluster
+    from ledgermq.testing.tls_certs import CertificateSet
 
     MakeCluster = Callable[..., BrokerCluster]
 
@@ -488,3 +489,34 @@ def test_official_transactional_producer_through_the_proxy(
             break
         time.sleep(0.5)
     assert bodies == expected
+
+
+def test_tls_on_the_proxys_own_port(
+    broker_clusters: MakeCluster, tmp_path: Path, tls_certificates: CertificateSet
+) -> None:
+    """``--set tls.server.mode=enforcing`` and the certificate keys (RocketMQ's names, as a
+    broker's door takes them): a client trusting the CA queries and sends through the proxy; a
+    plaintext one cannot connect."""
+    certs = tls_certificates
+    cluster, _ = _cluster(broker_clusters)
+    settings = {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(certs.server_cert),
+        "tls.server.keyPath": str(certs.server_key),
+    }
+    extra = [f"--set={key}={value}" for key, value in settings.items()]
+    proxy = ProxyProcess(cluster.namesrv_addr, tmp_path / "proxy", extra)
+    try:
+        credentials = grpc.ssl_channel_credentials(root_certificates=certs.ca.read_bytes())
+        with grpc.secure_channel(proxy.address, credentials) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            sent = _send(stub, 1, timeout_s=10)
+            assert sent.status.code == Code.OK, sent.status
+        with grpc.insecure_channel(proxy.address) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                _send(stub, 2, timeout_s=5)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        proxy.close()
+    assert set(read_back(cluster.namesrv_addr)) == {sent.entries[0].message_id}

@@ -6,6 +6,12 @@ group's current master over remoting (``proxy.cluster``). Once listening it prin
 ``proxy listening on HOST:PORT`` on stdout, with the real port when ``--listen HOST:0`` asked
 for any free one, so scripts and tests can read it. ``--access-key`` / ``--secret-key`` sign
 its requests to a cluster with ACL on; ``--tls`` and friends dial brokers that serve TLS.
+
+TLS on the proxy's own gRPC port takes RocketMQ's ``tls.server.*`` keys (``tls.server.mode``,
+``tls.server.certPath``, ``tls.server.keyPath``, ``tls.server.trustCertPath``,
+``tls.server.need.client.auth``, ``tls.server.keyPassword``, ``tls.test.mode.enable``) from a
+file of ``key=value`` lines (``-c proxy.conf``) and ``--set KEY=VALUE`` on top, as a broker's
+gRPC door takes them; any other key is an error that names it.
 """
 
 from __future__ import annotations
@@ -15,12 +21,17 @@ from typing import TYPE_CHECKING
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.tls_args import add_tls_args, tls_from
-from ledgermq.errors import LedgerMQError, NetworkError
+from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
+from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
+from ledgermq.net.tls import tls_server_from_properties
 from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
 
 if TYPE_CHECKING:
     import argparse
+
+_KEYS = ("tls.server.", "tls.test.mode.enable")
+"""The settings the proxy's own port takes."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,9 +56,35 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="the host routes name for this proxy (default the listen host; this host's "
         "address when listening on 0.0.0.0)",
     )  # fmt: skip
+    proxy.add_argument(
+        "--config", "-c", metavar="FILE",
+        help="key=value settings of the proxy's own gRPC port: tls.server.* (RocketMQ's keys)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="one setting on top of --config (repeatable), e.g. --set tls.server.mode=enforcing",
+    )  # fmt: skip
     add_credential_args(proxy)
     add_tls_args(proxy)
     proxy.set_defaults(handler=cmd_proxy)
+
+
+def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The ``-c`` file's settings with ``--set`` on top; ``ConfigError`` for a key this proxy
+    does not take, or a ``--set`` without ``=``."""
+    values = load_properties(args.config) if args.config else {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE")
+        values[key.strip()] = value.strip()
+    unknown = sorted(k for k in values if not k.startswith(_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"the proxy does not take {', '.join(unknown)}: its settings are the tls.server.* "
+            "keys of its own gRPC port (NameServers: -n; credentials: --access-key)"
+        )
+    return values
 
 
 def cmd_proxy(args: argparse.Namespace) -> int:
@@ -57,6 +94,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         advertise=args.advertise,
         credentials=credentials_from(args),
         tls=tls_from(args),
+        tls_server=tls_server_from_properties(proxy_settings(args)),
     )
     return run(_serve(proxy, args.listen))
 

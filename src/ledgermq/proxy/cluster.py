@@ -20,10 +20,13 @@ import grpc.aio
 
 from ledgermq.client._remoting import ClientInstance, local_ip
 from ledgermq.errors import ConfigError, NetworkError
+from ledgermq.net.tls import TlsServerConfig
 from ledgermq.proxy.cluster_servicer import ClusterServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.routes import Endpoint
+from ledgermq.proxy.tls import door_tls
+from ledgermq.proxy.unify import PortUnifier
 
 if TYPE_CHECKING:
     from ledgermq.client.credentials import Credentials
@@ -57,6 +60,8 @@ class ClusterProxy:
             when listening on a wildcard).
         credentials: sign requests to NameServers and brokers (clusters with ACL on).
         tls: dial the brokers and NameServers with TLS.
+        tls_server: TLS on the proxy's own gRPC port (the ``tls.server.*`` keys, as a
+            broker's gRPC door takes them: ``proxy.tls``); default plaintext.
     """
 
     def __init__(
@@ -67,8 +72,11 @@ class ClusterProxy:
         advertise: str | None = None,
         credentials: Credentials | None = None,
         tls: TlsClientConfig | None = None,
+        tls_server: TlsServerConfig | None = None,
     ) -> None:
         self._host, self._port = parse_listen(listen)
+        self._tls = door_tls(tls_server or TlsServerConfig())
+        self._unifier: PortUnifier | None = None
         self._advertise = advertise
         self._client = ClientInstance(
             namesrv_addr, instance_name="ledgermq-proxy", credentials=credentials, tls=tls
@@ -88,27 +96,46 @@ class ClusterProxy:
     async def _start(self) -> None:
         await self._client.start()
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        where = f"{self._host}:{self._port}"
-        try:
-            port = server.add_insecure_port(where)
-        except RuntimeError as exc:
-            raise NetworkError(
-                f"cannot listen for gRPC on {where} ({exc}): another process may use it; "
-                "choose another --listen",
-                where,
-            ) from exc
+        port = await self._bind(server)
         host = self._advertise or (local_ip() if self._host in _WILDCARDS else self._host)
         self.endpoint = Endpoint(host, port)
         servicer = ClusterServicer(Forwarder(self._client), self.endpoint)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()
         self._server = server
+        if self._unifier is not None:
+            await self._unifier.start()
         self.port = port
         namesrv = ";".join(self._client.namesrv_addrs)
-        _log.info("proxy serves gRPC on %s:%d (routes name %s:%d), forwarding to the masters "
-                  "of %s", self._host, port, host, port, namesrv)  # fmt: skip
+        _log.info("proxy serves gRPC (%s) on %s:%d (routes name %s:%d), forwarding to the "
+                  "masters of %s", self._tls.kind, self._host, port, host, port,
+                  namesrv)  # fmt: skip
+
+    async def _bind(self, server: grpc.aio.Server) -> int:
+        """The port, plaintext, TLS, or both behind the unifier (``permissive``), as the
+        in-replica door binds (``proxy.local``)."""
+        tls, where = self._tls, f"{self._host}:{self._port}"
+        try:
+            if tls.credentials is None:
+                return server.add_insecure_port(where)
+            if not tls.plaintext_too:
+                return server.add_secure_port(where, tls.credentials)
+            tls_port = server.add_secure_port("127.0.0.1:0", tls.credentials)
+            plain_port = server.add_insecure_port("127.0.0.1:0")
+            self._unifier = PortUnifier(tls_port, plain_port)
+            await self._unifier.bind(self._host, self._port)
+        except (RuntimeError, OSError) as exc:
+            raise NetworkError(
+                f"cannot listen for gRPC on {where} ({exc}): another process may use it; "
+                "choose another --listen",
+                where,
+            ) from exc
+        return self._unifier.port
 
     async def close(self) -> None:
+        if self._unifier is not None:
+            await self._unifier.close()
+            self._unifier = None
         if self._server is not None:
             await self._server.stop(_GRACE_S)
             self._server = None
