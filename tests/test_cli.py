@@ -111,8 +111,13 @@ def test_errors_are_one_line_without_traceback(
     assert "--listen '127.0.0.1' is not HOST:PORT" in capsys.readouterr().err
     assert main(["proxy", "-n", "nowhere", "--listen", "127.0.0.1:0"]) == 1
     assert "NameServer address 'nowhere' is not host:port" in capsys.readouterr().err
-    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=true"]) == 1
-    assert "the proxy does not take aclEnable" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "brokerName=x"]) == 1
+    assert "the proxy does not take brokerName" in capsys.readouterr().err
+    missing = ["--set", f"aclFilePath={tmp_path / 'none.yml'}"]
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=true", *missing]) == 1
+    assert "there is no ACL file" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=yes"]) == 1
+    assert "aclEnable must be true or false" in capsys.readouterr().err
     assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "tls.server.mode=enforcing"]) == 1
     assert "tls.server.certPath" in capsys.readouterr().err
 

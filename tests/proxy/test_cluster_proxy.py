@@ -22,6 +22,7 @@ import pytest
 
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from tests.proxy.proxy_process import ProxyProcess
+from tests.proxy.test_grpc_acl import _metadata as _grpc_metadata
 from tests.proxy.test_official_client import (
     GROUP,
     SIMPLE,
@@ -520,3 +521,56 @@ def test_tls_on_the_proxys_own_port(
     finally:
         proxy.close()
     assert set(read_back(cluster.namesrv_addr)) == {sent.entries[0].message_id}
+
+
+PROXY_ACL = """\
+accounts:
+  - accessKey: proxy-writer
+    secretKey: writer-secret
+    defaultTopicPerm: DENY
+    topicPerms: [GrpcTopic=PUB]
+"""
+
+
+def test_acl_on_the_proxys_own_port(broker_clusters: MakeCluster, tmp_path: Path) -> None:
+    """``--set aclEnable=true --set aclFilePath=...``: the proxy checks each call's
+    ``authorization`` metadata against ``plain_acl.yml`` as a broker's door does: anonymous and
+    forged calls are UNAUTHORIZED, a signed send to a topic the account may publish is stored,
+    a receive it may not make is FORBIDDEN."""
+    cluster, _ = _cluster(broker_clusters)
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(PROXY_ACL)
+    proxy = ProxyProcess(
+        cluster.namesrv_addr,
+        tmp_path / "proxy",
+        ["--set=aclEnable=true", f"--set=aclFilePath={acl}"],
+    )
+    try:
+        with grpc.insecure_channel(proxy.address) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            request = service_pb2.SendMessageRequest(messages=[_message(1)])
+            anonymous = stub.SendMessage(request, timeout=5)
+            assert anonymous.status.code == Code.UNAUTHORIZED, anonymous.status
+            forged = stub.SendMessage(
+                request, timeout=5, metadata=_grpc_metadata("proxy-writer", "nope")
+            )
+            assert forged.status.code == Code.UNAUTHORIZED
+            signed = stub.SendMessage(
+                request, timeout=5, metadata=_grpc_metadata("proxy-writer", "writer-secret")
+            )
+            assert signed.status.code == Code.OK, signed.status
+            receive = service_pb2.ReceiveMessageRequest(
+                group=definition_pb2.Resource(name="g"),
+                message_queue=definition_pb2.MessageQueue(
+                    topic=definition_pb2.Resource(name=TOPIC),
+                    broker=definition_pb2.Broker(name=GROUP),
+                ),
+                batch_size=1,
+            )
+            (refused,) = stub.ReceiveMessage(
+                receive, timeout=5, metadata=_grpc_metadata("proxy-writer", "writer-secret")
+            )
+            assert refused.status.code == Code.FORBIDDEN, refused.status
+    finally:
+        proxy.close()
+    assert set(read_back(cluster.namesrv_addr)) == {signed.entries[0].message_id}

@@ -11,7 +11,9 @@ TLS on the proxy's own gRPC port takes RocketMQ's ``tls.server.*`` keys (``tls.s
 ``tls.server.certPath``, ``tls.server.keyPath``, ``tls.server.trustCertPath``,
 ``tls.server.need.client.auth``, ``tls.server.keyPassword``, ``tls.test.mode.enable``) from a
 file of ``key=value`` lines (``-c proxy.conf``) and ``--set KEY=VALUE`` on top, as a broker's
-gRPC door takes them; any other key is an error that names it.
+gRPC door takes them; ``aclEnable=true`` checks each client's ``authorization`` metadata
+against RocketMQ's ``plain_acl.yml`` (found under ``rocketmqHome``'s ``conf/`` or at
+``aclFilePath``, as the broker finds it). Any other key is an error that names it.
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ from typing import TYPE_CHECKING
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.tls_args import add_tls_args, tls_from
+from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
 from ledgermq.net.tls import tls_server_from_properties
 from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
+from ledgermq.security import AclFiles, AclGate, default_acl_paths
 
 if TYPE_CHECKING:
     import argparse
 
-_KEYS = ("tls.server.", "tls.test.mode.enable")
+_KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome")
 """The settings the proxy's own port takes."""
 
 
@@ -82,19 +86,35 @@ def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
     if unknown:
         raise ConfigError(
             f"the proxy does not take {', '.join(unknown)}: its settings are the tls.server.* "
-            "keys of its own gRPC port (NameServers: -n; credentials: --access-key)"
+            "keys of its own gRPC port and aclEnable / aclFilePath / rocketmqHome (NameServers: "
+            "-n; its own account for the brokers: --access-key)"
         )
     return values
 
 
+def proxy_acl(values: dict[str, str]) -> AclGate | None:
+    """The ACL of the proxy's own port, when ``aclEnable`` is true; ``ConfigError`` for a bad
+    value or no ACL file (``AclFiles``)."""
+    enable = values.get("aclEnable", "false").strip().lower()
+    if enable not in ("true", "false"):
+        raise ConfigError(f"aclEnable must be true or false, not {values['aclEnable']!r}")
+    if enable == "false":
+        return None
+    path = values.get("aclFilePath", "").strip()
+    paths = [path] if path else default_acl_paths(values.get("rocketmqHome") or None)
+    return AclGate(AclFiles(paths, SystemClock()), "proxy")
+
+
 def cmd_proxy(args: argparse.Namespace) -> int:
+    settings = proxy_settings(args)
     proxy = ClusterProxy(
         args.namesrv,
         args.listen,
         advertise=args.advertise,
         credentials=credentials_from(args),
         tls=tls_from(args),
-        tls_server=tls_server_from_properties(proxy_settings(args)),
+        tls_server=tls_server_from_properties(settings),
+        acl=proxy_acl(settings),
     )
     return run(_serve(proxy, args.listen))
 

@@ -31,6 +31,7 @@ from ledgermq.proxy.unify import PortUnifier
 if TYPE_CHECKING:
     from ledgermq.client.credentials import Credentials
     from ledgermq.net import TlsClientConfig
+    from ledgermq.security import AclGate
 
 __all__ = ["DEFAULT_LISTEN", "ClusterProxy", "parse_listen"]
 
@@ -62,6 +63,8 @@ class ClusterProxy:
         tls: dial the brokers and NameServers with TLS.
         tls_server: TLS on the proxy's own gRPC port (the ``tls.server.*`` keys, as a
             broker's gRPC door takes them: ``proxy.tls``); default plaintext.
+        acl: check each call's ``authorization`` metadata (``aclEnable``): the same accounts
+            and permissions as the brokers', from the same ``plain_acl.yml``.
     """
 
     def __init__(
@@ -73,7 +76,9 @@ class ClusterProxy:
         credentials: Credentials | None = None,
         tls: TlsClientConfig | None = None,
         tls_server: TlsServerConfig | None = None,
+        acl: AclGate | None = None,
     ) -> None:
+        self._acl = acl
         self._host, self._port = parse_listen(listen)
         self._tls = door_tls(tls_server or TlsServerConfig())
         self._unifier: PortUnifier | None = None
@@ -99,7 +104,8 @@ class ClusterProxy:
         port = await self._bind(server)
         host = self._advertise or (local_ip() if self._host in _WILDCARDS else self._host)
         self.endpoint = Endpoint(host, port)
-        servicer = ClusterServicer(Forwarder(self._client), self.endpoint)
+        real_peer = None if self._unifier is None else self._unifier.real_peer
+        servicer = ClusterServicer(Forwarder(self._client), self.endpoint, self._acl, real_peer)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()
         self._server = server

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.messages import DEFAULT_LONG_POLLING_MS, Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
+from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.status import Code, ok, status
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
+    from ledgermq.acl import Needs
     from ledgermq.proxy.forward import Forwarded, Forwarder
 
     Context = grpc.aio.ServicerContext[Any, Any]
@@ -53,6 +55,11 @@ class ClusterPullRpcs:
     def _deadline_s(self, context: Context) -> float:
         raise NotImplementedError  # ClusterServicer's
 
+    def _admit(
+        self, context: Context, request: str, needs: Needs | None = None
+    ) -> definition_pb2.Status | None:
+        raise NotImplementedError  # ClusterServicer's
+
     async def _queue_call(
         self,
         queue: definition_pb2.MessageQueue,
@@ -72,6 +79,10 @@ class ClusterPullRpcs:
     async def PullMessage(  # noqa: N802 - the generated servicer's names
         self, request: service_pb2.PullMessageRequest, context: Context
     ) -> AsyncIterator[service_pb2.PullMessageResponse]:
+        needs = consume_needs(request.message_queue.topic.name, request.group.name)
+        if (refused := self._admit(context, "PullMessage", needs)) is not None:
+            yield service_pb2.PullMessageResponse(status=refused)
+            return
         queue = request.message_queue
         try:
             fields, poll_ms = _pull_fields(request)
@@ -120,6 +131,9 @@ class ClusterPullRpcs:
     async def UpdateOffset(  # noqa: N802
         self, request: service_pb2.UpdateOffsetRequest, context: Context
     ) -> service_pb2.UpdateOffsetResponse:
+        needs = consume_needs(request.message_queue.topic.name, request.group.name)
+        if (refused := self._admit(context, "UpdateOffset", needs)) is not None:
+            return service_pb2.UpdateOffsetResponse(status=refused)
         queue = request.message_queue
         try:
             fields = _queue_fields(queue, request.group.name)
@@ -135,6 +149,9 @@ class ClusterPullRpcs:
     async def GetOffset(  # noqa: N802
         self, request: service_pb2.GetOffsetRequest, context: Context
     ) -> service_pb2.GetOffsetResponse:
+        needs = consume_needs(request.message_queue.topic.name, request.group.name)
+        if (refused := self._admit(context, "GetOffset", needs)) is not None:
+            return service_pb2.GetOffsetResponse(status=refused)
         queue = request.message_queue
         try:
             fields = _queue_fields(queue, request.group.name)
@@ -160,6 +177,9 @@ class ClusterPullRpcs:
     async def QueryOffset(  # noqa: N802
         self, request: service_pb2.QueryOffsetRequest, context: Context
     ) -> service_pb2.QueryOffsetResponse:
+        needs = consume_needs(request.message_queue.topic.name, "")
+        if (refused := self._admit(context, "QueryOffset", needs)) is not None:
+            return service_pb2.QueryOffsetResponse(status=refused)
         queue = request.message_queue
         try:
             fields = _queue_fields(queue, None)

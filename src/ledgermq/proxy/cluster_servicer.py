@@ -32,6 +32,8 @@ import logging
 import zlib
 from typing import TYPE_CHECKING, Any, Final
 
+from ledgermq.acl import Needs, Perm
+from ledgermq.acl.resources import topic_resource
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.cluster_dead_letters import forward_to_dead_letters
 from ledgermq.proxy.cluster_pull import ClusterPullRpcs
@@ -44,6 +46,7 @@ from ledgermq.proxy.cluster_transactions import (
 from ledgermq.proxy.forward import write_queues
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.servicer import address_scheme
@@ -53,13 +56,14 @@ from ledgermq.wire.message import decode_records
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
 
     import grpc.aio
 
     from ledgermq.net import Connection
     from ledgermq.proxy.forward import Forwarder
     from ledgermq.proxy.routes import Endpoint
+    from ledgermq.security import AclGate
     from ledgermq.wire import RemotingCommand
     from ledgermq.wire.route import TopicRouteData
 
@@ -91,7 +95,18 @@ _ALL_TYPES: Final = (
 class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The stand-alone proxy's servicer (module docstring)."""
 
-    def __init__(self, forwarder: Forwarder, endpoint: Endpoint) -> None:
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        endpoint: Endpoint,
+        acl: AclGate | None = None,
+        real_peer: Callable[[str], str] | None = None,
+    ) -> None:
+        """``acl``: check the clients' ``authorization`` metadata (``aclEnable``);
+        ``real_peer``: the client behind a peer address grpcio reports (``permissive`` TLS,
+        where connections reach grpcio through the proxy's own front)."""
+        self._acl = acl
+        self._real_peer = real_peer or (lambda address: address)
         self._forward = forwarder
         self._endpoint = endpoint
         self._counter = itertools.count()
@@ -100,6 +115,28 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self._tasks: set[asyncio.Task[None]] = set()
         forwarder.client.on_check_transaction = self._on_check
         forwarder.after_failover = self._heartbeat_soon
+
+    def _admit(
+        self, context: Context, request: str, needs: Needs | None = None
+    ) -> definition_pb2.Status | None:
+        """None if the call may go on, else the status answering it: with ``aclEnable`` the
+        RocketMQ 5 clients' ``authorization`` metadata is checked against the proxy's ACL
+        files (the same accounts and permissions as the brokers'), as the in-replica door
+        checks it: UNAUTHORIZED when the credentials are missing or wrong, FORBIDDEN when a
+        permission is."""
+        if self._acl is None:
+            return None
+        metadata = {
+            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
+        }
+        peer = context.peer() or ""
+        address = self._real_peer(peer.partition(":")[2] or peer)
+        now_s = self._forward.client.clock.wall_time_s()
+        decision = self._acl.check_grpc(address, metadata, request, needs or Needs(), now_s)
+        if decision.allowed:
+            return None
+        code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
+        return status(code, decision.remark)
 
     def _heartbeat_soon(self) -> None:
         """Tell the masters now that this proxy is a producer of ``GRPC_PRODUCER_GROUP`` (the
@@ -199,6 +236,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     async def QueryRoute(  # noqa: N802 - the generated servicer's names
         self, request: service_pb2.QueryRouteRequest, context: Context
     ) -> service_pb2.QueryRouteResponse:
+        if (refused := self._admit(context, "QueryRoute")) is not None:
+            return service_pb2.QueryRouteResponse(status=refused)
         queues, answer = await self._queues(request.topic.name)
         return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
 
@@ -207,6 +246,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> service_pb2.QueryAssignmentResponse:
         """One assignment per broker group with readable queues, queue id -1 (POP's "any
         queue of this group"), as the Java proxy answers."""
+        if (refused := self._admit(context, "QueryAssignment")) is not None:
+            return service_pb2.QueryAssignmentResponse(status=refused)
         queues, answer = await self._queues(request.topic.name)
         if answer.code != Code.OK:
             return service_pb2.QueryAssignmentResponse(status=answer)
@@ -231,11 +272,15 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     async def Heartbeat(  # noqa: N802
         self, request: service_pb2.HeartbeatRequest, context: Context
     ) -> service_pb2.HeartbeatResponse:
+        if (refused := self._admit(context, "Heartbeat")) is not None:
+            return service_pb2.HeartbeatResponse(status=refused)
         return service_pb2.HeartbeatResponse(status=ok())
 
     async def NotifyClientTermination(  # noqa: N802
         self, request: service_pb2.NotifyClientTerminationRequest, context: Context
     ) -> service_pb2.NotifyClientTerminationResponse:
+        if (refused := self._admit(context, "NotifyClientTermination")) is not None:
+            return service_pb2.NotifyClientTerminationResponse(status=refused)
         return service_pb2.NotifyClientTerminationResponse(status=ok())
 
     async def Telemetry(  # noqa: N802
@@ -247,6 +292,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         """Each client ``settings`` is answered with them merged with the proxy's; the stream
         stays open until the client closes it, and carries the masters' check-backs to a
         producer publishing the topic (``proxy.cluster_transactions``)."""
+        if (refused := self._admit(context, "Telemetry")) is not None:
+            yield service_pb2.TelemetryCommand(status=refused)
+            return
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
         outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
         key = self._producers.open(outbox)
@@ -290,6 +338,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self, request: service_pb2.SendMessageRequest, context: Context
     ) -> service_pb2.SendMessageResponse:
         """One entry per message, in order; the response's status is the first failure's."""
+        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
+        if (refused := self._admit(context, "SendMessage", needs)) is not None:
+            return service_pb2.SendMessageResponse(status=refused)
         if not request.messages:
             return service_pb2.SendMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no message")
@@ -361,6 +412,10 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
         """POP_MESSAGE to the assignment's broker group: ``status``, the messages, then the
         ``delivery_timestamp``; one MESSAGE_NOT_FOUND when nothing came in the polling time."""
+        needs = consume_needs(request.message_queue.topic.name, request.group.name)
+        if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
+            yield service_pb2.ReceiveMessageResponse(status=refused)
+            return
         try:
             pop = receive_request(request)
             broker_name = request.message_queue.broker.name or await self._any_readable(pop.topic)
@@ -423,6 +478,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> service_pb2.AckMessageResponse:
         """ACK_MESSAGE per entry, to the master of the group its handle names; the response's
         status is the entries' common one, else MULTIPLE_RESULTS."""
+        needs = consume_needs(request.topic.name, request.group.name)
+        if (refused := self._admit(context, "AckMessage", needs)) is not None:
+            return service_pb2.AckMessageResponse(status=refused)
         if not request.entries:
             return service_pb2.AckMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no entry")
@@ -470,6 +528,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> service_pb2.ChangeInvisibleDurationResponse:
         """CHANGE_MESSAGE_INVISIBLETIME; not retried when its outcome is unknown (a change that
         was made makes the handle stale, so the retry would fail anyway)."""
+        needs = consume_needs(request.topic.name, request.group.name)
+        if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
         handle = request.receipt_handle
         broker_name = handle_broker(handle)
         if broker_name is None:
@@ -501,6 +562,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
     ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
         """To ``%DLQ%<group>`` (``proxy.cluster_dead_letters``), then acknowledged."""
+        needs = consume_needs(request.topic.name, request.group.name)
+        if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
         answer = await forward_to_dead_letters(self._forward, request, self._deadline_s(context))
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=answer)
 
@@ -509,6 +573,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> service_pb2.EndTransactionResponse:
         """END_TRANSACTION to the master of the group the transaction id names; retried
         across a failover (the same end again is accepted; the other one is refused)."""
+        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
+        if (refused := self._admit(context, "EndTransaction", needs)) is not None:
+            return service_pb2.EndTransactionResponse(status=refused)
         try:
             broker_name, fields = end_fields(request)
             await self._forward.call(
