@@ -14,6 +14,7 @@ with when the brokers check ACL); it reads nothing of a broker's internals.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Final
 
 import grpc.aio
@@ -83,8 +84,13 @@ class ClusterProxy:
         self._tls = door_tls(tls_server or TlsServerConfig())
         self._unifier: PortUnifier | None = None
         self._advertise = advertise
+        # one client id per process: brokers keep a producer connection per client id, so two
+        # proxies on one host must not share one (each would take the other's check-backs)
         self._client = ClientInstance(
-            namesrv_addr, instance_name="ledgermq-proxy", credentials=credentials, tls=tls
+            namesrv_addr,
+            instance_name=f"ledgermq-proxy-{os.getpid()}",
+            credentials=credentials,
+            tls=tls,
         )
         self._server: grpc.aio.Server | None = None
         self.port = -1
