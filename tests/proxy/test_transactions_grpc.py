@@ -30,6 +30,8 @@ pytestmark = pytest.mark.timeout(90)
 
 Code = definition_pb2.Code
 TOPIC = "GrpcTxn"
+TRANSACTION_TOPIC = "+message.type=TRANSACTION"
+"""A v5 transactional send needs a TRANSACTION (or MIXED) topic, as in RocketMQ 5."""
 
 
 def _half(message_id: str, body: bytes) -> definition_pb2.Message:
@@ -74,7 +76,7 @@ async def _send_half(
 
 def test_end_transaction_commit_once_rollback_never(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
-        master = await _topic_with_route(group, TOPIC)
+        master = await _topic_with_route(group, TOPIC, TRANSACTION_TOPIC)
         channel, stub = _stub(master.grpc_address)
         async with channel:
             committed = await _send_half(stub, "C1", b"commit-me")
@@ -100,7 +102,7 @@ def test_end_transaction_commit_once_rollback_never(tmp_path: Path) -> None:
 
 def test_check_back_over_telemetry(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
-        master = await _topic_with_route(group, TOPIC)
+        master = await _topic_with_route(group, TOPIC, TRANSACTION_TOPIC)
         assert master.services is not None
         channel, stub = _stub(master.grpc_address)
         async with channel:

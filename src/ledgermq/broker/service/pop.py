@@ -18,7 +18,17 @@ the outcomes the model gives on apply are the ones ``check`` foresaw.
 Filtering: a message the receive's filter (TAG, or SQL92 as a pull's) does not want is delivered
 and acknowledged in the same op: it is done for the group, as a pull moves past it. A message
 the store no longer has (retention) is settled likewise. The max attempts are the subscription
-group's ``retryMaxTimes`` (FIFO: ``consumeMessageOrderly``), fixed when POP first touches a queue.
+group's ``retryMaxTimes``; both travel in every op, so a changed group setting holds from the
+next receive on.
+
+FIFO (issue 16 section 3): a consumer group with ``consumeMessageOrderly`` is a FIFO group. Its
+messages are ordered by message group (``__SHARDINGKEY``, a v5 ``message_group``): a receive
+hands out a group's oldest messages not done, in order, and nothing more of the group while any
+of them is out and invisible; an unacknowledged one comes back (attempt + 1) first of its group,
+before anything after it, until the maximum attempts send it to the dead letters and the group
+moves on (``PopQueue`` rule 5). Messages without a group (a remoting producer's
+orderly selector, which sets no property) are ordered by their queue, as RocketMQ's orderly
+consumption orders a queue: they form one group per queue (``QUEUE_ORDER``).
 
 Receipt handles are strings in the layout of RocketMQ 5's ``ExtraInfoUtil`` (``POP_CK``):
 ``"<seq> <popTime> <invisibleTime> 0 0 <brokerName> <queueId> <queueOffset>"``, where the first
@@ -79,6 +89,13 @@ MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
 """RocketMQ 5's ceiling on ``invisibleTime`` (12 hours)."""
 _PLAN_ROUNDS: Final = 8
 """Plans per queue and receive when filters drop messages (each round settles what it drops)."""
+QUEUE_ORDER: Final = ""
+"""The message group the FIFO planning gives a message without one: all of a queue's ungrouped
+messages are one group, so a FIFO consumer group takes them in queue order. An empty message
+group is no group on either door, so no message of a real group has this one."""
+_GROUP_CACHE: Final = 100_000
+"""Message groups remembered by (topic, queue, offset); a FIFO receive asks for the group of
+every message it walks past, and a message's group never changes."""
 _POLL_STEP_S: Final = 0.2
 """Long polling looks again at least this often: expired deliveries come back on no event."""
 
@@ -149,6 +166,7 @@ class PopService:
         self._locks: dict[PopKey, asyncio.Lock] = {}
         self._arrivals: dict[str, asyncio.Event] = {}
         self._next_queue = itertools.count()
+        self._groups: dict[tuple[str, int, int], str] = {}
 
     # ------------------------------------------------------------------ long polling
     def on_arrival(self, topic: str) -> None:
@@ -250,6 +268,11 @@ class PopService:
         if cq is None or cq.max_offset == 0:
             return []
         popped: list[PoppedMessage] = []
+        model = state.metadata.pop.find(key)
+        if model is not None and model.settings != settings:
+            # The group's settings changed: every replica takes them first (an op of no
+            # records), so that this plan, and the apply that checks it, use them.
+            await state.writer.submit(pop_op(key, settings, []))
         for _ in range(_PLAN_ROUNDS):
             model = state.metadata.pop.find(key) or PopQueue(settings)
             # Offsets retention removed are done for everybody: settle them with the rest.
@@ -407,8 +430,20 @@ class PopService:
         return messages[0] if len(messages) == 1 else None
 
     def _message_group(self, topic: str, queue_id: int, offset: int) -> str | None:
+        """The FIFO planning's group of a message (``QUEUE_ORDER`` for one without); None when
+        the store no longer has it (it is settled on its way out, and blocks nothing)."""
+        key = (topic, queue_id, offset)
+        group = self._groups.get(key)
+        if group is not None:
+            return group
         message = self._message(topic, queue_id, offset)
-        return None if message is None else message.properties.get(MessageProperty.SHARDING_KEY)
+        if message is None:
+            return None
+        group = message.properties.get(MessageProperty.SHARDING_KEY) or QUEUE_ORDER
+        if len(self._groups) >= _GROUP_CACHE:
+            self._groups.clear()
+        self._groups[key] = group
+        return group
 
     async def _to_dead_letters(self, group: str, message: MessageExt) -> None:
         """Store a copy of ``message`` in ``%DLQ%<group>`` through the normal write path."""
