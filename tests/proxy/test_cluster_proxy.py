@@ -21,6 +21,7 @@ import grpc
 import pytest
 
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from tests.proxy import test_official_client_fifo as fifo
 from tests.proxy.proxy_process import ProxyProcess
 from tests.proxy.test_grpc_acl import _metadata as _grpc_metadata
 from tests.proxy.test_official_client import (
@@ -621,3 +622,43 @@ def test_pop_through_the_proxy_across_a_master_kill(
           f"+{time.monotonic() - killed_at:.1f} s")  # fmt: skip
     assert set(after) == sent - acked_before, proxy.log()
     assert not set(after) & acked_before, "an acknowledged message came back"
+
+
+def test_official_fifo_producer_and_simple_consumer_through_the_proxy(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """FIFO through the proxy (``test_official_client_fifo``'s drivers and checks): the
+    proxy hashes a message group onto one queue, the broker's POP keeps each group in order;
+    every acknowledged send received, each group in the order sent, a held message back with
+    attempt 2 before its successors."""
+    python = client_python()
+    cluster, _ = fifo._fifo_cluster(broker_clusters)
+    proxy = ProxyProcess(cluster.namesrv_addr, tmp_path / "proxy")
+    groups = [f"order-{i}" for i in range(4)]
+    try:
+        producer = Driver(python, tmp_path / "producer",
+                          {"endpoints": proxy.address, "topic": fifo.TOPIC, "groups": groups,
+                           "per_group": 6}, script=fifo.PRODUCER)  # fmt: skip
+        try:
+            producer.finish(90)
+        finally:
+            producer.close()
+        assert not producer.of("failed"), producer.of("failed")[:3]
+        assert len(producer.of("sent")) == 24
+        consumer = fifo._consumer(
+            python, tmp_path / "consumer", proxy.address, hold=True, duration_s=90, count=24
+        )
+        try:
+            consumer.finish(120)
+        finally:
+            consumer.close()
+    finally:
+        proxy.close()
+    assert not consumer.of("ack_failed"), consumer.of("ack_failed")[:3]
+    per_group = fifo.check_fifo(producer, consumer)
+    assert sorted(per_group) == groups
+    (held,) = consumer.of("held")
+    attempts = [a for s, a in per_group[held["group"]] if s == held["seq"]]
+    assert attempts == [1, 2], per_group[held["group"]]
+    acked = [e["message_id"] for e in consumer.of("acked")]
+    assert sorted(acked) == sorted(e["message_id"] for e in producer.of("sent"))

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import zlib
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import Needs, Perm
@@ -44,6 +43,7 @@ from ledgermq.proxy.cluster_transactions import (
     transaction_id,
 )
 from ledgermq.proxy.forward import write_queues
+from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import consume_needs
@@ -370,8 +370,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
                     message_id=message_id,
                 )
             group = message.system_properties.message_group
-            # a message group keeps its queue (FIFO); others go round the queues
-            index = zlib.crc32(group.encode()) if group else next(self._counter)
+            # a message group keeps its queue (FIFO: the Java proxy's hash, as the replicas'
+            # doors place it, the same queue for one broker group); others go round the queues
+            index = queue_of_group(group, len(queues)) if group else next(self._counter)
             chosen = queues[index % len(queues)]
             broker_name, queue_id = chosen.broker_name, chosen.queue_id
             fields = {
