@@ -627,8 +627,9 @@ def test_pop_through_the_proxy_across_a_master_kill(
 def test_official_fifo_producer_and_simple_consumer_through_the_proxy(
     broker_clusters: MakeCluster, tmp_path: Path
 ) -> None:
-    """FIFO through the proxy (``test_official_client_fifo``'s drivers and checks): the
-    proxy hashes a message group onto one queue, the broker's POP keeps each group in order;
+    """FIFO through the proxy (``test_official_client_fifo``'s drivers and checks): consumers of
+    the orderly group are told ``fifo`` in their settings (others not); the proxy hashes a
+    message group onto one queue, the broker's POP keeps each group in order;
     every acknowledged send received, each group in the order sent, a held message back with
     attempt 2 before its successors."""
     python = client_python()
@@ -636,6 +637,8 @@ def test_official_fifo_producer_and_simple_consumer_through_the_proxy(
     proxy = ProxyProcess(cluster.namesrv_addr, tmp_path / "proxy")
     groups = [f"order-{i}" for i in range(4)]
     try:
+        assert _told_fifo(proxy.address, fifo.CONSUMER_GROUP, fifo.TOPIC)
+        assert not _told_fifo(proxy.address, "not-orderly", fifo.TOPIC)
         producer = Driver(python, tmp_path / "producer",
                           {"endpoints": proxy.address, "topic": fifo.TOPIC, "groups": groups,
                            "per_group": 6}, script=fifo.PRODUCER)  # fmt: skip
@@ -662,3 +665,20 @@ def test_official_fifo_producer_and_simple_consumer_through_the_proxy(
     assert attempts == [1, 2], per_group[held["group"]]
     acked = [e["message_id"] for e in consumer.of("acked")]
     assert sorted(acked) == sorted(e["message_id"] for e in producer.of("sent"))
+
+
+def _told_fifo(address: str, group: str, topic: str) -> bool:
+    """The ``subscription.fifo`` a consumer of ``group`` is told in Telemetry settings."""
+    command = service_pb2.TelemetryCommand()
+    settings = command.settings
+    settings.client_type = definition_pb2.SIMPLE_CONSUMER
+    settings.subscription.group.name = group
+    entry = settings.subscription.subscriptions.add()
+    entry.topic.name = topic
+    entry.expression.type = definition_pb2.TAG
+    entry.expression.expression = "*"
+    with grpc.insecure_channel(address) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        (answer,) = stub.Telemetry(iter([command]), timeout=10)
+    assert answer.status.code == Code.OK, answer.status
+    return bool(answer.settings.subscription.fifo)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
@@ -306,7 +307,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
                         self._settings(key, command.settings)
                         outbox.put_nowait(
                             service_pb2.TelemetryCommand(
-                                status=ok(), settings=_server_settings(command.settings)
+                                status=ok(), settings=await self._server_settings(command.settings)
                             )
                         )
             finally:
@@ -321,6 +322,37 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+
+    async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
+        settings = _server_settings(client)
+        if client.HasField("subscription"):
+            topics = [e.topic.name for e in client.subscription.subscriptions if e.topic.name]
+            group = client.subscription.group.name
+            settings.subscription.fifo = bool(topics and group) and await self._orderly(
+                group, topics[0]
+            )
+        return settings
+
+    async def _orderly(self, group: str, topic: str) -> bool:
+        """Whether subscription group ``group`` consumes in order (``consumeMessageOrderly``,
+        the Java proxy's ``mergeSubscriptionData``: its PushConsumer then consumes each
+        message group in order), as the master of a broker group of ``topic`` holds it
+        (GET_ALL_SUBSCRIPTIONGROUP_CONFIG); False when no master says so."""
+        try:
+            route = await self._route(topic)
+            brokers = sorted(d.broker_name for d in route.queue_datas)
+            if not brokers:
+                return False
+            forwarded = await self._forward.call(
+                topic, brokers[0], MQRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {},
+                deadline_s=3.0,
+            )  # fmt: skip
+            table = json.loads(forwarded.response.body or b"{}").get("subscriptionGroupTable")
+        except (LedgerMQError, ValueError) as exc:
+            _log.info("cannot tell whether group %s is orderly: %s", group, exc)
+            return False
+        config = table.get(group) if isinstance(table, dict) else None
+        return isinstance(config, dict) and config.get("consumeMessageOrderly") is True
 
     def _settings(self, key: int, settings: definition_pb2.Settings) -> None:
         if settings.client_type != definition_pb2.PRODUCER:
@@ -624,7 +656,6 @@ def _server_settings(client: definition_pb2.Settings) -> definition_pb2.Settings
         settings.publishing.max_body_size = _MAX_BODY
         settings.publishing.validate_message_type = True
     elif client.HasField("subscription"):
-        settings.subscription.fifo = False
         settings.subscription.receive_batch_size = _RECEIVE_BATCH
         settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
     return settings
