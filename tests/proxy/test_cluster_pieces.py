@@ -4,6 +4,8 @@ failures, and the ``--listen`` address."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from ledgermq.errors import (
@@ -14,6 +16,7 @@ from ledgermq.errors import (
     RequestTimeoutError,
 )
 from ledgermq.proxy.cluster import parse_listen
+from ledgermq.proxy.cluster_recall import recall_broker
 from ledgermq.proxy.cluster_servicer import handle_broker
 from ledgermq.proxy.cluster_transactions import end_fields, transaction_id
 from ledgermq.proxy.forward import WriteQueue, write_queues
@@ -93,6 +96,14 @@ def test_remoting_failures_become_v2_statuses() -> None:
     assert code(RequestTimeoutError("slow", "h:1")) == Code.HA_NOT_AVAILABLE
     assert code(NoRouteError("no master")) == Code.HA_NOT_AVAILABLE
     assert "no master reachable" in remote_status(NoRouteError("x")).message
+
+
+def test_a_recall_handle_names_its_broker_group() -> None:
+    handle = base64.urlsafe_b64encode(b"v1 T broker-a 1795658549814 MSGID").decode()
+    assert recall_broker(handle) == "broker-a"
+    assert recall_broker("not-a-handle") is None
+    assert recall_broker(base64.urlsafe_b64encode(b"v2 T broker-a 1 M").decode()) is None
+    assert recall_broker(base64.urlsafe_b64encode(b"v1 T broker-a soon M").decode()) is None
 
 
 def test_listen_addresses() -> None:

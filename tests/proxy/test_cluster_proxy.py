@@ -234,6 +234,26 @@ def test_routes_sends_and_pop_through_the_proxy(
             _ack(stub, "proxy-pop", arrived[0].system_properties.receipt_handle, "").status.code
             == Code.OK
         )
+        # a timer message still pending is recalled through the proxy (RECALL_MESSAGE)
+        later = _message(98)
+        later.system_properties.message_type = definition_pb2.DELAY
+        later.system_properties.delivery_timestamp.FromMilliseconds(
+            int(time.time() * 1000) + 60_000
+        )
+        pending = stub.SendMessage(service_pb2.SendMessageRequest(messages=[later]), timeout=5)
+        assert pending.status.code == Code.OK, pending.status
+        (pending_entry,) = pending.entries
+        assert pending_entry.recall_handle
+        recall = service_pb2.RecallMessageRequest(
+            topic=definition_pb2.Resource(name=TOPIC), recall_handle=pending_entry.recall_handle
+        )
+        recalled = stub.RecallMessage(recall, timeout=5)
+        assert recalled.status.code == Code.OK, recalled.status
+        assert recalled.message_id == later.system_properties.message_id
+        twice = stub.RecallMessage(recall, timeout=5)
+        assert twice.status.code == Code.NOT_FOUND, twice.status
+        recall.recall_handle = "not-a-handle"
+        assert stub.RecallMessage(recall, timeout=5).status.code == Code.BAD_REQUEST
 
         _pull_everything(stub, route.message_queues, sent)
 

@@ -15,8 +15,8 @@ names its broker group, so an ack goes to that group's master whichever proxy or
 the message out. Elsewhere: the PullConsumer set (``proxy.cluster_pull``),
 ForwardMessageToDeadLetterQueue (``proxy.cluster_dead_letters``), transactions: transactional
 sends, EndTransaction, the masters' check-backs relayed to a producer's Telemetry stream
-(``proxy.cluster_transactions``). RecallMessage and SyncLiteSubscription answer
-NOT_IMPLEMENTED in their status (never a dropped stream).
+(``proxy.cluster_transactions``), RecallMessage (``proxy.cluster_recall``).
+SyncLiteSubscription answers NOT_IMPLEMENTED in its status (never a dropped stream).
 
 Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
 flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
@@ -37,6 +37,7 @@ from ledgermq.acl.resources import topic_resource
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.cluster_dead_letters import forward_to_dead_letters
 from ledgermq.proxy.cluster_pull import ClusterPullRpcs
+from ledgermq.proxy.cluster_recall import recall
 from ledgermq.proxy.cluster_transactions import (
     ClusterProducers,
     end_fields,
@@ -437,6 +438,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         entry = service_pb2.SendResultEntry(status=ok(), message_id=message_id, offset=offset)
         if message.system_properties.message_type == definition_pb2.TRANSACTION:
             entry.transaction_id = transaction_id(broker_name, ext.get("msgId", ""))
+        if ext.get("recallHandle"):
+            entry.recall_handle = ext["recallHandle"]  # a timer message (RocketMQ 5.3)
         return entry
 
     # ------------------------------------------------------------------ POP
@@ -624,7 +627,14 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     async def RecallMessage(  # noqa: N802
         self, request: service_pb2.RecallMessageRequest, context: Context
     ) -> service_pb2.RecallMessageResponse:
-        return service_pb2.RecallMessageResponse(status=not_implemented("RecallMessage"))
+        """Cancel a pending timer message (``proxy.cluster_recall``); PUB on the topic."""
+        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
+        if (refused := self._admit(context, "RecallMessage", needs)) is not None:
+            return service_pb2.RecallMessageResponse(status=refused)
+        refusal, message_id = await recall(self._forward, request, self._deadline_s(context))
+        if refusal is not None:
+            return service_pb2.RecallMessageResponse(status=refusal)
+        return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
 
     async def SyncLiteSubscription(  # noqa: N802
         self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
