@@ -118,6 +118,8 @@ def test_errors_are_one_line_without_traceback(
     assert "there is no ACL file" in capsys.readouterr().err
     assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=yes"]) == 1
     assert "aclEnable must be true or false" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "enableTopicMessageTypeCheck=x"]) == 1
+    assert "enableTopicMessageTypeCheck must be true or false" in capsys.readouterr().err
     assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "tls.server.mode=enforcing"]) == 1
     assert "tls.server.certPath" in capsys.readouterr().err
 

@@ -124,6 +124,7 @@ def test_routes_sends_and_pop_through_the_proxy(
         assert len(route.message_queues) == 4
         for queue in route.message_queues:
             assert queue.broker.name == GROUP
+            assert len(queue.accept_message_types) == 4  # a topic without message.type: MIXED
             (address,) = queue.broker.endpoints.addresses
             assert (address.host, address.port) == (host, int(port))
         missing = stub.QueryRoute(
@@ -659,6 +660,7 @@ def test_official_fifo_producer_and_simple_consumer_through_the_proxy(
     try:
         assert _told_fifo(proxy.address, fifo.CONSUMER_GROUP, fifo.TOPIC)
         assert not _told_fifo(proxy.address, "not-orderly", fifo.TOPIC)
+        _check_fifo_topic_type(proxy.address)
         producer = Driver(python, tmp_path / "producer",
                           {"endpoints": proxy.address, "topic": fifo.TOPIC, "groups": groups,
                            "per_group": 6}, script=fifo.PRODUCER)  # fmt: skip
@@ -702,3 +704,22 @@ def _told_fifo(address: str, group: str, topic: str) -> bool:
         (answer,) = stub.Telemetry(iter([command]), timeout=10)
     assert answer.status.code == Code.OK, answer.status
     return bool(answer.settings.subscription.fifo)
+
+
+def _check_fifo_topic_type(address: str) -> None:
+    """The FIFO topic's route accepts FIFO messages only, and a NORMAL send to it is refused
+    MESSAGE_PROPERTY_CONFLICT_WITH_TYPE (``enableTopicMessageTypeCheck``, on by default)."""
+    with grpc.insecure_channel(address) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        route = stub.QueryRoute(
+            service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=fifo.TOPIC)),
+            timeout=5,
+        )
+        assert route.status.code == Code.OK, route.status
+        assert {tuple(q.accept_message_types) for q in route.message_queues} == {
+            (definition_pb2.FIFO,)
+        }
+        normal = _message(0)
+        normal.topic.name = fifo.TOPIC
+        refused = stub.SendMessage(service_pb2.SendMessageRequest(messages=[normal]), timeout=5)
+        assert refused.status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, refused.status

@@ -13,7 +13,9 @@ TLS on the proxy's own gRPC port takes RocketMQ's ``tls.server.*`` keys (``tls.s
 file of ``key=value`` lines (``-c proxy.conf``) and ``--set KEY=VALUE`` on top, as a broker's
 gRPC door takes them; ``aclEnable=true`` checks each client's ``authorization`` metadata
 against RocketMQ's ``plain_acl.yml`` (found under ``rocketmqHome``'s ``conf/`` or at
-``aclFilePath``, as the broker finds it). Any other key is an error that names it.
+``aclFilePath``, as the broker finds it); ``enableTopicMessageTypeCheck`` (default true, the
+Java proxy's) checks each send against its topic's ``message.type``. Any other key is an error
+that names it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from ledgermq.security import AclFiles, AclGate, default_acl_paths
 if TYPE_CHECKING:
     import argparse
 
-_KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome")
+_KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome",
+         "enableTopicMessageTypeCheck")  # fmt: skip
 """The settings the proxy's own port takes."""
 
 
@@ -86,19 +89,24 @@ def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
     if unknown:
         raise ConfigError(
             f"the proxy does not take {', '.join(unknown)}: its settings are the tls.server.* "
-            "keys of its own gRPC port and aclEnable / aclFilePath / rocketmqHome (NameServers: "
-            "-n; its own account for the brokers: --access-key)"
+            "keys of its own gRPC port, aclEnable / aclFilePath / rocketmqHome and "
+            "enableTopicMessageTypeCheck (NameServers: -n; its own account for the brokers: "
+            "--access-key)"
         )
     return values
+
+
+def _flag(values: dict[str, str], key: str, default: bool) -> bool:
+    text = values.get(key, str(default)).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key} must be true or false, not {values[key]!r}")
+    return text == "true"
 
 
 def proxy_acl(values: dict[str, str]) -> AclGate | None:
     """The ACL of the proxy's own port, when ``aclEnable`` is true; ``ConfigError`` for a bad
     value or no ACL file (``AclFiles``)."""
-    enable = values.get("aclEnable", "false").strip().lower()
-    if enable not in ("true", "false"):
-        raise ConfigError(f"aclEnable must be true or false, not {values['aclEnable']!r}")
-    if enable == "false":
+    if not _flag(values, "aclEnable", default=False):
         return None
     path = values.get("aclFilePath", "").strip()
     paths = [path] if path else default_acl_paths(values.get("rocketmqHome") or None)
@@ -115,6 +123,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         tls=tls_from(args),
         tls_server=tls_server_from_properties(settings),
         acl=proxy_acl(settings),
+        check_message_type=_flag(settings, "enableTopicMessageTypeCheck", default=True),
     )
     return run(_serve(proxy, args.listen))
 

@@ -66,6 +66,8 @@ class ClusterProxy:
             broker's gRPC door takes them: ``proxy.tls``); default plaintext.
         acl: check each call's ``authorization`` metadata (``aclEnable``): the same accounts
             and permissions as the brokers', from the same ``plain_acl.yml``.
+        check_message_type: a send must match its topic's ``message.type``, and routes say
+            which types a topic takes (``enableTopicMessageTypeCheck``, default true).
     """
 
     def __init__(
@@ -78,8 +80,10 @@ class ClusterProxy:
         tls: TlsClientConfig | None = None,
         tls_server: TlsServerConfig | None = None,
         acl: AclGate | None = None,
+        check_message_type: bool = True,
     ) -> None:
         self._acl = acl
+        self._check_type = check_message_type
         self._host, self._port = parse_listen(listen)
         self._tls = door_tls(tls_server or TlsServerConfig())
         self._unifier: PortUnifier | None = None
@@ -111,7 +115,10 @@ class ClusterProxy:
         host = self._advertise or (local_ip() if self._host in _WILDCARDS else self._host)
         self.endpoint = Endpoint(host, port)
         real_peer = None if self._unifier is None else self._unifier.real_peer
-        servicer = ClusterServicer(Forwarder(self._client), self.endpoint, self._acl, real_peer)
+        servicer = ClusterServicer(
+            Forwarder(self._client), self.endpoint, self._acl, real_peer,
+            check_message_type=self._check_type,
+        )  # fmt: skip
         service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()
         self._server = server

@@ -38,6 +38,7 @@ from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.cluster_dead_letters import forward_to_dead_letters
 from ledgermq.proxy.cluster_pull import ClusterPullRpcs
 from ledgermq.proxy.cluster_recall import recall
+from ledgermq.proxy.cluster_topic_types import TopicTypes
 from ledgermq.proxy.cluster_transactions import (
     ClusterProducers,
     end_fields,
@@ -46,6 +47,7 @@ from ledgermq.proxy.cluster_transactions import (
 )
 from ledgermq.proxy.forward import write_queues
 from ledgermq.proxy.message_groups import queue_of_group
+from ledgermq.proxy.message_types import accepted_message_types, message_type_of, type_conflict
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import consume_needs
@@ -54,7 +56,7 @@ from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.servicer import address_scheme
 from ledgermq.proxy.status import Code, not_implemented, ok, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
-from ledgermq.wire.message import decode_records
+from ledgermq.wire.message import decode_properties, decode_records
 from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
@@ -103,6 +105,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         endpoint: Endpoint,
         acl: AclGate | None = None,
         real_peer: Callable[[str], str] | None = None,
+        *,
+        check_message_type: bool = True,
     ) -> None:
         """``acl``: check the clients' ``authorization`` metadata (``aclEnable``);
         ``real_peer``: the client behind a peer address grpcio reports (``permissive`` TLS,
@@ -111,6 +115,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self._real_peer = real_peer or (lambda address: address)
         self._forward = forwarder
         self._endpoint = endpoint
+        self._check_type = check_message_type
+        """``enableTopicMessageTypeCheck``: a send must match its topic's ``message.type``."""
+        self._types = TopicTypes(forwarder)
         self._counter = itertools.count()
         self._producers = ClusterProducers()
         """v5 producers' Telemetry streams: where the masters' check-backs go."""
@@ -199,6 +206,11 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             return [], status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         except LedgerMQError as exc:
             return [], status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+        accepted = (
+            accepted_message_types(await self._types.kind(topic))
+            if self._check_type
+            else _ALL_TYPES
+        )
         queues = []
         for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
             broker = self._broker(data.broker_name)
@@ -217,7 +229,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
                         id=queue_id,
                         permission=_permission(perm),
                         broker=broker,
-                        accept_message_types=_ALL_TYPES,
+                        accept_message_types=accepted,
                     )
                 )
         if not queues:
@@ -396,6 +408,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         try:
             send, body = send_request(message, peer_host, 4)
             route = await self._route(send.topic)
+            if self._check_type:
+                await self._check_message_type(send.topic, send.properties)
             queues = write_queues(route)
             if not queues:
                 return service_pb2.SendResultEntry(
@@ -441,6 +455,14 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         if ext.get("recallHandle"):
             entry.recall_handle = ext["recallHandle"]  # a timer message (RocketMQ 5.3)
         return entry
+
+    async def _check_message_type(self, topic: str, properties: str) -> None:
+        """``Refusal`` (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) when the message's type is not
+        its topic's (the Java proxy's ``DefaultTopicMessageTypeValidator``)."""
+        kind = message_type_of(decode_properties(properties))
+        problem = type_conflict(topic, await self._types.kind(topic), kind)
+        if problem is not None:
+            raise Refusal(status(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem))
 
     # ------------------------------------------------------------------ POP
     async def ReceiveMessage(  # noqa: N802
