@@ -34,7 +34,9 @@ def place(request: SendRequest, config: TopicConfig, *, check_type: bool = True)
     """``request`` with its queue chosen; ``Refusal`` (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) if
     the message's type is not the topic's and ``check_type`` (the broker's
     ``enableTopicMessageTypeCheck``). A message with a message group goes to the write queue its
-    group hashes to, whatever queue the client named; others keep theirs."""
+    group hashes to, whatever queue the client named; others to any write queue (the send
+    service picks one), as the Java proxy's ``selectOneByPipeline``: the official clients name
+    queue 0 in every message, and taking it piled every message of a topic into one queue."""
     properties = decode_properties(request.properties)
     problem = type_conflict(
         config.topic_name, topic_message_type(config), message_type_of(properties)
@@ -42,6 +44,5 @@ def place(request: SendRequest, config: TopicConfig, *, check_type: bool = True)
     if problem is not None and check_type:
         raise Refusal(status(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem))
     group = properties.get(PROPERTY_SHARDING_KEY)
-    if group is not None:
-        request.queue_id = queue_of_group(group, config.write_queue_nums)
+    request.queue_id = -1 if group is None else queue_of_group(group, config.write_queue_nums)
     return request
