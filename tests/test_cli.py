@@ -43,6 +43,9 @@ def test_quickstart_runs_a_cluster_and_checks_itself(
     assert f"NameServer      127.0.0.1:{9876 + offset}" in out
     assert out.count("(master;") == 1
     assert f"gRPC 127.0.0.1:{8081 + offset})" in out
+    assert (
+        f'ledgermq proxy -n "127.0.0.1:{9876 + offset}" --listen 127.0.0.1:{8084 + offset}' in out
+    )
     assert "self-check: 100 messages sent" in out
     if console_available():
         assert f"Console         http://127.0.0.1:{8080 + offset}/" in out
@@ -104,6 +107,21 @@ def test_errors_are_one_line_without_traceback(
     make_store(tmp_path)
     assert main(["store", "get", str(tmp_path), "99"]) == 1
     assert "outside the log" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--listen", "127.0.0.1"]) == 1
+    assert "--listen '127.0.0.1' is not HOST:PORT" in capsys.readouterr().err
+    assert main(["proxy", "-n", "nowhere", "--listen", "127.0.0.1:0"]) == 1
+    assert "NameServer address 'nowhere' is not host:port" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "brokerName=x"]) == 1
+    assert "the proxy does not take brokerName" in capsys.readouterr().err
+    missing = ["--set", f"aclFilePath={tmp_path / 'none.yml'}"]
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=true", *missing]) == 1
+    assert "there is no ACL file" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "aclEnable=yes"]) == 1
+    assert "aclEnable must be true or false" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "enableTopicMessageTypeCheck=x"]) == 1
+    assert "enableTopicMessageTypeCheck must be true or false" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "tls.server.mode=enforcing"]) == 1
+    assert "tls.server.certPath" in capsys.readouterr().err
 
 
 def test_console_script_is_installed(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ def test_every_live_key_changes_the_config() -> None:
         "autoCreateSubscriptionGroup": "false",
         "defaultTopicQueueNums": "2",
         "enablePropertyFilter": "false",
+        "enableTopicMessageTypeCheck": "false",
         "longPollingEnable": "false",
         "shortPollingTimeMills": "250",
         "maxMessageSize": "4096",

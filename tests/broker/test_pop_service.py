@@ -250,3 +250,57 @@ def test_failover_keeps_acks_and_redelivers_the_rest(tmp_path: Path) -> None:
             raise AssertionError("the restarted replica did not rebuild the POP state")
 
     _run(tmp_path, test)
+
+
+def test_ack_many_settles_a_batch_with_one_op_per_queue(tmp_path: Path) -> None:
+    """A received batch acknowledged at once: one replicated op per queue, not one per
+    message; per handle the outcome ``ack`` would give alone (a settled message's handle is
+    accepted again, a stale or malformed one refused), and the others settled regardless."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await _setup(services, "B", 6)
+        pop = services.pop
+        got = await pop.receive(PopRequest("G", "B", max_messages=6, invisible_ms=60_000))
+        handles = [str(m.handle) for m in got.messages]
+        assert len(handles) == 6
+        await pop.ack("G", "B", handles[0])  # settled before the batch
+        state = master.state
+        assert state is not None
+        submitted = 0
+        submit = state.writer.submit
+
+        def counting(op: object) -> Awaitable[None]:
+            nonlocal submitted
+            submitted += 1
+            return submit(op)  # type: ignore[arg-type]
+
+        state.writer.submit = counting  # type: ignore[method-assign, assignment]
+        results = await pop.ack_many("G", "B", [*handles, "not a handle", handles[3]])
+        assert submitted == 1  # five acks, one queue: one op
+        assert results[:6] == [None] * 6
+        assert isinstance(results[6], InvalidHandleError)
+        assert results[7] is None  # the same message twice in one batch: settled once
+        queue = state.metadata.pop.find(("G", "B", 0))
+        assert queue is not None
+        assert all(queue.is_done(m.handle.offset) for m in got.messages)
+        for replica in cluster.brokers.values():  # the op is replicated, not the master's own
+            assert replica.state is not None
+            copy = replica.state.metadata.pop.find(("G", "B", 0))
+            for _ in range(100):
+                if copy is not None and all(copy.is_done(m.handle.offset) for m in got.messages):
+                    break
+                await asyncio.sleep(0.02)
+                copy = replica.state.metadata.pop.find(("G", "B", 0))
+            assert copy is not None
+            assert all(copy.is_done(m.handle.offset) for m in got.messages)
+        # a stale handle (the message handed out again since) is refused, the rest settled
+        other = await pop.receive(PopRequest("H", "B", max_messages=2, invisible_ms=300))
+        stale = str(other.messages[0].handle)
+        await asyncio.sleep(0.4)
+        again = await pop.receive(PopRequest("H", "B", max_messages=2, invisible_ms=60_000))
+        results = await pop.ack_many("H", "B", [stale, *(str(m.handle) for m in again.messages)])
+        assert isinstance(results[0], InvalidHandleError)
+        assert results[1:] == [None, None]
+
+    _run(tmp_path, test)

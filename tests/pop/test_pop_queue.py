@@ -1,4 +1,4 @@
-"""The POP model's rules, one scenario each (src/ledgermq/pop/queue.py, rules 1-6)."""
+"""The POP model's rules, one scenario each (src/ledgermq/pop/queue.py, rules 1-7)."""
 
 from __future__ import annotations
 
@@ -151,29 +151,70 @@ def test_forward_to_dead_letter_settles_a_message_with_a_valid_handle() -> None:
     assert queue.is_done(0)
 
 
-def test_fifo_one_message_per_group_in_order_and_retries_first() -> None:
-    groups: list[str | None] = ["a", "a", "b", None, "b", None]
+def test_fifo_a_group_gets_its_oldest_run_and_waits_for_it() -> None:
+    groups: list[str | None] = ["a", "b", "a", None, "b", None, "a"]
     queue = PopQueue(PopSettings(fifo=True))
-    first = receive(queue, 0, end_offset=6, groups=groups)
-    assert offsets(first) == [0, 2, 3, 5]  # a's head, b's head, and the unordered ones
-    a0, b2, _, _ = handles(first)
-    assert queue.apply(queue.plan_ack(b2)) is Outcome.APPLIED
-    assert offsets(receive(queue, 1, end_offset=6, groups=groups)) == [4]  # b's next
-    # a's head expires unacked: it comes back before a's next message
-    retry = receive(queue, INVISIBLE_MS, end_offset=6, groups=groups)
-    assert [(r.offset, r.attempt) for r in retry if isinstance(r, Delivered)][:1] == [(0, 2)]
-    assert 1 not in offsets(retry)
-    assert queue.apply(queue.plan_ack(ReceiptHandle(0, handles(retry)[0].seq))) is Outcome.APPLIED
-    assert queue.apply(queue.plan_ack(a0)) is Outcome.ALREADY_DONE
-    # a's next at last; and b's second (handed out at 1 ms) has just expired: its retry
-    after = receive(queue, INVISIBLE_MS + 1, end_offset=6, groups=groups)
-    assert [(r.offset, r.attempt) for r in after if isinstance(r, Delivered)] == [(1, 1), (4, 2)]
+    first = receive(queue, 0, end_offset=3, groups=groups, max_messages=2)
+    assert offsets(first) == [0, 1]  # the budget ends a's run: a0, b1
+    a0, b1 = handles(first)
+    assert queue.apply(queue.plan_ack(b1)) is Outcome.APPLIED
+    # a has a0 out and invisible: nothing of a (not a2, not the later a6); b's run, the others
+    second = receive(queue, 1, end_offset=7, groups=groups)
+    assert offsets(second) == [3, 4, 5]
+    # everything out expires unacknowledged but b4: a0 comes back first of a, with a2 and a6
+    (b4,) = (h for h in handles(second) if h.offset == 4)
+    assert queue.apply(queue.plan_ack(b4)) is Outcome.APPLIED
+    retry = receive(queue, INVISIBLE_MS + 1, end_offset=7, groups=groups)
+    assert [(r.offset, r.attempt) for r in retry if isinstance(r, Delivered)] == [
+        (0, 2), (2, 1), (3, 2), (5, 2), (6, 1),
+    ]  # fmt: skip
+    assert queue.apply(queue.plan_ack(a0)) is Outcome.INVALID_HANDLE  # handed out again
+    # a's run is out and invisible: nothing more of a, even once some of it is acknowledged
+    (a2,) = (h for h in handles(retry) if h.offset == 2)
+    assert queue.apply(queue.plan_ack(a2)) is Outcome.APPLIED
+    assert offsets(receive(queue, INVISIBLE_MS + 2, end_offset=7, groups=groups)) == []
 
 
 def test_a_non_fifo_group_ignores_message_groups() -> None:
     groups: list[str | None] = ["a", "a", "a"]
     queue = PopQueue(PopSettings(fifo=False))
     assert offsets(receive(queue, 0, end_offset=3, groups=groups)) == [0, 1, 2]
+
+
+def test_fifo_dead_letters_a_group_head_and_moves_on() -> None:
+    """Rule 5 with rule 6: a head that never gets acknowledged goes to the dead letters after
+    its last attempt, and only then does its group's next message go out."""
+    groups: list[str | None] = ["a", "a"]
+    queue = PopQueue(PopSettings(fifo=True, max_attempts=2))
+    assert offsets(receive(queue, 0, end_offset=1, groups=groups)) == [0]
+    again = receive(queue, INVISIBLE_MS, end_offset=2, groups=groups, max_messages=1)
+    assert [(r.offset, r.attempt) for r in again if isinstance(r, Delivered)] == [(0, 2)]
+    last = receive(queue, 2 * INVISIBLE_MS, end_offset=2, groups=groups)
+    assert [r.offset for r in last if isinstance(r, DeadLettered)] == [0]
+    assert offsets(last) == [1]
+
+
+def test_settings_change_under_a_backlog() -> None:
+    """Rule 7: FIFO turned on orders what comes next, including the group of a message handed
+    out before (asked again); FIFO turned off stops ordering at once; a lowered maximum sends an
+    expired delivery past it to the dead letters, and the state still round-trips."""
+    groups: list[str | None] = ["a", "a", "a", "a"]
+    queue = PopQueue(PopSettings(fifo=False, max_attempts=3))
+    first = receive(queue, 0, end_offset=1, groups=groups)  # offset 0 out, no group recorded
+    queue.reconfigure(PopSettings(fifo=True, max_attempts=3))
+    assert offsets(receive(queue, 1, end_offset=4, groups=groups)) == []  # a's head is out
+    assert queue.apply(queue.plan_ack(handles(first)[0])) is Outcome.APPLIED
+    assert offsets(receive(queue, 2, end_offset=4, groups=groups, max_messages=1)) == [1]
+    queue.reconfigure(PopSettings(fifo=False, max_attempts=3))
+    assert offsets(receive(queue, 3, end_offset=4, groups=groups)) == [2, 3]
+    retried = receive(queue, 3 + INVISIBLE_MS, end_offset=4, groups=groups)
+    assert [r.attempt for r in retried if isinstance(r, Delivered)] == [2, 2, 2]
+    queue.reconfigure(PopSettings(fifo=False, max_attempts=1))
+    restored = PopQueue.from_snapshot(json.loads(json.dumps(queue.snapshot())))
+    assert restored.snapshot() == queue.snapshot()
+    dead = receive(queue, 4 + 2 * INVISIBLE_MS, end_offset=4, groups=groups)
+    assert [r.offset for r in dead if isinstance(r, DeadLettered)] == [1, 2, 3]
+    assert queue.low == 4
 
 
 def test_two_receives_planned_on_one_state_deliver_once() -> None:

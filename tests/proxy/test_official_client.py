@@ -167,12 +167,15 @@ class Driver:
         )
 
 
-def _cluster(broker_clusters: MakeCluster, **options: Any) -> tuple[BrokerCluster, str]:
-    """``options``: for ``broker_clusters`` (``extra_settings``, ``tls`` ...)."""
+def _cluster(
+    broker_clusters: MakeCluster, attributes: str | None = None, **options: Any
+) -> tuple[BrokerCluster, str]:
+    """``options``: for ``broker_clusters`` (``extra_settings``, ``tls`` ...); ``attributes``:
+    the topic's (``+message.type=TRANSACTION``)."""
     cluster = broker_clusters(**options)
     cluster.wait_routable()
     with SyncAdmin(cluster.namesrv_addr, tls=cluster.tls) as admin:
-        admin.create_topic(TOPIC, 4, wait_s=10)
+        admin.create_topic(TOPIC, 4, attributes=attributes, wait_s=10)
     endpoints = ";".join(cluster.grpc_address(GROUP, n) for n in cluster.nodes)
     return cluster, endpoints
 

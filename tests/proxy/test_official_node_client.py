@@ -11,12 +11,13 @@ keys, user property, under the client's message id); the SimpleConsumer receives
 acknowledges every message over POP, one left unacknowledged comes back with delivery attempt 2,
 one whose invisible duration it changed does not, and nothing is left afterwards.
 
-Not here: a kill -9 of the master under this client. Its Producer (1.0.8) builds its publishing
-load balancer from the first route and never updates it (it does not override
+A kill -9 of the master under this client goes through the stand-alone proxy (``ledgermq proxy``,
+RocketMQ's cluster mode), not the replicas' own doors. Its Producer (1.0.8) builds its
+publishing load balancer from the first route and never updates it (it does not override
 ``onTopicRouteDataUpdate``; the 30 s route refresh reaches only the route cache), so against the
 replicas' own gRPC doors it keeps sending to the dead master's address for good: measured, 1,782
-sends failed in 45 s and none acknowledged after the kill. That needs an endpoint that does not
-move with the master: the stand-alone proxy (RocketMQ's cluster mode).
+sends failed in 45 s and none acknowledged after the kill. The proxy's address does not move
+with the master, and the proxy finds the new one.
 
 One access point: the client (1.0.8) joins an address list into the grpc-js target
 ``h:p,h:p`` without the ``ipv4:`` scheme, which grpc-js resolves as one DNS name and fails
@@ -27,13 +28,16 @@ the master alone, so one replica's address is enough; across the kill it is a fo
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.npm_packages import installed_node_modules
+from tests.proxy.proxy_process import ProxyProcess
 from tests.proxy.test_official_client import (
+    GROUP,
     TOPIC,
     Driver,
     _cluster,
@@ -83,7 +87,27 @@ def test_node_producer_sends_and_simple_consumer_receives(
     broker_clusters: MakeCluster, tmp_path: Path, node_modules: Path
 ) -> None:
     cluster, endpoints = _cluster(broker_clusters)
-    access_point = endpoints.split(";")[0]
+    _produce_and_consume(cluster, endpoints.split(";")[0], tmp_path, node_modules)
+
+
+def test_node_producer_and_simple_consumer_through_the_proxy(
+    broker_clusters: MakeCluster, tmp_path: Path, node_modules: Path
+) -> None:
+    """The same through the stand-alone proxy (``ledgermq proxy``): routes naming the proxy,
+    POP over the remoting codes."""
+    cluster, _ = _cluster(broker_clusters)
+    proxy = ProxyProcess(cluster.namesrv_addr, tmp_path / "proxy")
+    try:
+        _produce_and_consume(cluster, proxy.address, tmp_path, node_modules)
+    finally:
+        proxy.close()
+
+
+def _produce_and_consume(
+    cluster: BrokerCluster, access_point: str, tmp_path: Path, node_modules: Path
+) -> None:
+    """30 sends read back; the SimpleConsumer receives and acks all, a held message comes back
+    with attempt 2, a renewed one does not, nothing left."""
     producer = NodeDriver(
         node_modules, tmp_path / "producer",
         {"role": "produce", "endpoints": access_point, "topic": TOPIC, "count": 30},
@@ -123,3 +147,45 @@ def test_node_producer_sends_and_simple_consumer_receives(
     assert attempts[renewed] == [1]
     assert all(a == [1] for m, a in attempts.items() if m != held), attempts
     assert consumer.of("done")[0]["leftover"] == 0
+
+
+def test_node_producer_across_a_master_kill_through_the_proxy(
+    broker_clusters: MakeCluster, tmp_path: Path, node_modules: Path
+) -> None:
+    """The acceptance test of the stand-alone proxy: the client's one access point is the
+    proxy, whose routes name itself; it must see at least 10 sends acknowledged more than 1 s
+    after the kill, and every acknowledged send readable afterwards."""
+    cluster, _ = _cluster(broker_clusters)
+    master = cluster.wait_master(GROUP)
+    proxy = ProxyProcess(cluster.namesrv_addr, tmp_path / "proxy")
+    driver = NodeDriver(
+        node_modules, tmp_path / "client",
+        {"role": "produce", "endpoints": proxy.address, "topic": TOPIC, "duration_s": 30,
+         "pause_s": 0.02},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(driver.of("sent")) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(driver.of("sent")) >= 30, driver.report()
+        acked_before = len(driver.of("sent"))
+        cluster.kill9(GROUP, master)
+        new_master = cluster.wait_master(GROUP, 20)
+        assert new_master != master
+        driver.finish(90)
+    finally:
+        driver.close()
+        proxy.close()
+    sent, failed = driver.of("sent"), driver.of("failed")
+    killed_at = sent[acked_before - 1]["t"]
+    after = [e["t"] - killed_at for e in sent[acked_before:]]
+    print(  # the run's shape, for the report: -s shows it
+        f"through the proxy: acked before kill {acked_before}, acked in all {len(sent)}, "
+        f"failed {len(failed)}; master {master} -> {new_master}; first ack after the kill at "
+        f"+{after[0] if after else -1:.2f} s; "
+        f"errors: {sorted({e['error'][:80] for e in failed})[:3]}"
+    )
+    resumed = [t for t in after if t > 1.0]  # not a send that was in flight at the kill
+    assert len(resumed) >= 10, f"the client did not send again after the kill\n{driver.report()}"
+    found = read_back(cluster.namesrv_addr)
+    check_acknowledged(sent, found)

@@ -19,6 +19,9 @@ import pytest
 
 from .test_official_client import GROUP, TOPIC, Driver, _cluster, client_python, read_back
 
+TRANSACTION_TOPIC = "+message.type=TRANSACTION"
+"""A v5 transactional send needs a TRANSACTION (or MIXED) topic, as in RocketMQ 5."""
+
 if TYPE_CHECKING:
     from .test_official_client import MakeCluster
 
@@ -31,7 +34,7 @@ ROUNDS = 4
 
 def test_transactional_producer_with_checker(broker_clusters: MakeCluster, tmp_path: Path) -> None:
     python = client_python()
-    cluster, endpoints = _cluster(broker_clusters, extra_settings=SETTINGS)
+    cluster, endpoints = _cluster(broker_clusters, TRANSACTION_TOPIC, extra_settings=SETTINGS)
     driver = Driver(
         python, tmp_path / "client",
         {"endpoints": endpoints, "topic": TOPIC, "count": ROUNDS, "wait_s": 6},
@@ -82,7 +85,7 @@ def test_orphans_checked_back_by_the_new_master_after_kill_9(
         "transactionCheckInterval": "1000",
         "transactionCheckMax": "100",
     }
-    cluster, endpoints = _cluster(broker_clusters, extra_settings=settings)
+    cluster, endpoints = _cluster(broker_clusters, TRANSACTION_TOPIC, extra_settings=settings)
     master = cluster.wait_master(GROUP)
     driver = Driver(
         python, tmp_path / "client",

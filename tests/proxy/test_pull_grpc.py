@@ -63,7 +63,7 @@ async def _pull(
 
 def test_pull_reads_a_queue_from_an_offset_with_filters_and_long_polling(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
-        master = await _topic_with_route(group, "PullT")
+        master = await _topic_with_route(group, "PullT", queues=1)
         channel, stub = _stub(master.grpc_address)
         async with channel:
             await _send(stub, "PullT", b"p0", b"p1", b"p2", b"p3")  # tags even, odd, even, odd
@@ -123,15 +123,15 @@ def test_pull_reads_a_queue_from_an_offset_with_filters_and_long_polling(tmp_pat
 
 def test_offsets_are_stored_read_back_and_queried(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
-        master = await _topic_with_route(group, "OffT")
+        master = await _topic_with_route(group, "OffT", queues=1)
         channel, stub = _stub(master.grpc_address)
         async with channel:
-            get = service_pb2.GetOffsetRequest(message_queue=_queue("OffT", 1))
+            get = service_pb2.GetOffsetRequest(message_queue=_queue("OffT", 0))
             get.group.name = "OG"
             fresh = await stub.GetOffset(get)
             assert (fresh.status.code, fresh.offset) == (Code.OK, 0)  # nothing committed yet
 
-            update = service_pb2.UpdateOffsetRequest(message_queue=_queue("OffT", 1), offset=3)
+            update = service_pb2.UpdateOffsetRequest(message_queue=_queue("OffT", 0), offset=3)
             update.group.name = "OG"
             stored = await stub.UpdateOffset(update)
             assert stored.status.code == Code.OK, stored.status
@@ -140,7 +140,7 @@ def test_offsets_are_stored_read_back_and_queried(tmp_path: Path) -> None:
 
             before = int(time.time() * 1000)
             await asyncio.sleep(0.05)
-            await _send(stub, "OffT", b"q0", b"q1")  # queue 0 (the helper sends there)
+            await _send(stub, "OffT", b"q0", b"q1")  # the topic's one queue
             query = service_pb2.QueryOffsetRequest(message_queue=_queue("OffT", 0))
             query.query_offset_policy = definition_pb2.END
             assert (await stub.QueryOffset(query)).offset == 2

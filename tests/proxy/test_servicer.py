@@ -28,6 +28,7 @@ from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grp
 from ledgermq.proxy.routes import RouteFinder
 from ledgermq.wire.message import decode_records
 from ledgermq.wire.route import TopicConfig
+from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -107,11 +108,18 @@ def _stub(
     return channel, service_pb2_grpc.MessagingServiceStub(channel)
 
 
-async def _topic_with_route(group: Group, topic: str) -> BrokerServer:
-    """Create ``topic`` on the master and wait until the NameServer routes it."""
+async def _topic_with_route(
+    group: Group, topic: str, attributes: str = "", queues: int = 4
+) -> BrokerServer:
+    """Create ``topic`` with ``queues`` queues on the master (``attributes``: RocketMQ's
+    changes, such as ``+message.type=TRANSACTION``) and wait until the NameServer routes it.
+    A v5 send without a message group goes to any queue (as the Java proxy), so a test that
+    reads one queue in order makes a one-queue topic."""
     master = await group.master()
     assert master.services is not None
-    await master.services.admin.create_topic(TopicConfig(topic, 4, 4))
+    await master.services.admin.create_topic(
+        TopicConfig(topic, queues, queues), parse_changes(attributes)
+    )
     for _ in range(500):
         route = group.namesrv.routes.route(topic)
         if route is not None and route.broker_datas[0].master_addr == master.address:
@@ -148,8 +156,10 @@ def test_route_send_and_read_back(tmp_path: Path) -> None:
             assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
             queue = route.message_queues[0]
             assert queue.permission == definition_pb2.READ_WRITE
+            # a topic without a message.type attribute takes every type (as MIXED)
             assert list(queue.accept_message_types) == [
                 definition_pb2.NORMAL,
+                definition_pb2.FIFO,
                 definition_pb2.DELAY,
                 definition_pb2.TRANSACTION,
             ]
@@ -174,9 +184,14 @@ def test_route_send_and_read_back(tmp_path: Path) -> None:
             assert unknown.status.code == Code.TOPIC_NOT_FOUND
 
         assert master.services is not None
-        found = await master.services.pull.pull(PullRequest("G", "GrpcTopic", 2, 0))
-        assert found.status is PullStatus.FOUND
-        (record,) = decode_records(found.body)
+        # the queue the message named (2) is not taken: any write queue, as the Java proxy
+        found = [
+            await master.services.pull.pull(PullRequest("G", "GrpcTopic", queue_id, 0))
+            for queue_id in range(4)
+        ]
+        (record,) = [
+            r for f in found if f.status is PullStatus.FOUND for r in decode_records(f.body)
+        ]
         assert record.body == b"\x00body\xff"
         assert record.born_timestamp == 1_700_000_000_000
         props = record.properties
@@ -196,14 +211,14 @@ def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
         slave = next(b for b in group.brokers.values() if b is not master)
         channel, stub = _stub(master.grpc_address)
         async with channel:
-            fifo = _message("GrpcTopic", "F1", b"x", message_group="g1")
+            fifo = _message("GrpcTopic", "F1", b"x", message_group="bad\ngroup")
             timer = _message("GrpcTopic", "T1", b"x")  # DELAY without a delivery time
             timer.system_properties.message_type = definition_pb2.DELAY
             reserved = _message("GrpcTopic", "R1", b"x")
             reserved.user_properties["UNIQ_KEY"] = "mine"
             missing = _message("NoSuchTopic", "M1", b"x")
             for message, code in [
-                (fifo, Code.NOT_IMPLEMENTED),
+                (fifo, Code.ILLEGAL_MESSAGE_GROUP),
                 (timer, Code.ILLEGAL_DELIVERY_TIME),
                 (reserved, Code.ILLEGAL_MESSAGE_PROPERTY_KEY),
                 (missing, Code.TOPIC_NOT_FOUND),

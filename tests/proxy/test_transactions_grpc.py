@@ -30,6 +30,8 @@ pytestmark = pytest.mark.timeout(90)
 
 Code = definition_pb2.Code
 TOPIC = "GrpcTxn"
+TRANSACTION_TOPIC = "+message.type=TRANSACTION"
+"""A v5 transactional send needs a TRANSACTION (or MIXED) topic, as in RocketMQ 5."""
 
 
 def _half(message_id: str, body: bytes) -> definition_pb2.Message:
@@ -55,7 +57,7 @@ def _end(
 
 async def _bodies(master: BrokerServer) -> list[bytes]:
     assert master.services is not None
-    found = await master.services.pull.pull(PullRequest("G", TOPIC, 1, 0))
+    found = await master.services.pull.pull(PullRequest("G", TOPIC, 0, 0))
     return [m.body for m in decode_records(found.body)] if found.body else []
 
 
@@ -74,7 +76,7 @@ async def _send_half(
 
 def test_end_transaction_commit_once_rollback_never(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
-        master = await _topic_with_route(group, TOPIC)
+        master = await _topic_with_route(group, TOPIC, TRANSACTION_TOPIC, queues=1)
         channel, stub = _stub(master.grpc_address)
         async with channel:
             committed = await _send_half(stub, "C1", b"commit-me")
@@ -100,7 +102,7 @@ def test_end_transaction_commit_once_rollback_never(tmp_path: Path) -> None:
 
 def test_check_back_over_telemetry(tmp_path: Path) -> None:
     async def test(group: Group) -> None:
-        master = await _topic_with_route(group, TOPIC)
+        master = await _topic_with_route(group, TOPIC, TRANSACTION_TOPIC, queues=1)
         assert master.services is not None
         channel, stub = _stub(master.grpc_address)
         async with channel:

@@ -106,6 +106,10 @@ class BrokerConfig:
     """SQL92 subscriptions (filters on message properties). RocketMQ's default is false; a
     broker here has them on unless told otherwise. Off: a SQL92 pull or CHECK_CLIENT_CONFIG is
     answered SYSTEM_ERROR."""
+    enable_topic_message_type_check: bool = True
+    """RocketMQ 5 proxy's ``enableTopicMessageTypeCheck``: a v5 send whose message type (normal,
+    FIFO, delay, transactional) is not its topic's ``message.type`` is refused, and clients are
+    told to check it first. Off: every topic takes every type (as MIXED)."""
     short_polling_time_mills: int = 1000
     register_name_server_period: int = 30_000
     message_delay_level: str = DEFAULT_DELAY_LEVELS

@@ -44,6 +44,7 @@ LIVE_KEYS: Final[Mapping[str, str]] = {
     "autoCreateSubscriptionGroup": "read when a heartbeat names an unknown group",
     "defaultTopicQueueNums": "queues of topics created from then on",
     "enablePropertyFilter": "read on every SQL92 pull and CHECK_CLIENT_CONFIG",
+    "enableTopicMessageTypeCheck": "read on every v5 send, route and client settings answer",
     "longPollingEnable": "read on every pull that finds nothing",
     "shortPollingTimeMills": "read on every pull that finds nothing",
     "maxMessageSize": "checked on every send; at most the value the broker started with",

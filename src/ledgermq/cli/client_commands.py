@@ -25,6 +25,7 @@ from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
+from ledgermq.wire.topic_attributes import parse_changes
 from ledgermq.wire.trace import TRACE_TOPIC
 
 if TYPE_CHECKING:
@@ -56,6 +57,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
     create.add_argument("-b", "--broker", action="append", help="only these broker groups")
     create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.add_argument(
+        "-a",
+        "--attributes",
+        type=_attribute_changes,
+        help="attribute changes as RocketMQ's updateTopic -a: '+message.type=FIFO' (the type "
+        "a v5 client's messages must have: NORMAL, FIFO, DELAY, TRANSACTION, MIXED); "
+        "'-key' removes one",
+    )
     create.add_argument(
         "--wait",
         type=_seconds,
@@ -215,6 +224,15 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _attribute_changes(text: str) -> str:
+    """``--attributes``: refused by argparse with the parser's sentence when malformed."""
+    try:
+        parse_changes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 # ---------------------------------------------------------------------- admin
 def cmd_topic_create(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
@@ -224,6 +242,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             broker_names=args.broker,
             order=args.order,
+            attributes=args.attributes,
             wait_s=args.wait,
         )
         if args.json:

@@ -24,6 +24,7 @@ from ledgermq.cli import (
     ledger_commands,
     namesrv_commands,
     produce_consume,
+    proxy_commands,
     quickstart,
     store_commands,
 )
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     console_commands.register(commands)
     bench_commands.register(commands)
     namesrv_commands.register(commands)
+    proxy_commands.register(commands)
     chaos_commands.register(commands)
     return parser
 

@@ -263,7 +263,11 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
                 f"     (admin commands: LEDGERMQ_CREDENTIALS_FILE={secure.directory / 'admin.yml'})"
             )
         print(f'Try: ledgermq produce -n "{namesrv_addr}" -t Demo hello')
-        print(f'     ledgermq consume -n "{namesrv_addr}" -t Demo -g demo-group')
+        print(
+            f'     ledgermq consume -n "{namesrv_addr}" -t Demo -g demo-group\n'
+            f'     ledgermq proxy -n "{namesrv_addr}" --listen {HOST}:'
+            f"{GRPC_PORTS[-1] + 1 + args.port_offset}  (one gRPC address across failovers)"
+        )
         print("Serving until Ctrl-C." if args.run_for is None else f"Serving for {args.run_for} s.")
         await wait_for_stop(*(b.ledger.wait_closed() for b in brokers), timeout_s=args.run_for)
     finally:

@@ -39,6 +39,7 @@ from ledgermq.wire import (
 )
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
 from ledgermq.wire.running_info import ConsumerRunningInfo
+from ledgermq.wire.topic_attributes import format_changes, parse_changes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -360,6 +361,7 @@ class Admin:
         broker_names: Iterable[str] | None = None,
         perm: int = PERM_READ | PERM_WRITE,
         order: bool = False,
+        attributes: str | None = None,
         wait_s: float = 0.0,
         route_timeout_s: float = 10.0,
     ) -> list[str]:
@@ -371,8 +373,12 @@ class Admin:
         without master, it asks again for up to ``wait_s`` seconds, then raises NoRouteError;
         it never creates a topic on zero groups. It returns only once every NameServer routes
         the topic to those groups (at most ``route_timeout_s``, else NoRouteError), so a send
-        made right after it finds the topic."""
+        made right after it finds the topic.
+
+        ``attributes``: RocketMQ's attribute changes (``"+message.type=FIFO"``; ``-key``
+        removes), checked here first (ValueError), applied to the attributes the topic has."""
         validate_topic(topic)
+        changes = parse_changes(attributes or "")
         if queue_nums < 1:
             raise ValueError(f"a topic needs at least one queue, not {queue_nums}")
         masters = await self._wait_masters(cluster, broker_names, wait_s)
@@ -386,6 +392,8 @@ class Admin:
             "topicSysFlag": "0",
             "order": "true" if order else "false",
         }
+        if changes:
+            ext["attributes"] = format_changes(changes)
         for name, address in masters.items():
             try:
                 await self._client.invoke(address, MQRequestCode.UPDATE_AND_CREATE_TOPIC, ext)

@@ -420,6 +420,7 @@ class SyncAdmin(_Facade):
         broker_names: Iterable[str] | None = None,
         perm: int = 6,
         order: bool = False,
+        attributes: str | None = None,
         wait_s: float = 0.0,
         route_timeout_s: float = 10.0,
     ) -> list[str]:
@@ -432,6 +433,7 @@ class SyncAdmin(_Facade):
                 broker_names=broker_names,
                 perm=perm,
                 order=order,
+                attributes=attributes,
                 wait_s=wait_s,
                 route_timeout_s=route_timeout_s,
             )

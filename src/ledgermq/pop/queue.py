@@ -40,14 +40,26 @@ Rules.
    invisible time ran out, as long as nobody has received the message again: that settles the
    message without a duplicate. A handle of a message already done answers ``ALREADY_DONE``
    (a retried ack whose reply was lost); any other handle ``INVALID_HANDLE``.
-5. FIFO (``PopSettings.fifo``, the consumer group's ``fifo`` setting): a message whose message
-   group has an earlier message that is not done is not eligible, so a group has at most one
-   message in flight and its retries come before its next message. Messages without a group
-   are not ordered. A non-FIFO group ignores message groups altogether.
+5. FIFO (``PopSettings.fifo``, the consumer group's ``fifo`` setting): a message group with a
+   message handed out and still invisible gets nothing; otherwise a receive hands out the
+   group's messages that are not done from its oldest on, in order (expired ones again with
+   attempt + 1), as many as it may. So what a group has out is always a run of its oldest
+   messages, handed out together (RocketMQ's orderly POP hands out a batch of a queue and
+   locks the queue until the batch is acknowledged or its time is up; here the lock is the
+   group's, so groups sharing a queue do not wait for each other), and an unacknowledged
+   message comes back, first of its group, before anything after it is handed out; a message
+   dead-lettered at its last attempt lets the group go on. Messages without a group
+   (``group_of`` answers None) are not ordered; the service answers a group of its own for them
+   when it wants them ordered. A non-FIFO group ignores message groups altogether.
 6. Dead letters: a receive that finds an expired message already delivered ``max_attempts``
    times plans ``DeadLettered`` for it instead of a delivery; the service copies the message to
    ``%DLQ%<group>`` and then proposes the record (a crash between copies it twice, never loses
    it). ``ForwardMessageToDeadLetterQueue`` is the same with a valid handle.
+
+7. Settings may change (``reconfigure``, from the op that carries the group's new settings):
+   FIFO on, deliveries made before have their group asked again (``group_of``); FIFO off,
+   groups are ignored at once; max attempts lowered, a delivery already past the new maximum
+   goes to the dead letters when it expires. So ``attempt`` may exceed ``max_attempts`` there.
 
 The at-least-once contract that follows: a message is handed out again only after its invisible
 time has passed without an ack, at most ``max_attempts`` times, and an ack that was applied
@@ -104,10 +116,10 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PopSettings:
-    """The consumer group's settings that POP obeys (fixed for the life of a ``PopQueue``)."""
+    """The consumer group's settings that POP obeys (changed only by ``reconfigure``)."""
 
     fifo: bool = False
-    """Deliver each message group in order, one message at a time (rule 5)."""
+    """Deliver each message group in order, a run of its oldest messages at a time (rule 5)."""
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     """Deliveries before an expired message goes to the dead-letter queue; at least 1."""
 
@@ -123,7 +135,8 @@ class InFlight:
     seq: int
     """Its handle's number. Invariant: below the queue's ``next_seq``."""
     attempt: int
-    """How many times the message has been handed out (1 = once). Invariant: 1..max_attempts."""
+    """How many times the message has been handed out (1 = once). Invariant: 1..max_attempts
+    (above only after ``reconfigure`` lowered the maximum, rule 7)."""
     invisible_until_ms: int
     """When it becomes visible again (eligible for redelivery) if not acknowledged."""
     group: str | None
@@ -170,6 +183,11 @@ class PopQueue:
             return Outcome.INVALID_HANDLE
         return Outcome.APPLIED
 
+    def reconfigure(self, settings: PopSettings) -> None:
+        """Take the consumer group's changed settings (rule 7). Deterministic: the settings
+        travel in the replicated op that calls this, never read from the replica's config."""
+        self.settings = settings
+
     # ------------------------------------------------------------------ decisions
 
     def plan_receive(
@@ -196,31 +214,41 @@ class PopQueue:
         records: list[PopRecord] = []
         seq = self.next_seq
         delivered = 0
-        blocked: set[str] = set()  # FIFO: groups with an earlier message not done
+
+        def group_at(offset: int, flight: InFlight | None) -> str | None:
+            if not fifo:
+                return None
+            # A delivery made before the group became FIFO has no group recorded: ask.
+            group = flight.group if flight is not None else None
+            return group if group is not None else group_of(offset)
+
+        # FIFO: a group with a message out and still invisible gets nothing (rule 5)
+        blocked = {
+            group_at(offset, flight)
+            for offset, flight in self._delivered.items()
+            if fifo and flight.invisible_until_ms > now_ms
+        }
+        blocked.discard(None)
         offset = self.low
         while offset < end_offset and delivered < max_messages:
             if offset in self._done:
                 offset += 1
                 continue
             flight = self._delivered.get(offset)
-            group = flight.group if flight is not None else (group_of(offset) if fifo else None)
-            if group is not None:
-                if group in blocked:
-                    offset += 1
-                    continue
-                blocked.add(group)
+            group = group_at(offset, flight)
+            if group is not None and group in blocked:
+                offset += 1
+                continue
             if flight is None:
                 records.append(Delivered(offset, seq, 1, now_ms, now_ms + invisible_ms, group))
                 seq += 1
                 delivered += 1
             elif flight.invisible_until_ms > now_ms:
-                pass  # in flight: its group stays blocked behind it
+                pass  # in flight (not FIFO, or a group without one)
             elif flight.attempt >= self.settings.max_attempts:
                 records.append(
                     DeadLettered(offset, flight.seq, now_ms, DeadLetterReason.MAX_ATTEMPTS)
                 )
-                if group is not None:
-                    blocked.discard(group)  # done once applied: the group's next may go
             else:
                 records.append(
                     Delivered(offset, seq, flight.attempt + 1, now_ms, now_ms + invisible_ms, group)
@@ -366,7 +394,7 @@ class PopQueue:
             problems.append("a delivery of a done offset")
         if any(f.seq >= self.next_seq for f in self._delivered.values()):
             problems.append("a handle seq at or above next_seq")
-        if any(not 1 <= f.attempt <= self.settings.max_attempts for f in self._delivered.values()):
-            problems.append("an attempt outside 1..max_attempts")
+        if any(f.attempt < 1 for f in self._delivered.values()):
+            problems.append("an attempt below 1")
         if problems:
             raise ValueError("; ".join(problems))

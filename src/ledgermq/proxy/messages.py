@@ -12,8 +12,9 @@ A TRANSACTION message becomes a half message (``TRAN_MSG=true``, and its
 ``orphaned_transaction_recovery_duration`` as ``CHECK_IMMUNITY_TIME_IN_SECONDS``; the end is
 ``proxy.transactions``'). A ``delivery_timestamp`` becomes ``TIMER_DELIVER_MS``: a timer message
 (``broker.service.timers``). What is refused here, with the status saying so (never a dropped
-stream): FIFO (a message group) until the service has it (issue 16 section 3), and a
-transactional message with a delivery time (RocketMQ 5 has no such message either).
+stream): a message group the Java proxy would refuse (``message_groups.group_problem``:
+ILLEGAL_MESSAGE_GROUP), and a transactional message with a delivery time (RocketMQ 5 has no such
+message either). A FIFO message's queue and the topic's message type are ``placement``'s.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Final
 
 from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES, PopRequest
 from ledgermq.broker.service.send import SendRequest
+from ledgermq.proxy.message_groups import group_problem
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
-from ledgermq.proxy.status import Code, not_implemented, status
+from ledgermq.proxy.status import Code, status
 from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
 
 __all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "PROPERTY_TRACE_CONTEXT",
@@ -102,8 +104,8 @@ def send_request(
     if not system.message_id:
         raise Refusal(status(Code.ILLEGAL_MESSAGE_ID, "the message has no message_id"))
     kind = system.message_type
-    if kind == definition_pb2.FIFO or (system.HasField("message_group") and system.message_group):
-        raise Refusal(not_implemented("FIFO messages (message_group)"))
+    if system.message_group and (problem := group_problem(system.message_group)):
+        raise Refusal(status(Code.ILLEGAL_MESSAGE_GROUP, problem))
     if kind == definition_pb2.DELAY and not system.HasField("delivery_timestamp"):
         raise Refusal(
             status(Code.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery_timestamp")
@@ -118,6 +120,7 @@ def send_request(
         )
     if kind not in (
         definition_pb2.NORMAL,
+        definition_pb2.FIFO,
         definition_pb2.DELAY,
         definition_pb2.MESSAGE_TYPE_UNSPECIFIED,
         definition_pb2.TRANSACTION,

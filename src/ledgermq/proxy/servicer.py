@@ -9,7 +9,8 @@ that status), never gRPC's UNIMPLEMENTED and never a dropped stream. Spec
 protocol-remoting-and-grpc.md section 3.3 lists what the official clients require of each
 answer.
 
-Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal messages),
+Served now (issue 16 section 1): QueryRoute, Heartbeat, SendMessage (normal and FIFO messages,
+checked against the topic's message type: ``placement``),
 QueryAssignment, Telemetry (settings exchange; the stream stays open until the client ends it)
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
@@ -36,7 +37,13 @@ from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
+from ledgermq.proxy.message_types import (
+    TopicMessageType,
+    accepted_message_types,
+    topic_message_type,
+)
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
+from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
@@ -163,6 +170,13 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             return [], status(Code.TOPIC_NOT_FOUND, str(exc))
         except LedgerMQError as exc:
             return [], status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+        local = self._state.topics.find(topic)
+        # Every group of a topic has its attributes (admin creates it on every master alike);
+        # this replica knows its own.
+        kind = topic_message_type(local) if local is not None else TopicMessageType.MIXED
+        if not self._state.config.enable_topic_message_type_check:
+            kind = TopicMessageType.MIXED  # every type goes
+        accepted = accepted_message_types(kind)
         queues = []
         for data in route.queue_datas:
             endpoint = endpoints.get(data.broker_name)
@@ -186,13 +200,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                         id=queue_id,
                         permission=perm,
                         broker=broker,
-                        # a topic without a message type takes what the service serves
-                        # (RocketMQ's UNSPECIFIED / MIXED): timer and transactional messages too
-                        accept_message_types=[
-                            definition_pb2.NORMAL,
-                            definition_pb2.DELAY,
-                            definition_pb2.TRANSACTION,
-                        ],
+                        accept_message_types=accepted,
                     )
                 )
         if not queues:
@@ -310,9 +318,14 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         exponential.multiplier = 2.0
         if client.client_type == definition_pb2.PRODUCER:
             settings.publishing.max_body_size = self._state.config.max_message_size
-            settings.publishing.validate_message_type = True
+            settings.publishing.validate_message_type = (
+                self._state.config.enable_topic_message_type_check
+            )
         elif client.HasField("subscription"):
-            settings.subscription.fifo = False
+            # The Java proxy's mergeSubscriptionData: a group with consumeMessageOrderly is a
+            # FIFO group (its PushConsumer then consumes each message group in order).
+            group = self._state.metadata.groups.get(client.subscription.group.name)
+            settings.subscription.fifo = group is not None and group.consume_message_orderly
             settings.subscription.receive_batch_size = _RECEIVE_BATCH
             settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
         return settings
@@ -349,7 +362,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             send, body = send_request(
                 message, peer.rpartition(":")[0], self._state.config.default_topic_queue_nums
             )
-            if self._state.is_master and self._state.topics.find(send.topic) is None:
+            config = self._state.topics.find(send.topic)
+            if self._state.is_master and config is None:
                 # A v5 send never creates its topic (the Java proxy picks the queue from the
                 # topic's route first, and answers TOPIC_NOT_FOUND when there is none). Only
                 # the master's answer counts: a slave may not have applied a topic the master
@@ -358,6 +372,10 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 return service_pb2.SendResultEntry(
                     status=status(Code.TOPIC_NOT_FOUND, f"topic {send.topic} does not exist"),
                     message_id=message_id,
+                )
+            if config is not None:
+                send = place(
+                    send, config, check_type=self._state.config.enable_topic_message_type_check
                 )
             tracer = self._services.trace
             started_ms = tracer.now_ms() if tracer is not None else 0
@@ -464,14 +482,17 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             )
         entries = []
         tracer = self._services.trace
-        for entry in request.entries:
-            try:
-                await self._services.pop.ack(group, topic, entry.receipt_handle)
+        # one replicated op per queue for the whole batch (PopService.ack_many)
+        errors = await self._services.pop.ack_many(
+            group, topic, [entry.receipt_handle for entry in request.entries]
+        )
+        for entry, error in zip(request.entries, errors, strict=True):
+            if error is None:
                 answer = ok()
                 if tracer is not None:
                     tracer.acked(group=group, msg_id=entry.message_id, handle=entry.receipt_handle)
-            except ServiceError as exc:
-                answer = error_status(exc)
+            else:
+                answer = error_status(error)
             entries.append(
                 service_pb2.AckMessageResultEntry(
                     message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=answer

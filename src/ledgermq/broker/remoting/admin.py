@@ -15,6 +15,7 @@ from ledgermq.errors import BadRequestError, MessageFormatError, RequestRejected
 from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
 from ledgermq.wire.message import decode_offset_message_id
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
+from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.consumers import ConsumerManager
@@ -55,7 +56,11 @@ class AdminProcessor:
             ext_int(fields, "topicSysFlag", 0),
             ext_bool(fields, "order"),
         )
-        await self._service.create_topic(config)
+        try:
+            changes = parse_changes(fields.get("attributes", ""))
+        except ValueError as exc:
+            raise BadRequestError(f"topic {topic}: {exc}") from None
+        await self._service.create_topic(config, changes)
         return command.response(MQResponseCode.SUCCESS)
 
     async def delete_topic(self, command: RemotingCommand) -> RemotingCommand:

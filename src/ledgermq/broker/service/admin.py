@@ -7,6 +7,7 @@ RocketMQ's JSON bodies.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -26,8 +27,11 @@ from ledgermq.errors import (
 )
 from ledgermq.raft import ResponseCode
 from ledgermq.wire.message import decode_records, validate_topic
+from ledgermq.wire.topic_attributes import apply_changes
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.metadata import SubscriptionGroupConfig
     from ledgermq.ledger.server import LedgerServer
@@ -65,9 +69,13 @@ class AdminService:
         self._ledger = ledger
 
     # ------------------------------------------------------------------ topics and groups
-    async def create_topic(self, config: TopicConfig) -> None:
-        """Create or update a topic through the ledger. Raises ``InvalidArgumentError`` (name,
-        queue counts) and ``NotMasterError``."""
+    async def create_topic(
+        self, config: TopicConfig, attribute_changes: Mapping[str, str | None] | None = None
+    ) -> None:
+        """Create or update a topic through the ledger. ``attribute_changes`` (``+key=value`` /
+        ``-key``, ``wire.topic_attributes``) apply to the attributes the topic has, which an
+        update without changes keeps; ``config.attributes`` is ignored. Raises
+        ``InvalidArgumentError`` (name, queue counts, attributes) and ``NotMasterError``."""
         try:
             validate_topic(config.topic_name)
         except InvalidMessageError as exc:
@@ -78,7 +86,16 @@ class AdminService:
             )
         state = self._state
         state.require_master("creating a topic")
-        await state.topics.create(config)
+        existing = state.topics.find(config.topic_name)
+        try:
+            attributes = apply_changes(
+                existing.attributes if existing is not None else {},
+                attribute_changes or {},
+                creating=existing is None,
+            )
+        except ValueError as exc:
+            raise InvalidArgumentError(f"topic {config.topic_name}: {exc}") from None
+        await state.topics.create(dataclasses.replace(config, attributes=attributes))
 
     async def delete_topic(self, topic: str) -> None:
         state = self._state

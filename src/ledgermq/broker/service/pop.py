@@ -18,7 +18,17 @@ the outcomes the model gives on apply are the ones ``check`` foresaw.
 Filtering: a message the receive's filter (TAG, or SQL92 as a pull's) does not want is delivered
 and acknowledged in the same op: it is done for the group, as a pull moves past it. A message
 the store no longer has (retention) is settled likewise. The max attempts are the subscription
-group's ``retryMaxTimes`` (FIFO: ``consumeMessageOrderly``), fixed when POP first touches a queue.
+group's ``retryMaxTimes``; both travel in every op, so a changed group setting holds from the
+next receive on.
+
+FIFO (issue 16 section 3): a consumer group with ``consumeMessageOrderly`` is a FIFO group. Its
+messages are ordered by message group (``__SHARDINGKEY``, a v5 ``message_group``): a receive
+hands out a group's oldest messages not done, in order, and nothing more of the group while any
+of them is out and invisible; an unacknowledged one comes back (attempt + 1) first of its group,
+before anything after it, until the maximum attempts send it to the dead letters and the group
+moves on (``PopQueue`` rule 5). Messages without a group (a remoting producer's
+orderly selector, which sets no property) are ordered by their queue, as RocketMQ's orderly
+consumption orders a queue: they form one group per queue (``QUEUE_ORDER``).
 
 Receipt handles are strings in the layout of RocketMQ 5's ``ExtraInfoUtil`` (``POP_CK``):
 ``"<seq> <popTime> <invisibleTime> 0 0 <brokerName> <queueId> <queueOffset>"``, where the first
@@ -40,6 +50,7 @@ from ledgermq.broker.errors import (
     InvalidHandleError,
     NoSuchTopicError,
     NotStoredError,
+    ServiceError,
 )
 from ledgermq.broker.state.pop_table import pop_op
 from ledgermq.broker.storage.filter.subscription import is_tag_type, resolve
@@ -63,6 +74,8 @@ from ledgermq.wire.message import (
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.pop_table import PopKey
@@ -79,6 +92,13 @@ MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000
 """RocketMQ 5's ceiling on ``invisibleTime`` (12 hours)."""
 _PLAN_ROUNDS: Final = 8
 """Plans per queue and receive when filters drop messages (each round settles what it drops)."""
+QUEUE_ORDER: Final = ""
+"""The message group the FIFO planning gives a message without one: all of a queue's ungrouped
+messages are one group, so a FIFO consumer group takes them in queue order. An empty message
+group is no group on either door, so no message of a real group has this one."""
+_GROUP_CACHE: Final = 100_000
+"""Message groups remembered by (topic, queue, offset); a FIFO receive asks for the group of
+every message it walks past, and a message's group never changes."""
 _POLL_STEP_S: Final = 0.2
 """Long polling looks again at least this often: expired deliveries come back on no event."""
 
@@ -149,6 +169,7 @@ class PopService:
         self._locks: dict[PopKey, asyncio.Lock] = {}
         self._arrivals: dict[str, asyncio.Event] = {}
         self._next_queue = itertools.count()
+        self._groups: dict[tuple[str, int, int], str] = {}
 
     # ------------------------------------------------------------------ long polling
     def on_arrival(self, topic: str) -> None:
@@ -250,6 +271,11 @@ class PopService:
         if cq is None or cq.max_offset == 0:
             return []
         popped: list[PoppedMessage] = []
+        model = state.metadata.pop.find(key)
+        if model is not None and model.settings != settings:
+            # The group's settings changed: every replica takes them first (an op of no
+            # records), so that this plan, and the apply that checks it, use them.
+            await state.writer.submit(pop_op(key, settings, []))
         for _ in range(_PLAN_ROUNDS):
             model = state.metadata.pop.find(key) or PopQueue(settings)
             # Offsets retention removed are done for everybody: settle them with the rest.
@@ -307,6 +333,44 @@ class PopService:
             await self._commit(key, queue.settings, [queue.plan_ack(_model(handle))])
             if not self._queue(key).is_done(handle.offset):
                 raise NotStoredError(f"the ack of {handle_text!r} did not take effect")
+
+    async def ack_many(
+        self, group: str, topic: str, handle_texts: Sequence[str]
+    ) -> list[ServiceError | None]:
+        """``ack`` each of ``handle_texts``, with one replicated op per queue instead of one
+        per message: a client acknowledging a received batch (gRPC AckMessage's entries) pays
+        one commit per queue. Per handle, in order: None when its message is settled (now or
+        before), else the error ``ack`` would have raised for it alone."""
+        results: list[ServiceError | None] = [None] * len(handle_texts)
+        by_queue: dict[PopKey, list[tuple[int, PopHandle]]] = {}
+        for index, text in enumerate(handle_texts):
+            try:
+                handle, key = self._handle(group, topic, text)
+            except ServiceError as exc:
+                results[index] = exc
+            else:
+                by_queue.setdefault(key, []).append((index, handle))
+        for key, entries in by_queue.items():
+            async with self._lock(key):
+                to_settle: list[tuple[int, PopHandle]] = []
+                for index, handle in entries:
+                    try:
+                        if self._check(key, handle) is not Outcome.ALREADY_DONE:
+                            to_settle.append((index, handle))
+                    except ServiceError as exc:
+                        results[index] = exc
+                if not to_settle:
+                    continue
+                queue = self._queue(key)
+                records: list[PopRecord] = [queue.plan_ack(_model(h)) for _, h in to_settle]
+                await self._commit(key, queue.settings, records)
+                settled = self._queue(key)
+                for index, handle in to_settle:
+                    if not settled.is_done(handle.offset):
+                        results[index] = NotStoredError(
+                            f"the ack of {handle_texts[index]!r} did not take effect"
+                        )
+        return results
 
     async def change_invisible(
         self, group: str, topic: str, handle_text: str, invisible_ms: int
@@ -407,8 +471,20 @@ class PopService:
         return messages[0] if len(messages) == 1 else None
 
     def _message_group(self, topic: str, queue_id: int, offset: int) -> str | None:
+        """The FIFO planning's group of a message (``QUEUE_ORDER`` for one without); None when
+        the store no longer has it (it is settled on its way out, and blocks nothing)."""
+        key = (topic, queue_id, offset)
+        group = self._groups.get(key)
+        if group is not None:
+            return group
         message = self._message(topic, queue_id, offset)
-        return None if message is None else message.properties.get(MessageProperty.SHARDING_KEY)
+        if message is None:
+            return None
+        group = message.properties.get(MessageProperty.SHARDING_KEY) or QUEUE_ORDER
+        if len(self._groups) >= _GROUP_CACHE:
+            self._groups.clear()
+        self._groups[key] = group
+        return group
 
     async def _to_dead_letters(self, group: str, message: MessageExt) -> None:
         """Store a copy of ``message`` in ``%DLQ%<group>`` through the normal write path."""

@@ -7,9 +7,11 @@ rebuilt from a snapshot, holds exactly the deliveries, acks and handle numbers t
 committed: an acknowledged message is not handed out again, an unacknowledged one comes back
 after its invisible time (issue 16 section 2).
 
-The queue's settings (FIFO, max attempts) travel in every op and are used when the op creates
-the queue, so replicas never read them from anywhere else; a group's settings changed later take
-effect for queues POP has not touched yet (the model fixes them for a queue's life).
+The queue's settings (FIFO, max attempts) travel in every op, so replicas never read them from
+anywhere else: an op creates the queue with them, and an op whose settings differ from the
+queue's changes them first (``PopQueue.reconfigure``): a group made FIFO
+(``consumeMessageOrderly``) or given other max attempts has them from its next receive on, in
+the middle of a backlog too.
 """
 
 from __future__ import annotations
@@ -60,10 +62,12 @@ class PopTable:
         (``BrokerMetadata.apply`` logs and skips it, the same on every replica)."""
         key = (str(op["group"]), str(op["topic"]), int(op["queue"]))
         records = [decode_record(r) for r in op["records"]]
+        settings = PopSettings(fifo=bool(op["fifo"]), max_attempts=int(op["maxAttempts"]))
         queue = self.queues.get(key)
         if queue is None:
-            settings = PopSettings(fifo=bool(op["fifo"]), max_attempts=int(op["maxAttempts"]))
             queue = self.queues[key] = PopQueue(settings)
+        elif queue.settings != settings:
+            queue.reconfigure(settings)
         return queue.apply_all(records)
 
     def drop(self, *, topic: str | None = None, group: str | None = None) -> None:

@@ -1,0 +1,144 @@
+"""``ledgermq proxy -n NAMESRV``: the stand-alone gRPC proxy (RocketMQ's "cluster" mode), until
+SIGTERM or SIGINT.
+
+RocketMQ 5 clients talk to it at one address that never moves; it forwards to each broker
+group's current master over remoting (``proxy.cluster``). Once listening it prints
+``proxy listening on HOST:PORT`` on stdout, with the real port when ``--listen HOST:0`` asked
+for any free one, so scripts and tests can read it. ``--access-key`` / ``--secret-key`` sign
+its requests to a cluster with ACL on; ``--tls`` and friends dial brokers that serve TLS.
+
+TLS on the proxy's own gRPC port takes RocketMQ's ``tls.server.*`` keys (``tls.server.mode``,
+``tls.server.certPath``, ``tls.server.keyPath``, ``tls.server.trustCertPath``,
+``tls.server.need.client.auth``, ``tls.server.keyPassword``, ``tls.test.mode.enable``) from a
+file of ``key=value`` lines (``-c proxy.conf``) and ``--set KEY=VALUE`` on top, as a broker's
+gRPC door takes them; ``aclEnable=true`` checks each client's ``authorization`` metadata
+against RocketMQ's ``plain_acl.yml`` (found under ``rocketmqHome``'s ``conf/`` or at
+``aclFilePath``, as the broker finds it); ``enableTopicMessageTypeCheck`` (default true, the
+Java proxy's) checks each send against its topic's ``message.type``. Any other key is an error
+that names it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.serving import address_in_use, wait_for_stop
+from ledgermq.cli.tls_args import add_tls_args, tls_from
+from ledgermq.clock import SystemClock
+from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
+from ledgermq.ledger.config import load_properties
+from ledgermq.net import run
+from ledgermq.net.tls import tls_server_from_properties
+from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
+from ledgermq.security import AclFiles, AclGate, default_acl_paths
+
+if TYPE_CHECKING:
+    import argparse
+
+_KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome",
+         "enableTopicMessageTypeCheck")  # fmt: skip
+"""The settings the proxy's own port takes."""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    proxy = commands.add_parser(
+        "proxy",
+        help="run a stand-alone gRPC proxy for RocketMQ 5 clients (until SIGTERM)",
+        description="Serve apache.rocketmq.v2.MessagingService at one stable address and "
+        "forward to the broker groups' current masters over remoting, so RocketMQ 5 clients "
+        "survive a master failover without a route refresh.",
+    )
+    proxy.add_argument(
+        "--namesrv", "-n", required=True, metavar="NAMESRV",
+        help="NameServer address(es), host:port[;host:port] (namesrvAddr)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+        help=f"where to serve gRPC (default {DEFAULT_LISTEN}, RocketMQ's grpcServerPort; "
+        "port 0: any free one)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--advertise", metavar="HOST",
+        help="the host routes name for this proxy (default the listen host; this host's "
+        "address when listening on 0.0.0.0)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--config", "-c", metavar="FILE",
+        help="key=value settings of the proxy's own gRPC port: tls.server.* (RocketMQ's keys)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="one setting on top of --config (repeatable), e.g. --set tls.server.mode=enforcing",
+    )  # fmt: skip
+    add_credential_args(proxy)
+    add_tls_args(proxy)
+    proxy.set_defaults(handler=cmd_proxy)
+
+
+def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The ``-c`` file's settings with ``--set`` on top; ``ConfigError`` for a key this proxy
+    does not take, or a ``--set`` without ``=``."""
+    values = load_properties(args.config) if args.config else {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE")
+        values[key.strip()] = value.strip()
+    unknown = sorted(k for k in values if not k.startswith(_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"the proxy does not take {', '.join(unknown)}: its settings are the tls.server.* "
+            "keys of its own gRPC port, aclEnable / aclFilePath / rocketmqHome and "
+            "enableTopicMessageTypeCheck (NameServers: -n; its own account for the brokers: "
+            "--access-key)"
+        )
+    return values
+
+
+def _flag(values: dict[str, str], key: str, default: bool) -> bool:
+    text = values.get(key, str(default)).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key} must be true or false, not {values[key]!r}")
+    return text == "true"
+
+
+def proxy_acl(values: dict[str, str]) -> AclGate | None:
+    """The ACL of the proxy's own port, when ``aclEnable`` is true; ``ConfigError`` for a bad
+    value or no ACL file (``AclFiles``)."""
+    if not _flag(values, "aclEnable", default=False):
+        return None
+    path = values.get("aclFilePath", "").strip()
+    paths = [path] if path else default_acl_paths(values.get("rocketmqHome") or None)
+    return AclGate(AclFiles(paths, SystemClock()), "proxy")
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    settings = proxy_settings(args)
+    proxy = ClusterProxy(
+        args.namesrv,
+        args.listen,
+        advertise=args.advertise,
+        credentials=credentials_from(args),
+        tls=tls_from(args),
+        tls_server=tls_server_from_properties(settings),
+        acl=proxy_acl(settings),
+        check_message_type=_flag(settings, "enableTopicMessageTypeCheck", default=True),
+    )
+    return run(_serve(proxy, args.listen))
+
+
+async def _serve(proxy: ClusterProxy, listen: str) -> int:
+    try:
+        await proxy.start()
+    except NetworkError as exc:
+        if not address_in_use(exc):
+            raise
+        raise LedgerMQError(f"{exc}; choose another --listen") from exc
+    try:
+        host = listen.rpartition(":")[0]
+        print(f"proxy listening on {host}:{proxy.port}", flush=True)
+        await wait_for_stop()
+    finally:
+        await proxy.close()
+    return 0

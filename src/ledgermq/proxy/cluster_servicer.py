@@ -1,0 +1,710 @@
+"""``MessagingService`` of the stand-alone proxy (RocketMQ's "cluster" mode): v5 RPCs forwarded
+to the brokers' masters over remoting (``proxy.forward``), translation only.
+
+Routes answer the topic's queues with the broker group names kept and **this proxy's endpoint**
+for every group (as the Java proxy does in cluster mode), so a client never needs a new route
+after a failover: the proxy finds the new master and the client's address stays good. The
+v5 message <-> RocketMQ message mappings are the in-replica door's (``proxy.messages``,
+``proxy.received``); the statuses of remoting failures are ``proxy.remote_status``'s.
+
+Served: QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination, Telemetry (settings
+exchange), SendMessage (the properties ``proxy.messages`` makes pass through to the remoting
+send as they are), and POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration) over the
+remoting POP codes 200050 / 200051 / 200053. A receipt handle is the broker's ``POP_CK``, which
+names its broker group, so an ack goes to that group's master whichever proxy or master handed
+the message out. Elsewhere: the PullConsumer set (``proxy.cluster_pull``),
+ForwardMessageToDeadLetterQueue (``proxy.cluster_dead_letters``), transactions: transactional
+sends, EndTransaction, the masters' check-backs relayed to a producer's Telemetry stream
+(``proxy.cluster_transactions``), RecallMessage (``proxy.cluster_recall``).
+SyncLiteSubscription answers NOT_IMPLEMENTED in its status (never a dropped stream).
+
+Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
+flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
+the client is stored, and may be stored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+from ledgermq.acl import Needs, Perm
+from ledgermq.acl.resources import topic_resource
+from ledgermq.errors import LedgerMQError, TopicNotFoundError
+from ledgermq.proxy.cluster_dead_letters import forward_to_dead_letters
+from ledgermq.proxy.cluster_pull import ClusterPullRpcs
+from ledgermq.proxy.cluster_recall import recall
+from ledgermq.proxy.cluster_topic_types import TopicTypes
+from ledgermq.proxy.cluster_transactions import (
+    ClusterProducers,
+    end_fields,
+    orphaned_command,
+    transaction_id,
+)
+from ledgermq.proxy.forward import write_queues
+from ledgermq.proxy.message_groups import queue_of_group
+from ledgermq.proxy.message_types import accepted_message_types, message_type_of, type_conflict
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
+from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.pull_rpcs import consume_needs
+from ledgermq.proxy.received import stored_message
+from ledgermq.proxy.remote_status import remote_status
+from ledgermq.proxy.servicer import address_scheme
+from ledgermq.proxy.status import Code, not_implemented, ok, status
+from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.message import decode_properties, decode_records
+from ledgermq.wire.route import is_readable, is_writable
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    import grpc.aio
+
+    from ledgermq.net import Connection
+    from ledgermq.proxy.forward import Forwarder
+    from ledgermq.proxy.routes import Endpoint
+    from ledgermq.security import AclGate
+    from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.route import TopicRouteData
+
+    Context = grpc.aio.ServicerContext[Any, Any]
+
+__all__ = ["ClusterServicer"]
+
+_log = logging.getLogger(__name__)
+
+POP_CK: Final = "POP_CK"
+"""``MessageConst.PROPERTY_POP_CK``: where a popped record carries its receipt handle."""
+_DEFAULT_TOPIC: Final = "TBW102"
+_DEFAULT_DEADLINE_S: Final = 3.0
+"""How long a forwarded call may take when the client set no deadline (its usual timeout)."""
+_MARGIN_S: Final = 0.2
+"""Answered this long before the client's deadline, so the client reads our status."""
+_MAX_ATTEMPTS: Final = 3
+_LONG_POLLING_S: Final = 20
+_RECEIVE_BATCH: Final = 32
+_MAX_BODY: Final = 4 * 1024 * 1024
+_ALL_TYPES: Final = (
+    definition_pb2.NORMAL,
+    definition_pb2.FIFO,
+    definition_pb2.DELAY,
+    definition_pb2.TRANSACTION,
+)
+
+
+class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer):
+    """The stand-alone proxy's servicer (module docstring)."""
+
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        endpoint: Endpoint,
+        acl: AclGate | None = None,
+        real_peer: Callable[[str], str] | None = None,
+        *,
+        check_message_type: bool = True,
+    ) -> None:
+        """``acl``: check the clients' ``authorization`` metadata (``aclEnable``);
+        ``real_peer``: the client behind a peer address grpcio reports (``permissive`` TLS,
+        where connections reach grpcio through the proxy's own front)."""
+        self._acl = acl
+        self._real_peer = real_peer or (lambda address: address)
+        self._forward = forwarder
+        self._endpoint = endpoint
+        self._check_type = check_message_type
+        """``enableTopicMessageTypeCheck``: a send must match its topic's ``message.type``."""
+        self._types = TopicTypes(forwarder)
+        self._counter = itertools.count()
+        self._producers = ClusterProducers()
+        """v5 producers' Telemetry streams: where the masters' check-backs go."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        forwarder.client.on_check_transaction = self._on_check
+        forwarder.after_failover = self._heartbeat_soon
+
+    def _admit(
+        self, context: Context, request: str, needs: Needs | None = None
+    ) -> definition_pb2.Status | None:
+        """None if the call may go on, else the status answering it: with ``aclEnable`` the
+        RocketMQ 5 clients' ``authorization`` metadata is checked against the proxy's ACL
+        files (the same accounts and permissions as the brokers'), as the in-replica door
+        checks it: UNAUTHORIZED when the credentials are missing or wrong, FORBIDDEN when a
+        permission is."""
+        if self._acl is None:
+            return None
+        metadata = {
+            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
+        }
+        peer = context.peer() or ""
+        address = self._real_peer(peer.partition(":")[2] or peer)
+        now_s = self._forward.client.clock.wall_time_s()
+        decision = self._acl.check_grpc(address, metadata, request, needs or Needs(), now_s)
+        if decision.allowed:
+            return None
+        code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
+        return status(code, decision.remark)
+
+    def _heartbeat_soon(self) -> None:
+        """Tell the masters now that this proxy is a producer of ``GRPC_PRODUCER_GROUP`` (the
+        client's own heartbeat comes every 30 s): after a producer's settings, and after a
+        failover, so that the new master's check-backs find the proxy."""
+        client = self._forward.client
+        if not client.producer_groups:
+            return
+        task = asyncio.get_running_loop().create_task(self._heartbeat())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _heartbeat(self) -> None:
+        client = self._forward.client
+        for topic in sorted(client.producer_topics):
+            with contextlib.suppress(LedgerMQError):
+                await client.topic_route(topic, refresh=True)
+        with contextlib.suppress(LedgerMQError):
+            await client.send_heartbeat()
+
+    def _on_check(self, conn: Connection, command: RemotingCommand) -> None:
+        """A master's CHECK_TRANSACTION_STATE, to a producer's Telemetry stream; one-way, so
+        a check that finds no producer is simply not answered (the master asks again)."""
+        orphan = orphaned_command(command)
+        if orphan is None:
+            _log.warning("a check-back from %s holds no half message", conn.address)
+            return
+        topic = orphan.recover_orphaned_transaction_command.message.topic.name
+        if not self._producers.relay(topic, orphan):
+            _log.info("no producer of %s is connected for a check-back from %s",
+                      topic, conn.address)  # fmt: skip
+
+    def _deadline_s(self, context: Context) -> float:
+        left: float | None = context.time_remaining()  # None: the client set no deadline
+        if left is None:
+            return _DEFAULT_DEADLINE_S
+        return max(0.1, left - _MARGIN_S)
+
+    # ------------------------------------------------------------------ routes
+    async def _route(self, topic: str) -> TopicRouteData:
+        """A NameServer's route now, else the cached one (a NameServer restart)."""
+        try:
+            return await self._forward.route(topic, refresh=True)
+        except TopicNotFoundError:
+            cached = self._forward.client.cached_route(topic)
+            if cached is None:
+                raise
+            return cached
+
+    async def _queues(
+        self, topic: str
+    ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
+        if not topic:
+            return [], status(Code.ILLEGAL_TOPIC, "the request names no topic")
+        try:
+            route = await self._route(topic)
+        except TopicNotFoundError:
+            return [], status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        except LedgerMQError as exc:
+            return [], status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+        accepted = (
+            accepted_message_types(await self._types.kind(topic))
+            if self._check_type
+            else _ALL_TYPES
+        )
+        queues = []
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            broker = self._broker(data.broker_name)
+            both = min(data.read_queue_nums, data.write_queue_nums)
+            for queue_id in range(max(data.read_queue_nums, data.write_queue_nums)):
+                # as the Java proxy's RouteActivity: the surplus of one kind gets that kind
+                if queue_id < both:
+                    perm = data.perm
+                elif data.read_queue_nums > data.write_queue_nums:
+                    perm = data.perm & 4
+                else:
+                    perm = data.perm & 2
+                queues.append(
+                    definition_pb2.MessageQueue(
+                        topic=definition_pb2.Resource(name=topic),
+                        id=queue_id,
+                        permission=_permission(perm),
+                        broker=broker,
+                        accept_message_types=accepted,
+                    )
+                )
+        if not queues:
+            return [], status(Code.TOPIC_NOT_FOUND, f"topic {topic} has no queue on any broker")
+        return queues, ok()
+
+    def _broker(self, name: str) -> definition_pb2.Broker:
+        host, port = self._endpoint.host, self._endpoint.port
+        return definition_pb2.Broker(
+            name=name,
+            id=0,
+            endpoints=definition_pb2.Endpoints(
+                scheme=address_scheme(host),
+                addresses=[definition_pb2.Address(host=host, port=port)],
+            ),
+        )
+
+    async def QueryRoute(  # noqa: N802 - the generated servicer's names
+        self, request: service_pb2.QueryRouteRequest, context: Context
+    ) -> service_pb2.QueryRouteResponse:
+        if (refused := self._admit(context, "QueryRoute")) is not None:
+            return service_pb2.QueryRouteResponse(status=refused)
+        queues, answer = await self._queues(request.topic.name)
+        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
+
+    async def QueryAssignment(  # noqa: N802
+        self, request: service_pb2.QueryAssignmentRequest, context: Context
+    ) -> service_pb2.QueryAssignmentResponse:
+        """One assignment per broker group with readable queues, queue id -1 (POP's "any
+        queue of this group"), as the Java proxy answers."""
+        if (refused := self._admit(context, "QueryAssignment")) is not None:
+            return service_pb2.QueryAssignmentResponse(status=refused)
+        queues, answer = await self._queues(request.topic.name)
+        if answer.code != Code.OK:
+            return service_pb2.QueryAssignmentResponse(status=answer)
+        assignments = []
+        seen: set[str] = set()
+        for queue in queues:
+            readable = queue.permission in (definition_pb2.READ, definition_pb2.READ_WRITE)
+            if not readable or queue.broker.name in seen:
+                continue
+            seen.add(queue.broker.name)
+            any_queue = definition_pb2.MessageQueue()
+            any_queue.CopyFrom(queue)
+            any_queue.id = -1
+            assignments.append(definition_pb2.Assignment(message_queue=any_queue))
+        if not assignments:
+            return service_pb2.QueryAssignmentResponse(
+                status=status(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
+            )
+        return service_pb2.QueryAssignmentResponse(status=ok(), assignments=assignments)
+
+    # ------------------------------------------------------------------ clients
+    async def Heartbeat(  # noqa: N802
+        self, request: service_pb2.HeartbeatRequest, context: Context
+    ) -> service_pb2.HeartbeatResponse:
+        if (refused := self._admit(context, "Heartbeat")) is not None:
+            return service_pb2.HeartbeatResponse(status=refused)
+        return service_pb2.HeartbeatResponse(status=ok())
+
+    async def NotifyClientTermination(  # noqa: N802
+        self, request: service_pb2.NotifyClientTerminationRequest, context: Context
+    ) -> service_pb2.NotifyClientTerminationResponse:
+        if (refused := self._admit(context, "NotifyClientTermination")) is not None:
+            return service_pb2.NotifyClientTerminationResponse(status=refused)
+        return service_pb2.NotifyClientTerminationResponse(status=ok())
+
+    async def Telemetry(  # noqa: N802
+        self,
+        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
+        | Iterator[service_pb2.TelemetryCommand],
+        context: Context,
+    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
+        """Each client ``settings`` is answered with them merged with the proxy's; the stream
+        stays open until the client closes it, and carries the masters' check-backs to a
+        producer publishing the topic (``proxy.cluster_transactions``)."""
+        if (refused := self._admit(context, "Telemetry")) is not None:
+            yield service_pb2.TelemetryCommand(status=refused)
+            return
+        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
+        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+        key = self._producers.open(outbox)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        self._settings(key, command.settings)
+                        outbox.put_nowait(
+                            service_pb2.TelemetryCommand(
+                                status=ok(), settings=await self._server_settings(command.settings)
+                            )
+                        )
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            self._producers.close(key)
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
+        settings = _server_settings(client)
+        if client.HasField("subscription"):
+            topics = [e.topic.name for e in client.subscription.subscriptions if e.topic.name]
+            group = client.subscription.group.name
+            settings.subscription.fifo = bool(topics and group) and await self._orderly(
+                group, topics[0]
+            )
+        return settings
+
+    async def _orderly(self, group: str, topic: str) -> bool:
+        """Whether subscription group ``group`` consumes in order (``consumeMessageOrderly``,
+        the Java proxy's ``mergeSubscriptionData``: its PushConsumer then consumes each
+        message group in order), as the master of a broker group of ``topic`` holds it
+        (GET_ALL_SUBSCRIPTIONGROUP_CONFIG); False when no master says so."""
+        try:
+            route = await self._route(topic)
+            brokers = sorted(d.broker_name for d in route.queue_datas)
+            if not brokers:
+                return False
+            forwarded = await self._forward.call(
+                topic, brokers[0], MQRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {},
+                deadline_s=3.0,
+            )  # fmt: skip
+            table = json.loads(forwarded.response.body or b"{}").get("subscriptionGroupTable")
+        except (LedgerMQError, ValueError) as exc:
+            _log.info("cannot tell whether group %s is orderly: %s", group, exc)
+            return False
+        config = table.get(group) if isinstance(table, dict) else None
+        return isinstance(config, dict) and config.get("consumeMessageOrderly") is True
+
+    def _settings(self, key: int, settings: definition_pb2.Settings) -> None:
+        if settings.client_type != definition_pb2.PRODUCER:
+            return
+        topics = [t.name for t in settings.publishing.topics if t.name]
+        self._producers.publishes(key, topics)
+        client = self._forward.client
+        if topics and not set(topics) <= client.producer_topics:
+            client.producer_groups.add(GRPC_PRODUCER_GROUP)
+            client.producer_topics.update(topics)
+            self._heartbeat_soon()
+
+    # ------------------------------------------------------------------ send
+    async def SendMessage(  # noqa: N802
+        self, request: service_pb2.SendMessageRequest, context: Context
+    ) -> service_pb2.SendMessageResponse:
+        """One entry per message, in order; the response's status is the first failure's."""
+        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
+        if (refused := self._admit(context, "SendMessage", needs)) is not None:
+            return service_pb2.SendMessageResponse(status=refused)
+        if not request.messages:
+            return service_pb2.SendMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no message")
+            )
+        deadline_s = self._deadline_s(context)
+        peer_host = _peer_host(context)
+        entries = []
+        first_failure: definition_pb2.Status | None = None
+        for message in request.messages:
+            entry = await self._send_one(message, peer_host, deadline_s)
+            if first_failure is None and entry.status.code != Code.OK:
+                first_failure = entry.status
+            entries.append(entry)
+        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
+
+    async def _send_one(
+        self, message: definition_pb2.Message, peer_host: str, deadline_s: float
+    ) -> service_pb2.SendResultEntry:
+        message_id = message.system_properties.message_id
+        try:
+            send, body = send_request(message, peer_host, 4)
+            route = await self._route(send.topic)
+            if self._check_type:
+                await self._check_message_type(send.topic, send.properties)
+            queues = write_queues(route)
+            if not queues:
+                return service_pb2.SendResultEntry(
+                    status=status(Code.FORBIDDEN, f"topic {send.topic} has no writable queue"),
+                    message_id=message_id,
+                )
+            group = message.system_properties.message_group
+            # a message group keeps its queue (FIFO: the Java proxy's hash, as the replicas'
+            # doors place it, the same queue for one broker group); others go round the queues
+            index = queue_of_group(group, len(queues)) if group else next(self._counter)
+            chosen = queues[index % len(queues)]
+            broker_name, queue_id = chosen.broker_name, chosen.queue_id
+            fields = {
+                "a": send.producer_group, "b": send.topic, "c": _DEFAULT_TOPIC,
+                "d": str(send.default_topic_queue_nums), "e": str(queue_id),
+                "f": str(send.sys_flag), "g": str(send.born_timestamp), "h": str(send.flag),
+                "i": send.properties, "j": str(send.reconsume_times), "k": "false",
+                "m": "false", "n": broker_name,
+            }  # fmt: skip
+            forwarded = await self._forward.call(
+                send.topic, broker_name, MQRequestCode.SEND_MESSAGE_V2, fields, body,
+                deadline_s=deadline_s,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.FLUSH_DISK_TIMEOUT,
+                        MQResponseCode.FLUSH_SLAVE_TIMEOUT, MQResponseCode.SLAVE_NOT_AVAILABLE),
+            )  # fmt: skip
+        except Refusal as refusal:
+            return service_pb2.SendResultEntry(status=refusal.status, message_id=message_id)
+        except TopicNotFoundError:
+            return service_pb2.SendResultEntry(
+                status=status(Code.TOPIC_NOT_FOUND, f"topic {message.topic.name} does not exist"),
+                message_id=message_id,
+            )
+        except LedgerMQError as exc:
+            return service_pb2.SendResultEntry(status=remote_status(exc), message_id=message_id)
+        if forwarded.unknown_before:
+            _log.warning("message %s was sent again after a failover; it may be stored twice",
+                         message_id)  # fmt: skip
+        ext = forwarded.response.ext_fields
+        offset = int(ext.get("queueOffset", "0") or 0)
+        entry = service_pb2.SendResultEntry(status=ok(), message_id=message_id, offset=offset)
+        if message.system_properties.message_type == definition_pb2.TRANSACTION:
+            entry.transaction_id = transaction_id(broker_name, ext.get("msgId", ""))
+        if ext.get("recallHandle"):
+            entry.recall_handle = ext["recallHandle"]  # a timer message (RocketMQ 5.3)
+        return entry
+
+    async def _check_message_type(self, topic: str, properties: str) -> None:
+        """``Refusal`` (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE) when the message's type is not
+        its topic's (the Java proxy's ``DefaultTopicMessageTypeValidator``)."""
+        kind = message_type_of(decode_properties(properties))
+        problem = type_conflict(topic, await self._types.kind(topic), kind)
+        if problem is not None:
+            raise Refusal(status(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, problem))
+
+    # ------------------------------------------------------------------ POP
+    async def ReceiveMessage(  # noqa: N802
+        self, request: service_pb2.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        """POP_MESSAGE to the assignment's broker group: ``status``, the messages, then the
+        ``delivery_timestamp``; one MESSAGE_NOT_FOUND when nothing came in the polling time."""
+        needs = consume_needs(request.message_queue.topic.name, request.group.name)
+        if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
+            yield service_pb2.ReceiveMessageResponse(status=refused)
+            return
+        try:
+            pop = receive_request(request)
+            broker_name = request.message_queue.broker.name or await self._any_readable(pop.topic)
+            fields = {
+                "consumerGroup": pop.group, "topic": pop.topic,
+                "queueId": str(-1 if pop.queue_id is None else pop.queue_id),
+                "maxMsgNums": str(pop.max_messages), "invisibleTime": str(pop.invisible_ms),
+                "pollTime": str(pop.poll_ms), "bornTime": "0", "initMode": "0",
+                "expType": pop.subscription[1] or "TAG", "exp": pop.subscription[0],
+                "order": "false",
+            }  # fmt: skip
+            deadline_s = max(self._deadline_s(context), pop.poll_ms / 1000)
+            forwarded = await self._forward.call(
+                pop.topic, broker_name, MQRequestCode.POP_MESSAGE, fields,
+                deadline_s=deadline_s, timeout_s=pop.poll_ms / 1000 + 3.0,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.PULL_NOT_FOUND),
+            )  # fmt: skip
+        except Refusal as refusal:
+            yield service_pb2.ReceiveMessageResponse(status=refusal.status)
+            return
+        except TopicNotFoundError:
+            yield service_pb2.ReceiveMessageResponse(
+                status=status(Code.TOPIC_NOT_FOUND, f"topic {request.message_queue.topic.name} "
+                              "does not exist")
+            )  # fmt: skip
+            return
+        except LedgerMQError as exc:
+            yield service_pb2.ReceiveMessageResponse(status=remote_status(exc))
+            return
+        response = forwarded.response
+        records = decode_records(response.body) if response.code == MQResponseCode.SUCCESS else []
+        if not records:
+            yield service_pb2.ReceiveMessageResponse(
+                status=status(Code.MESSAGE_NOT_FOUND, "no new message")
+            )
+            return
+        yield service_pb2.ReceiveMessageResponse(status=ok())
+        invisible_ms = int(response.ext_fields.get("invisibleTime") or pop.invisible_ms)
+        for record in records:
+            message = stored_message(record)
+            message.user_properties.pop(POP_CK, None)
+            system = message.system_properties
+            system.receipt_handle = record.properties.get(POP_CK, "")
+            system.delivery_attempt = record.reconsume_times + 1
+            system.invisible_duration.FromMilliseconds(invisible_ms)
+            yield service_pb2.ReceiveMessageResponse(message=message)
+        delivered = service_pb2.ReceiveMessageResponse()
+        delivered.delivery_timestamp.FromMilliseconds(int(response.ext_fields.get("popTime", 0)))
+        yield delivered
+
+    async def _any_readable(self, topic: str) -> str:
+        route = await self._route(topic)
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if is_readable(data.perm):
+                return data.broker_name
+        raise Refusal(status(Code.FORBIDDEN, f"topic {topic} has no readable queue"))
+
+    async def AckMessage(  # noqa: N802
+        self, request: service_pb2.AckMessageRequest, context: Context
+    ) -> service_pb2.AckMessageResponse:
+        """ACK_MESSAGE per entry, to the master of the group its handle names; the response's
+        status is the entries' common one, else MULTIPLE_RESULTS."""
+        needs = consume_needs(request.topic.name, request.group.name)
+        if (refused := self._admit(context, "AckMessage", needs)) is not None:
+            return service_pb2.AckMessageResponse(status=refused)
+        if not request.entries:
+            return service_pb2.AckMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no entry")
+            )
+        deadline_s = self._deadline_s(context)
+        entries = []
+        for entry in request.entries:
+            answer = await self._ack(
+                request.group.name, request.topic.name, entry.receipt_handle, deadline_s
+            )
+            entries.append(
+                service_pb2.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=answer
+                )
+            )
+        codes = {e.status.code for e in entries}
+        overall = (
+            entries[0].status
+            if len(codes) == 1
+            else status(Code.MULTIPLE_RESULTS, "the entries have different results")
+        )
+        return service_pb2.AckMessageResponse(status=overall, entries=entries)
+
+    async def _ack(
+        self, group: str, topic: str, handle: str, deadline_s: float
+    ) -> definition_pb2.Status:
+        broker_name = handle_broker(handle)
+        if broker_name is None:
+            return status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
+        fields = {"consumerGroup": group, "topic": topic, "extraInfo": handle}
+        try:
+            forwarded = await self._forward.call(
+                topic, broker_name, MQRequestCode.ACK_MESSAGE, fields, deadline_s=deadline_s,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.NO_MESSAGE),
+            )  # fmt: skip
+        except LedgerMQError as exc:
+            return remote_status(exc)
+        if forwarded.response.code == MQResponseCode.NO_MESSAGE and not forwarded.unknown_before:
+            return status(Code.INVALID_RECEIPT_HANDLE, forwarded.response.remark or "stale handle")
+        # NO_MESSAGE after an attempt whose outcome is unknown: that attempt acked it
+        return ok()
+
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        """CHANGE_MESSAGE_INVISIBLETIME; not retried when its outcome is unknown (a change that
+        was made makes the handle stale, so the retry would fail anyway)."""
+        needs = consume_needs(request.topic.name, request.group.name)
+        if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
+        handle = request.receipt_handle
+        broker_name = handle_broker(handle)
+        if broker_name is None:
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
+            )
+        if not request.HasField("invisible_duration"):
+            return service_pb2.ChangeInvisibleDurationResponse(
+                status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
+            )
+        fields = {
+            "consumerGroup": request.group.name, "topic": request.topic.name,
+            "extraInfo": handle,
+            "invisibleTime": str(request.invisible_duration.ToMilliseconds()),
+        }  # fmt: skip
+        try:
+            forwarded = await self._forward.call(
+                request.topic.name, broker_name, MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+                fields, deadline_s=self._deadline_s(context), retry_unknown=False,
+            )  # fmt: skip
+        except LedgerMQError as exc:
+            return service_pb2.ChangeInvisibleDurationResponse(status=remote_status(exc))
+        return service_pb2.ChangeInvisibleDurationResponse(
+            status=ok(), receipt_handle=forwarded.response.ext_fields.get("extraInfo", "")
+        )
+
+    # ------------------------------------------------------------------ not here yet
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        """To ``%DLQ%<group>`` (``proxy.cluster_dead_letters``), then acknowledged."""
+        needs = consume_needs(request.topic.name, request.group.name)
+        if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        answer = await forward_to_dead_letters(self._forward, request, self._deadline_s(context))
+        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=answer)
+
+    async def EndTransaction(  # noqa: N802
+        self, request: service_pb2.EndTransactionRequest, context: Context
+    ) -> service_pb2.EndTransactionResponse:
+        """END_TRANSACTION to the master of the group the transaction id names; retried
+        across a failover (the same end again is accepted; the other one is refused)."""
+        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
+        if (refused := self._admit(context, "EndTransaction", needs)) is not None:
+            return service_pb2.EndTransactionResponse(status=refused)
+        try:
+            broker_name, fields = end_fields(request)
+            await self._forward.call(
+                request.topic.name, broker_name, MQRequestCode.END_TRANSACTION, fields,
+                deadline_s=self._deadline_s(context),
+            )  # fmt: skip
+        except Refusal as refusal:
+            return service_pb2.EndTransactionResponse(status=refusal.status)
+        except LedgerMQError as exc:
+            return service_pb2.EndTransactionResponse(status=remote_status(exc))
+        return service_pb2.EndTransactionResponse(status=ok())
+
+    async def RecallMessage(  # noqa: N802
+        self, request: service_pb2.RecallMessageRequest, context: Context
+    ) -> service_pb2.RecallMessageResponse:
+        """Cancel a pending timer message (``proxy.cluster_recall``); PUB on the topic."""
+        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
+        if (refused := self._admit(context, "RecallMessage", needs)) is not None:
+            return service_pb2.RecallMessageResponse(status=refused)
+        refusal, message_id = await recall(self._forward, request, self._deadline_s(context))
+        if refusal is not None:
+            return service_pb2.RecallMessageResponse(status=refusal)
+        return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
+
+    async def SyncLiteSubscription(  # noqa: N802
+        self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
+    ) -> service_pb2.SyncLiteSubscriptionResponse:
+        return service_pb2.SyncLiteSubscriptionResponse(
+            status=not_implemented("SyncLiteSubscription")
+        )
+
+
+def handle_broker(handle: str) -> str | None:
+    """The broker group a receipt handle (the broker's ``POP_CK``: ``"<seq> <popTime>
+    <invisibleTime> 0 0 <brokerName> <queueId> <offset>"``) names; None if it is not one."""
+    fields = handle.split(" ")
+    if len(fields) != 8 or not fields[5]:
+        return None
+    return fields[5]
+
+
+def _server_settings(client: definition_pb2.Settings) -> definition_pb2.Settings:
+    settings = definition_pb2.Settings()
+    settings.CopyFrom(client)
+    backoff = settings.backoff_policy
+    backoff.max_attempts = _MAX_ATTEMPTS
+    exponential = backoff.exponential_backoff
+    exponential.initial.FromMilliseconds(10)
+    exponential.max.FromMilliseconds(1000)
+    exponential.multiplier = 2.0
+    if client.client_type == definition_pb2.PRODUCER:
+        settings.publishing.max_body_size = _MAX_BODY
+        settings.publishing.validate_message_type = True
+    elif client.HasField("subscription"):
+        settings.subscription.receive_batch_size = _RECEIVE_BATCH
+        settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
+    return settings
+
+
+def _permission(perm: int) -> definition_pb2.Permission.ValueType:
+    if is_readable(perm) and is_writable(perm):
+        return definition_pb2.READ_WRITE
+    if is_readable(perm):
+        return definition_pb2.READ
+    if is_writable(perm):
+        return definition_pb2.WRITE
+    return definition_pb2.NONE
+
+
+def _peer_host(context: Context) -> str:
+    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1``."""
+    peer = context.peer() or ""
+    _, _, address = peer.partition(":")
+    return (address or peer).rpartition(":")[0]

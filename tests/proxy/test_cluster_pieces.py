@@ -1,0 +1,115 @@
+"""The stand-alone proxy's pure pieces: the writable queues a send picks from, the broker group a
+receipt handle names, the transaction ids it hands out and reads back, the statuses of remoting
+failures, and the ``--listen`` address."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from ledgermq.errors import (
+    ConfigError,
+    ConnectError,
+    MQResponseError,
+    NoRouteError,
+    RequestTimeoutError,
+)
+from ledgermq.proxy.cluster import parse_listen
+from ledgermq.proxy.cluster_recall import recall_broker
+from ledgermq.proxy.cluster_servicer import handle_broker
+from ledgermq.proxy.cluster_transactions import end_fields, transaction_id
+from ledgermq.proxy.forward import WriteQueue, write_queues
+from ledgermq.proxy.messages import Refusal
+from ledgermq.proxy.protocol import definition_pb2, service_pb2
+from ledgermq.proxy.remote_status import remote_status
+from ledgermq.wire.message import create_offset_message_id
+from ledgermq.wire.route import BrokerData, QueueData, TopicRouteData
+
+Code = definition_pb2.Code
+
+
+def test_write_queues_are_the_writable_ones_in_group_order() -> None:
+    route = TopicRouteData(
+        queue_datas=(
+            QueueData("broker-b", 4, 2, 6),
+            QueueData("broker-a", 4, 3, 6),
+            QueueData("broker-c", 4, 4, 4),  # read-only
+        ),
+        broker_datas=(BrokerData("c", "broker-a", {0: "h:1"}),),
+    )
+    assert write_queues(route) == [
+        WriteQueue("broker-a", 0), WriteQueue("broker-a", 1), WriteQueue("broker-a", 2),
+        WriteQueue("broker-b", 0), WriteQueue("broker-b", 1),
+    ]  # fmt: skip
+
+
+def test_a_handle_names_its_broker_group() -> None:
+    assert handle_broker("7 1795658549814 30000 0 0 broker-a 2 15") == "broker-a"
+    assert handle_broker("not a handle") is None
+    assert handle_broker("7 1 2 0 0  2 15") is None  # no broker name
+    assert handle_broker("") is None
+
+
+def _end(
+    tid: str,
+    resolution: definition_pb2.TransactionResolution.ValueType,
+    source: definition_pb2.TransactionSource.ValueType = definition_pb2.SOURCE_CLIENT,
+) -> service_pb2.EndTransactionRequest:
+    request = service_pb2.EndTransactionRequest(
+        transaction_id=tid, message_id="M1", resolution=resolution, source=source
+    )
+    request.topic.name = "T"
+    return request
+
+
+def test_transaction_ids_name_the_group_and_where_the_half_message_is() -> None:
+    offset_msg_id = create_offset_message_id("10.0.0.7", 10911, 123_456)
+    tid = transaction_id("broker-a", offset_msg_id)
+    broker, fields = end_fields(
+        _end(tid, resolution=definition_pb2.COMMIT, source=definition_pb2.SOURCE_SERVER_CHECK)
+    )
+    assert broker == "broker-a"
+    assert fields["commitLogOffset"] == "123456"
+    assert fields["commitOrRollback"] == "8"
+    assert fields["fromTransactionCheck"] == "true"
+    assert (fields["msgId"], fields["topic"], fields["transactionId"]) == ("M1", "T", tid)
+    _, rolled = end_fields(_end(tid, resolution=definition_pb2.ROLLBACK))
+    assert (rolled["commitOrRollback"], rolled["fromTransactionCheck"]) == ("12", "false")
+    for bad in ("", offset_msg_id, "broker-a:", "broker-a:nothex", ":" + offset_msg_id):
+        with pytest.raises(Refusal) as refused:
+            end_fields(_end(bad, resolution=definition_pb2.COMMIT))
+        assert refused.value.status.code == Code.INVALID_TRANSACTION_ID, bad
+
+
+def test_remoting_failures_become_v2_statuses() -> None:
+    def code(exc: Exception) -> int:
+        return remote_status(exc).code  # type: ignore[arg-type]
+
+    assert code(MQResponseError("busy", 2)) == Code.TOO_MANY_REQUESTS
+    assert code(MQResponseError("slave", 14)) == Code.HA_NOT_AVAILABLE
+    assert code(MQResponseError("no topic", 17)) == Code.TOPIC_NOT_FOUND
+    assert code(MQResponseError("no perm", 16)) == Code.FORBIDDEN
+    assert code(MQResponseError("stale", 208)) == Code.INVALID_RECEIPT_HANDLE
+    assert code(MQResponseError("odd", 4242)) == Code.INTERNAL_ERROR
+    assert code(ConnectError("refused", "h:1")) == Code.HA_NOT_AVAILABLE
+    assert code(RequestTimeoutError("slow", "h:1")) == Code.HA_NOT_AVAILABLE
+    assert code(NoRouteError("no master")) == Code.HA_NOT_AVAILABLE
+    assert "no master reachable" in remote_status(NoRouteError("x")).message
+
+
+def test_a_recall_handle_names_its_broker_group() -> None:
+    handle = base64.urlsafe_b64encode(b"v1 T broker-a 1795658549814 MSGID").decode()
+    assert recall_broker(handle) == "broker-a"
+    assert recall_broker("not-a-handle") is None
+    assert recall_broker(base64.urlsafe_b64encode(b"v2 T broker-a 1 M").decode()) is None
+    assert recall_broker(base64.urlsafe_b64encode(b"v1 T broker-a soon M").decode()) is None
+
+
+def test_listen_addresses() -> None:
+    assert parse_listen("127.0.0.1:8081") == ("127.0.0.1", 8081)
+    assert parse_listen("0.0.0.0:0") == ("0.0.0.0", 0)
+    assert parse_listen("[::1]:9") == ("[::1]", 9)
+    for bad in ("127.0.0.1", "h:port", "h:70000", ""):
+        with pytest.raises(ConfigError):
+            parse_listen(bad)
