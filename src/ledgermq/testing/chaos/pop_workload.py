@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import Admin, PullConsumer, PullStatus
 from ledgermq.client.pop import PopConsumer
-from ledgermq.errors import LedgerMQError
+from ledgermq.errors import ConnectError, LedgerMQError, MQResponseError, NoRouteError
 from ledgermq.testing.chaos.history import (
     Outcome,
     PopAck,
@@ -36,13 +36,21 @@ from ledgermq.testing.chaos.history import (
     queue_key,
 )
 from ledgermq.testing.chaos.netns import enter_namespace
-from ledgermq.testing.chaos.workload import classify, run_as_client
-from ledgermq.wire import MessageProperty
+from ledgermq.testing.chaos.workload import run_as_client
+from ledgermq.wire import MessageProperty, MQResponseCode
 
 if TYPE_CHECKING:
     from ledgermq.client.pop import PoppedMessage
 
-__all__ = ["INVISIBLE_S", "MAX_ATTEMPTS", "POP_GROUP", "PopGroup", "ack_policy", "read_dlq"]
+__all__ = [
+    "INVISIBLE_S",
+    "MAX_ATTEMPTS",
+    "POP_GROUP",
+    "PopGroup",
+    "ack_policy",
+    "classify_ack",
+    "read_dlq",
+]
 
 POP_GROUP: Final = "chaos-pop"
 MAX_ATTEMPTS: Final = 3
@@ -65,6 +73,22 @@ def ack_policy(producer: int, seq: int, attempt: int) -> bool:
     if bucket < 2:
         return False
     return bucket >= 12 or attempt >= 2
+
+
+def classify_ack(exc: LedgerMQError) -> Outcome:
+    """What an ack's exception says about whether it took effect: ``FAILED`` (refused) only
+    when nothing was proposed: no connection or route, a stale handle (NO_MESSAGE, checked
+    before proposing), or a replica that says it is a slave. Anything else is ``UNKNOWN``,
+    SERVICE_NOT_AVAILABLE "the change was not stored" included: the broker answers it when
+    the ack's entry was not committed in time, and that entry may still commit."""
+    if isinstance(exc, ConnectError | NoRouteError):
+        return Outcome.FAILED
+    if isinstance(exc, MQResponseError):
+        if exc.code == MQResponseCode.NO_MESSAGE:
+            return Outcome.FAILED
+        if exc.code == MQResponseCode.SERVICE_NOT_AVAILABLE and "is a slave" in str(exc):
+            return Outcome.FAILED
+    return Outcome.UNKNOWN
 
 
 class PopGroup:
@@ -228,7 +252,7 @@ class PopGroup:
         try:
             await consumer.ack(self.topic, popped.handle)
         except LedgerMQError as exc:
-            outcome, error = classify(exc), str(exc)[:200]
+            outcome, error = classify_ack(exc), str(exc)[:200]
         else:
             outcome = Outcome.OK
         self.acks.append(
