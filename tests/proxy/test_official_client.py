@@ -47,6 +47,7 @@ CLIENT = "rocketmq-python-client==5.1.2"
 DRIVER = Path(__file__).with_name("rmq5_producer_driver.py")
 PROBE = Path(__file__).with_name("rmq5_consumer_probe.py")
 SIMPLE = Path(__file__).with_name("rmq5_simple_consumer_driver.py")
+PUSH = Path(__file__).with_name("rmq5_push_consumer_driver.py")
 GROUP = "broker-a"
 TOPIC = "GrpcTopic"
 
@@ -320,6 +321,42 @@ def test_simple_consumer_receives_acks_and_changes_invisible_duration(
     assert attempts[renewed] == [1]
     assert all(a == [1] for m, a in attempts.items() if m != held), attempts
     assert consumer.of("done")[0]["leftover"] == 0
+
+
+def test_push_consumer_consumes_and_redelivers_a_failure(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """The official PushConsumer over POP (QueryAssignment, long-polled receives, acks): every
+    message the producer sent is consumed successfully, once; the one its listener failed
+    comes back with delivery attempt 2 (the client re-arms it through
+    ChangeInvisibleDuration with the server's backoff policy)."""
+    python = client_python()
+    _, endpoints = _cluster(broker_clusters)
+    producer = Driver(python, tmp_path / "producer", {"endpoints": endpoints, "topic": TOPIC,
+                                                       "count": 20})  # fmt: skip
+    try:
+        producer.finish(60)
+    finally:
+        producer.close()
+    sent = {e["message_id"] for e in producer.of("sent")}
+    assert len(sent) == 20, producer.report()
+    consumer = Driver(
+        python, tmp_path / "push",
+        {"endpoints": endpoints.split(";")[0], "topic": TOPIC, "group": "push-g", "count": 20,
+         "duration_s": 60},
+        script=PUSH,
+    )  # fmt: skip
+    try:
+        consumer.finish(90)
+    finally:
+        consumer.close()
+    consumed = consumer.of("consumed")
+    succeeded = [e["message_id"] for e in consumed if e["result"] == "SUCCESS"]
+    assert sorted(succeeded) == sorted(sent), consumer.report()
+    (failed,) = [e for e in consumed if e["result"] == "FAILURE"]
+    again = [e for e in consumed if e["message_id"] == failed["message_id"]]
+    assert [e["attempt"] for e in again] == [1, 2], again
+    assert consumer.of("done")[0]["distinct"] == 20
 
 
 def _tls_everywhere(certs: CertificateSet) -> dict[str, Any]:

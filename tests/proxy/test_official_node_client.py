@@ -44,6 +44,7 @@ from tests.proxy.test_official_client import (
     check_acknowledged,
     read_back,
 )
+from tests.proxy.test_official_client_fifo import _admin
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -189,3 +190,65 @@ def test_node_producer_across_a_master_kill_through_the_proxy(
     assert len(resumed) >= 10, f"the client did not send again after the kill\n{driver.report()}"
     found = read_back(cluster.namesrv_addr)
     check_acknowledged(sent, found)
+
+
+def test_node_fifo_delay_and_transactional_messages(
+    broker_clusters: MakeCluster, tmp_path: Path, node_modules: Path
+) -> None:
+    """The Node.js Producer's other message types against a replica's gRPC door: FIFO messages
+    (three message groups, to a FIFO topic) come to a FIFO group's SimpleConsumer in order per
+    group; delay messages are received no earlier than their delivery time; of six
+    transactions, the three committed are received once and the three rolled back never."""
+    cluster = broker_clusters()
+    cluster.wait_routable()
+    _admin(cluster.namesrv_addr, "topic-create", "-t", "NodeFifo", "-q", "4",
+           "-a", "+message.type=FIFO")  # fmt: skip
+    _admin(cluster.namesrv_addr, "topic-create", "-t", "NodeMixed", "-q", "4")
+    _admin(cluster.namesrv_addr, "subgroup-update", "-g", "node-fifo", "--orderly", "true")
+    access_point = cluster.grpc_address(GROUP, cluster.nodes[0])
+    producer = NodeDriver(
+        node_modules, tmp_path / "producer",
+        {"role": "produce_types", "endpoints": access_point, "fifo_topic": "NodeFifo",
+         "mixed_topic": "NodeMixed", "delay_ms": 3000},
+    )  # fmt: skip
+    try:
+        producer.finish(60)
+    finally:
+        producer.close()
+    sent = producer.of("sent")
+    fifo = [e for e in sent if e["kind"] == "fifo"]
+    delayed = {e["message_id"]: e["due_ms"] for e in sent if e["kind"] == "delay"}
+    committed = {e["message_id"] for e in sent if e.get("resolution") == "commit"}
+    rolled_back = {e["message_id"] for e in sent if e.get("resolution") == "rollback"}
+    assert (len(fifo), len(delayed), len(committed), len(rolled_back)) == (15, 3, 3, 3)
+
+    ordered = NodeDriver(
+        node_modules, tmp_path / "fifo",
+        {"role": "receive_all", "endpoints": access_point, "topic": "NodeFifo",
+         "group": "node-fifo", "count": 15, "duration_s": 40},
+    )  # fmt: skip
+    try:
+        ordered.finish(60)
+    finally:
+        ordered.close()
+    received = ordered.of("received")
+    assert {e["message_id"] for e in received} == {e["message_id"] for e in fifo}
+    for group in ("ga", "gb", "gc"):
+        bodies = [e["body"] for e in received if e["group"] == group]
+        assert bodies == [f"{group}-{i}" for i in range(5)], (group, bodies)
+
+    mixed = NodeDriver(
+        node_modules, tmp_path / "mixed",
+        {"role": "receive_all", "endpoints": access_point, "topic": "NodeMixed",
+         "group": "node-mixed", "count": 6, "duration_s": 30},
+    )  # fmt: skip
+    try:
+        mixed.finish(60)
+    finally:
+        mixed.close()
+    got = {e["message_id"]: e for e in mixed.of("received")}
+    assert set(got) == set(delayed) | committed, mixed.report()
+    assert not set(got) & rolled_back
+    for message_id, due_ms in delayed.items():
+        # the consumer's clock is this machine's: received at or after the due time
+        assert got[message_id]["at_ms"] >= due_ms, (message_id, got[message_id]["at_ms"], due_ms)

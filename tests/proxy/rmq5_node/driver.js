@@ -11,6 +11,13 @@
 //        unacknowledged once ("held": it must come back with attempt 2) and gives the second
 //        a 60 s invisible duration before acking it with the new handle ("renewed"); "acked"
 //        per ack; at the end one more receive must find nothing: "done" {leftover}.
+//   {"role": "produce_types", "endpoints", "fifo_topic", "mixed_topic", "delay_ms"}
+//     -> FIFO messages (3 message groups x 5, in order, to fifo_topic), 3 delay messages
+//        (delay_ms ahead) and 6 transactions of one message each, 3 committed and 3 rolled
+//        back (to mixed_topic): "sent" {kind, message_id, group?, index?, due_ms?, resolution?}.
+//   {"role": "receive_all", "endpoints", "topic", "group", "count", "duration_s"}
+//     -> a SimpleConsumer acks everything it receives: "received" {message_id, group, body,
+//        attempt, at_ms} until `count` distinct ones or the time is up; then "done".
 // Runs with its own HOME (the client logs to $HOME/logs/rocketmq/); NODE_PATH names the
 // node_modules the test installed with `npm ci`.
 'use strict';
@@ -129,7 +136,83 @@ async function simple() {
   emit('done', { leftover });
 }
 
-const roles = { produce, simple };
+async function produceTypes() {
+  const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
+  const producer = new Producer({
+    endpoints: args.endpoints,
+    namespace: '',
+    requestTimeout: 5000,
+    // nothing is left open here: a check-back would be a bug, answered ROLLBACK
+    checker: { check: async () => TransactionResolution.ROLLBACK },
+  });
+  await producer.startup();
+  for (let i = 0; i < 5; i++) {
+    for (const group of ['ga', 'gb', 'gc']) {
+      const receipt = await producer.send({
+        topic: args.fifo_topic, messageGroup: group, body: Buffer.from(`${group}-${i}`),
+      });
+      emit('sent', { kind: 'fifo', message_id: receipt.messageId, group, index: i });
+    }
+  }
+  for (let i = 0; i < 3; i++) {
+    const due = Date.now() + args.delay_ms;
+    const receipt = await producer.send({
+      topic: args.mixed_topic, deliveryTimestamp: new Date(due), body: Buffer.from(`delay-${i}`),
+    });
+    emit('sent', { kind: 'delay', message_id: receipt.messageId, due_ms: due });
+  }
+  for (let i = 0; i < 6; i++) {
+    const commit = i % 2 === 0;
+    const transaction = producer.beginTransaction();
+    const receipt = await producer.send(
+      { topic: args.mixed_topic, body: Buffer.from(`txn-${i}`) }, transaction,
+    );
+    if (commit) await transaction.commit();
+    else await transaction.rollback();
+    emit('sent', {
+      kind: 'transaction', message_id: receipt.messageId,
+      resolution: commit ? 'commit' : 'rollback',
+    });
+  }
+  await shutdown(producer);
+  emit('done', {});
+}
+
+async function receiveAll() {
+  const consumer = new SimpleConsumer({
+    endpoints: args.endpoints,
+    namespace: '',
+    consumerGroup: args.group,
+    subscriptions: new Map([[args.topic, '*']]),
+    awaitDuration: 2000,
+    requestTimeout: 5000,
+  });
+  await consumer.startup();
+  const seen = new Set();
+  const until = started + (args.duration_s ?? 40) * 1000;
+  while (seen.size < args.count && Date.now() < until) {
+    let messages;
+    try {
+      messages = await consumer.receive(16, 10000);
+    } catch (err) {
+      emit('receive_error', { error: said(err) });
+      await sleep(200);
+      continue;
+    }
+    for (const message of messages) {
+      emit('received', {
+        message_id: message.messageId, group: message.messageGroup ?? null,
+        body: message.body.toString(), attempt: message.deliveryAttempt, at_ms: Date.now(),
+      });
+      await consumer.ack(message);
+      seen.add(message.messageId);
+    }
+  }
+  await shutdown(consumer);
+  emit('done', { distinct: seen.size });
+}
+
+const roles = { produce, simple, produce_types: produceTypes, receive_all: receiveAll };
 roles[args.role]()
   .then(() => process.exit(0))
   .catch((err) => {
