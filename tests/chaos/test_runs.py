@@ -70,6 +70,9 @@ def test_a_seeded_run_in_namespaces_checks_out(tmp_path: Path) -> None:
     assert result.report.acks > 500, shown
     assert sum(result.report.faults.values()) >= 5, shown
     assert result.report.replicas == 3
+    assert result.report.pop is not None, shown
+    assert result.report.pop.deliveries > 500, shown
+    assert result.report.pop.redeliveries > 0, shown  # the receivers leave some unacked
     assert not namespaces(f"{NAMESPACE_PREFIX}{os.getpid()}-"), "namespaces left behind"
 
 
@@ -128,6 +131,23 @@ def test_a_follower_that_acknowledges_before_it_stores_is_caught(tmp_path: Path)
     assert not result.report.valid, shown
     assert result.report.lost > 0, shown
     assert "--inject-bug follower-ack-before-store" in result.replay
+
+
+@needs_netns
+def test_a_pop_ack_answered_before_commit_is_caught(tmp_path: Path) -> None:
+    """A POP service that answers an ack before its op commits: an isolated master answers
+    acks that never commit, the new master hands those messages out again, and the checker
+    (rule 8) names messages delivered after their ack was answered OK."""
+    result, shown = run(
+        tmp_path, seed=2, duration_s=20.0, faults=("partition-master",),
+        inject_bug="pop-ack-before-commit",
+    )  # fmt: skip
+    assert not result.report.valid, shown
+    assert result.report.pop is not None, shown
+    assert result.report.pop.after_ack > 0, shown
+    assert result.report.lost == 0, shown  # the sends are not what is broken
+    assert "after its ack was answered OK" in shown
+    assert "--inject-bug pop-ack-before-commit" in result.replay
 
 
 @needs_netns

@@ -23,6 +23,7 @@ from ledgermq.client.consumer import (
     RecordsPullResult,
 )
 from ledgermq.client.credentials import Credentials
+from ledgermq.client.pop import PopConsumer, PoppedMessage, PopReceiveResult
 from ledgermq.client.producer import Message, Producer, SendResult, SendStatus
 from ledgermq.client.transaction import (
     LocalTransactionState,
@@ -43,6 +44,9 @@ __all__ = [
     "MessageQueue",
     "MessageSelector",
     "OffsetReset",
+    "PopConsumer",
+    "PopReceiveResult",
+    "PoppedMessage",
     "Producer",
     "PullConsumer",
     "PullResult",

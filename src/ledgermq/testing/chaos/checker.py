@@ -29,6 +29,9 @@ It checks what a replicated log promises to a producer, after the cluster was he
    ``workload.classify``), so a stored one means a refusal that was not one.
 6. **Reads during faults** and 7. **offsets never go backwards**: the pull reader's record,
    judged by ``checker_reads``.
+8. to 10. **POP**: an ack answered OK is final, nothing acknowledged is lost to the POP group
+   (delivered or dead-lettered), delivery attempts never go backwards; judged by
+   ``checker_pop`` for runs with a POP group.
 
 The checker never talks to a cluster, so it is tested on synthetic histories, including ones
 that must fail (tests/chaos/test_checker.py).
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from ledgermq.testing.chaos.checker_pop import PopCounts, check_pop
 from ledgermq.testing.chaos.checker_reads import check_live_reads, check_offsets
 from ledgermq.testing.chaos.history import Outcome
 
@@ -101,6 +105,8 @@ class Report:
     """Offset queries the broker answered."""
     bad_offsets: int = 0
     """Offset answers that went backwards or named an offset never committed; lost commits."""
+    pop: PopCounts | None = None
+    """The POP group's counts (rules 8 to 10); None when the run had none."""
     faults: dict[str, int] = field(default_factory=dict)
     windows: list[tuple[float, float]] = field(default_factory=list)
     recovery_ms: dict[str, float] = field(default_factory=dict)
@@ -199,6 +205,8 @@ def check(history: History) -> Report:
     _check_orderly(acked, report, len(set(history.replica_groups.values())))
 
     _check_reader(history, replicas, report)
+    if history.pop_max_attempts:
+        report.pop = check_pop(history, report.violate)
 
     # 4. delivery to the consumer group
     deliveries = Counter((read.producer, read.seq) for read in history.consumed)
@@ -347,6 +355,22 @@ def _check_order(acked: Sequence[SendOp], report: Report) -> None:
                 )
 
 
+def _pop_rows(pop: PopCounts | None) -> list[tuple[str, str]]:
+    if pop is None:
+        return []
+    return [
+        ("POP deliveries (redeliveries)", f"{pop.deliveries} ({pop.redeliveries})"),
+        (
+            "POP acks ok, refused, unknown",
+            f"{pop.acks_ok}, {pop.acks_refused}, {pop.acks_unknown}",
+        ),
+        ("POP delivered after an ok ack", str(pop.after_ack)),
+        ("POP dead letters", str(pop.dead_letters)),
+        ("POP acked, never delivered", str(pop.undelivered)),
+        ("POP attempts backwards / too many", str(pop.bad_attempts)),
+    ]
+
+
 def format_report(report: Report) -> str:
     """The result table, then the violations (the first ``MAX_SHOWN``)."""
     down = sum(end - start for start, end in report.windows)
@@ -378,6 +402,7 @@ def format_report(report: Report) -> str:
             "offset commits, queries (bad)",
             f"{report.offset_commits}, {report.offset_queries} ({report.bad_offsets})",
         ),
+        *_pop_rows(report.pop),
         ("faults", faults or "none"),
         (
             "unavailability windows",

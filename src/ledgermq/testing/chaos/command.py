@@ -85,6 +85,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "per second of run at the default load: use 4096 for an hour)",
     )
     parser.add_argument(
+        "--pop-receivers",
+        type=int,
+        default=3,
+        help="POP receivers of the run's POP group (0: no POP consumption; default %(default)s)",
+    )
+    parser.add_argument(
         "--inject-bug",
         choices=sorted(BUGS),
         help="run the brokers with a bug put in on purpose (the checker must catch it)",
@@ -109,6 +115,7 @@ def cmd_run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         namesrvs=args.namesrvs,
         groups=args.groups,
         disk_mib=args.disk_mib,
+        pop_receivers=args.pop_receivers,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

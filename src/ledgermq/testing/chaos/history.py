@@ -23,6 +23,9 @@ __all__ = [
     "LiveRead",
     "OffsetOp",
     "Outcome",
+    "PopAck",
+    "PopDeadLetter",
+    "PopDelivery",
     "ReadMessage",
     "SendOp",
     "message_body",
@@ -127,6 +130,52 @@ class OffsetOp:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class PopDelivery:
+    """One message a POP receiver of the run's POP group got: the receive was invoked at
+    ``invoke_ms`` and answered at ``complete_ms``; ``attempt`` 1 is the first delivery."""
+
+    receiver: int
+    invoke_ms: float
+    complete_ms: float
+    queue: int
+    offset: int
+    producer: int
+    seq: int
+    attempt: int
+    handle: str
+    msg_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PopAck:
+    """One ack of a POP delivery (by its ``handle``), and how it ended: ``OK`` (answered
+    SUCCESS: the message is done for the group), ``FAILED`` (refused: a stale handle, not the
+    master; shown as "refused") or ``UNKNOWN`` (a timeout, a lost connection, "not committed
+    in time": it may have taken effect)."""
+
+    receiver: int
+    invoke_ms: float
+    complete_ms: float
+    queue: int
+    offset: int
+    producer: int
+    seq: int
+    handle: str
+    outcome: Outcome
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PopDeadLetter:
+    """A message of the topic found in the POP group's ``%DLQ%`` topic after healing;
+    ``origin_msg_id`` is the id of the message it copies (``ORIGIN_MESSAGE_ID``)."""
+
+    producer: int
+    seq: int
+    origin_msg_id: str = ""
+
+
 def message_body(producer: int, seq: int, pad: int = 0) -> bytes:
     """The body that names a message: ``chaos:<producer>:<seq>:`` then ``pad`` dots."""
     return f"{_BODY_PREFIX}:{producer}:{seq}:".encode() + b"." * pad
@@ -169,6 +218,14 @@ class History:
     final_offsets: dict[int, int] = field(default_factory=dict)
     """Queue -> the reader group's committed offset as the master answers after healing (-1:
     none, or no answer)."""
+    pop_deliveries: list[PopDelivery] = field(default_factory=list)
+    """Every message the POP group's receivers got, redeliveries included."""
+    pop_acks: list[PopAck] = field(default_factory=list)
+    """Every ack the POP receivers sent, with its outcome."""
+    pop_dead_letters: list[PopDeadLetter] = field(default_factory=list)
+    """The workload's messages in the POP group's ``%DLQ%`` topic after healing."""
+    pop_max_attempts: int = 0
+    """The POP group's ``retryMaxTimes`` (0: the run had no POP group)."""
     queues: int = 0
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -200,12 +257,14 @@ class History:
 
     def write_jsonl(self, path: Path) -> None:
         """One JSON object a line: a header, then sends, faults, reads, consumed messages,
-        the pull reader's messages and offset requests."""
+        the pull reader's messages and offset requests, the POP group's deliveries, acks and
+        dead letters."""
         with path.open("w") as out:
             head = {
                 "type": "run",
                 "seed": self.seed,
                 "queues": self.queues,
+                "pop_max_attempts": self.pop_max_attempts,
                 "notes": self.notes,
                 "problems": self.problems,
             }
@@ -239,6 +298,13 @@ class History:
             for queue, offset in sorted(self.final_offsets.items()):
                 out.write(json.dumps({"type": "final_offset", "queue": queue, "offset": offset}))
                 out.write("\n")
+            for delivery in self.pop_deliveries:
+                out.write(json.dumps({"type": "pop_delivery", **asdict(delivery)}) + "\n")
+            for ack in self.pop_acks:
+                row = {"type": "pop_ack", **asdict(ack), "outcome": ack.outcome.value}
+                out.write(json.dumps(row) + "\n")
+            for letter in self.pop_dead_letters:
+                out.write(json.dumps({"type": "pop_dead_letter", **asdict(letter)}) + "\n")
 
     @classmethod
     def read_jsonl(cls, path: Path) -> History:
@@ -251,6 +317,7 @@ class History:
                 history.seed, history.queues = row["seed"], row["queues"]
                 history.notes = list(row["notes"])
                 history.problems = list(row.get("problems", []))
+                history.pop_max_attempts = int(row.get("pop_max_attempts", 0))
             elif kind == "send":
                 row["outcome"] = Outcome(row["outcome"])
                 history.sends.append(SendOp(**row))
@@ -275,4 +342,11 @@ class History:
                 history.offset_ops.append(OffsetOp(**row))
             elif kind == "final_offset":
                 history.final_offsets[row["queue"]] = row["offset"]
+            elif kind == "pop_delivery":
+                history.pop_deliveries.append(PopDelivery(**row))
+            elif kind == "pop_ack":
+                row["outcome"] = Outcome(row["outcome"])
+                history.pop_acks.append(PopAck(**row))
+            elif kind == "pop_dead_letter":
+                history.pop_dead_letters.append(PopDeadLetter(**row))
         return history

@@ -36,6 +36,7 @@ from ledgermq.testing.chaos.nemesis import (
     Nemesis,
 )
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.pop_workload import MAX_ATTEMPTS, PopGroup, read_dlq
 from ledgermq.testing.chaos.reader import PullReader, final_offsets
 from ledgermq.testing.chaos.timeline import write_timeline
 from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica, run_as_client
@@ -49,6 +50,7 @@ TOPIC: Final = "ChaosTopic"
 BUGS: Final = {
     "ack-before-commit": "ledgermq.testing.chaos.buggy_broker",
     "follower-ack-before-store": "ledgermq.testing.chaos.buggy_follower",
+    "pop-ack-before-commit": "ledgermq.testing.chaos.buggy_pop",
 }
 """Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
 _SETTLE_S: Final = 30.0
@@ -84,6 +86,8 @@ class RunOptions:
     """Size of each replica's loop disk (disk faults only). Small, so a full disk comes fast;
     a run that writes more than it holds has retention delete acknowledged messages on every
     replica, which leaves them unverifiable (``checker`` rule 1): size it to the volume."""
+    pop_receivers: int = 3
+    """POP receivers of the run's POP group (``pop_workload``); 0: no POP group."""
 
 
 @dataclass
@@ -114,6 +118,8 @@ def replay_command(options: RunOptions, faults: Sequence[str]) -> str:
         words += ["--groups", str(options.groups)]
     if options.disk_mib != DEFAULT_DISK_MIB:
         words += ["--disk-mib", str(options.disk_mib)]
+    if options.pop_receivers != RunOptions.pop_receivers:
+        words += ["--pop-receivers", str(options.pop_receivers)]
     if options.inject_bug:
         words += ["--inject-bug", options.inject_bug]
     return " ".join(words)
@@ -214,54 +220,98 @@ def _exercise(
         unsafe=options.unsafe,
         overlap=options.overlap,
     )
-    workload.start()
-    try:
-        nemesis.run(options.duration_s)
-        _await_recovery(workload, nemesis.now_ms(), log, nemesis.supervise)
-    finally:
-        workload.stop()
-        history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
-        history.faults = nemesis.faults
-        history.live_reads = list(reader.reads)
-        history.offset_ops = sorted(reader.offset_ops, key=lambda op: op.invoke_ms)
-        history.notes += workload.errors + reader.errors
-    log(f"healed; {len(history.sends)} sends; reading every replica")
-    for group in cluster.groups:
-        try:
-            cluster.wait_master(group, timeout_s=_SETTLE_S)
-        except AssertionError as exc:  # a liveness failure: judged with everything else
-            history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
-            log(f"no master after healing; its views and log tails:\n{exc}")
-    history.replica_groups = {
-        replica_name(group, node): index
-        for index, group in enumerate(cluster.groups)
-        for node in cluster.nodes
-    }
-    found, history.replica_errors, history.replica_first = _read_replicas(
-        cluster, options.queues, nemesis.supervise
-    )
-    history.replica_reads = found
-    history.notes += [f"supervisor: {line}" for line in nemesis.exits]
-    expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
-    for reads in history.replica_reads.values():
-        expected |= {(read.producer, read.seq) for read in reads}
-    expected -= history.expired_messages()  # retention deleted them somewhere: maybe unreadable
-    agreed = not history.replica_errors and _agree(
-        history.replica_reads, history.replica_first, history.replica_groups
-    )
-    wait_s = _CONSUME_S if agreed else _CONSUME_INVALID_S
-    log(f"consuming {len(expected)} distinct messages with a push consumer group")
-    history.consumed = run_as_client(
-        cluster.client_namespace,
-        lambda: consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=wait_s),
-    )
-    try:
-        history.final_offsets = run_as_client(
-            cluster.client_namespace, lambda: final_offsets(cluster.namesrv_addr, TOPIC)
+    pop = None
+    if options.pop_receivers > 0:
+        pop = PopGroup(
+            cluster.namesrv_addr,
+            TOPIC,
+            origin=origin,
+            namespace=cluster.client_namespace,
+            receivers=options.pop_receivers,
         )
-    except LedgerMQError as exc:
-        history.problems.append(f"the pull reader's offsets could not be read after healing: {exc}")
+    try:
+        workload.start()
+        try:
+            if pop is not None:
+                pop.start()
+            nemesis.run(options.duration_s)
+            _await_recovery(workload, nemesis.now_ms(), log, nemesis.supervise)
+        finally:
+            workload.stop()
+            history.sends = sorted(workload.sends, key=lambda op: op.invoke_ms)
+            history.faults = nemesis.faults
+            history.live_reads = list(reader.reads)
+            history.offset_ops = sorted(reader.offset_ops, key=lambda op: op.invoke_ms)
+            history.notes += workload.errors + reader.errors
+        log(f"healed; {len(history.sends)} sends; reading every replica")
+        for group in cluster.groups:
+            try:
+                cluster.wait_master(group, timeout_s=_SETTLE_S)
+            except AssertionError as exc:  # a liveness failure: judged with everything else
+                history.problems.append(f"after healing: {str(exc).splitlines()[0]}")
+                log(f"no master after healing; its views and log tails:\n{exc}")
+        history.replica_groups = {
+            replica_name(group, node): index
+            for index, group in enumerate(cluster.groups)
+            for node in cluster.nodes
+        }
+        found, history.replica_errors, history.replica_first = _read_replicas(
+            cluster, options.queues, nemesis.supervise
+        )
+        history.replica_reads = found
+        history.notes += [f"supervisor: {line}" for line in nemesis.exits]
+        expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
+        for reads in history.replica_reads.values():
+            expected |= {(read.producer, read.seq) for read in reads}
+        expected -= history.expired_messages()  # retention deleted them somewhere: maybe unreadable
+        agreed = not history.replica_errors and _agree(
+            history.replica_reads, history.replica_first, history.replica_groups
+        )
+        wait_s = _CONSUME_S if agreed else _CONSUME_INVALID_S
+        log(f"consuming {len(expected)} distinct messages with a push consumer group")
+        history.consumed = run_as_client(
+            cluster.client_namespace,
+            lambda: consume_all(cluster.namesrv_addr, TOPIC, expected, timeout_s=wait_s),
+        )
+        try:
+            history.final_offsets = run_as_client(
+                cluster.client_namespace, lambda: final_offsets(cluster.namesrv_addr, TOPIC)
+            )
+        except LedgerMQError as exc:
+            history.problems.append(
+                f"the pull reader's offsets could not be read after healing: {exc}"
+            )
+        if pop is not None:
+            _drain_pop(pop, cluster, expected, wait_s, history, log)
+    finally:
+        if pop is not None:
+            pop.stop()  # a no-op after the drain; stops the receivers when the run failed
     return history
+
+
+def _drain_pop(
+    pop: PopGroup,
+    cluster: ChaosCluster,
+    expected: set[tuple[int, int]],
+    wait_s: float,
+    history: History,
+    log: Callable[[str], None],
+) -> None:
+    """Let the POP receivers drain ``expected`` (they ran on through the healing), stop them,
+    read the group's %DLQ% and put their record in ``history``."""
+    held = {(r.producer, r.seq) for reads in history.replica_reads.values() for r in reads}
+    log(f"draining the POP group ({len(pop.deliveries)} deliveries so far)")
+    # What no healed replica holds cannot come (rule 1 already names it): no wait for it.
+    if not pop.drain(expected & held, wait_s):
+        log(f"the POP group did not drain within {wait_s:g} s")
+    history.pop_max_attempts = MAX_ATTEMPTS
+    history.pop_deliveries = sorted(pop.deliveries, key=lambda d: d.invoke_ms)
+    history.pop_acks = sorted(pop.acks, key=lambda a: a.invoke_ms)
+    history.notes += pop.errors
+    try:
+        history.pop_dead_letters = read_dlq(cluster.namesrv_addr, cluster.client_namespace)
+    except LedgerMQError as exc:
+        history.problems.append(f"the POP group's %DLQ% could not be read after healing: {exc}")
 
 
 def _await_recovery(
