@@ -16,9 +16,14 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.errors import NotStoredError, ServiceError, UnavailableError
+from ledgermq.broker.errors import (
+    MaybeStoredError,
+    NotStoredError,
+    ServiceError,
+    UnavailableError,
+)
 from ledgermq.broker.state.metadata import commit_offsets_op, encode_op
-from ledgermq.errors import LedgerMQError
+from ledgermq.errors import LedgerMQError, OutcomeUnknownError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -129,6 +134,13 @@ class MetadataWriter:
 
 
 def _not_stored(exc: LedgerMQError) -> ServiceError:
+    """The answer for a change the ledger did not acknowledge. A refusal stored nothing; an
+    unknown outcome (a term change or timeout before the quorum) may still commit, and saying
+    "not stored" then would be false: it is ``MaybeStoredError``, as a send answers the same
+    case (found by the chaos suite's POP work: an ack told "not stored" could have taken
+    effect)."""
+    if isinstance(exc, OutcomeUnknownError):
+        return MaybeStoredError(f"the change may or may not have been stored: {exc}")
     if exc.retriable:
         return UnavailableError(f"the change was not stored: {exc}")
     return NotStoredError(f"the change was not stored: {exc}")
