@@ -23,7 +23,7 @@ from ledgermq.errors import ConfigError
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net.tls import ClientAuth, TlsMode, TlsServerConfig, tls_server_from_properties
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
-from ledgermq.proxy.servicer import address_scheme
+from ledgermq.proxy.route_answers import address_scheme
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
 from tests.proxy.test_grpc_acl import ACL, _metadata

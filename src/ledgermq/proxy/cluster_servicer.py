@@ -53,11 +53,17 @@ from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grp
 from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_status import remote_status
-from ledgermq.proxy.servicer import address_scheme
+from ledgermq.proxy.route_answers import (
+    assignments,
+    broker_at,
+    peer_address,
+    route_queues,
+    server_settings,
+)
 from ledgermq.proxy.status import Code, not_implemented, ok, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_properties, decode_records
-from ledgermq.wire.route import is_readable, is_writable
+from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -84,9 +90,6 @@ _DEFAULT_DEADLINE_S: Final = 3.0
 """How long a forwarded call may take when the client set no deadline (its usual timeout)."""
 _MARGIN_S: Final = 0.2
 """Answered this long before the client's deadline, so the client reads our status."""
-_MAX_ATTEMPTS: Final = 3
-_LONG_POLLING_S: Final = 20
-_RECEIVE_BATCH: Final = 32
 _MAX_BODY: Final = 4 * 1024 * 1024
 _ALL_TYPES: Final = (
     definition_pb2.NORMAL,
@@ -211,41 +214,19 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             if self._check_type
             else _ALL_TYPES
         )
-        queues = []
-        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-            broker = self._broker(data.broker_name)
-            both = min(data.read_queue_nums, data.write_queue_nums)
-            for queue_id in range(max(data.read_queue_nums, data.write_queue_nums)):
-                # as the Java proxy's RouteActivity: the surplus of one kind gets that kind
-                if queue_id < both:
-                    perm = data.perm
-                elif data.read_queue_nums > data.write_queue_nums:
-                    perm = data.perm & 4
-                else:
-                    perm = data.perm & 2
-                queues.append(
-                    definition_pb2.MessageQueue(
-                        topic=definition_pb2.Resource(name=topic),
-                        id=queue_id,
-                        permission=_permission(perm),
-                        broker=broker,
-                        accept_message_types=accepted,
-                    )
-                )
+        queues = route_queues(
+            topic,
+            sorted(route.queue_datas, key=lambda q: q.broker_name),
+            self._broker,
+            accepted,
+        )
         if not queues:
             return [], status(Code.TOPIC_NOT_FOUND, f"topic {topic} has no queue on any broker")
         return queues, ok()
 
     def _broker(self, name: str) -> definition_pb2.Broker:
-        host, port = self._endpoint.host, self._endpoint.port
-        return definition_pb2.Broker(
-            name=name,
-            id=0,
-            endpoints=definition_pb2.Endpoints(
-                scheme=address_scheme(host),
-                addresses=[definition_pb2.Address(host=host, port=port)],
-            ),
-        )
+        """Every broker group is reached through this proxy (cluster mode)."""
+        return broker_at(name, self._endpoint.host, self._endpoint.port)
 
     async def QueryRoute(  # noqa: N802 - the generated servicer's names
         self, request: service_pb2.QueryRouteRequest, context: Context
@@ -265,22 +246,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         queues, answer = await self._queues(request.topic.name)
         if answer.code != Code.OK:
             return service_pb2.QueryAssignmentResponse(status=answer)
-        assignments = []
-        seen: set[str] = set()
-        for queue in queues:
-            readable = queue.permission in (definition_pb2.READ, definition_pb2.READ_WRITE)
-            if not readable or queue.broker.name in seen:
-                continue
-            seen.add(queue.broker.name)
-            any_queue = definition_pb2.MessageQueue()
-            any_queue.CopyFrom(queue)
-            any_queue.id = -1
-            assignments.append(definition_pb2.Assignment(message_queue=any_queue))
-        if not assignments:
-            return service_pb2.QueryAssignmentResponse(
-                status=status(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
-            )
-        return service_pb2.QueryAssignmentResponse(status=ok(), assignments=assignments)
+        return assignments(request.topic.name, queues)
 
     # ------------------------------------------------------------------ clients
     async def Heartbeat(  # noqa: N802
@@ -337,14 +303,14 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
                 await reader
 
     async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
-        settings = _server_settings(client)
+        fifo = False
         if client.HasField("subscription"):
             topics = [e.topic.name for e in client.subscription.subscriptions if e.topic.name]
             group = client.subscription.group.name
-            settings.subscription.fifo = bool(topics and group) and await self._orderly(
-                group, topics[0]
-            )
-        return settings
+            fifo = bool(topics and group) and await self._orderly(group, topics[0])
+        return server_settings(
+            client, max_body_size=_MAX_BODY, validate_message_type=True, fifo=fifo
+        )
 
     async def _orderly(self, group: str, topic: str) -> bool:
         """Whether subscription group ``group`` consumes in order (``consumeMessageOrderly``,
@@ -675,36 +641,6 @@ def handle_broker(handle: str) -> str | None:
     return fields[5]
 
 
-def _server_settings(client: definition_pb2.Settings) -> definition_pb2.Settings:
-    settings = definition_pb2.Settings()
-    settings.CopyFrom(client)
-    backoff = settings.backoff_policy
-    backoff.max_attempts = _MAX_ATTEMPTS
-    exponential = backoff.exponential_backoff
-    exponential.initial.FromMilliseconds(10)
-    exponential.max.FromMilliseconds(1000)
-    exponential.multiplier = 2.0
-    if client.client_type == definition_pb2.PRODUCER:
-        settings.publishing.max_body_size = _MAX_BODY
-        settings.publishing.validate_message_type = True
-    elif client.HasField("subscription"):
-        settings.subscription.receive_batch_size = _RECEIVE_BATCH
-        settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
-    return settings
-
-
-def _permission(perm: int) -> definition_pb2.Permission.ValueType:
-    if is_readable(perm) and is_writable(perm):
-        return definition_pb2.READ_WRITE
-    if is_readable(perm):
-        return definition_pb2.READ
-    if is_writable(perm):
-        return definition_pb2.WRITE
-    return definition_pb2.NONE
-
-
 def _peer_host(context: Context) -> str:
     """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1``."""
-    peer = context.peer() or ""
-    _, _, address = peer.partition(":")
-    return (address or peer).rpartition(":")[0]
+    return peer_address(context).rpartition(":")[0]

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import ipaddress
 import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
@@ -47,11 +46,17 @@ from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
+from ledgermq.proxy.route_answers import (
+    assignments,
+    broker_at,
+    peer_address,
+    route_queues,
+    server_settings,
+)
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
 from ledgermq.proxy.transactions import TelemetryProducers, end_request, transaction_id
 from ledgermq.wire import MQRequestCode, MQResponseCode
-from ledgermq.wire.route import is_readable, is_writable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -60,7 +65,6 @@ if TYPE_CHECKING:
 
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
-    from ledgermq.proxy.routes import Endpoint
     from ledgermq.security import AclGate
 
     Context = grpc.aio.ServicerContext[Any, Any]
@@ -105,10 +109,6 @@ def _internal_error_answered(
     return wrap
 
 
-_MAX_ATTEMPTS: Final = 3
-"""Send attempts a producer is told to make (RocketMQ's proxy default, ``maxAttempts``)."""
-_LONG_POLLING_S: Final = 20
-_RECEIVE_BATCH: Final = 32
 _PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
 
 
@@ -148,7 +148,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
         }
         decision = self._acl.check_grpc(
-            self._real_peer(_peer_address(context)),
+            self._real_peer(peer_address(context)),
             metadata,
             request,
             needs or Needs(),
@@ -177,32 +177,12 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         if not self._state.config.enable_topic_message_type_check:
             kind = TopicMessageType.MIXED  # every type goes
         accepted = accepted_message_types(kind)
-        queues = []
-        for data in route.queue_datas:
-            endpoint = endpoints.get(data.broker_name)
-            if endpoint is None:
-                continue  # no master now, or one without a gRPC door
-            broker = _broker(data.broker_name, endpoint)
-            both = min(data.read_queue_nums, data.write_queue_nums)
-            total = max(data.read_queue_nums, data.write_queue_nums)
-            for queue_id in range(total):
-                # The Java proxy's RouteActivity: queues read and written get the topic's
-                # permission; the surplus of one kind gets that kind alone.
-                if queue_id < both:
-                    perm = _permission(data.perm)
-                elif data.read_queue_nums > data.write_queue_nums:
-                    perm = _permission(data.perm & 4)
-                else:
-                    perm = _permission(data.perm & 2)
-                queues.append(
-                    definition_pb2.MessageQueue(
-                        topic=definition_pb2.Resource(name=topic),
-                        id=queue_id,
-                        permission=perm,
-                        broker=broker,
-                        accept_message_types=accepted,
-                    )
-                )
+
+        def broker_of(name: str) -> definition_pb2.Broker | None:
+            endpoint = endpoints.get(name)  # None: no master now, or one without a gRPC door
+            return None if endpoint is None else broker_at(name, endpoint.host, endpoint.port)
+
+        queues = route_queues(topic, route.queue_datas, broker_of, accepted)
         if not queues:
             return [], status(
                 Code.TOPIC_NOT_FOUND,
@@ -231,22 +211,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         queues, answer = await self._route_queues(request.topic.name)
         if answer.code != Code.OK:
             return service_pb2.QueryAssignmentResponse(status=answer)
-        assignments = []
-        seen: set[str] = set()
-        for queue in queues:
-            readable = queue.permission in (definition_pb2.READ, definition_pb2.READ_WRITE)
-            if not readable or queue.broker.name in seen:
-                continue
-            seen.add(queue.broker.name)
-            any_queue = definition_pb2.MessageQueue()
-            any_queue.CopyFrom(queue)
-            any_queue.id = -1
-            assignments.append(definition_pb2.Assignment(message_queue=any_queue))
-        if not assignments:
-            return service_pb2.QueryAssignmentResponse(
-                status=status(Code.FORBIDDEN, f"topic {request.topic.name} has no readable queue")
-            )
-        return service_pb2.QueryAssignmentResponse(status=ok(), assignments=assignments)
+        return assignments(request.topic.name, queues)
 
     # ------------------------------------------------------------------ clients
     async def Heartbeat(  # noqa: N802
@@ -308,27 +273,16 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 await reader
 
     def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
-        settings = definition_pb2.Settings()
-        settings.CopyFrom(client)
-        backoff = settings.backoff_policy
-        backoff.max_attempts = _MAX_ATTEMPTS
-        exponential = backoff.exponential_backoff
-        exponential.initial.FromMilliseconds(10)
-        exponential.max.FromMilliseconds(1000)
-        exponential.multiplier = 2.0
-        if client.client_type == definition_pb2.PRODUCER:
-            settings.publishing.max_body_size = self._state.config.max_message_size
-            settings.publishing.validate_message_type = (
-                self._state.config.enable_topic_message_type_check
-            )
-        elif client.HasField("subscription"):
-            # The Java proxy's mergeSubscriptionData: a group with consumeMessageOrderly is a
-            # FIFO group (its PushConsumer then consumes each message group in order).
-            group = self._state.metadata.groups.get(client.subscription.group.name)
-            settings.subscription.fifo = group is not None and group.consume_message_orderly
-            settings.subscription.receive_batch_size = _RECEIVE_BATCH
-            settings.subscription.long_polling_timeout.FromSeconds(_LONG_POLLING_S)
-        return settings
+        config = self._state.config
+        # The Java proxy's mergeSubscriptionData: a group with consumeMessageOrderly is a FIFO
+        # group (its PushConsumer then consumes each message group in order).
+        group = self._state.metadata.groups.get(client.subscription.group.name)
+        return server_settings(
+            client,
+            max_body_size=config.max_message_size,
+            validate_message_type=config.enable_topic_message_type_check,
+            fifo=group is not None and group.consume_message_orderly,
+        )
 
     # ------------------------------------------------------------------ send
     @_internal_error_answered(service_pb2.SendMessageResponse)
@@ -344,7 +298,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             return service_pb2.SendMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no message")
             )
-        peer = self._real_peer(_peer_address(context))
+        peer = self._real_peer(peer_address(context))
         entries = []
         first_failure: definition_pb2.Status | None = None
         for message in request.messages:
@@ -605,43 +559,3 @@ _FORWARDED_CODES: Final[dict[int, definition_pb2.Code.ValueType]] = {
 }
 """A forwarded remoting answer's code -> the status code (``broker.remoting.errors``'s table,
 read backwards, for what a recall can answer)."""
-
-
-def _broker(name: str, endpoint: Endpoint) -> definition_pb2.Broker:
-    return definition_pb2.Broker(
-        name=name,
-        id=0,
-        endpoints=definition_pb2.Endpoints(
-            scheme=address_scheme(endpoint.host),
-            addresses=[definition_pb2.Address(host=endpoint.host, port=endpoint.port)],
-        ),
-    )
-
-
-def address_scheme(host: str) -> definition_pb2.AddressScheme.ValueType:
-    """The v2 scheme of an endpoint's host: ``IPv4`` / ``IPv6`` for addresses, ``DOMAIN_NAME``
-    for a name (a ``brokerIP1`` such as ``broker-a.example.com``). The clients dial
-    ``ipv4:`` / ``ipv6:`` / ``dns:`` targets by it, and over TLS check the server's certificate
-    against that host: a name labelled IPv4 would be dialled as an address and fail."""
-    try:
-        parsed = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return definition_pb2.DOMAIN_NAME
-    return definition_pb2.IPv4 if parsed.version == 4 else definition_pb2.IPv6
-
-
-def _permission(perm: int) -> definition_pb2.Permission.ValueType:
-    if is_readable(perm) and is_writable(perm):
-        return definition_pb2.READ_WRITE
-    if is_readable(perm):
-        return definition_pb2.READ
-    if is_writable(perm):
-        return definition_pb2.WRITE
-    return definition_pb2.NONE
-
-
-def _peer_address(context: Context) -> str:
-    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1:5555`` (``ipv6:[::1]:5555`` -> ``[::1]:5555``)."""
-    peer = context.peer() or ""
-    _, _, address = peer.partition(":")
-    return address or peer
