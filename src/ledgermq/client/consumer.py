@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ledgermq import __version__
 from ledgermq.client import trace
+from ledgermq.client._group_client import GroupClient
 from ledgermq.client._queue_api import (
     PullResult,
     PullStatus,
@@ -132,7 +133,7 @@ Listener: TypeAlias = (
 
 
 # ====================================================================== pull consumer
-class PullConsumer:
+class PullConsumer(GroupClient):
     """A consumer whose caller chooses queues and offsets (RocketMQ's ``DefaultMQPullConsumer``).
 
     Every method talks to the broker of the queue's group (master, or a slave for reads while
@@ -147,54 +148,6 @@ class PullConsumer:
         tls: dial the NameServers and brokers with TLS (``TlsClientConfig``: the CA to
             trust, a client certificate for mutual TLS); None: plain connections.
     """
-
-    def __init__(
-        self,
-        group: str,
-        namesrv_addr: str,
-        *,
-        request_timeout_s: float = 3.0,
-        network: Network | None = None,
-        client_id: str | None = None,
-        instance_name: str | None = None,
-        clock: Clock | None = None,
-        credentials: Credentials | None = None,
-        tls: TlsClientConfig | None = None,
-        route_refresh_interval_s: float = 30.0,
-    ) -> None:
-        if not group:
-            raise ConfigError("the consumer group must not be empty")
-        self.group = group
-        self.request_timeout_s = request_timeout_s
-        self._client = ClientInstance(
-            namesrv_addr,
-            credentials=credentials,
-            tls=tls,
-            client_id=client_id,
-            instance_name=instance_name,
-            network=network,
-            clock=clock,
-            request_timeout_s=request_timeout_s,
-            route_refresh_interval_s=route_refresh_interval_s,
-        )
-        self._api = QueueApi(self._client, group)
-
-    @property
-    def client_id(self) -> str:
-        return self._client.client_id
-
-    async def start(self) -> None:
-        await self._client.start(background=False)
-
-    async def shutdown(self) -> None:
-        await self._client.close()
-
-    async def __aenter__(self) -> PullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic``, sorted (looked up at the NameServer now)."""

@@ -19,19 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.client._queue_api import QueueApi
-from ledgermq.client._remoting import ClientInstance
+from ledgermq.client._group_client import GroupClient
 from ledgermq.client._routing import MessageQueue, subscribe_queues
-from ledgermq.errors import ConfigError
 from ledgermq.wire import MQRequestCode, MQResponseCode, decode_records
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
-    from ledgermq.client.credentials import Credentials
-    from ledgermq.clock import Clock
-    from ledgermq.net import Network
-    from ledgermq.net.tls import TlsClientConfig
     from ledgermq.wire import MessageExt
 
 __all__ = ["POP_CK", "PopConsumer", "PopReceiveResult", "PoppedMessage"]
@@ -78,7 +70,7 @@ def handle_position(handle: str) -> tuple[str, int, int]:
     return fields[5], int(fields[6]), int(fields[7])
 
 
-class PopConsumer:
+class PopConsumer(GroupClient):
     """A consumer group's POP door (module docstring).
 
     Args:
@@ -88,55 +80,6 @@ class PopConsumer:
         network, client_id, instance_name, clock, credentials, tls,
         route_refresh_interval_s: see ``ClientInstance``.
     """
-
-    def __init__(
-        self,
-        group: str,
-        namesrv_addr: str,
-        *,
-        request_timeout_s: float = 3.0,
-        network: Network | None = None,
-        client_id: str | None = None,
-        instance_name: str | None = None,
-        clock: Clock | None = None,
-        credentials: Credentials | None = None,
-        tls: TlsClientConfig | None = None,
-        route_refresh_interval_s: float = 30.0,
-    ) -> None:
-        if not group:
-            raise ConfigError("the consumer group must not be empty")
-        self.group = group
-        self.request_timeout_s = request_timeout_s
-        self._client = ClientInstance(
-            namesrv_addr,
-            credentials=credentials,
-            tls=tls,
-            client_id=client_id,
-            instance_name=instance_name,
-            network=network,
-            clock=clock,
-            request_timeout_s=request_timeout_s,
-            route_refresh_interval_s=route_refresh_interval_s,
-        )
-        self._api = QueueApi(self._client, group)
-
-    async def start(self) -> None:
-        await self._client.start(background=False)
-
-    async def shutdown(self) -> None:
-        await self._client.close()
-
-    async def __aenter__(self) -> PopConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     async def broker_names(self, topic: str) -> list[str]:
         """The broker groups with readable queues of ``topic`` (looked up at the NameServer
