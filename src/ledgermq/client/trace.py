@@ -14,12 +14,12 @@ records they are dropped (counted in ``dropped``) and a warning logged.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ledgermq.errors import LedgerMQError
+from ledgermq.net.trace_batches import TraceBatches
 from ledgermq.wire.trace import (
     TRACE_TOPIC,
     TraceEvent,
@@ -47,10 +47,6 @@ __all__ = [
 
 logger = logging.getLogger("ledgermq.client")
 
-_BATCH_RECORDS: Final = 100
-_BATCH_WAIT_S: Final = 0.2
-_QUEUE_LIMIT: Final = 20_000
-
 
 def dispatcher(trace_topic: str, namesrv_addr: str, **client_options: Any) -> TraceDispatcher:
     """A dispatcher whose internal producer (group ``_INNER_TRACE_PRODUCER-<topic>``, as
@@ -75,60 +71,37 @@ class TraceDispatcher:
         self.trace_topic = trace_topic
         self._make_producer = make_producer
         self._producer: Producer | None = None
-        self._pending: list[tuple[str, str]] = []
-        """(record, msg id) not sent yet."""
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.sent = 0
-        self.dropped = 0
+        self._batches = TraceBatches(trace_topic, self._send)
+
+    @property
+    def sent(self) -> int:
+        """Records sent to the trace topic."""
+        return self._batches.stored
+
+    @property
+    def dropped(self) -> int:
+        """Records dropped (the queue was full, or their batch could not be sent)."""
+        return self._batches.dropped
 
     def submit(self, record: str, msg_id: str) -> None:
         """Queue a record (never blocks; past the queue limit it is dropped and counted)."""
-        if len(self._pending) >= _QUEUE_LIMIT:
-            self.dropped += 1
-            return
-        self._pending.append((record, msg_id))
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"trace to {self.trace_topic}"
-            )
-        if len(self._pending) >= _BATCH_RECORDS:
-            self._wake.set()
+        self._batches.submit(record, msg_id)
 
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), _BATCH_WAIT_S)
-            self._wake.clear()
-            await self.flush()
+    async def _send(self, body: bytes, keys: list[str]) -> None:
+        """One trace message through the internal producer, started on first use."""
+        if self._producer is None:
+            self._producer = self._make_producer()
+            await self._producer.start()
+        await self._producer.send(self.trace_topic, body, keys=keys)
 
     async def flush(self) -> None:
         """Send what is queued now (one trace message per up to 100 records)."""
-        while self._pending:
-            batch, self._pending = self._pending[:_BATCH_RECORDS], self._pending[_BATCH_RECORDS:]
-            body = "".join(record for record, _ in batch).encode()
-            keys = sorted({msg_id for _, msg_id in batch if msg_id})
-            try:
-                if self._producer is None:
-                    self._producer = self._make_producer()
-                    await self._producer.start()
-                await self._producer.send(self.trace_topic, body, keys=keys)
-                self.sent += len(batch)
-            except LedgerMQError as exc:
-                self.dropped += len(batch)
-                logger.warning(
-                    "%d trace records for %s dropped: %s", len(batch), self.trace_topic, exc
-                )
+        await self._batches.flush()
 
     async def close(self) -> None:
         """Send what is left, then stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
         with contextlib.suppress(LedgerMQError):
-            await self.flush()
+            await self._batches.close()
         if self._producer is not None:
             await self._producer.shutdown()
             self._producer = None

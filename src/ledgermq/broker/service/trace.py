@@ -16,15 +16,13 @@ one ``is None`` test per call.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import InvalidHandleError
 from ledgermq.broker.service.pop import PopHandle
 from ledgermq.broker.service.send import SendRequest
-from ledgermq.errors import LedgerMQError
+from ledgermq.net.trace_batches import TraceBatches
 from ledgermq.wire import MessageProperty, encode_properties
 from ledgermq.wire.trace import pub, sub_after, sub_before
 
@@ -37,9 +35,6 @@ __all__ = ["BrokerTracer"]
 
 _log = logging.getLogger(__name__)
 
-_BATCH_RECORDS: Final = 100
-_BATCH_WAIT_S: Final = 0.2
-_QUEUE_LIMIT: Final = 20_000
 _CONSUMED_OK: Final = 0
 """``SubAfter``'s context code for CONSUME_SUCCESS (RocketMQ's ``ConsumeReturnType.SUCCESS``)."""
 
@@ -57,12 +52,17 @@ class BrokerTracer:
         self.topic = topic
         self._state = state
         self._send = send
-        self._pending: list[tuple[str, str]] = []
-        """(record, message id) not stored yet."""
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.stored = 0
-        self.dropped = 0
+        self._batches = TraceBatches(topic, self._store)
+
+    @property
+    def stored(self) -> int:
+        """Records stored in the trace topic."""
+        return self._batches.stored
+
+    @property
+    def dropped(self) -> int:
+        """Records dropped (the queue was full, or the store refused their batch)."""
+        return self._batches.dropped
 
     def now_ms(self) -> int:
         return int(self._state.clock.wall_time_s() * 1000)
@@ -115,56 +115,30 @@ class BrokerTracer:
         self._submit(record, msg_id)
 
     def _submit(self, record: str, msg_id: str) -> None:
-        if len(self._pending) >= _QUEUE_LIMIT:
-            self.dropped += 1
-            return
-        self._pending.append((record, msg_id))
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"broker trace to {self.topic}"
-            )
-        if len(self._pending) >= _BATCH_RECORDS:
-            self._wake.set()
+        self._batches.submit(record, msg_id)
 
-    async def _run(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), _BATCH_WAIT_S)
-            self._wake.clear()
-            await self.flush()
+    async def _store(self, body: bytes, keys: list[str]) -> None:
+        """One trace message through the normal write path."""
+        request = SendRequest(
+            producer_group=f"_INNER_TRACE_PRODUCER-{self.topic}",
+            topic=self.topic,
+            default_topic=None,
+            default_topic_queue_nums=1,
+            queue_id=-1,
+            sys_flag=0,
+            born_timestamp=self.now_ms(),
+            flag=0,
+            properties=encode_properties({MessageProperty.KEYS: " ".join(keys)}),
+            reconsume_times=0,
+            max_reconsume_times=None,
+            batch=False,
+        )
+        await self._send.send(request, body, self._state.config.address)
 
     async def flush(self) -> None:
         """Store what is queued now: one trace message per up to 100 records."""
-        while self._pending:
-            batch, self._pending = self._pending[:_BATCH_RECORDS], self._pending[_BATCH_RECORDS:]
-            body = "".join(record for record, _ in batch).encode()
-            keys = " ".join(sorted({msg_id for _, msg_id in batch if msg_id}))
-            request = SendRequest(
-                producer_group=f"_INNER_TRACE_PRODUCER-{self.topic}",
-                topic=self.topic,
-                default_topic=None,
-                default_topic_queue_nums=1,
-                queue_id=-1,
-                sys_flag=0,
-                born_timestamp=self.now_ms(),
-                flag=0,
-                properties=encode_properties({MessageProperty.KEYS: keys}),
-                reconsume_times=0,
-                max_reconsume_times=None,
-                batch=False,
-            )
-            try:
-                await self._send.send(request, body, self._state.config.address)
-                self.stored += len(batch)
-            except LedgerMQError as exc:
-                self.dropped += len(batch)
-                _log.warning("%d trace records for %s dropped: %s", len(batch), self.topic, exc)
+        await self._batches.flush()
 
     async def close(self) -> None:
         """Store what is left (as far as the store still takes it), then stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self.flush()
+        await self._batches.close()
