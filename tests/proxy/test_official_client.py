@@ -157,8 +157,11 @@ class Driver:
             if pipe is not None:
                 pipe.close()
 
+    LOG = Path("logs/rocketmq_python/rocketmq_client.log")
+    """The client's log, under its ``HOME``; the last lines go into ``report``."""
+
     def report(self) -> str:
-        log = self.home / "logs" / "rocketmq_python" / "rocketmq_client.log"
+        log = self.home / self.LOG
         tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
         return (
             "stderr:\n"
@@ -282,6 +285,19 @@ def test_consumers_start_and_receive_nothing_from_an_empty_topic(
     assert outcome["push_startup"] == "ok", outcome
 
 
+def _sent(python: str, home: Path, endpoints: str, count: int) -> set[str]:
+    """The message ids of ``count`` messages the official producer sent to ``TOPIC``, each
+    acknowledged."""
+    producer = Driver(python, home, {"endpoints": endpoints, "topic": TOPIC, "count": count})
+    try:
+        producer.finish(60)
+    finally:
+        producer.close()
+    sent = {e["message_id"] for e in producer.of("sent")}
+    assert len(sent) == count, producer.report()
+    return sent
+
+
 def test_simple_consumer_receives_acks_and_changes_invisible_duration(
     broker_clusters: MakeCluster, tmp_path: Path
 ) -> None:
@@ -291,14 +307,7 @@ def test_simple_consumer_receives_acks_and_changes_invisible_duration(
     handle is accepted; afterwards nothing is left to receive."""
     python = client_python()
     _, endpoints = _cluster(broker_clusters)
-    producer = Driver(python, tmp_path / "producer", {"endpoints": endpoints, "topic": TOPIC,
-                                                       "count": 12})  # fmt: skip
-    try:
-        producer.finish(60)
-    finally:
-        producer.close()
-    sent = {e["message_id"] for e in producer.of("sent")}
-    assert len(sent) == 12, producer.report()
+    sent = _sent(python, tmp_path / "producer", endpoints, 12)
     consumer = Driver(
         python, tmp_path / "consumer",
         {"endpoints": endpoints, "topic": TOPIC, "group": "simple-g", "count": 12,
@@ -332,14 +341,7 @@ def test_push_consumer_consumes_and_redelivers_a_failure(
     ChangeInvisibleDuration with the server's backoff policy)."""
     python = client_python()
     _, endpoints = _cluster(broker_clusters)
-    producer = Driver(python, tmp_path / "producer", {"endpoints": endpoints, "topic": TOPIC,
-                                                       "count": 20})  # fmt: skip
-    try:
-        producer.finish(60)
-    finally:
-        producer.close()
-    sent = {e["message_id"] for e in producer.of("sent")}
-    assert len(sent) == 20, producer.report()
+    sent = _sent(python, tmp_path / "producer", endpoints, 20)
     consumer = Driver(
         python, tmp_path / "push",
         {"endpoints": endpoints.split(";")[0], "topic": TOPIC, "group": "push-g", "count": 20,

@@ -69,19 +69,11 @@ class NodeDriver(Driver):
     """``driver.js`` under node, its JSON lines collected as ``Driver`` does; the client's
     log is ``$HOME/logs/rocketmq/rocketmq_client_nodejs.log``."""
 
+    LOG = Path("logs/rocketmq/rocketmq_client_nodejs.log")
+
     def __init__(self, modules: Path, home: Path, args: dict[str, Any]) -> None:
         node = shutil.which("node") or "node"
         super().__init__(node, home, args, script=DRIVER, env={"NODE_PATH": str(modules)})
-
-    def report(self) -> str:
-        log = self.home / "logs" / "rocketmq" / "rocketmq_client_nodejs.log"
-        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
-        return (
-            "stderr:\n"
-            + self.stderr.decode(errors="replace")[-4000:]
-            + "\nlog:\n"
-            + "\n".join(tail)
-        )
 
 
 def test_node_producer_sends_and_simple_consumer_receives(
