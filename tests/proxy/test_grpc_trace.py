@@ -48,9 +48,9 @@ def test_grpc_send_receive_and_ack_are_traced_by_the_broker(tmp_path: Path) -> N
     async def test(group: Group) -> None:
         master = await _topic_with_route(group, "Traced")
         assert master.state is not None
-        assert master.state.topics.find("OpsTrace") is not None  # made on becoming master
+        await _routed(group, "OpsTrace")  # made on becoming master, in the background
+        assert master.state.topics.find("OpsTrace") is not None
         assert master.state.topics.find("RMQ_SYS_TRACE_TOPIC") is None
-        await _routed(group, "OpsTrace")
         channel, stub = _stub(master.grpc_address)
         async with channel:
             sent = await stub.SendMessage(
