@@ -36,6 +36,12 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
+            "ledgermq.wire._frame_codec",
+            ["src/ledgermq/wire/_frame_codec.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
             "ledgermq.wire._dispatch_scan",
             ["src/ledgermq/wire/_dispatch_scan.c"],
             optional=True,

@@ -30,7 +30,8 @@ from ledgermq.ledger import codec
 from ledgermq.spark import arrow_rows
 from ledgermq.store import _speedups
 from ledgermq.store.entry_format import HEADER_SIZE, Entry, EntryType
-from ledgermq.wire import _dispatch_scan, _record_columns, _record_decode
+from ledgermq.wire import _dispatch_scan, _record_columns, _record_decode, frame
+from ledgermq.wire.frame import FrameDecoder, RemotingCommand, SerializeType, encode_frame
 from ledgermq.wire.message import (
     MESSAGE_MAGIC_V2,
     MessageExt,
@@ -291,7 +292,68 @@ def fuzz_index_run(rng: random.Random) -> None:
         )
 
 
+def frame_command(rng: random.Random) -> RemotingCommand:
+    def text() -> str:
+        return "".join(rng.choice(PIECES) for _ in range(rng.randrange(4)))
+
+    return RemotingCommand(
+        code=rng.randrange(-(1 << 15), 1 << 15),
+        opaque=rng.randrange(-(1 << 31), 1 << 31),
+        flag=rng.randrange(4),
+        remark=rng.choice([None, text()]),
+        ext_fields={text(): text() for _ in range(rng.randrange(5))},
+        body=rng.randbytes(rng.randrange(40)),
+        language=rng.choice(["JAVA", "PYTHON", "GO", "OTHER", "NODE_JS"]),
+        version=rng.randrange(-(1 << 15), 1 << 15),
+        serialize_type=rng.choice([SerializeType.ROCKETMQ] * 3 + [SerializeType.JSON]),
+    )
+
+
+def decoded_frames(data: bytes, chunk: int) -> object:
+    decoder = FrameDecoder(1 << 16)
+    out: list[RemotingCommand] = []
+    try:
+        for i in range(0, len(data), chunk):
+            out += decoder.feed(data[i : i + chunk])
+    except ProtocolError as exc:
+        return out, str(exc)
+    return out, decoder.buffered
+
+
+def fuzz_frame_codec(rng: random.Random) -> None:
+    commands = [frame_command(rng) for _ in range(rng.randrange(1, 4))]
+    encoded = []
+    for command in commands:
+        try:
+            in_c = encode_frame(command)
+        except UnicodeEncodeError:
+            continue
+        frame._use_c_frames = False
+        try:
+            reference = encode_frame(command)
+        finally:
+            frame._use_c_frames = True
+        if in_c != reference:
+            fail("encode_head", repr(command).encode(), in_c, reference)
+        encoded.append(in_c)
+    data = b"".join(encoded)
+    if rng.random() < 0.05:
+        data = rng.randbytes(rng.randrange(200))
+    elif rng.random() < 0.8:
+        data = mutate(data, rng)
+    chunk = rng.choice([1, 7, 64, max(1, len(data))])
+    got = decoded_frames(data, chunk)
+    frame._use_c_frames = False
+    try:
+        expected = decoded_frames(data, chunk)
+    finally:
+        frame._use_c_frames = True
+    if got != expected:
+        fail("decode_frames", data, got, expected)
+
+
 TARGETS: dict[str, Callable[[random.Random], None]] = {
+    "frames (decode_frames/encode_head)": fuzz_frame_codec,
     "key_hash": fuzz_key_hash,
     "index_run": fuzz_index_run,
     "scan_dispatch_records": fuzz_dispatch_scan,

@@ -93,6 +93,9 @@ def test_c_speedups_are_built_where_required() -> None:
         assert importlib.util.find_spec("ledgermq.wire._record_decode") is not None, (
             "the C extension ledgermq.wire._record_decode (the consumers' decoder) was not built"
         )
+        assert importlib.util.find_spec("ledgermq.wire._frame_codec") is not None, (
+            "the C extension ledgermq.wire._frame_codec (binary-header frames) was not built"
+        )
         assert importlib.util.find_spec("ledgermq.broker.storage._key_index") is not None, (
             "the C extension ledgermq.broker.storage._key_index (the key index loop) was not built"
         )

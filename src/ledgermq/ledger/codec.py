@@ -62,7 +62,7 @@ from ledgermq.raft import (
 )
 from ledgermq.store import Entry, EntryType
 from ledgermq.store.entry_format import ENTRY_HEADER, HEADER_SIZE
-from ledgermq.wire import FLAG_RESPONSE, LedgerRequestCode, RemotingCommand
+from ledgermq.wire import FLAG_RESPONSE, LedgerRequestCode, RemotingCommand, SerializeType
 
 try:
     from ledgermq.store._speedups import decode_entries as _c_decode_entries
@@ -126,6 +126,7 @@ def encode_message(message: Message, opaque: int = 0) -> RemotingCommand:
             FLAG_RESPONSE,
             ext_fields=_ANSWERS[LedgerRequestCode.PUSH],
             body=_encode_push_response(message),
+            serialize_type=SerializeType.ROCKETMQ,  # replicas read it for less (wire/frame.py)
         )
     if isinstance(message, VoteRequest):
         fields: dict[str, object] = {
@@ -245,8 +246,9 @@ def _json_response(
 ) -> RemotingCommand:
     body = json.dumps(_common(m) | {"code": int(code)} | fields, separators=(",", ":")).encode()
     return RemotingCommand(
-        int(code), opaque, FLAG_RESPONSE, ext_fields=_ANSWERS[request_code], body=body
-    )
+        int(code), opaque, FLAG_RESPONSE, ext_fields=_ANSWERS[request_code], body=body,
+        serialize_type=SerializeType.ROCKETMQ,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- decoding

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.errors import NetworkError
 from ledgermq.net.connection import Connection
 from ledgermq.net.os_errors import describe_os_error, format_address, map_os_error
-from ledgermq.wire import DEFAULT_MAX_FRAME_BYTES
+from ledgermq.wire import DEFAULT_MAX_FRAME_BYTES, SerializeType
 
 if TYPE_CHECKING:
     from ledgermq.net.connection import Handler
@@ -78,7 +78,12 @@ class MemoryNetwork:
             raise map_os_error(refused, address, connecting=True)
         loop = asyncio.get_running_loop()
         client_port = self._allocate_port()
-        client = Connection(handler, address=address, max_frame_bytes=self.max_frame_bytes)
+        client = Connection(
+            handler,
+            address=address,
+            max_frame_bytes=self.max_frame_bytes,
+            request_serialize_type=SerializeType.ROCKETMQ,  # as TcpNetwork dials
+        )
         server = Connection(
             listener.handler,
             address=format_address("memory", client_port),

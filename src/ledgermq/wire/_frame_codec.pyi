@@ -1,0 +1,31 @@
+"""RocketMQ binary-header frames (``_frame_codec.c``); ``wire.frame`` holds the references
+(``_parse_binary_header`` in ``FrameDecoder``'s loop, ``_encode_binary_head_py``)."""
+
+from collections.abc import Mapping
+
+from ledgermq.wire.frame import RemotingCommand
+
+def decode_frames(
+    data: bytes | bytearray | memoryview,
+    pos: int,
+    max_frame_bytes: int,
+    commands: list[RemotingCommand],
+    command_type: type[RemotingCommand],
+    language_names: tuple[str, ...],
+    /,
+) -> int:
+    """Append the whole binary-header frames of ``data`` from ``pos`` to ``commands``; where it
+    stopped (the end, or the first frame it leaves to the Python loop)."""
+
+def encode_head(
+    code: int,
+    language: int,
+    version: int,
+    opaque: int,
+    flag: int,
+    remark: str | None,
+    ext_fields: Mapping[str, str],
+    body_length: int,
+    /,
+) -> bytes | None:
+    """The length prefix, header word and binary header; None: the reference decides."""

@@ -1,0 +1,188 @@
+"""Binary-header frames with the C codec (``_frame_codec.c``) against the Python references
+(``_parse_binary_header`` in ``FrameDecoder``'s loop, ``_encode_binary_head_py``): the same
+bytes, the same commands, or the same error with the same message, for valid frames, frames the
+C code leaves to Python (JSON headers, values out of range) and damaged or cut bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ledgermq.errors import ProtocolError
+from ledgermq.wire import frame
+from ledgermq.wire.frame import (
+    FrameDecoder,
+    LanguageCode,
+    RemotingCommand,
+    SerializeType,
+    encode_frame,
+)
+
+pytestmark = pytest.mark.skipif(
+    not frame.HAVE_FRAME_CODEC, reason="the C extension _frame_codec is not built"
+)
+
+ROCKETMQ = SerializeType.ROCKETMQ
+
+
+@contextmanager
+def python_only() -> Iterator[None]:
+    """Run the block on the references alone."""
+    saved = frame._use_c_frames
+    frame._use_c_frames = False
+    try:
+        yield
+    finally:
+        frame._use_c_frames = saved
+
+
+# Text that stresses UTF-8: multi-byte, the largest code point, and (drawn rarely) a lone
+# surrogate, which has no UTF-8 and so cannot go in a binary header.
+texts = st.lists(
+    st.sampled_from(["a", "é", "主", "😀", "\U0010ffff", "\x00", " ", "TAGS", "\x01", "\x02"]),
+    max_size=8,
+).map("".join)
+awkward_texts = st.one_of(texts, texts, texts, st.just("x\ud800"))
+int16s = st.integers(-(1 << 15), (1 << 15) - 1)
+int32s = st.integers(-(1 << 31), (1 << 31) - 1)
+languages = st.sampled_from([*(code.name for code in LanguageCode), "OTHER", "COBOL"])
+field_values = st.one_of(awkward_texts, st.integers(-5, 5))
+
+
+@st.composite
+def commands(draw: st.DrawFn, *, fitting: bool = False) -> RemotingCommand:
+    """A command for the binary header; ``fitting``: every field fits it (str fields, int16
+    code and version, valid UTF-8)."""
+    text = texts if fitting else awkward_texts
+    values = texts if fitting else field_values
+    code = draw(int16s if fitting else st.one_of(int16s, int16s, st.integers(-(1 << 20), 1 << 20)))
+    version = draw(int16s if fitting else st.one_of(int16s, st.just(1 << 15)))
+    # ints among the values: what a caller may pass, written as their text
+    fields: dict[str, str] = draw(st.dictionaries(text, values, max_size=6))  # type: ignore[arg-type]
+    return RemotingCommand(
+        code=code,
+        opaque=draw(int32s),
+        flag=draw(int32s),
+        remark=draw(st.none() | text),
+        ext_fields=fields,
+        body=draw(st.binary(max_size=40)),
+        language=draw(languages),
+        version=version,
+        serialize_type=ROCKETMQ,
+    )
+
+
+def _encoded(command: RemotingCommand) -> bytes | str:
+    """The frame, or the error's type and message (a lone surrogate has no UTF-8 in either
+    header)."""
+    try:
+        return encode_frame(command)
+    except UnicodeEncodeError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@given(commands())
+def test_encoding_matches_the_reference(command: RemotingCommand) -> None:
+    in_c = _encoded(command)
+    with python_only():
+        reference = _encoded(command)
+    assert in_c == reference
+
+
+@given(commands(fitting=True))
+def test_a_fitting_command_goes_binary_and_comes_back(command: RemotingCommand) -> None:
+    encoded = encode_frame(command)
+    assert encoded[4] == ROCKETMQ  # the header word's top byte: the serialize type
+    (decoded,) = FrameDecoder().feed(encoded)
+    language = command.language if command.language in LanguageCode.__members__ else "OTHER"
+    assert decoded == dataclasses.replace(command, remark=command.remark or None, language=language)
+
+
+def test_what_does_not_fit_the_binary_header_goes_as_json() -> None:
+    for command in (
+        RemotingCommand(1 << 15, 1, serialize_type=ROCKETMQ),  # code past int16
+        RemotingCommand(10, 1, version=-(1 << 15) - 1, serialize_type=ROCKETMQ),
+        RemotingCommand(10, 1, ext_fields={"k" * 40000: "v"}, serialize_type=ROCKETMQ),
+    ):
+        encoded = encode_frame(command)
+        assert encoded[4] == SerializeType.JSON
+        (decoded,) = FrameDecoder().feed(encoded)
+        assert (decoded.code, decoded.version) == (command.code, command.version)
+
+
+def test_values_that_are_not_strings_are_written_as_their_text() -> None:
+    command = RemotingCommand(10, 7, ext_fields={"n": 5, "s": "x"}, serialize_type=ROCKETMQ)  # type: ignore[dict-item]
+    (decoded,) = FrameDecoder().feed(encode_frame(command))
+    assert decoded.ext_fields == {"n": "5", "s": "x"}
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> bytes:
+    """Frames back to back (binary and JSON), then maybe damaged: bytes flipped, inserted,
+    deleted, or the stream cut."""
+    frames = draw(st.lists(commands(fitting=True), min_size=1, max_size=4))
+    parts = []
+    for command in frames:
+        kind = draw(st.sampled_from([ROCKETMQ, SerializeType.JSON]))
+        parts.append(encode_frame(dataclasses.replace(command, serialize_type=kind)))
+    data = bytearray(b"".join(parts))
+    for _ in range(draw(st.integers(0, 3))):
+        if not data:
+            break
+        where = draw(st.integers(0, len(data) - 1))
+        action = draw(st.sampled_from(["flip", "insert", "delete", "cut", "set"]))
+        if action == "flip":
+            data[where] ^= 1 << draw(st.integers(0, 7))
+        elif action == "insert":
+            data[where:where] = draw(st.binary(min_size=1, max_size=4))
+        elif action == "delete":
+            del data[where]
+        elif action == "cut":
+            del data[where:]
+        else:
+            data[where] = draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF]))
+    return bytes(data)
+
+
+def _decode(chunks: list[bytes], max_frame_bytes: int) -> tuple[list[RemotingCommand], str, int]:
+    """Commands, the error's message ('' for none) and what stayed buffered."""
+    decoder = FrameDecoder(max_frame_bytes)
+    out: list[RemotingCommand] = []
+    try:
+        for chunk in chunks:
+            out += decoder.feed(chunk)
+    except ProtocolError as exc:
+        return out, str(exc), decoder.buffered
+    return out, "", decoder.buffered
+
+
+@given(streams(), st.integers(1, 5), st.sampled_from([64, 1 << 20]))
+def test_decoding_matches_the_reference(data: bytes, pieces: int, limit: int) -> None:
+    size = max(1, len(data) // pieces)
+    chunks = [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+    in_c = _decode(chunks, limit)
+    with python_only():
+        reference = _decode(chunks, limit)
+    assert in_c == reference
+
+
+@given(st.binary(max_size=64))
+def test_noise_after_a_binary_prefix_matches_the_reference(noise: bytes) -> None:
+    header_word = (ROCKETMQ << 24) | len(noise)
+    data = (4 + len(noise)).to_bytes(4, "big") + header_word.to_bytes(4, "big") + noise
+    in_c = _decode([data], 1 << 20)
+    with python_only():
+        reference = _decode([data], 1 << 20)
+    assert in_c == reference
+
+
+def test_a_response_takes_its_requests_header_type() -> None:
+    (request,) = FrameDecoder().feed(encode_frame(RemotingCommand(10, 3, serialize_type=ROCKETMQ)))
+    response = request.response(0, ext_fields={"a": "b"})
+    assert response.serialize_type == ROCKETMQ
+    assert encode_frame(response)[4] == ROCKETMQ
