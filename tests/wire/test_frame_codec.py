@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledgermq.errors import ProtocolError
-from ledgermq.wire import frame
+from ledgermq.wire import LedgerRequestCode, MQResponseCode, frame
 from ledgermq.wire.frame import (
     FrameDecoder,
     LanguageCode,
@@ -60,7 +60,15 @@ def commands(draw: st.DrawFn, *, fitting: bool = False) -> RemotingCommand:
     code and version, valid UTF-8)."""
     text = texts if fitting else awkward_texts
     values = texts if fitting else field_values
-    code = draw(int16s if fitting else st.one_of(int16s, int16s, st.integers(-(1 << 20), 1 << 20)))
+    # codes are often IntEnum members (MQResponseCode.SUCCESS): an int subclass fits as well
+    # (the ledger's request codes, 50000 and up, do not fit int16: those go as JSON)
+    enum_codes = st.sampled_from([*MQResponseCode, *LedgerRequestCode])
+    fitting_enum_codes = st.sampled_from([c for c in MQResponseCode if c < 1 << 15])
+    code = draw(
+        st.one_of(int16s, fitting_enum_codes)
+        if fitting
+        else st.one_of(int16s, enum_codes, st.integers(-(1 << 20), 1 << 20), st.booleans())
+    )
     version = draw(int16s if fitting else st.one_of(int16s, st.just(1 << 15)))
     # ints among the values: what a caller may pass, written as their text
     fields: dict[str, str] = draw(st.dictionaries(text, values, max_size=6))  # type: ignore[arg-type]

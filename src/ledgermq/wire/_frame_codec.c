@@ -258,11 +258,12 @@ exact_utf8(PyObject *text, Py_ssize_t *size)
     return bytes;
 }
 
-/* An int in [low, high] into *out; 0 (no exception set) for anything else. */
+/* An int (or an int subclass: the request and response codes are IntEnums) in [low, high] into
+ * *out; 0 (no exception set) for anything else. */
 static int
 ranged(PyObject *number, long low, long high, long *out)
 {
-    if (!PyLong_CheckExact(number)) {
+    if (!PyLong_Check(number)) {
         return 0;
     }
     int overflow = 0;
