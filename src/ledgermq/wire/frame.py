@@ -7,17 +7,21 @@ Layout (protocol-remoting-and-grpc.md section 2.1), all integers big-endian::
     bytes  header            JSON (type 0) or RocketMQ binary (type 1, section 2.3)
     bytes  body
 
-We decode both header types and always encode JSON, as Java servers do; ``extFields`` values are
-always sent as JSON strings and the map is always present (the C++ client needs both).
+We decode both header types. We encode JSON unless a command asks for the binary header (see
+below); ``extFields`` values are always sent as JSON strings and the map is always present (the
+C++ client needs both).
 
 The decoder is fed whatever the socket returned and yields whole commands. It refuses a frame as
 soon as its length prefix says it is too big, before buffering it, and after any error it stays
 failed: the stream has lost its framing and the connection must be closed. Only
 ``ProtocolError`` ever leaves it.
 
-Our own client and the replicas' links send the binary header (``Connection``'s
-``request_serialize_type``), and a response goes out in the type of its request, as the Java
-broker does; binary frames are read and written in C (``_frame_codec.c``; 4.3 µs to decode a
+Connections we dial (our client, the replicas' links, the proxy) send their requests with the
+binary header (``Connection``'s ``request_serialize_type``), which every RocketMQ server reads;
+a response goes out in the type of its request, as the Java broker answers; requests on accepted
+connections (a broker asking a client) stay JSON, which every client reads. What does not fit
+the binary header (the ledger's request codes, 50000 and up, past int16) goes as JSON. Binary
+frames are read and written in C (``_frame_codec.c``; 4.3 µs to decode a
 single send's JSON request and 1.5 µs to encode its answer in Python, see that file) with
 ``_parse_binary_header`` and ``_encode_binary_head_py`` as the references.
 
