@@ -120,6 +120,10 @@ def test_errors_are_one_line_without_traceback(
     assert "aclEnable must be true or false" in capsys.readouterr().err
     assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "enableTopicMessageTypeCheck=x"]) == 1
     assert "enableTopicMessageTypeCheck must be true or false" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "maxMessageSize=4M"]) == 1
+    assert "maxMessageSize must be a number of bytes, not '4M'" in capsys.readouterr().err
+    assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "maxMessageSize=100"]) == 1
+    assert "maxMessageSize 100 is below 1024 bytes" in capsys.readouterr().err
     assert main(["proxy", "-n", "127.0.0.1:9876", "--set", "tls.server.mode=enforcing"]) == 1
     assert "tls.server.certPath" in capsys.readouterr().err
 

@@ -56,6 +56,13 @@ class Group:
     async def start(self) -> None:
         await self.namesrv.start()
         for node in NODES:
+            settings: dict[str, Any] = {
+                "mapped_file_size_commit_log": 1 << 20,
+                "index_file_size": 32 * 4096,
+                "mapped_file_size_consume_queue": 20 * 1024,
+                "register_name_server_period": 1000,
+                **self.settings,
+            }
             config = BrokerConfig(
                 broker_name="broker-a",
                 listen_port=0,
@@ -64,11 +71,7 @@ class Group:
                 store_path_root_dir=os.fspath(self.tmp / node),
                 dleger_peers=self.peers,
                 dleger_self_id=node,
-                mapped_file_size_commit_log=1 << 20,
-                index_file_size=32 * 4096,
-                mapped_file_size_consume_queue=20 * 1024,
-                register_name_server_period=1000,
-                **self.settings,
+                **settings,
             )
             broker = BrokerServer(config, grpc_door=GrpcDoor)
             await broker.start()
@@ -235,6 +238,32 @@ def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
             assert answer.status.code == Code.HA_NOT_AVAILABLE, answer.status
 
     _run(tmp_path, test)
+
+
+@pytest.mark.parametrize("max_message_size", [4 << 20, 6 << 20])
+def test_a_body_up_to_max_message_size_is_taken_and_a_larger_one_refused_in_the_status(
+    tmp_path: Path, max_message_size: int
+) -> None:
+    """gRPC's own limit on a received message (4 MiB by default) must not stand in front of
+    ``maxMessageSize``: a body of exactly that size is stored, one byte more is answered
+    MESSAGE_BODY_TOO_LARGE, never a transport error (RESOURCE_EXHAUSTED)."""
+
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "BigTopic", queues=1)
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            fits = _message("BigTopic", "BIG1", b"x" * max_message_size)
+            sent = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[fits]))
+            assert sent.status.code == Code.OK, sent.status
+            too_big = _message("BigTopic", "BIG2", b"x" * (max_message_size + 1))
+            refused = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[too_big]))
+            assert refused.status.code == Code.MESSAGE_BODY_TOO_LARGE, refused.status
+            assert str(max_message_size) in refused.status.message
+
+    _run(
+        tmp_path, test, max_message_size=max_message_size,
+        mapped_file_size_commit_log=4 * max_message_size,
+    )  # fmt: skip
 
 
 def test_clients_telemetry_and_assignment(tmp_path: Path) -> None:

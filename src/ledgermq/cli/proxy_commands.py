@@ -32,12 +32,13 @@ from ledgermq.net import run
 from ledgermq.net.tls import tls_server_from_properties
 from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
 from ledgermq.security import AclFiles, AclGate, default_acl_paths
+from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     import argparse
 
 _KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome",
-         "enableTopicMessageTypeCheck")  # fmt: skip
+         "enableTopicMessageTypeCheck", "maxMessageSize")  # fmt: skip
 """The settings the proxy's own port takes."""
 
 
@@ -89,9 +90,9 @@ def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
     if unknown:
         raise ConfigError(
             f"the proxy does not take {', '.join(unknown)}: its settings are the tls.server.* "
-            "keys of its own gRPC port, aclEnable / aclFilePath / rocketmqHome and "
-            "enableTopicMessageTypeCheck (NameServers: -n; its own account for the brokers: "
-            "--access-key)"
+            "keys of its own gRPC port, aclEnable / aclFilePath / rocketmqHome, "
+            "enableTopicMessageTypeCheck and maxMessageSize (NameServers: -n; its own account "
+            "for the brokers: --access-key)"
         )
     return values
 
@@ -101,6 +102,19 @@ def _flag(values: dict[str, str], key: str, default: bool) -> bool:
     if text not in ("true", "false"):
         raise ConfigError(f"{key} must be true or false, not {values[key]!r}")
     return text == "true"
+
+
+def _max_message_size(values: dict[str, str]) -> int:
+    """``maxMessageSize`` in bytes (RocketMQ's 4 MiB by default; set it as the brokers have it:
+    the clients are told it, and a larger body is refused before it is forwarded)."""
+    text = values.get("maxMessageSize", str(DEFAULT_MAX_MESSAGE_BYTES)).strip()
+    try:
+        size = int(text)
+    except ValueError:
+        raise ConfigError(f"maxMessageSize must be a number of bytes, not {text!r}") from None
+    if size < 1024:
+        raise ConfigError(f"maxMessageSize {size} is below 1024 bytes")
+    return size
 
 
 def proxy_acl(values: dict[str, str]) -> AclGate | None:
@@ -124,6 +138,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         tls_server=tls_server_from_properties(settings),
         acl=proxy_acl(settings),
         check_message_type=_flag(settings, "enableTopicMessageTypeCheck", default=True),
+        max_message_size=_max_message_size(settings),
     )
     return run(_serve(proxy, args.listen))
 

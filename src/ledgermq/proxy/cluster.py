@@ -26,8 +26,10 @@ from ledgermq.proxy.cluster_servicer import ClusterServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.routes import Endpoint
+from ledgermq.proxy.server_options import server_options
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
+from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from ledgermq.client.credentials import Credentials
@@ -68,6 +70,8 @@ class ClusterProxy:
             and permissions as the brokers', from the same ``plain_acl.yml``.
         check_message_type: a send must match its topic's ``message.type``, and routes say
             which types a topic takes (``enableTopicMessageTypeCheck``, default true).
+        max_message_size: the largest body a send may carry (``maxMessageSize``, RocketMQ's
+            4 MiB by default; set it as the brokers have it), told to clients in their settings.
     """
 
     def __init__(
@@ -81,8 +85,10 @@ class ClusterProxy:
         tls_server: TlsServerConfig | None = None,
         acl: AclGate | None = None,
         check_message_type: bool = True,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self._acl = acl
+        self._max_message_size = max_message_size
         self._check_type = check_message_type
         self._host, self._port = parse_listen(listen)
         self._tls = door_tls(tls_server or TlsServerConfig())
@@ -110,14 +116,14 @@ class ClusterProxy:
 
     async def _start(self) -> None:
         await self._client.start()
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=server_options(self._max_message_size))
         port = await self._bind(server)
         host = self._advertise or (local_ip() if self._host in _WILDCARDS else self._host)
         self.endpoint = Endpoint(host, port)
         real_peer = None if self._unifier is None else self._unifier.real_peer
         servicer = ClusterServicer(
             Forwarder(self._client), self.endpoint, self._acl, real_peer,
-            check_message_type=self._check_type,
+            check_message_type=self._check_type, max_body_size=self._max_message_size,
         )  # fmt: skip
         service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()

@@ -62,7 +62,7 @@ from ledgermq.proxy.route_answers import (
 )
 from ledgermq.proxy.status import Code, not_implemented, ok, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
-from ledgermq.wire.message import decode_properties, decode_records
+from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES, decode_properties, decode_records
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
@@ -90,7 +90,6 @@ _DEFAULT_DEADLINE_S: Final = 3.0
 """How long a forwarded call may take when the client set no deadline (its usual timeout)."""
 _MARGIN_S: Final = 0.2
 """Answered this long before the client's deadline, so the client reads our status."""
-_MAX_BODY: Final = 4 * 1024 * 1024
 _ALL_TYPES: Final = (
     definition_pb2.NORMAL,
     definition_pb2.FIFO,
@@ -110,6 +109,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         real_peer: Callable[[str], str] | None = None,
         *,
         check_message_type: bool = True,
+        max_body_size: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         """``acl``: check the clients' ``authorization`` metadata (``aclEnable``);
         ``real_peer``: the client behind a peer address grpcio reports (``permissive`` TLS,
@@ -120,6 +120,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self._endpoint = endpoint
         self._check_type = check_message_type
         """``enableTopicMessageTypeCheck``: a send must match its topic's ``message.type``."""
+        self._max_body = max_body_size
+        """``maxMessageSize``: the largest body a send may carry (checked here and by the
+        broker; told to the clients in their settings)."""
         self._types = TopicTypes(forwarder)
         self._counter = itertools.count()
         self._producers = ClusterProducers()
@@ -309,7 +312,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             group = client.subscription.group.name
             fifo = bool(topics and group) and await self._orderly(group, topics[0])
         return server_settings(
-            client, max_body_size=_MAX_BODY, validate_message_type=True, fifo=fifo
+            client, max_body_size=self._max_body, validate_message_type=True, fifo=fifo
         )
 
     async def _orderly(self, group: str, topic: str) -> bool:
@@ -372,7 +375,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id
         try:
-            send, body = send_request(message, peer_host, 4)
+            send, body = send_request(message, peer_host, 4, self._max_body)
             route = await self._route(send.topic)
             if self._check_type:
                 await self._check_message_type(send.topic, send.properties)

@@ -23,6 +23,7 @@ from ledgermq.errors import NetworkError
 from ledgermq.net import ConnectionPool
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.routes import RouteFinder
+from ledgermq.proxy.server_options import server_options
 from ledgermq.proxy.servicer import MessagingServicer
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
@@ -64,7 +65,7 @@ class GrpcDoor:
         assert services is not None
         assert state is not None, "the broker starts its door after its services"
         tls = door_tls(config.tls_server())
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=server_options(config.max_message_size))
         where = f"{config.broker_ip1}:{config.grpc_server_port}"
         try:
             if tls.credentials is None:

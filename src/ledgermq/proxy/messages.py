@@ -95,10 +95,20 @@ def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[
 
 
 def send_request(
-    message: definition_pb2.Message, peer_host: str, default_queue_nums: int
+    message: definition_pb2.Message, peer_host: str, default_queue_nums: int, max_body_size: int
 ) -> tuple[SendRequest, bytes]:
-    """The service's request for one v5 message, and its body; ``Refusal`` if not taken."""
+    """The service's request for one v5 message, and its body; ``Refusal`` if not taken
+    (a body over ``max_body_size``, ``maxMessageSize``: MESSAGE_BODY_TOO_LARGE, as the Java
+    proxy answers it)."""
     system = message.system_properties
+    if len(message.body) > max_body_size:
+        raise Refusal(
+            status(
+                Code.MESSAGE_BODY_TOO_LARGE,
+                f"the message body of {len(message.body)} bytes exceeds maxMessageSize "
+                f"{max_body_size}",
+            )
+        )
     if not message.topic.name:
         raise Refusal(status(Code.ILLEGAL_TOPIC, "the message names no topic"))
     if not system.message_id:

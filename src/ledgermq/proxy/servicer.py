@@ -313,9 +313,11 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
     ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id
         try:
+            broker_config = self._state.config
             send, body = send_request(
-                message, peer.rpartition(":")[0], self._state.config.default_topic_queue_nums
-            )
+                message, peer.rpartition(":")[0], broker_config.default_topic_queue_nums,
+                broker_config.max_message_size,
+            )  # fmt: skip
             config = self._state.topics.find(send.topic)
             if self._state.is_master and config is None:
                 # A v5 send never creates its topic (the Java proxy picks the queue from the
