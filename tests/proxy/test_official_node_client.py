@@ -153,7 +153,7 @@ def test_node_producer_across_a_master_kill_through_the_proxy(
     proxy = ProxyProcess(cluster.namesrv_addr, tmp_path / "proxy")
     driver = NodeDriver(
         node_modules, tmp_path / "client",
-        {"role": "produce", "endpoints": proxy.address, "topic": TOPIC, "duration_s": 30,
+        {"role": "produce", "endpoints": proxy.address, "topic": TOPIC, "duration_s": 20,
          "pause_s": 0.02},
     )  # fmt: skip
     try:

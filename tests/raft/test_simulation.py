@@ -2,14 +2,50 @@
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
 from ledgermq.testing.cluster_sim import SimCluster, run_seed
 from ledgermq.testing.simulate import main as simulate_main
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ledgermq.testing.cluster_sim import SimResult
+
+T = TypeVar("T")
+
 CI_SEEDS = int(os.environ.get("LEDGERMQ_SIM_SEEDS", "2000"))
+
+
+def on_every_core(run: Callable[[int, int], T], seeds: range, nodes: int) -> list[T]:
+    """``run(seed, nodes)`` for every seed, spread over the machine's cores (in seed order):
+    a simulated run is one ``random.Random(seed)`` and nothing else (no clock, no shared
+    state), so a seed's result is the same in a worker process as here; a machine of one core
+    runs them all here."""
+    workers = min(os.cpu_count() or 1, 4)
+    if workers < 2:
+        return [run(seed, nodes) for seed in seeds]
+    # spawn: a fork of this process (threads of other tests' clients) could deadlock
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        chunk = max(1, len(seeds) // (workers * 8))
+        return list(pool.map(run, seeds, itertools.repeat(nodes), chunksize=chunk))
+
+
+def run_with_disk_counts(seed: int, nodes: int) -> tuple[SimResult, int, int]:
+    """A run, the disks it replaced and the followers it began again at a leader's oldest
+    entry."""
+    cluster = SimCluster(seed, nodes)
+    result = cluster.run()
+    replaced = sum(len(n.lost_stores) for n in cluster.nodes.values())
+    return result, replaced, cluster.restarts_from_begin
+
 
 # Seeds that once found a bug; each must keep passing (DEVELOPERS.md: a bug found by a seed
 # becomes a regression test with that seed).
@@ -38,7 +74,7 @@ def test_many_seeds_hold_every_invariant(nodes: int) -> None:
     failures = [
         f"seed {r.seed}: {r.violation} (replay: python -m ledgermq.testing.simulate "
         f"--seeds {r.seed} --nodes {nodes})"
-        for r in (run_seed(seed, nodes) for seed in range(1, CI_SEEDS + 1))
+        for r in on_every_core(run_seed, range(1, CI_SEEDS + 1), nodes)
         if not r.ok
     ]
     assert failures == []
@@ -54,19 +90,17 @@ def test_disk_loss_and_retention_are_exercised() -> None:
     """The replaced-disk and retention faults happen and are survived: blank nodes rebuilt
     from index 0 and followers begun again at a leader's oldest entry (issue 13 items 1-2)."""
     replaced = rebuilt_from_begin = 0
-    for seed in range(1, 201):
-        cluster = SimCluster(seed, 3)
-        result = cluster.run()
-        assert result.ok, f"seed {seed}: {result.violation}"
-        replaced += sum(len(n.lost_stores) for n in cluster.nodes.values())
-        rebuilt_from_begin += cluster.restarts_from_begin
+    for result, lost, from_begin in on_every_core(run_with_disk_counts, range(1, 201), 3):
+        assert result.ok, f"seed {result.seed}: {result.violation}"
+        replaced += lost
+        rebuilt_from_begin += from_begin
     assert replaced >= 25  # 51 today
     assert rebuilt_from_begin >= 5  # 10 today
 
 
 def test_runs_make_progress() -> None:
     """A run that never elects a leader or commits would pass every safety check vacuously."""
-    results = [run_seed(seed, 3) for seed in range(1, 51)]
+    results = on_every_core(run_seed, range(1, 51), 3)
     assert sum(r.committed for r in results) > 1000
     assert all(r.terms >= 1 for r in results)
 
