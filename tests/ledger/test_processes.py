@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.errors import LedgerMQError, OutcomeUnknownError
+from ledgermq.testing.child_process import wait_until
 from ledgermq.testing.processes import child_env, free_ports, ledgermq_command
 
 if TYPE_CHECKING:
@@ -379,7 +380,15 @@ def test_append_in_flight_when_the_leader_dies_is_outcome_unknown(
     group.start_all()
     leader = group.wait_for_leader()
     client = group.client(request_timeout_s=5.0, retry_timeout_s=10.0, retry_unknown=False)
-    acked = {client.append(b"first"): b"first"}
+    first = client.append(b"first")
+    acked = {first: b"first"}
+    # Every replica must hold it before the leader goes: a replica that started empty and has
+    # not caught up yet may have lost its disk as far as it knows, and so refuses to vote until
+    # it has heard every peer (raft/core.py, _rebuilding_refusal); with the leader dead, the
+    # other two could then never elect one (CI 2026-11-26, 1 run in about 10: both candidates).
+    assert wait_until(
+        lambda: all(group.metadata(n).end_index >= first for n in group.nodes), 10.0, 0.05
+    ), "the first entry did not reach every replica"
     group.sigstop(leader)  # the next append is sent and then waits, unanswered
 
     def kill_soon() -> None:
