@@ -146,6 +146,22 @@ def others(group: ReplicaGroup, *nodes: str) -> list[str]:
     return [n for n in group.nodes if n not in nodes]
 
 
+def wait_all_caught_up(group: ReplicaGroup, index: int, timeout_s: float = 10.0) -> None:
+    """Wait until every replica has committed ``index``.
+
+    Before a test stops or kills the leader: a replica that started empty and has not caught up
+    counts as one that may have lost its disk, and refuses to vote until it has heard every
+    peer (raft/core.py, ``_rebuilding_refusal``, by design); with the leader gone, the other two
+    could then never elect one (fresh-clone CI and local runs, 2026-11-26: about 1 run in 10,
+    both candidates, the lagging one with an empty log).
+    """
+    assert wait_until(
+        lambda: all(group.metadata(n).committed_index >= index for n in group.nodes),
+        timeout_s,
+        0.05,
+    ), f"index {index} was not committed on every replica within {timeout_s:g} s"
+
+
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
     """Poll ``predicate``; returns the seconds it took, AssertionError naming ``what``."""
     start = time.monotonic()
@@ -168,6 +184,7 @@ def test_leader_kill9_under_writes(
     old = group.wait_for_leader()
     with Writer(group) as writer:
         writer.wait_for_acks(20)
+        wait_all_caught_up(group, min(writer.acked))
         killed_at = time.monotonic()
         group.kill9(old)
         first_ack = writer.wait_for_acks(20, after=killed_at, not_from=old)
@@ -191,6 +208,7 @@ def test_leader_sigstop_then_sigcont_steps_down(
     old_term = group.metadata(old).term
     with Writer(group) as writer:
         writer.wait_for_acks(20)
+        wait_all_caught_up(group, min(writer.acked))
         stopped_at = time.monotonic()
         group.sigstop(old)
         first_ack = writer.wait_for_acks(20, after=stopped_at, not_from=old)
@@ -382,13 +400,7 @@ def test_append_in_flight_when_the_leader_dies_is_outcome_unknown(
     client = group.client(request_timeout_s=5.0, retry_timeout_s=10.0, retry_unknown=False)
     first = client.append(b"first")
     acked = {first: b"first"}
-    # Every replica must hold it before the leader goes: a replica that started empty and has
-    # not caught up yet may have lost its disk as far as it knows, and so refuses to vote until
-    # it has heard every peer (raft/core.py, _rebuilding_refusal); with the leader dead, the
-    # other two could then never elect one (CI 2026-11-26, 1 run in about 10: both candidates).
-    assert wait_until(
-        lambda: all(group.metadata(n).end_index >= first for n in group.nodes), 10.0, 0.05
-    ), "the first entry did not reach every replica"
+    wait_all_caught_up(group, first)
     group.sigstop(leader)  # the next append is sent and then waits, unanswered
 
     def kill_soon() -> None:
