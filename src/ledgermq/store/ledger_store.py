@@ -1115,7 +1115,11 @@ class _RecentEntries:
         first = self._first
         while first < len(live) and end - live[first].pos > self._limit:
             first += 1
-        if first > 4096 and first * 2 > len(live):
+        # Entries before ``first`` are dead; drop them once they are many (the deletion then
+        # costs little per entry) or once they hold more than the limit themselves. Counting
+        # entries alone let big entries pile up: 4,096 dead batches of 64 KiB kept 256 MiB,
+        # and the heap grew by every byte replicated (a page fault per 4 KiB of messages).
+        if first and ((first > 4096 and first * 2 > len(live)) or _span(live, first) > self._limit):
             del live[:first]
             first = 0
         self._first = first
@@ -1151,6 +1155,12 @@ class _RecentEntries:
     def clear(self) -> None:
         self._entries = []
         self._first = 0
+
+
+def _span(entries: list[Entry], count: int) -> int:
+    """Data-log bytes held by ``entries[:count]`` (consecutive entries)."""
+    last = entries[count - 1]
+    return last.pos + last.size - entries[0].pos
 
 
 def _copy_into(out: bytearray, dst: int, segment: Segment, off: int, size: int) -> int:
