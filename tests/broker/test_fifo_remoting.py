@@ -91,3 +91,36 @@ def test_fifo_topic_and_orderly_pop_over_remoting(tmp_path: Path) -> None:
         assert [(m.body, m.reconsume_times) for m in back] == [(b"n0", 1), (b"k0", 1), (b"n2", 1)]
 
     _run(tmp_path, test)
+
+
+def test_pop_with_order_true_is_fifo_for_a_group_that_is_not_orderly(tmp_path: Path) -> None:
+    """RocketMQ's orderly pop consumer asks with ``order=true`` whatever its group's settings:
+    that receive gets a queue's messages in order and nothing more of it while they are out.
+    Without ``order`` the same group's next pop gets the next message."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        address = master.address
+        for body in (b"a0", b"a1", b"a2"):
+            sent = await cluster.send(address, "T", body, queue_id=0)
+            assert sent.code == MQResponseCode.SUCCESS, sent.remark
+
+        async def pop(group: str, **fields: str) -> list[bytes]:
+            reply = await _pop(
+                cluster, address, consumerGroup=group, queueId="0", maxMsgNums="1",
+                invisibleTime="60000", **fields,
+            )  # fmt: skip
+            if reply.code == MQResponseCode.PULL_NOT_FOUND:
+                return []
+            assert reply.code == MQResponseCode.SUCCESS, reply.remark
+            return [m.body for m in decode_records(reply.body)]
+
+        assert await pop("ordered", order="true") == [b"a0"]
+        assert await pop("ordered", order="true") == []  # a0 is out: the queue waits for it
+        assert await pop("plain", order="false") == [b"a0"]
+        assert await pop("plain") == [b"a1"]  # no order asked: the next one
+        bad = await _pop(cluster, address, consumerGroup="x", queueId="0", order="maybe")
+        assert bad.code != MQResponseCode.SUCCESS
+        assert "order" in (bad.remark or "")
+
+    _run(tmp_path, test)

@@ -6,11 +6,12 @@ Fields, as RocketMQ 5's ``PopMessageRequestHeader`` / ``PopMessageResponseHeader
 ``AckMessageRequestHeader`` and ``ChangeInvisibleTimeRequestHeader`` / ``...ResponseHeader``
 name them: a pop takes ``consumerGroup``, ``topic``, ``queueId`` (-1: any queue),
 ``maxMsgNums``, ``invisibleTime``, ``pollTime``, ``expType`` / ``exp`` (the filter, as a pull's
-subscription); it answers ``popTime``, ``invisibleTime``, ``reviveQid`` (0), ``restNum`` and the
-messages back to back in the record layout a pull returns, each carrying its receipt handle in
-the ``POP_CK`` property (``MessageConst.PROPERTY_POP_CK``). An ack and a change of invisible
-time name the message by ``extraInfo`` (that handle); the change answers the new handle in
-``extraInfo`` beside ``popTime`` / ``invisibleTime`` / ``reviveQid``.
+subscription) and ``order`` (true: FIFO for this receive, as for an orderly group, whatever the
+group's ``consumeMessageOrderly``); it answers ``popTime``, ``invisibleTime``, ``reviveQid``
+(0), ``restNum`` and the messages back to back in the record layout a pull returns, each
+carrying its receipt handle in the ``POP_CK`` property (``MessageConst.PROPERTY_POP_CK``). An
+ack and a change of invisible time name the message by ``extraInfo`` (that handle); the change
+answers the new handle in ``extraInfo`` beside ``popTime`` / ``invisibleTime`` / ``reviveQid``.
 
 Nothing to hand out answers PULL_NOT_FOUND (RocketMQ's "no new message"); a stale or malformed
 handle NO_MESSAGE with a remark that says which (``broker.remoting.errors``).
@@ -25,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.service.pop import PopRequest
-from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
 from ledgermq.wire.message import encode_properties, encode_record
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class PopProcessor:
             invisible_ms=ext_int(fields, "invisibleTime"),
             subscription=(expression, fields.get("expType") or None),
             poll_ms=ext_int(fields, "pollTime", 0),
+            order=ext_bool(fields, "order"),
         )
         result = await self._service.receive(request)
         header = {

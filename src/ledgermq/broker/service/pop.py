@@ -145,6 +145,9 @@ class PopRequest:
     """(expression, expression type), as a pull's."""
     poll_ms: int = 0
     """How long a receive that finds nothing may wait for a message (long polling)."""
+    order: bool = False
+    """FIFO for this receive even when the group is not orderly: remoting POP's ``order``
+    (RocketMQ's ``PopMessageRequestHeader.order``, what an orderly pop consumer sends)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +211,7 @@ class PopService:
         if request.group not in state.metadata.groups:
             await state.topics.ensure_group(request.group)
         settings = PopSettings(
-            fifo=group_config.consume_message_orderly,
+            fifo=group_config.consume_message_orderly or request.order,
             max_attempts=max(1, group_config.retry_max_times),
         )
         loop = asyncio.get_running_loop()
