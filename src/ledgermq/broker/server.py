@@ -180,16 +180,13 @@ class BrokerServer:
         self.acl: AclGate | None = None
         """The remoting port's ACL (``aclEnable``); every request passes it first."""
         if config.acl_enable:
-            paths = (
-                [config.acl_file_path]
-                if config.acl_file_path
-                else default_acl_paths(config.rocketmq_home or None)
-            )
-            self.acl = AclGate(AclFiles(paths, self._clock), "broker", self._audit)
+            self.acl = AclGate(AclFiles(_acl_paths(config), self._clock), "broker", self._audit)
         self.state: BrokerState | None = None
         self.services: BrokerServices | None = None
         """The protocol-neutral operations (``broker.service``), once started."""
         self.consumers = ConsumerManager()
+        self._answered: set[Connection] = set()
+        """Connections with send answers queued since the last dispatch pass."""
         self.locks = QueueLockManager()
         self._listener: Listener | None = None
         self._pool = ConnectionPool(self._network)
@@ -305,6 +302,7 @@ class BrokerServer:
         self._delay = DelayScheduler(state, messages)
         dispatcher.on_arrival = self._on_arrival
         dispatcher.on_failure = self._on_dispatch_failure
+        dispatcher.before_pass = self._write_answers
         self.ledger.add_commit_listener(dispatcher.on_commit)
         dispatcher.on_commit(store.committed_index)  # whatever committed during the catch-up
         grpc_port = await self._open_grpc_door()
@@ -664,12 +662,23 @@ class BrokerServer:
             else:
                 response = send_response(command, outcome)
             self._answer(conn, command, response, started)
+            self._answered.add(conn)
 
         try:
             return send.start(command, conn.address, answer)
         except Exception as exc:  # noqa: BLE001 - mapped exactly as _serve maps it
             self._answer(conn, command, self._error_response(conn, command, exc), started)
             return True
+
+    def _write_answers(self) -> None:
+        """Write the send answers queued since the last dispatch pass now, before the pass
+        (``Dispatcher.before_pass``). The commit that completes sends also schedules the pass,
+        in the same loop pass as the answers' writes: without this the pass, 20-30 µs for a
+        few entries on a 2-vCPU VM, ran first and delayed every answer by its length."""
+        conns, self._answered = self._answered, set()
+        for conn in conns:
+            if not conn.closed:
+                conn.flush()
 
     async def _serve(
         self, handler: Handler, conn: Connection, command: RemotingCommand, started: float
@@ -911,3 +920,10 @@ def _lock_root(root: str) -> int:
             "own storePathRootDir"
         ) from None
     return fd
+
+
+def _acl_paths(config: BrokerConfig) -> list[str]:
+    """The ACL files the broker reads: ``aclFilePath``, else ``rocketmqHome``'s defaults."""
+    if config.acl_file_path:
+        return [config.acl_file_path]
+    return default_acl_paths(config.rocketmq_home or None)

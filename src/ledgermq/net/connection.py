@@ -236,6 +236,12 @@ class Connection(asyncio.Protocol):
         if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
 
+    def flush(self) -> None:
+        """Write what is queued now rather than in the next loop pass, for a caller about to
+        run something long (the broker before a dispatch pass); a no-op when nothing is."""
+        if self._out:
+            self._flush()
+
     def _flush(self) -> None:
         """Write every queued frame in one call.
 

@@ -82,6 +82,9 @@ class Dispatcher:
         held pulls."""
         self.on_progress: Callable[[], None] | None = None
         """Called after each pass (the role handler waits for dispatch to catch up)."""
+        self.before_pass: Callable[[], None] | None = None
+        """Called first in each scheduled pass: the broker writes the answers its commit
+        callbacks queued in this loop pass, which would otherwise wait for the pass."""
         self.on_failure: Callable[[BaseException], None] | None = None
         """Called once when a pass fails: the queues no longer follow the log, and the broker
         must stop (fail-stop) rather than serve them."""
@@ -132,6 +135,8 @@ class Dispatcher:
         self._scheduled = False
         if self.failure is not None:
             return  # stopped for good: the broker is shutting down
+        if self.before_pass is not None:
+            self.before_pass()
         try:
             count = self._dispatch(_ENTRIES_PER_PASS)
         except Exception as exc:  # noqa: BLE001 - reported, and the broker stops (on_failure)
