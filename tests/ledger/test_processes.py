@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.errors import LedgerMQError, OutcomeUnknownError
-from ledgermq.testing.child_process import wait_until
 from ledgermq.testing.processes import child_env, free_ports, ledgermq_command
 
 if TYPE_CHECKING:
@@ -155,11 +154,11 @@ def wait_all_caught_up(group: ReplicaGroup, index: int, timeout_s: float = 10.0)
     could then never elect one (fresh-clone CI and local runs, 2026-11-26: about 1 run in 10,
     both candidates, the lagging one with an empty log).
     """
-    assert wait_until(
+    wait_for(
         lambda: all(group.metadata(n).committed_index >= index for n in group.nodes),
         timeout_s,
-        0.05,
-    ), f"index {index} was not committed on every replica within {timeout_s:g} s"
+        f"index {index} committed on every replica",
+    )
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
