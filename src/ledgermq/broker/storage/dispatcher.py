@@ -136,7 +136,10 @@ class Dispatcher:
         if self.failure is not None:
             return  # stopped for good: the broker is shutting down
         if self.before_pass is not None:
-            self.before_pass()
+            try:
+                self.before_pass()
+            except Exception:  # noqa: BLE001 - the pass must run whatever the hook did
+                _log.exception("the hook before a dispatch pass failed; dispatching anyway")
         try:
             count = self._dispatch(_ENTRIES_PER_PASS)
         except Exception as exc:  # noqa: BLE001 - reported, and the broker stops (on_failure)
