@@ -1,11 +1,7 @@
-"""The ACL's side of the gRPC door once a call was admitted (``AclGate.check_grpc``).
-
-``GrpcAccess``: a call's ``Access`` (``broker.service.access``) for the checks a service makes
-once it has read a record (EndTransaction: PUB on the half message's real topic, whatever topic
-the request names). ``signed_in_publisher``: whether the account a Telemetry stream was opened
-with may publish a topic, so that the door sends a check-back, which carries the half message,
-only to a producer entitled to it (issue 25 item 5): a producer's settings claim topics, which
-anyone may claim.
+"""Whether the account a gRPC Telemetry stream was opened with may publish a topic, for both
+gRPC doors (the replica's and the stand-alone proxy's): a check-back carries the half message,
+so it goes only to a producer entitled to it (issue 25 item 5); a producer's settings claim
+topics, which anyone may claim.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ from ledgermq.acl import Needs, Perm
 from ledgermq.acl.grpc_auth import parse_authorization
 from ledgermq.acl.resources import topic_resource
 from ledgermq.acl.validator import authorize
-from ledgermq.broker.errors import ForbiddenError
 from ledgermq.security import remote_ip
 
 if TYPE_CHECKING:
@@ -24,32 +19,7 @@ if TYPE_CHECKING:
 
     from ledgermq.security import AclGate
 
-__all__ = ["GrpcAccess", "signed_in_publisher"]
-
-
-class GrpcAccess:
-    """The ``Access`` of one admitted gRPC call: ``check_grpc`` again, with the new needs."""
-
-    def __init__(
-        self,
-        gate: AclGate,
-        address: str,
-        metadata: Mapping[str, str],
-        request: str,
-        now_s: Callable[[], float],
-    ) -> None:
-        self._gate = gate
-        self._address = address
-        self._metadata = metadata
-        self._request = request
-        self._now_s = now_s
-
-    def require(self, needs: Needs, rule: str) -> None:
-        decision = self._gate.check_grpc(
-            self._address, self._metadata, self._request, needs, self._now_s()
-        )
-        if not decision.allowed:
-            raise ForbiddenError(f"{decision.access_key or 'this client'} is refused: {rule}")
+__all__ = ["signed_in_publisher"]
 
 
 def signed_in_publisher(

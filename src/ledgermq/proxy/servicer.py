@@ -37,7 +37,7 @@ from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.grpc_access import GrpcAccess, signed_in_publisher
+from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.message_types import (
     TopicMessageType,
     accepted_message_types,
@@ -48,6 +48,7 @@ from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
+from ledgermq.proxy.replica_access import GrpcAccess
 from ledgermq.proxy.route_answers import (
     assignments,
     broker_at,
