@@ -137,6 +137,8 @@ _REQUEST_KINDS: Final[dict[int, str]] = {
 _LOCK_CODES: Final = frozenset({MQRequestCode.LOCK_BATCH_MQ, MQRequestCode.UNLOCK_BATCH_MQ})
 _PARSED_CODES: Final = _SEND_CODES | _LOCK_CODES
 """Requests parsed once, before the ACL (``_Parsed``)."""
+_NO_NEEDS: Final = Needs()
+"""A send's needs when there is no ACL to ask (not computed: sends are the hot path)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -668,7 +670,8 @@ class BrokerServer:
         try:
             if code in _SEND_CODES:
                 request = parse_send_request(command)
-                return _Parsed(send_needs(request.topic), send=request)
+                needs = _NO_NEEDS if self.acl is None else send_needs(request.topic)
+                return _Parsed(needs, send=request)
             body = parse_lock_body(command.body)
         except RequestRejectedError as exc:
             error = exc

@@ -51,8 +51,15 @@ class SignedIn:
         self._who: dict[Connection, tuple[str, str | None]] = {}
 
     def heartbeat_admitted(self, conn: Connection, command: RemotingCommand) -> None:
-        """Record the heartbeat's signer (its signature was verified by the gate)."""
+        """Record the heartbeat's signer (its signature was verified by the gate); forgotten
+        when the connection closes."""
+        if conn not in self._who:
+            conn.add_close_callback(self.forget)
         self._who[conn] = (remote_ip(conn.address), command.ext_fields.get(ACCESS_KEY) or None)
+
+    def __len__(self) -> int:
+        """Connections remembered (tests: none is kept after it closes)."""
+        return len(self._who)
 
     def forget(self, conn: Connection) -> None:
         self._who.pop(conn, None)
