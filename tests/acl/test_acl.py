@@ -27,7 +27,14 @@ from ledgermq.acl import (
     signature_matches,
     validate,
 )
-from ledgermq.acl.resources import ACCOUNT_ONLY_CODES, ADMIN_CODES, RESOURCE_CODES, Resource
+from ledgermq.acl.resources import (
+    ACCOUNT_ONLY_CODES,
+    ADMIN_CODES,
+    RESOURCE_CODES,
+    Resource,
+    lock_needs,
+    send_needs,
+)
 from ledgermq.wire.codes import MQRequestCode
 
 # RocketMQ's documented example (docs/cn/acl/user_guide.md), secretKey as YAML reads it: an int.
@@ -222,6 +229,31 @@ def test_every_request_code_is_classified_once() -> None:
     for code in MQRequestCode:
         homes = [code in ADMIN_CODES, code in RESOURCE_CODES, code in ACCOUNT_ONLY_CODES]
         assert homes.count(True) == 1, code
+
+
+def test_an_unclassified_code_or_an_unparsed_body_needs_an_admin_account() -> None:
+    """Issue 25: a code in none of the lists needed any account; now it is refused to all but
+    an admin, and so are codes whose needs only their parsed body tells (a door that forgot to
+    parse must refuse, not allow). Reading every group's offsets is an admin's."""
+    assert request_needs(9999, {"topic": "T"}).admin
+    for code in (
+        MQRequestCode.HEART_BEAT,
+        MQRequestCode.LOCK_BATCH_MQ,
+        MQRequestCode.UNLOCK_BATCH_MQ,
+        MQRequestCode.GET_ALL_CONSUMER_OFFSET,
+    ):
+        assert request_needs(code, {}).admin, code
+    topic, group = Resource("topic", "T"), Resource("group", "G")
+    stats = request_needs(MQRequestCode.GET_CONSUME_STATS, {"consumerGroup": "G", "topic": "T"})
+    assert stats.resources == {topic: Perm.SUB, group: Perm.SUB}
+    assert request_needs(MQRequestCode.GET_TOPIC_STATS_INFO, {"topic": "T"}).resources == {
+        topic: Perm.SUB
+    }
+    assert lock_needs("G", ["T", "T"]).resources == {topic: Perm.SUB, group: Perm.SUB}
+    assert send_needs("%DLQ%G").resources == {group: Perm.SUB}
+    # a V2 send carrying a V1 name, or no b, is refused by its parser: nothing to allow here
+    assert request_needs(MQRequestCode.SEND_MESSAGE_V2, {"b": "T", "topic": "U"}).admin
+    assert request_needs(MQRequestCode.SEND_MESSAGE_V2, {"topic": "U"}).admin
 
 
 def test_needs() -> None:

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledgermq.broker.remoting.send import parse_send_request
+from ledgermq.errors import BadRequestError
 from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields
 
@@ -34,11 +35,36 @@ def _outcome(command: RemotingCommand) -> object:
 @given(headers, st.sampled_from([MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE]))
 def test_a_v2_header_reads_as_its_long_named_twin(fields: dict[str, str], code: int) -> None:
     v2 = RemotingCommand(code, 1, ext_fields=fields)
+    if "b" not in fields:  # a V2 header names its topic in b, or is refused
+        assert _outcome(v2) == (BadRequestError, MISSING_B)
+        return
     long_named = expand_send_v2_fields(fields)
     if code == MQRequestCode.SEND_BATCH_MESSAGE:
         long_named["batch"] = "true"
     twin = RemotingCommand(MQRequestCode.SEND_MESSAGE, 1, ext_fields=long_named)
     assert _outcome(v2) == _outcome(twin)
+
+
+MISSING_B = "the SEND_MESSAGE_V2 header lacks the field 'b' (the topic)"
+
+
+@given(
+    headers,
+    st.sampled_from([MQRequestCode.SEND_MESSAGE_V2, MQRequestCode.SEND_BATCH_MESSAGE]),
+    st.sets(st.sampled_from(sorted(SEND_V2_FIELD_NAMES.values())), min_size=1),
+)
+def test_a_v2_header_with_v1_names_is_refused(
+    fields: dict[str, str], code: int, v1_names: set[str]
+) -> None:
+    """Issue 25 item 2: the ACL checked PUB on ``b`` and the handler stored into ``topic``
+    (which overrode ``b``, or stood in for a missing one). A V2 header carrying any SEND_MESSAGE
+    name is refused whole, naming the field, whatever else it holds."""
+    mixed = {**fields, **dict.fromkeys(v1_names, "TopicB")}
+    outcome = _outcome(RemotingCommand(code, 1, ext_fields={**mixed, "AccessKey": "k"}))
+    assert isinstance(outcome, tuple), outcome
+    assert outcome[0] is BadRequestError
+    assert "may not also carry" in outcome[1]
+    assert all(repr(name) in outcome[1] for name in v1_names)
 
 
 def test_the_usual_v2_header_is_read() -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.errors import IllegalMessageError, InvalidArgumentError, NotFoundError
+from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.service.transactions import (
@@ -112,16 +113,20 @@ def test_half_invisible_commit_once_rollback_never(tmp_path: Path) -> None:
         tx = services.transactions
         assert tx.open_count() == 2
 
-        assert await tx.end(_end(committed, Resolution.COMMIT)) == "commit"
+        assert await tx.end(_end(committed, Resolution.COMMIT), OPEN_ACCESS) == "commit"
         assert await _bodies(services) == [b"body-u1"]
-        assert await tx.end(_end(committed, Resolution.COMMIT)) == "commit"  # again: accepted
-        assert await tx.end(_end(rolled, Resolution.UNKNOWN)) == "unknown"  # nothing happens
-        assert await tx.end(_end(rolled, Resolution.ROLLBACK)) == "rollback"
+        assert (
+            await tx.end(_end(committed, Resolution.COMMIT), OPEN_ACCESS) == "commit"
+        )  # again: accepted
+        assert (
+            await tx.end(_end(rolled, Resolution.UNKNOWN), OPEN_ACCESS) == "unknown"
+        )  # nothing happens
+        assert await tx.end(_end(rolled, Resolution.ROLLBACK), OPEN_ACCESS) == "rollback"
         assert await _bodies(services) == [b"body-u1"]  # once; the rolled-back one never
         with pytest.raises(InvalidArgumentError, match="settled already"):
-            await tx.end(_end(committed, Resolution.ROLLBACK))
+            await tx.end(_end(committed, Resolution.ROLLBACK), OPEN_ACCESS)
         with pytest.raises(InvalidArgumentError, match="settled already"):
-            await tx.end(_end(rolled, Resolution.COMMIT))
+            await tx.end(_end(rolled, Resolution.COMMIT), OPEN_ACCESS)
         assert tx.open_count() == 0
         (message,) = decode_records((await services.pull.pull(PullRequest("C", "T", 1, 0))).body)
         assert message.properties["UNIQ_KEY"] == "u1"
@@ -146,17 +151,17 @@ def test_bad_requests_are_refused_and_lose_nothing(tmp_path: Path) -> None:
         half = await _half(services, "u1")
         tx = services.transactions
         with pytest.raises(InvalidArgumentError, match="producer group"):
-            await tx.end(_end(half, Resolution.COMMIT, producer_group="other"))
+            await tx.end(_end(half, Resolution.COMMIT, producer_group="other"), OPEN_ACCESS)
         with pytest.raises(InvalidArgumentError, match="tranStateTableOffset"):
-            await tx.end(_end(half, Resolution.COMMIT, queue_offset=7))
+            await tx.end(_end(half, Resolution.COMMIT, queue_offset=7), OPEN_ACCESS)
         with pytest.raises(InvalidArgumentError, match="msgId"):
-            await tx.end(_end(half, Resolution.COMMIT, msg_id="nope"))
+            await tx.end(_end(half, Resolution.COMMIT, msg_id="nope"), OPEN_ACCESS)
         with pytest.raises(NotFoundError):
-            await tx.end(_end(half, Resolution.COMMIT, commit_log_offset=3))
+            await tx.end(_end(half, Resolution.COMMIT, commit_log_offset=3), OPEN_ACCESS)
         # a normal message is no half message
         normal = await services.send.send(_request({"UNIQ_KEY": "n"}), b"n", CLIENT)
         with pytest.raises(NotFoundError, match="not a half message"):
-            await tx.end(_end(normal, Resolution.COMMIT))
+            await tx.end(_end(normal, Resolution.COMMIT), OPEN_ACCESS)
         with pytest.raises(IllegalMessageError, match="delayed"):
             await _half(services, "u2", DELAY="2")
         props = encode_properties({"TRAN_MSG": "true"})
@@ -164,7 +169,7 @@ def test_bad_requests_are_refused_and_lose_nothing(tmp_path: Path) -> None:
         with pytest.raises(IllegalMessageError, match="batch"):
             await services.send.send(_request({}, batch=True), body, CLIENT)
         assert tx.open_count() == 1  # the half message is still there, open
-        assert await tx.end(_end(half, Resolution.COMMIT)) == "commit"
+        assert await tx.end(_end(half, Resolution.COMMIT), OPEN_ACCESS) == "commit"
         assert await _bodies(services) == [b"n", b"body-u1"]
 
     _run(tmp_path, test)
@@ -201,9 +206,9 @@ def test_check_back_then_commit_or_rollback(tmp_path: Path) -> None:
             check.commit_log_offset, Resolution.COMMIT, "PG", check.queue_offset,
             check.transaction_id, from_check=True,
         )  # fmt: skip
-        assert await tx.end(answer) == "commit"
+        assert await tx.end(answer, OPEN_ACCESS) == "commit"
         assert await _bodies(services) == [b"body-u1"]
-        assert await tx.end(_end(second, Resolution.ROLLBACK)) == "rollback"
+        assert await tx.end(_end(second, Resolution.ROLLBACK), OPEN_ACCESS) == "rollback"
         await asyncio.sleep(TIMEOUT_MS / 1000)
         assert await tx.check_pass() == []
         assert await _bodies(services) == [b"body-u1"]
@@ -224,7 +229,7 @@ def test_discarded_after_max_checks(tmp_path: Path) -> None:
         assert await tx.check_pass() == []  # transactionCheckMax=2 reached: discarded
         assert services.transactions.open_count() == 0
         with pytest.raises(InvalidArgumentError, match="settled already"):
-            await tx.end(_end(half, Resolution.COMMIT))
+            await tx.end(_end(half, Resolution.COMMIT), OPEN_ACCESS)
         assert await _bodies(services) == []
 
     _run(tmp_path, test, transaction_check_max=2)
@@ -241,8 +246,8 @@ def test_failover_keeps_settlements_counts_and_a_lost_commit(tmp_path: Path) -> 
         rolled = await _half(services, "r")
         lost = await _half(services, "lost")
         open_ = await _half(services, "open")
-        await tx.end(_end(committed, Resolution.COMMIT))
-        await tx.end(_end(rolled, Resolution.ROLLBACK))
+        await tx.end(_end(committed, Resolution.COMMIT), OPEN_ACCESS)
+        await tx.end(_end(rolled, Resolution.ROLLBACK), OPEN_ACCESS)
         await asyncio.sleep(TIMEOUT_MS / 1000 + 0.1)
         assert [c.transaction_id for c in await tx.check_pass()] == ["lost", "open"]
         # a commit whose message was written but whose settlement died with the master
@@ -262,14 +267,16 @@ def test_failover_keeps_settlements_counts_and_a_lost_commit(tmp_path: Path) -> 
         assert state is not None
         assert state.metadata.transactions.check_times(open_.queue_offset) == 2  # counted on
         with pytest.raises(InvalidArgumentError, match="settled already"):
-            await tx.end(_end(rolled, Resolution.COMMIT))
-        assert await tx.end(_end(lost, Resolution.COMMIT)) == "commit"  # no second copy
-        assert await tx.end(_end(open_, Resolution.COMMIT)) == "commit"
+            await tx.end(_end(rolled, Resolution.COMMIT), OPEN_ACCESS)
+        assert (
+            await tx.end(_end(lost, Resolution.COMMIT), OPEN_ACCESS) == "commit"
+        )  # no second copy
+        assert await tx.end(_end(open_, Resolution.COMMIT), OPEN_ACCESS) == "commit"
         assert sorted(await _bodies(services)) == [b"body-c", b"body-lost", b"body-open"]
         # the new master's half queue goes on after the old one's offsets
         fresh = await _half(services, "fresh")
         assert fresh.queue_offset == 4
-        assert await tx.end(_end(fresh, Resolution.COMMIT)) == "commit"
+        assert await tx.end(_end(fresh, Resolution.COMMIT), OPEN_ACCESS) == "commit"
         assert b"body-fresh" in await _bodies(services)
 
     _run(tmp_path, test)

@@ -4,10 +4,13 @@ failures, and the ``--listen`` address."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.clock import SystemClock
 from ledgermq.errors import (
     ConfigError,
     ConnectError,
@@ -18,13 +21,18 @@ from ledgermq.errors import (
 from ledgermq.proxy.cluster import parse_listen
 from ledgermq.proxy.cluster_recall import recall_broker
 from ledgermq.proxy.cluster_servicer import handle_broker
-from ledgermq.proxy.cluster_transactions import end_fields, transaction_id
+from ledgermq.proxy.cluster_transactions import ClusterProducers, end_fields, transaction_id
 from ledgermq.proxy.forward import WriteQueue, write_queues
+from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.messages import Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.remote_status import remote_status
+from ledgermq.security import AclFiles, AclGate
 from ledgermq.wire.message import create_offset_message_id
 from ledgermq.wire.route import BrokerData, QueueData, TopicRouteData
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Code = definition_pb2.Code
 
@@ -113,3 +121,51 @@ def test_listen_addresses() -> None:
     for bad in ("127.0.0.1", "h:port", "h:70000", ""):
         with pytest.raises(ConfigError):
             parse_listen(bad)
+
+
+_RELAY_ACL = """
+accounts:
+  - accessKey: tx-owner
+    secretKey: owner-secret
+    defaultTopicPerm: DENY
+    topicPerms: [T=PUB]
+  - accessKey: intruder-1
+    secretKey: intruder-secret
+    defaultTopicPerm: DENY
+    topicPerms: [Other=PUB]
+"""
+
+
+def test_check_backs_are_relayed_only_to_a_stream_signed_with_pub_on_the_topic(
+    tmp_path: Path,
+) -> None:
+    """Issue 25 item 5: the masters' check-back (the half message) went to the newest stream
+    whose settings claim the topic, any account's; now only to one whose account may publish
+    it, and to nobody when none may."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(_RELAY_ACL)
+    gate = AclGate(AclFiles([str(acl)], SystemClock()), "proxy")
+
+    def signed_by(access_key: str) -> dict[str, str]:
+        header = (
+            f"MQv2-HMAC-SHA1 Credential={access_key}, SignedHeaders=x-mq-date-time, Signature=00"
+        )
+        return {"authorization": header}
+
+    producers = ClusterProducers()
+    owner_box: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+    intruder_box: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+    owner = producers.open(
+        owner_box, signed_in_publisher(gate, "10.0.0.1:5000", signed_by("tx-owner"))
+    )
+    intruder = producers.open(
+        intruder_box, signed_in_publisher(gate, "10.0.0.2:5000", signed_by("intruder-1"))
+    )
+    producers.publishes(owner, ["T"])
+    producers.publishes(intruder, ["T"])  # the newest claims the topic too
+    command = service_pb2.TelemetryCommand()
+    assert producers.relay("T", command)
+    assert (owner_box.qsize(), intruder_box.qsize()) == (1, 0)
+    producers.close(owner)
+    assert not producers.relay("T", command)
+    assert intruder_box.empty()

@@ -10,7 +10,15 @@ says what is missing, never a secret, never whether the key or the signature was
 from ledgermq.acl.addresses import AddressPattern, parse_address_pattern
 from ledgermq.acl.config import Account, AclConfig, AclConfigError, parse_acl_config
 from ledgermq.acl.permission import Perm, parse_perm, perm_allows
-from ledgermq.acl.resources import Needs, Resource, heartbeat_needs, request_needs
+from ledgermq.acl.resources import (
+    Needs,
+    Resource,
+    heartbeat_needs,
+    lock_needs,
+    record_needs,
+    request_needs,
+    send_needs,
+)
 from ledgermq.acl.signature import request_content, sign, sign_request, signature_matches
 from ledgermq.acl.validator import Decision, validate
 
@@ -24,12 +32,15 @@ __all__ = [
     "Perm",
     "Resource",
     "heartbeat_needs",
+    "lock_needs",
     "parse_acl_config",
     "parse_address_pattern",
     "parse_perm",
     "perm_allows",
+    "record_needs",
     "request_content",
     "request_needs",
+    "send_needs",
     "sign",
     "sign_request",
     "signature_matches",

@@ -3,11 +3,22 @@
 Sends and END_TRANSACTION need PUB on the topic (a send to a retry topic, SUB on its group);
 pulls, POP (pop, ack, change invisible time), offsets and consumer bookkeeping need SUB on the
 group and the topic;
-heartbeats SUB on every consumer group and subscribed topic. Requests that change the cluster
-(topics, groups, broker config, registrations, offsets resets, leadership) need an admin
-account, a superset of RocketMQ's ``Permission.ADMIN_CODE``. The rest (route lookups,
-statistics) need a valid account only. Groups are resources of their own (``%RETRY%<group>`` in
-RocketMQ's tables): a ``%RETRY%`` or ``%DLQ%`` topic is its group's.
+heartbeats SUB on every consumer group and subscribed topic; queue locks (LOCK_BATCH_MQ,
+UNLOCK_BATCH_MQ) SUB on the body's group and on each queue's topic. Requests that change the
+cluster (topics, groups, broker config, registrations, offsets resets, leadership) need an admin
+account, a superset of RocketMQ's ``Permission.ADMIN_CODE``, and so does reading every group's
+offsets (GET_ALL_CONSUMER_OFFSET). The rest (route lookups, cluster-wide lists) need a valid
+account only. Groups are resources of their own (``%RETRY%<group>`` in RocketMQ's tables): a
+``%RETRY%`` or ``%DLQ%`` topic is its group's. A code in none of the three sets needs an admin
+account: a new code is refused to everyone else until it is classified.
+
+Parse once, check that (issue 25): a door that parses a request (a send's header, a heartbeat's
+or a lock's body) computes its needs from the parsed object (``send_needs``,
+``heartbeat_needs``, ``lock_needs``) and hands the handler that same object, so the ACL and the
+handler cannot read different fields. What only the stored record tells (its topic) is checked by
+the handler after reading it, before answering or changing anything (``record_needs``):
+VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK need SUB on the record's topic, END_TRANSACTION
+PUB on the half message's real topic.
 """
 
 from __future__ import annotations
@@ -16,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl.permission import Perm
+from ledgermq.errors import BadRequestError
 from ledgermq.wire.codes import MQRequestCode
+from ledgermq.wire.ext_fields import send_v2_topic
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -28,7 +41,10 @@ __all__ = [
     "Needs",
     "Resource",
     "heartbeat_needs",
+    "lock_needs",
+    "record_needs",
     "request_needs",
+    "send_needs",
 ]
 
 RETRY_PREFIX: Final = "%RETRY%"
@@ -52,6 +68,7 @@ ADMIN_CODES: Final = frozenset(
         _C.TRANSFER_LEADERSHIP,
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
+        _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check
     }
 )
 """Codes only an admin account may send."""
@@ -77,34 +94,37 @@ RESOURCE_CODES: Final = frozenset(
         _C.SEARCH_OFFSET_BY_TIMESTAMP,
         _C.GET_EARLIEST_MSG_STORETIME,
         _C.HEART_BEAT,
+        _C.LOCK_BATCH_MQ,
+        _C.UNLOCK_BATCH_MQ,
+        _C.GET_CONSUME_STATS,
+        _C.GET_TOPIC_STATS_INFO,
+        _C.VIEW_MESSAGE_BY_ID,
     }
 )
-"""Codes that need a permission on a topic or group (HEART_BEAT: ``heartbeat_needs``)."""
+"""Codes that need a permission on a topic or group (sends: ``send_needs``; HEART_BEAT:
+``heartbeat_needs``; locks: ``lock_needs``; VIEW_MESSAGE_BY_ID: ``record_needs`` once read)."""
+_PARSED_BY_THE_DOOR: Final = frozenset({_C.HEART_BEAT, _C.LOCK_BATCH_MQ, _C.UNLOCK_BATCH_MQ})
+"""Codes whose needs only their parsed body tells, never ``request_needs`` (which asks an admin
+account for them: a door that forgot to parse refuses, not allows)."""
 ACCOUNT_ONLY_CODES: Final = frozenset(
     {
         _C.GET_ALL_TOPIC_CONFIG,
         _C.GET_BROKER_CONFIG,
         _C.GET_BROKER_RUNTIME_INFO,
-        _C.VIEW_MESSAGE_BY_ID,
         _C.CHECK_TRANSACTION_STATE,
         _C.NOTIFY_CONSUMER_IDS_CHANGED,
-        _C.LOCK_BATCH_MQ,
-        _C.UNLOCK_BATCH_MQ,
-        _C.GET_ALL_CONSUMER_OFFSET,
         _C.GET_ALL_DELAY_OFFSET,
         _C.CHECK_CLIENT_CONFIG,
         _C.GET_ROUTEINFO_BY_TOPIC,
         _C.GET_BROKER_CLUSTER_INFO,
         _C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-        _C.GET_TOPIC_STATS_INFO,
         _C.GET_CONSUMER_CONNECTION_LIST,
         _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-        _C.GET_CONSUME_STATS,
         _C.GET_CONSUMER_RUNNING_INFO,
     }
 )
-"""Codes any valid account may send: route and cluster lookups, statistics, message views by
-id, client bookkeeping. tests/acl checks that every code is in exactly one of the three sets, so
+"""Codes any valid account may send: route and cluster lookups, cluster-wide lists, client
+bookkeeping. tests/acl checks that every code is in exactly one of the three sets, so
 a new code is classified on purpose."""
 
 
@@ -153,23 +173,60 @@ def _send(resources: dict[Resource, Perm], topic: str | None) -> None:
     _add(resources, target, Perm.SUB if target.kind == "group" else Perm.PUB)
 
 
+def send_needs(topic: str) -> Needs:
+    """A send (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE) to ``topic``, as the door parsed its
+    header: PUB on the topic (SUB on the group for its retry or dead-letter topic). A send that
+    creates its topic (``autoCreateTopicEnable``) needs the same, as in RocketMQ: PUB on the
+    topic it creates, which an account has only by name or by ``defaultTopicPerm``; no admin
+    account is needed, and an account without PUB on the name creates nothing."""
+    resources: dict[Resource, Perm] = {}
+    _send(resources, topic)
+    return Needs(resources=resources)
+
+
+def record_needs(topic: str, perm: Perm) -> Needs:
+    """``perm`` on a stored record's topic (its group for a retry or dead-letter topic): what a
+    handler asks once it has read the record a request names by offset."""
+    resources: dict[Resource, Perm] = {}
+    _add(resources, topic_resource(topic), perm)
+    return Needs(resources=resources)
+
+
+def lock_needs(group: str, topics: Iterable[str]) -> Needs:
+    """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, from the parsed body: SUB on its group and on each of
+    its queues' topics."""
+    resources: dict[Resource, Perm] = {}
+    _add(resources, group_resource(group), Perm.SUB)
+    for topic in topics:
+        _add(resources, topic_resource(topic), Perm.SUB)
+    return Needs(resources=resources)
+
+
 def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
-    """What a request (other than HEART_BEAT, see ``heartbeat_needs``) needs, from its code and
-    extFields. A field the request lacks adds no resource: the handler refuses the request."""
-    if code in ADMIN_CODES:
+    """What a request needs from its code and extFields alone, for a door that does not parse
+    it first (the broker computes a send's needs from its parsed header, ``send_needs``). Codes
+    with a body to parse (HEART_BEAT, locks: ``_PARSED_BY_THE_DOOR``) need an admin account
+    here, so that forgetting to parse refuses. A field the request lacks adds no resource: the
+    handler refuses the request. A code in no set needs an admin account."""
+    if code in ADMIN_CODES or code in _PARSED_BY_THE_DOOR:
         return Needs(admin=True)
+    if code not in RESOURCE_CODES and code not in ACCOUNT_ONLY_CODES:
+        return Needs(admin=True)  # unclassified: refused to all but an admin
     resources: dict[Resource, Perm] = {}
     get = fields.get
-    if code in (_C.SEND_MESSAGE, _C.RECALL_MESSAGE):  # a recall needs PUB, as RocketMQ's
+    if code in (_C.SEND_MESSAGE_V2, _C.SEND_BATCH_MESSAGE):
+        try:
+            _send(resources, send_v2_topic(fields))  # the header parser's own rule
+        except BadRequestError:
+            return Needs(admin=True)  # the handler refuses the header: nothing to allow
+    elif code in (_C.SEND_MESSAGE, _C.RECALL_MESSAGE):  # a recall needs PUB, as RocketMQ's
         _send(resources, get("topic"))
-    elif code in (_C.SEND_MESSAGE_V2, _C.SEND_BATCH_MESSAGE):
-        _send(resources, get("b"))
     elif code == _C.END_TRANSACTION:
-        # ending a transaction publishes (or drops) a message of the topic: PUB on it. RocketMQ
-        # 4's header has no topic (its ACL asks for an account only); the broker checks a
-        # topic given against the half message's real topic.
+        # ending a transaction publishes (or drops) a message of the topic: PUB on it, checked
+        # here on a topic given, and by the handler on the half message's real topic
         _send(resources, get("topic"))
     elif code == _C.CONSUMER_SEND_MSG_BACK:
+        # and, once the record is read, SUB on its topic (``record_needs``)
         _add(resources, group_resource(get("group") or ""), Perm.SUB)
     elif code in (
         _C.PULL_MESSAGE,
@@ -178,6 +235,7 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
         _C.CHANGE_MESSAGE_INVISIBLETIME,
         _C.UPDATE_CONSUMER_OFFSET,
         _C.QUERY_CONSUMER_OFFSET,
+        _C.GET_CONSUME_STATS,
     ):
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
         _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
@@ -189,6 +247,7 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
         _C.GET_MIN_OFFSET,
         _C.SEARCH_OFFSET_BY_TIMESTAMP,
         _C.GET_EARLIEST_MSG_STORETIME,
+        _C.GET_TOPIC_STATS_INFO,
     ):
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
     return Needs(resources=resources)

@@ -23,24 +23,31 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ledgermq.acl import Needs, heartbeat_needs
+from ledgermq.acl import Needs, heartbeat_needs, lock_needs, send_needs
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.live_config import RETENTION_KEYS, LiveConfig
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.registration import NameServerRegistrar
+from ledgermq.broker.remoting.access import GateAccess, SignedIn
 from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
 from ledgermq.broker.remoting.clients import ClientProcessor
-from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager, parse_heartbeat
+from ledgermq.broker.remoting.consumers import (
+    ConsumerManager,
+    QueueLockManager,
+    parse_heartbeat,
+    parse_lock_body,
+)
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pop import PopProcessor
 from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.recall import RecallProcessor
 from ledgermq.broker.remoting.running_info import consumer_running_info
-from ledgermq.broker.remoting.send import SendProcessor, send_response
+from ledgermq.broker.remoting.send import SendProcessor, parse_send_request, send_response
 from ledgermq.broker.remoting.send_back import SendBackProcessor
 from ledgermq.broker.remoting.transactions import EndTransactionProcessor, RemotingCheckBack
 from ledgermq.broker.role import RoleHandler
+from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.admin import AdminService
 from ledgermq.broker.service.clients import ClientService
 from ledgermq.broker.service.message_writer import MessageWriter
@@ -87,7 +94,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping
 
     from ledgermq.broker.config import BrokerConfig
-    from ledgermq.broker.service.send import SendResult
+    from ledgermq.broker.service.access import Access
+    from ledgermq.broker.service.send import SendRequest, SendResult
     from ledgermq.net import Connection, Listener, Network
     from ledgermq.store import LogStore
     from ledgermq.wire import RemotingCommand
@@ -126,6 +134,25 @@ _REQUEST_KINDS: Final[dict[int, str]] = {
     MQRequestCode.CONSUMER_SEND_MSG_BACK: "send_back",
 }
 """Requests whose latency is kept per topic (``ledgermq_broker_request_latency_seconds``)."""
+_LOCK_CODES: Final = frozenset({MQRequestCode.LOCK_BATCH_MQ, MQRequestCode.UNLOCK_BATCH_MQ})
+_PARSED_CODES: Final = _SEND_CODES | _LOCK_CODES
+"""Requests parsed once, before the ACL (``_Parsed``)."""
+_NO_NEEDS: Final = Needs()
+"""A send's needs when there is no ACL to ask (not computed: sends are the hot path)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Parsed:
+    """A request the door parses before the ACL (sends, locks): what it needs, computed from
+    the parsed object, and its handler, bound to that same object, so that the ACL and the
+    handler cannot read different fields (issue 25: PUB was checked on a V2 send's ``b`` and
+    the message stored in its ``topic``). A request that does not parse needs a valid account
+    and is answered with the parser's error."""
+
+    needs: Needs
+    handler: Handler | None = None
+    """None for a send: ``_send_handler(send)``, made only when the task path takes it."""
+    send: SendRequest | None = None
 
 
 class FrontDoor(Protocol):
@@ -177,10 +204,11 @@ class BrokerServer:
         """The broker's figures on the replica's ``/metrics`` (``broker.metrics``)."""
         self.metrics.register(self.ledger.metrics.registry)
         self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
-        self.acl: AclGate | None = None
-        """The remoting port's ACL (``aclEnable``); every request passes it first."""
-        if config.acl_enable:
-            self.acl = AclGate(AclFiles(_acl_paths(config), self._clock), "broker", self._audit)
+        self.acl: AclGate | None
+        self._signed_in: SignedIn | None
+        self.acl, self._signed_in = _acl_gate(config, self._clock, self._audit)
+        """The remoting port's ACL (``aclEnable``), which every request passes first, and who
+        each connection's admitted heartbeat was signed by (check-backs' addressees)."""
         self.state: BrokerState | None = None
         self.services: BrokerServices | None = None
         """The protocol-neutral operations (``broker.service``), once started."""
@@ -331,7 +359,7 @@ class BrokerServer:
         """The master's check-back of open half messages, with this door's way to producers
         (CHECK_TRANSACTION_STATE to a connection of the group; the gRPC door adds its own).
         Made on the first promotion: only a master checks back."""
-        channel = RemotingCheckBack(self.consumers, self.config.broker_name)
+        channel = RemotingCheckBack(self.consumers, self.config.broker_name, self._signed_in)
         services.transactions.channels.append(channel)
         return TransactionChecker(state, services.transactions)
 
@@ -609,9 +637,20 @@ class BrokerServer:
     def _on_frame(self, conn: Connection, command: RemotingCommand) -> None:
         if command.is_response:
             return  # answers to our one-way notifications: nothing waits for them
-        if self.acl is not None and not self._admitted(conn, command):
+        parsed = self._parse(command) if command.code in _PARSED_CODES else None
+        if self.acl is not None and not self._admitted(conn, command, parsed):
             return
-        handler = self._handlers.get(command.code)
+        started = time.perf_counter()
+        if parsed is not None:
+            send = parsed.send
+            if send is not None:
+                if self._start_send(conn, command, send, started):
+                    return
+                handler: Handler | None = self._send_handler(send)
+            else:
+                handler = parsed.handler
+        else:
+            handler = self._handlers.get(command.code)
         if handler is None:
             if not command.is_oneway:
                 conn.send(
@@ -621,18 +660,55 @@ class BrokerServer:
                     )
                 )
             return
-        started = time.perf_counter()
-        if command.code in _SEND_CODES and self._start_send(conn, command, started):
-            return
         task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command, started))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _admitted(self, conn: Connection, command: RemotingCommand) -> bool:
+    def _parse(self, command: RemotingCommand) -> _Parsed:
+        """Parse a send's header or a lock's body once (``_Parsed``)."""
+        code = command.code
+        try:
+            if code in _SEND_CODES:
+                request = parse_send_request(command)
+                needs = _NO_NEEDS if self.acl is None else send_needs(request.topic)
+                return _Parsed(needs, send=request)
+            body = parse_lock_body(command.body)
+        except RequestRejectedError as exc:
+            error = exc
+
+            async def refuse(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+                raise error
+
+            return _Parsed(Needs(), refuse)
+        clients = self._clients
+        assert clients is not None
+        serve = clients.lock if code == MQRequestCode.LOCK_BATCH_MQ else clients.unlock
+
+        async def handle(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return serve(command, body)
+
+        return _Parsed(lock_needs(body[1], {queue.topic for queue in body[2]}), handle)
+
+    def _send_handler(self, request: SendRequest) -> Handler:
+        """The task path of ``request`` (a send ``_start_send`` did not take)."""
+        send = self._send
+
+        async def do_send(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            assert send is not None
+            return await send.process(request, command, conn.address)
+
+        return do_send
+
+    def _access(self, conn: Connection, command: RemotingCommand) -> Access:
+        """``command``'s requester, for the checks a service makes once it has read a record."""
+        acl = self.acl
+        return OPEN_ACCESS if acl is None else GateAccess(acl, conn.address, command)
+
+    def _admitted(self, conn: Connection, command: RemotingCommand, parsed: _Parsed | None) -> bool:
         """Whether the ACL lets ``command`` through; if not, it was answered NO_PERMISSION."""
         acl = self.acl
         assert acl is not None
-        needs = None
+        needs = None if parsed is None else parsed.needs
         if command.code == MQRequestCode.HEART_BEAT:
             try:
                 beat = parse_heartbeat(command.body)
@@ -642,13 +718,17 @@ class BrokerServer:
                 needs = heartbeat_needs((c.group, c.subscriptions.keys()) for c in beat.consumers)
         refusal = acl.check(conn.address, command, needs)
         if refusal is None:
+            if command.code == MQRequestCode.HEART_BEAT and self._signed_in is not None:
+                self._signed_in.heartbeat_admitted(conn, command)
             return True
         if not command.is_oneway and not conn.closed:
             with contextlib.suppress(NetworkError):
                 conn.send(refusal)
         return False
 
-    def _start_send(self, conn: Connection, command: RemotingCommand, started: float) -> bool:
+    def _start_send(
+        self, conn: Connection, command: RemotingCommand, request: SendRequest, started: float
+    ) -> bool:
         """A send to a known topic, without a task: its answer goes out from the commit's
         completion (``SendProcessor.start``). False when it needs the task path (a topic to
         create, a retry topic) or the broker has failed; nothing has been done then."""
@@ -665,7 +745,7 @@ class BrokerServer:
             self._answered.add(conn)
 
         try:
-            return send.start(command, conn.address, answer)
+            return send.start(request, command, conn.address, answer)
         except Exception as exc:  # noqa: BLE001 - mapped exactly as _serve maps it
             self._answer(conn, command, self._error_response(conn, command, exc), started)
             return True
@@ -795,7 +875,7 @@ class BrokerServer:
         assert self._offsets is not None
         assert self._admin is not None
         assert self._clients is not None
-        send, pull, send_back = self._send, self._pull, self._send_back
+        pull, send_back = self._pull, self._send_back
         offsets, admin, clients = self._offsets, self._admin, self._clients
         assert self.services is not None
         pop = PopProcessor(self.services.pop)
@@ -814,8 +894,14 @@ class BrokerServer:
 
             return run
 
-        async def do_send(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await send.process(command, conn.address)
+        async def view(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return admin.view_message(command, self._access(conn, command))
+
+        async def send_back_one(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await send_back.process(command, self._access(conn, command))
+
+        async def end(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await transactions.end(command, self._access(conn, command))
 
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return consumer_connections(self.consumers, command)
@@ -832,16 +918,13 @@ class BrokerServer:
 
         code = MQRequestCode
         return {
-            code.SEND_MESSAGE: do_send,
-            code.SEND_MESSAGE_V2: do_send,
-            code.SEND_BATCH_MESSAGE: do_send,
             code.PULL_MESSAGE: asynchronous(pull.process),
             code.POP_MESSAGE: asynchronous(pop.pop),
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.RECALL_MESSAGE: asynchronous(recall.process),
-            code.CONSUMER_SEND_MSG_BACK: asynchronous(send_back.process),
-            code.END_TRANSACTION: asynchronous(transactions.end),
+            code.CONSUMER_SEND_MSG_BACK: send_back_one,
+            code.END_TRANSACTION: end,
             code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
             code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
             code.GET_MAX_OFFSET: sync(offsets.max_offset),
@@ -852,8 +935,6 @@ class BrokerServer:
             code.UNREGISTER_CLIENT: clients.unregister,
             code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
             code.CHECK_CLIENT_CONFIG: clients.check_client_config,
-            code.LOCK_BATCH_MQ: clients.lock,
-            code.UNLOCK_BATCH_MQ: clients.unlock,
             code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
             code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
             code.GET_ALL_TOPIC_CONFIG: sync(admin.all_topics),
@@ -865,7 +946,7 @@ class BrokerServer:
             code.GET_CONSUME_STATS: sync(admin.consume_stats),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.GET_CONSUMER_RUNNING_INFO: running_info,
-            code.VIEW_MESSAGE_BY_ID: sync(admin.view_message),
+            code.VIEW_MESSAGE_BY_ID: view,
             code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
@@ -920,6 +1001,16 @@ def _lock_root(root: str) -> int:
             "own storePathRootDir"
         ) from None
     return fd
+
+
+def _acl_gate(
+    config: BrokerConfig, clock: Clock, audit: AuditLog | None
+) -> tuple[AclGate | None, SignedIn | None]:
+    """The remoting port's ACL gate and its record of signed-in producers (``aclEnable``)."""
+    if not config.acl_enable:
+        return None, None
+    gate = AclGate(AclFiles(_acl_paths(config), clock), "broker", audit)
+    return gate, SignedIn(gate)
 
 
 def _acl_paths(config: BrokerConfig) -> list[str]:

@@ -46,6 +46,7 @@ from ledgermq.proxy.cluster_transactions import (
     transaction_id,
 )
 from ledgermq.proxy.forward import write_queues
+from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.message_types import accepted_message_types, message_type_of, type_conflict
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
@@ -152,6 +153,17 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             return None
         code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
         return status(code, decision.remark)
+
+    def _may_publish(self, context: Context) -> Callable[[str], bool] | None:
+        """For a Telemetry stream: whether its account may publish a topic (None: no ACL)."""
+        if self._acl is None:
+            return None
+        metadata = {
+            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
+        }
+        peer = context.peer() or ""
+        address = self._real_peer(peer.partition(":")[2] or peer)
+        return signed_in_publisher(self._acl, address, metadata)
 
     def _heartbeat_soon(self) -> None:
         """Tell the masters now that this proxy is a producer of ``GRPC_PRODUCER_GROUP`` (the
@@ -280,7 +292,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             return
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
         outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
-        key = self._producers.open(outbox)
+        key = self._producers.open(outbox, self._may_publish(context))
 
         async def read() -> None:
             try:

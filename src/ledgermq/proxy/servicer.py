@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
+from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.message_types import (
     TopicMessageType,
     accepted_message_types,
@@ -46,6 +48,7 @@ from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
+from ledgermq.proxy.replica_access import GrpcAccess
 from ledgermq.proxy.route_answers import (
     assignments,
     broker_at,
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
+    from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.security import AclGate
@@ -159,6 +163,27 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
         return status(code, decision.remark)
 
+    def _metadata(self, context: Context) -> dict[str, str]:
+        return {
+            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
+        }
+
+    def _access(self, context: Context, request: str) -> Access:
+        """The admitted call's requester, for the checks a service makes once it has read a
+        record (``broker.service.access``)."""
+        if self._acl is None:
+            return OPEN_ACCESS
+        address = self._real_peer(peer_address(context))
+        clock = self._state.clock
+        return GrpcAccess(self._acl, address, self._metadata(context), request, clock.wall_time_s)
+
+    def _may_publish(self, context: Context) -> Callable[[str], bool] | None:
+        """For a Telemetry stream: whether its account may publish a topic (None: no ACL)."""
+        if self._acl is None:
+            return None
+        address = self._real_peer(peer_address(context))
+        return signed_in_publisher(self._acl, address, self._metadata(context))
+
     # ------------------------------------------------------------------ routes
     async def _route_queues(
         self, topic: str
@@ -244,7 +269,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             return
         assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
         outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
-        key = self._producers.open(outbox)
+        key = self._producers.open(outbox, self._may_publish(context))
 
         async def read() -> None:
             try:
@@ -373,7 +398,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         if (refused := self._admit(context, "EndTransaction", needs)) is not None:
             return service_pb2.EndTransactionResponse(status=refused)
         try:
-            await self._services.transactions.end(end_request(request))
+            access = self._access(context, "EndTransaction")
+            await self._services.transactions.end(end_request(request), access)
         except Refusal as refusal:
             return service_pb2.EndTransactionResponse(status=refusal.status)
         except ServiceError as exc:

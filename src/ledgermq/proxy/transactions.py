@@ -14,7 +14,9 @@ Translation only; ``broker.service.transactions`` holds what ending a transactio
 - The check-back (``TelemetryProducers``): v5 producers have no group (the door records
   ``GRPC_PRODUCER_GROUP``), so a half message sent over gRPC is checked back with a producer
   whose Telemetry settings publish its topic, as a ``RecoverOrphanedTransactionCommand`` on
-  that producer's Telemetry stream; its checker answers with an EndTransaction.
+  that producer's Telemetry stream; its checker answers with an EndTransaction. With the ACL
+  on, only a stream whose account has PUB on the topic gets it (the check-back carries the
+  message; settings are only a claim).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ledgermq.wire.message import decode_offset_message_id
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from ledgermq.broker.service.transactions import TransactionCheck
 
@@ -89,6 +91,7 @@ def orphaned_command(check: TransactionCheck) -> service_pb2.TelemetryCommand:
 
 _Outbox: TypeAlias = "asyncio.Queue[service_pb2.TelemetryCommand | None]"
 """Commands to one client's Telemetry stream (None: the stream ends)."""
+_MayPublish: TypeAlias = "Callable[[str], bool]"
 
 
 class TelemetryProducers:
@@ -96,20 +99,22 @@ class TelemetryProducers:
     ``CheckBackChannel`` of the service (module docstring)."""
 
     def __init__(self) -> None:
-        self._streams: dict[int, tuple[frozenset[str], _Outbox]] = {}
+        self._streams: dict[int, tuple[frozenset[str], _Outbox, _MayPublish | None]] = {}
         self._ids = itertools.count()
 
-    def open(self, outbox: _Outbox) -> int:
-        """A new stream, whose commands to the client go into ``outbox``; its key."""
+    def open(self, outbox: _Outbox, may_publish: _MayPublish | None = None) -> int:
+        """A new stream, whose commands to the client go into ``outbox``; its key.
+        ``may_publish`` (the ACL is on): whether the stream's account may publish a topic; a
+        check-back goes only to a stream that claims the topic and may publish it."""
         key = next(self._ids)
-        self._streams[key] = (frozenset(), outbox)
+        self._streams[key] = (frozenset(), outbox, may_publish)
         return key
 
     def publishes(self, key: int, topics: Iterable[str]) -> None:
         """The producer on stream ``key`` publishes ``topics`` (its settings)."""
         entry = self._streams.get(key)
         if entry is not None:
-            self._streams[key] = (frozenset(topics), entry[1])
+            self._streams[key] = (frozenset(topics), entry[1], entry[2])
 
     def close(self, key: int) -> None:
         self._streams.pop(key, None)
@@ -117,8 +122,9 @@ class TelemetryProducers:
     def __call__(self, check: TransactionCheck) -> bool:
         if check.producer_group not in ("", GRPC_PRODUCER_GROUP):
             return False  # a remoting producer's (its group's connections are asked)
-        for topics, outbox in reversed(list(self._streams.values())):
-            if check.message.topic in topics:
+        topic = check.message.topic
+        for topics, outbox, may_publish in reversed(list(self._streams.values())):
+            if topic in topics and (may_publish is None or may_publish(topic)):
                 outbox.put_nowait(orphaned_command(check))
                 return True
         return False

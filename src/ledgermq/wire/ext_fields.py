@@ -25,6 +25,7 @@ __all__ = [
     "ext_str",
     "optional_int",
     "optional_str",
+    "send_v2_topic",
 ]
 
 SEND_V2_FIELD_NAMES: Final = {
@@ -46,8 +47,30 @@ SEND_V2_FIELD_NAMES: Final = {
 """SEND_MESSAGE_V2's one-letter header names (``SendMessageRequestHeaderV2``) -> SEND_MESSAGE's."""
 
 
+_SEND_V1_NAMES: Final = frozenset(SEND_V2_FIELD_NAMES.values())
+
+
+def send_v2_topic(fields: Mapping[str, str]) -> str:
+    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header's topic, its field ``b``, once the header is
+    known to be a V2 one: ``BadRequestError`` if ``b`` is missing or the header also carries a
+    SEND_MESSAGE (V1) name (``topic``, ``producerGroup``, ...). Why: a V1 name beside the
+    one-letter ones is ambiguous, and the ACL and the handler once read different ones (issue
+    25: PUB checked on ``b``, the message stored in ``topic``); no client sends both."""
+    mixed = _SEND_V1_NAMES.intersection(fields)
+    if mixed:
+        raise BadRequestError(
+            f"a SEND_MESSAGE_V2 header names its fields a..n; it may not also carry "
+            f"SEND_MESSAGE's {', '.join(repr(n) for n in sorted(mixed))}"
+        )
+    topic = fields.get("b")
+    if topic is None:
+        raise BadRequestError("the SEND_MESSAGE_V2 header lacks the field 'b' (the topic)")
+    return topic
+
+
 def expand_send_v2_fields(fields: Mapping[str, str]) -> dict[str, str]:
-    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with SEND_MESSAGE's field names."""
+    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header with SEND_MESSAGE's field names; call
+    ``send_v2_topic`` first, which refuses a header whose names would collide here."""
     return {SEND_V2_FIELD_NAMES.get(k, k): v for k, v in fields.items()}
 
 

@@ -19,6 +19,7 @@ from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.wire import RemotingCommand
 
@@ -132,8 +133,9 @@ class AdminProcessor:
         ]
         return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
-    def view_message(self, command: RemotingCommand) -> RemotingCommand:
-        record = self._service.view_message(ext_int(command.ext_fields, "offset"))
+    def view_message(self, command: RemotingCommand, access: Access) -> RemotingCommand:
+        """``access``: the requester, who needs SUB on the record's topic."""
+        record = self._service.view_message(ext_int(command.ext_fields, "offset"), access)
         return command.response(MQResponseCode.SUCCESS, body=record)
 
     def query_message(self, command: RemotingCommand) -> RemotingCommand:

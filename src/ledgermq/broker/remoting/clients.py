@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.remoting.admin import json_body
-from ledgermq.broker.remoting.consumers import (
-    parse_check_client_body,
-    parse_heartbeat,
-    parse_lock_body,
-)
+from ledgermq.broker.remoting.consumers import parse_check_client_body, parse_heartbeat
 from ledgermq.errors import BadRequestError, RequestRejectedError
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+    from ledgermq.broker.remoting.consumers import (
+        ConsumerManager,
+        LockRequest,
+        QueueLockManager,
+    )
     from ledgermq.broker.service.clients import ClientService
     from ledgermq.net import Connection
     from ledgermq.wire import RemotingCommand
@@ -95,13 +95,16 @@ class ClientProcessor:
         body = json_body({"consumerIdList": ids})
         return command.response(MQResponseCode.SUCCESS, body=body)
 
-    async def lock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        client_id, group, queues = parse_lock_body(command.body)
+    def lock(self, command: RemotingCommand, request: LockRequest) -> RemotingCommand:
+        """LOCK_BATCH_MQ; ``request``: its body as ``parse_lock_body`` read it, the object the
+        ACL checked (``acl.lock_needs``)."""
+        client_id, group, queues = request
         held = self._locks.lock(group, client_id, queues, self._service.now_ms())
         body = json_body({"lockOKMQSet": [q.to_object() for q in held]})
         return command.response(MQResponseCode.SUCCESS, body=body)
 
-    async def unlock(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        client_id, group, queues = parse_lock_body(command.body)
+    def unlock(self, command: RemotingCommand, request: LockRequest) -> RemotingCommand:
+        """UNLOCK_BATCH_MQ, as ``lock``."""
+        client_id, group, queues = request
         self._locks.unlock(group, client_id, queues)
         return command.response(MQResponseCode.SUCCESS)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ledgermq.errors import BadRequestError
 from ledgermq.wire import MQRequestCode, RemotingCommand
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from ledgermq.net import Connection
 
@@ -31,9 +31,11 @@ __all__ = [
     "ClientCheck",
     "ConsumerGroupInfo",
     "ConsumerManager",
+    "LockRequest",
     "QueueLockManager",
     "parse_check_client_body",
     "parse_heartbeat",
+    "parse_lock_body",
 ]
 
 _log = logging.getLogger(__name__)
@@ -222,15 +224,19 @@ class ConsumerManager:
                 del connections[cid]
         return changed
 
-    def producer_connection(self, group: str) -> Connection | None:
-        """An open connection of a producer of ``group`` (the newest first), None if none: where
-        the broker sends a check-back (RocketMQ's ``ProducerManager.getAvailableChannel``)."""
+    def producer_connection(
+        self, group: str, accept: Callable[[Connection], bool] | None = None
+    ) -> Connection | None:
+        """An open connection of a producer of ``group`` (the newest first) that ``accept``s
+        (None: any), None if none: where the broker sends a check-back (RocketMQ's
+        ``ProducerManager.getAvailableChannel``; ``accept``: the ACL's say, since anyone may
+        claim a producer group)."""
         connections = self.producer_connections.get(group, {})
         for cid in reversed(list(connections)):
             conn = connections[cid]
             if conn.closed:
                 del connections[cid]
-            else:
+            elif accept is None or accept(conn):
                 return conn
         return None
 
@@ -282,7 +288,11 @@ class QueueId:
         return cls(str(value["topic"]), str(value["brokerName"]), int(value["queueId"]))
 
 
-def parse_lock_body(body: bytes) -> tuple[str, str, list[QueueId]]:
+LockRequest: TypeAlias = "tuple[str, str, list[QueueId]]"
+"""A LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body: (clientId, consumerGroup, its queues)."""
+
+
+def parse_lock_body(body: bytes) -> LockRequest:
     """``LockBatchRequestBody`` / ``UnlockBatchRequestBody``: (clientId, group, queues)."""
     try:
         data = json.loads(body)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.wire import MQRequestCode, MQResponseCode, ext_bool, ext_int, ext_str
-from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields
+from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields, send_v2_topic
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -31,13 +31,17 @@ _INT64_MAX: Final = (1 << 63) - 1
 
 
 def parse_send_request(command: RemotingCommand) -> SendRequest:
-    """The send's header; ``BadRequestError`` names a missing or malformed field."""
+    """The send's header; ``BadRequestError`` names a missing or malformed field. Parsed once
+    per request: the broker's ACL computes what the send needs from this very object
+    (``acl.send_needs`` of its ``topic``) and hands the same object to ``SendProcessor``. A V2
+    header must name its topic in ``b`` and carry no V1 name (``wire.ext_fields.send_v2_topic``)."""
     fields: Mapping[str, str] = command.ext_fields
     if command.code in _V2_CODES:
         if fields.keys() <= _V2_KEYS:
             request = _parse_v2_plain(fields, command.code == MQRequestCode.SEND_BATCH_MESSAGE)
             if request is not None:
                 return request
+        send_v2_topic(fields)  # refuses a missing b or a V1 name that would override it
         fields = expand_send_v2_fields(fields)
     max_reconsume = fields.get("maxReconsumeTimes")
     return SendRequest(
@@ -112,19 +116,22 @@ class SendProcessor:
     def __init__(self, service: SendService) -> None:
         self._service = service
 
-    async def process(self, command: RemotingCommand, client_address: str) -> RemotingCommand:
-        request = parse_send_request(command)
+    async def process(
+        self, request: SendRequest, command: RemotingCommand, client_address: str
+    ) -> RemotingCommand:
+        """Store ``request``: ``command``'s header as ``parse_send_request`` read it (the object
+        the ACL checked), with ``command``'s body."""
         result = await self._service.send(request, command.body, client_address)
         return send_response(command, result)
 
     def start(
         self,
+        request: SendRequest,
         command: RemotingCommand,
         client_address: str,
         on_done: Callable[[SendResult | ServiceError], None],
     ) -> bool:
-        """``SendService.start`` for this request: ``on_done`` gets the result (for
-        ``send_response``) or the refusal once; False, having done nothing, when the send needs
-        ``process``. Raises at once for a malformed or refused request."""
-        request = parse_send_request(command)
+        """``SendService.start`` for ``request`` (as in ``process``): ``on_done`` gets the result
+        (for ``send_response``) or the refusal once; False, having done nothing, when the send
+        needs ``process``. Raises at once for a refused request."""
         return self._service.start(request, command.body, client_address, on_done)

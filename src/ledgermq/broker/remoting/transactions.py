@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import InvalidArgumentError
 from ledgermq.broker.service.message_writer import split_host_port
 from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
@@ -31,8 +32,11 @@ from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand, ext_bo
 from ledgermq.wire.message import SysFlag, encode_properties, encode_record
 
 if TYPE_CHECKING:
+    from ledgermq.broker.remoting.access import SignedIn
     from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.transactions import TransactionCheck, TransactionService
+    from ledgermq.net import Connection
 
 __all__ = ["EndTransactionProcessor", "RemotingCheckBack", "check_request"]
 
@@ -69,8 +73,9 @@ class EndTransactionProcessor:
     def __init__(self, service: TransactionService) -> None:
         self._service = service
 
-    async def end(self, command: RemotingCommand) -> RemotingCommand:
-        await self._service.end(parse_end_request(command))
+    async def end(self, command: RemotingCommand, access: Access) -> RemotingCommand:
+        """``access``: the requester, who needs PUB on the half message's real topic."""
+        await self._service.end(parse_end_request(command), access)
         return command.response(MQResponseCode.SUCCESS)
 
 
@@ -106,14 +111,29 @@ def check_request(check: TransactionCheck, broker_name: str) -> RemotingCommand:
 
 
 class RemotingCheckBack:
-    """A ``CheckBackChannel``: the check-back to a producer of the group connected here."""
+    """A ``CheckBackChannel``: the check-back to a producer of the group connected here.
 
-    def __init__(self, clients: ConsumerManager, broker_name: str) -> None:
+    ``signed_in`` (the ACL is on): only to a connection whose heartbeat was signed by an account
+    with PUB on the half message's topic, since the check-back carries the message and any
+    client may claim a producer group; without one, nobody gets it (the checker tries again)."""
+
+    def __init__(
+        self, clients: ConsumerManager, broker_name: str, signed_in: SignedIn | None = None
+    ) -> None:
         self._clients = clients
         self._broker_name = broker_name
+        self._signed_in = signed_in
 
     def __call__(self, check: TransactionCheck) -> bool:
-        conn = self._clients.producer_connection(check.producer_group)
+        accept = None
+        signed_in = self._signed_in
+        if signed_in is not None:
+            needs = record_needs(check.message.topic, Perm.PUB)
+
+            def accept(conn: Connection) -> bool:
+                return signed_in.allows(conn, needs)
+
+        conn = self._clients.producer_connection(check.producer_group, accept)
         if conn is None:
             return False
         with contextlib.suppress(NetworkError):

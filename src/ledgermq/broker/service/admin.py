@@ -11,12 +11,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import (
     InvalidArgumentError,
     NoSuchTopicError,
     NotFoundError,
     TransferRefusedError,
 )
+from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
 from ledgermq.errors import (
     IndexCompactedError,
@@ -32,6 +34,7 @@ from ledgermq.wire.topic_attributes import apply_changes
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ledgermq.broker.service.access import Access
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.metadata import SubscriptionGroupConfig
     from ledgermq.ledger.server import LedgerServer
@@ -199,13 +202,20 @@ class AdminService:
         }
 
     # ------------------------------------------------------------------ messages
-    def view_message(self, offset: int) -> bytes:
-        """The record at commit-log ``offset``; ``NotFoundError`` if none starts there."""
+    def view_message(self, offset: int, access: Access) -> bytes:
+        """The record at commit-log ``offset``; ``NotFoundError`` if none starts there,
+        ``ForbiddenError`` unless ``access`` has SUB on its topic (``record_topic``): offsets
+        are predictable, so without the check any account could walk the log."""
         try:
             record = self._state.commitlog.read_record_at(offset)
-            decode_records(record)  # it must be one whole, valid record
+            messages = decode_records(record)  # it must be one whole, valid record
         except (IndexOutOfRangeError, IndexCompactedError, MessageFormatError) as exc:
             raise NotFoundError(f"no message at commit-log offset {offset}: {exc}") from None
+        for message in messages:
+            access.require(
+                record_needs(record_topic(message), Perm.SUB),
+                "viewing a message needs SUB on its topic",
+            )
         return record
 
     def query_message(

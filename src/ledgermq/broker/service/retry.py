@@ -22,7 +22,9 @@ import logging
 import random
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import NotFoundError
+from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.state.metadata import delay_offsets_op
 from ledgermq.broker.state.topics import SCHEDULE_TOPIC
 from ledgermq.errors import (
@@ -34,6 +36,7 @@ from ledgermq.errors import (
 from ledgermq.wire.message import MessageProperty, decode_records, encode_properties
 
 if TYPE_CHECKING:
+    from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.wire.message import MessageExt
@@ -64,20 +67,32 @@ class SendBackService:
         self._rng = random.Random()  # noqa: S311 - spreads retries over retry queues
 
     async def send_back(
-        self, offset: int, group: str, delay_level: int = 0, max_reconsume_times: int | None = None
+        self,
+        offset: int,
+        group: str,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+        *,
+        access: Access,
     ) -> None:
         """Store the message at commit-log ``offset`` again for ``group``: in its retry topic,
         delayed by ``delay_level`` (0: by its attempts so far), or in its dead-letter topic after
         ``max_reconsume_times`` attempts (None: the group's ``retryMaxTimes``) or for a negative
         level. Returns once stored; raises ``NotMasterError``, ``NotFoundError`` (no message at
-        the offset) or the store's refusals."""
+        the offset), ``ForbiddenError`` unless ``access`` has SUB on the message's topic
+        (``record_topic``: a group may copy only what it may consume into its own retry and
+        dead-letter topics) or the store's refusals."""
         state = self._state
         state.require_master("send-back")
+        message = _read_message(state, offset)
+        access.require(
+            record_needs(record_topic(message), Perm.SUB),
+            "a message may be sent back only by a consumer with SUB on its topic",
+        )
         group_config = await state.topics.ensure_group(group)
         max_times = (
             group_config.retry_max_times if max_reconsume_times is None else max_reconsume_times
         )
-        message = _read_message(state, offset)
         properties = dict(message.properties)
         properties.setdefault(MessageProperty.RETRY_TOPIC, message.topic)
         properties.setdefault(MessageProperty.ORIGIN_MESSAGE_ID, message.msg_id)

@@ -35,12 +35,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
 
+from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import (
     IllegalMessageError,
     InvalidArgumentError,
     NoSuchTopicError,
     NotFoundError,
 )
+from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.state.transactions import (
     CHECK,
     COMMIT,
@@ -66,6 +68,7 @@ from ledgermq.wire.message import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.wire.message import MessageExt
@@ -174,16 +177,22 @@ class TransactionService:
         """The doors' ways to producers (``CheckBackChannel``), tried in order."""
 
     # ------------------------------------------------------------------ end
-    async def end(self, request: EndTransactionRequest) -> str:
+    async def end(self, request: EndTransactionRequest, access: Access) -> str:
         """End the transaction of the half message at ``request.commit_log_offset``; returns
         how it stands now (``"commit"``, ``"rollback"``, ``"discard"``, ``"settled"`` for one
         settled long ago, or ``"unknown"`` when the producer did not decide). Ending it again
         the same way is accepted. Raises ``NotMasterError``, ``NotFoundError`` (no half message
         there), ``InvalidArgumentError`` (the request does not match the half message, or it
-        was settled the other way) or the store's refusals."""
+        was settled the other way), ``ForbiddenError`` unless ``access`` has PUB on the half
+        message's real topic (checked once it is read: a request names it only by offset) or
+        the store's refusals."""
         state = self._state
         state.require_master("ending a transaction")
         half = self._read_half(request.commit_log_offset)
+        access.require(
+            record_needs(record_topic(half), Perm.PUB),
+            "a transaction may be ended only by a producer with PUB on its message's topic",
+        )
         _match(request, half)
         offset = half.queue_offset
         if request.resolution is Resolution.UNKNOWN:
