@@ -1,11 +1,13 @@
-"""Unsigned gRPC calls cost a broker no memory to speak of (issue 25 item 8).
+"""Unsigned gRPC calls cost a broker no memory to speak of, and a connection carries a bounded
+number of calls (issue 25 item 8).
 
 A real one-replica broker group with ``aclEnable`` (its own process, so its RSS is its own):
 eight clients at once, each on its own connection, send one SendMessage of thirty 4 MiB
 messages (120 MiB) without signing it. Every send is refused UNAUTHORIZED, and the master's
 resident memory grows by far less than what was sent: the door refuses an unsigned call from
 its metadata, before its request is read (``proxy.admission``). Before that, each 120 MiB
-request was read and parsed before the ACL looked at it: 61 MB -> 432 MB here, and a master
+request was read and parsed before the ACL looked at it: 61 MB -> 432 MB here (60 MB -> 65 to
+86 MB after), and a master
 with a bigger store went from 334 MB to 987 MB.
 """
 
@@ -14,21 +16,23 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc.aio
 import pytest
 
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.server_options import MAX_CONCURRENT_STREAMS
+from tests.proxy.test_servicer import Group, _run, _stub
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from ledgermq.testing.broker_cluster import BrokerCluster
 
     MakeCluster = Callable[..., BrokerCluster]
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 Code = definition_pb2.Code
 CLIENTS = 8
@@ -69,6 +73,7 @@ async def unsigned_sends(address: str) -> list[int]:
     return list(await asyncio.gather(*(client() for _ in range(CLIENTS))))
 
 
+@pytest.mark.integration
 def test_unsigned_sends_do_not_grow_the_masters_memory(
     broker_clusters: MakeCluster, tmp_path: Path
 ) -> None:
@@ -90,3 +95,45 @@ def test_unsigned_sends_do_not_grow_the_masters_memory(
     print(f"master RSS {before:.0f} MB -> {after:.0f} MB")  # the measured figure, with -s
     assert codes == [Code.UNAUTHORIZED] * CLIENTS
     assert after - before < GROWTH_LIMIT_MB, f"RSS {before:.0f} MB -> {after:.0f} MB"
+
+
+def _status(reply: object) -> int:
+    assert isinstance(reply, service_pb2.TelemetryCommand), reply
+    return reply.status.code
+
+
+def test_a_connection_carries_at_most_max_concurrent_streams_calls(tmp_path: Path) -> None:
+    """With the ACL off too: one connection's calls beyond ``MAX_CONCURRENT_STREAMS`` wait
+    until one ends (each call in progress may hold a request of up to 130 MiB)."""
+
+    async def test(group: Group) -> None:
+        master = await group.master()
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            outboxes: list[asyncio.Queue[service_pb2.TelemetryCommand | None]] = []
+
+            def telemetry() -> grpc.aio.StreamStreamCall[Any, Any]:
+                outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+                outboxes.append(outbox)
+
+                async def commands() -> AsyncIterator[service_pb2.TelemetryCommand]:
+                    while (command := await outbox.get()) is not None:
+                        yield command
+
+                settings = definition_pb2.Settings(client_type=definition_pb2.PRODUCER)
+                outbox.put_nowait(service_pb2.TelemetryCommand(settings=settings))
+                return stub.Telemetry(commands())
+
+            calls = [telemetry() for _ in range(MAX_CONCURRENT_STREAMS)]
+            for call in calls:  # every one is served: the connection's streams are all open
+                assert _status(await call.read()) == Code.OK
+            extra = telemetry()
+            waiting = asyncio.ensure_future(extra.read())
+            done, _ = await asyncio.wait([waiting], timeout=1.0)
+            assert not done, "a call beyond the connection's limit was served"
+            outboxes[0].put_nowait(None)  # one stream ends: the waiting call goes on
+            assert _status(await asyncio.wait_for(waiting, 10)) == Code.OK
+            for outbox in outboxes[1:]:
+                outbox.put_nowait(None)
+
+    _run(tmp_path, test)
