@@ -7,6 +7,7 @@ INTERNAL_ERROR (protobuf's ``ToMilliseconds`` raised ``ValueError`` into the doo
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.service.timers import RecallHandle
+from ledgermq.namesrv import NameServer, NameServerConfig
+from ledgermq.proxy.cluster import ClusterProxy
 from ledgermq.proxy.messages import Refusal, receive_request, send_request
 from ledgermq.proxy.protocol import Duration, Timestamp, definition_pb2, service_pb2
 from ledgermq.proxy.timestamps import (
@@ -136,3 +139,40 @@ def test_the_door_reads_the_official_clients_milliseconds_and_refuses_bad_times(
             assert "timestamp is not a valid Timestamp" in answer.status.message
 
     _run(tmp_path, test)
+
+
+def test_a_bad_invisible_duration_is_illegal_invisible_time_at_both_doors(tmp_path: Path) -> None:
+    """ChangeInvisibleDuration reads its Duration through ``proxy.timestamps`` too, at a
+    replica's door and at the stand-alone proxy (which answers before forwarding anything)."""
+    change = service_pb2.ChangeInvisibleDurationRequest(
+        receipt_handle="7 1795658549814 30000 0 0 broker-a 2 15", message_id="M"
+    )
+    change.group.name = "G"
+    change.topic.name = "Timers"
+    change.invisible_duration.seconds, change.invisible_duration.nanos = 1, -1
+
+    async def replica(group: Group) -> None:
+        master = await _topic_with_route(group, "Timers")
+        channel, stub = _stub(master.grpc_address)
+        async with channel:
+            answer = await stub.ChangeInvisibleDuration(change)
+        assert answer.status.code == Code.ILLEGAL_INVISIBLE_TIME, answer.status
+        assert "invisible_duration is not a valid Duration" in answer.status.message
+
+    _run(tmp_path, replica)
+
+    async def proxy() -> None:
+        namesrv = NameServer(NameServerConfig(listen_host="127.0.0.1", listen_port=0))
+        await namesrv.start()
+        door = ClusterProxy(f"127.0.0.1:{namesrv.port}", "127.0.0.1:0")
+        try:
+            await door.start()
+            channel, stub = _stub(f"127.0.0.1:{door.port}")
+            async with channel:
+                answer = await stub.ChangeInvisibleDuration(change)
+        finally:
+            await door.close()
+            await namesrv.close()
+        assert answer.status.code == Code.ILLEGAL_INVISIBLE_TIME, answer.status
+
+    asyncio.run(asyncio.wait_for(proxy(), 60))
