@@ -7,8 +7,7 @@ messages (120 MiB) without signing it. Every send is refused UNAUTHORIZED, and t
 resident memory grows by far less than what was sent: the door refuses an unsigned call from
 its metadata, before its request is read (``proxy.admission``). Before that, each 120 MiB
 request was read and parsed before the ACL looked at it: 61 MB -> 432 MB here (60 MB -> 65 to
-86 MB after), and a master
-with a bigger store went from 334 MB to 987 MB.
+86 MB after), and a master with a bigger store went from 334 MB to 987 MB.
 """
 
 from __future__ import annotations
