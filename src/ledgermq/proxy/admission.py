@@ -10,9 +10,10 @@ first checks the ``authorization`` metadata (``AclGate.check_grpc`` with no perm
 who the caller is, not what it may do). A caller that is not signed, or not signed by an
 account, is answered UNAUTHORIZED in the method's own response status (as the servicers answer
 every refusal, the gRPC status OK) without its request being read or parsed, and its handler
-never runs; the transport resets the stream, so what such a caller gets to send is at most one
-HTTP/2 flow-control window. A signed caller's request is then read and given to the servicer,
-which checks the permissions that depend on it (FORBIDDEN) as before.
+never runs; once the answer is sent the call is over, and whatever of its request had arrived
+(no more than HTTP/2 flow control let through, as nothing was reading it) is dropped. A signed
+caller's request is then read and given to the servicer, which checks the permissions that
+depend on it (FORBIDDEN) as before.
 
 The wire is the same either way: a unary request is one message on a stream, whichever kind of
 handler reads it.
@@ -65,8 +66,6 @@ class Admission(grpc.aio.ServerInterceptor):
         self.real_peer: Callable[[str], str] = lambda address: address
         """The client behind a peer address grpcio reports (``proxy.unify``, when the door
         fronts grpcio itself); set by the door once it is bound."""
-        self.refused = 0
-        """Calls refused here, before their request was read (a metric)."""
 
     async def intercept_service(
         self,
@@ -93,7 +92,6 @@ class Admission(grpc.aio.ServerInterceptor):
         decision = self._acl.check_grpc(address, metadata, method, Needs(), self._now_s())
         if decision.allowed:
             return None
-        self.refused += 1
         code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
         return status(code, decision.remark)
 
