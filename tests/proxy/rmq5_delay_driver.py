@@ -3,11 +3,12 @@ sending delay (timer) messages and receiving them with a SimpleConsumer, against
 Runs in the client's own venv, with its own ``HOME``.
 
 ``python rmq5_delay_driver.py '{"endpoints": "h:p;h:p", "topic": "T", "group": "G", "count": N,
-"duration_s": S, "delay_s": D, "pause_s": P}'``: sends ``count`` messages due D (default 2),
-D + 1 or D + 2 s later (``delivery_timestamp``, which
-this client puts into the protobuf Timestamp's ``seconds`` as it is: whole epoch seconds, though
-its docstring says milliseconds), recalls every fifth with the recall handle its send receipt
-carries, then receives (and acknowledges) until every other one came. One JSON line per event:
+"duration_s": S, "delay_s": D, "pause_s": P, "millis": M}'``: sends ``count`` messages due D
+(default 2), D + 1 or D + 2 s later (``delivery_timestamp``, which this client puts into the
+protobuf Timestamp's ``seconds`` as it is: whole epoch seconds, or with M true epoch
+milliseconds, as its docstring and its own tests give it), recalls every fifth with the
+recall handle its send receipt carries, then receives (and acknowledges) until every other one
+came. One JSON line per event:
 ``sent`` (i, message_id, due_ms, recall_handle), ``recalled`` (message_id), ``received``
 (message_id, body, wall_ms: the receive's wall clock, delivery_ms: the message's
 delivery_timestamp), ``recall_after_delivery`` (error: recalling a delivered one must fail),
@@ -57,7 +58,8 @@ def main() -> int:
             message.tag = "delay"
             message.keys = f"key-{i}"
             due_s = int(time.time()) + args.get("delay_s", 2) + i % 3
-            message.delivery_timestamp = due_s
+            # "millis": milliseconds, as the client's docstring and its own tests give them
+            message.delivery_timestamp = due_s * 1000 if args.get("millis") else due_s
             try:
                 receipt = producer.send(message)
             except Exception as exc:  # noqa: BLE001 - reported to the test, which judges

@@ -2,7 +2,8 @@
 5.1.2) against our gRPC door's POP. Runs in the client's own venv, with its own ``HOME``.
 
 ``python rmq5_simple_consumer_driver.py '{"endpoints": "h:p;h:p", "topic": "T", "group": "G",
-"count": N, "duration_s": S}'``: receives (invisible 3 s) until ``count`` distinct messages are
+"count": N, "duration_s": S, "access_key": AK, "secret_key": SK}'`` (the keys optional: signs
+each call with them): receives (invisible 3 s) until ``count`` distinct messages are
 acknowledged. The first message it gets is not acknowledged at first ("held": it must come back
 with delivery attempt 2, and is acknowledged then); the second gets its invisible duration
 changed to 60 s ("renewed": it must not come back) and is acknowledged with the new handle once
@@ -28,7 +29,8 @@ def emit(**event: object) -> None:
 
 def main() -> int:
     args = json.loads(sys.argv[1])
-    config = ClientConfiguration(args["endpoints"], Credentials(), request_timeout=5)
+    credentials = Credentials(args.get("access_key", ""), args.get("secret_key", ""))
+    config = ClientConfiguration(args["endpoints"], credentials, request_timeout=5)
     consumer = SimpleConsumer(
         config, args["group"], {args["topic"]: FilterExpression()}, await_duration=2
     )

@@ -3,10 +3,15 @@ the broker's ACL (issue 17): the same accounts and permissions as remoting."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import hashlib
 import hmac
-from typing import TYPE_CHECKING
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import grpc.aio
+import pytest
 
 from ledgermq.acl.grpc_auth import (
     date_time_within,
@@ -14,7 +19,13 @@ from ledgermq.acl.grpc_auth import (
     parse_authorization,
     signature_matches,
 )
-from ledgermq.proxy.protocol import definition_pb2, service_pb2
+from ledgermq.clock import SystemClock
+from ledgermq.namesrv import NameServer, NameServerConfig
+from ledgermq.proxy.cluster import ClusterProxy
+from ledgermq.proxy.cluster_servicer import ClusterServicer
+from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
+from ledgermq.proxy.servicer import MessagingServicer
+from ledgermq.security import AclFiles, AclGate
 from tests.proxy.test_servicer import Group, _message, _run, _stub, _topic_with_route
 
 if TYPE_CHECKING:
@@ -126,3 +137,104 @@ def test_the_door_checks_the_authorization_of_each_call(tmp_path: Path) -> None:
         assert sum(row.max_offset for row in stats) == 1  # only the signed send was stored
 
     _run(tmp_path, test, acl_enable=True, acl_file_path=str(acl))
+
+
+class _Spies:
+    """Replaces the servicer's methods with ones that record that they ran."""
+
+    METHODS = ("SendMessage", "ReceiveMessage", "Telemetry")
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, servicer: type[Any]) -> None:
+        self.ran: list[str] = []
+        for name in self.METHODS:
+            original = getattr(servicer, name)
+            # of the same kind as the original: grpcio runs a handler by its kind
+            if inspect.isasyncgenfunction(original):
+
+                async def spy_stream(*args: Any, _name: str = name, _of: Any = original) -> Any:
+                    self.ran.append(_name)
+                    async for response in _of(*args):
+                        yield response
+
+                monkeypatch.setattr(servicer, name, spy_stream)
+            else:
+
+                async def spy(*args: Any, _name: str = name, _of: Any = original) -> Any:
+                    self.ran.append(_name)
+                    return await _of(*args)
+
+                monkeypatch.setattr(servicer, name, spy)
+
+
+async def _unsigned_calls(stub: service_pb2_grpc.MessagingServiceAsyncStub) -> list[Any]:
+    """An unsigned call of each kind (unary, server stream, bidirectional stream): the first
+    answer of each."""
+    send = service_pb2.SendMessageRequest(messages=[_message("GrpcAcl", "ID-1", b"x" * 1024)])
+    sent = await stub.SendMessage(send)
+    receive = service_pb2.ReceiveMessageRequest(batch_size=1)
+    receive.group.name = "G"
+    receive.message_queue.topic.name = "GrpcAcl"
+    received = [r async for r in stub.ReceiveMessage(receive)]
+    settings = service_pb2.TelemetryCommand(settings=definition_pb2.Settings())
+    telemetry = stub.Telemetry(iter([settings]))
+    told = [await telemetry.read()]
+    telemetry.cancel()
+    return [sent, *received, *told]
+
+
+def test_an_unsigned_call_is_refused_before_its_handler_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica's door refuses an unsigned call from its metadata (``proxy.admission``):
+    UNAUTHORIZED in the answer's status, and the servicer's handler never runs, so the request
+    was never read (before, it was read and parsed, up to 130 MiB, and then refused)."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    spies = _Spies(monkeypatch, MessagingServicer)
+
+    async def test(group: Group) -> None:
+        master = await group.master()
+        channel, stub = _stub(master.grpc_address)
+        try:
+            answers = await _unsigned_calls(stub)
+        finally:
+            await channel.close()
+        assert [a.status.code for a in answers] == [Code.UNAUTHORIZED] * 3
+        assert all("not signed" in a.status.message for a in answers)
+        assert spies.ran == []
+
+    _run(tmp_path, test, acl_enable=True, acl_file_path=str(acl))
+
+
+def test_the_proxy_refuses_an_unsigned_call_before_its_handler_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-alone proxy's port does the same (its ACL from ``aclEnable``): no handler
+    runs for an unsigned call, nor for a wrongly signed one."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    spies = _Spies(monkeypatch, ClusterServicer)
+
+    async def main() -> None:
+        namesrv = NameServer(NameServerConfig(listen_host="127.0.0.1", listen_port=0))
+        await namesrv.start()
+        gate = AclGate(AclFiles([str(acl)], SystemClock()), "proxy")
+        proxy = ClusterProxy(f"127.0.0.1:{namesrv.port}", "127.0.0.1:0", acl=gate)
+        try:
+            await proxy.start()
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel:
+                stub = service_pb2_grpc.MessagingServiceStub(channel)
+                answers = await _unsigned_calls(stub)
+                forged = await stub.SendMessage(
+                    service_pb2.SendMessageRequest(messages=[_message("GrpcAcl", "ID-2", b"x")]),
+                    metadata=_metadata("grpc-writer", "not-the-secret"),
+                )
+        finally:
+            await proxy.close()
+            await namesrv.close()
+        assert [a.status.code for a in answers] == [Code.UNAUTHORIZED] * 3
+        assert forged.status.code == Code.UNAUTHORIZED
+        assert spies.ran == []
+        assert gate.refused == 4
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.service.pull import PullRequest
+from ledgermq.proxy.cluster import ClusterProxy
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
 
@@ -146,3 +147,37 @@ def test_check_back_over_telemetry(tmp_path: Path) -> None:
             await outbox.put(None)
 
     _run(tmp_path, test, transaction_time_out=300)
+
+
+def test_ending_a_transaction_under_another_topic_is_bad_request_naming_neither(
+    tmp_path: Path,
+) -> None:
+    """An EndTransaction whose topic is not the half message's (another tenant's transaction,
+    or a mistake) is BAD_REQUEST at a replica's door and through the stand-alone proxy, and
+    its message does not name the half message's topic (issue 25 item 20: the proxy answered
+    INTERNAL_ERROR naming it); the transaction is still open and its own topic can end it."""
+
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, TOPIC, TRANSACTION_TOPIC, queues=1)
+        await _topic_with_route(group, "OtherTenant", TRANSACTION_TOPIC, queues=1)
+        proxy = ClusterProxy(group.namesrv_addr, "127.0.0.1:0")
+        await proxy.start()
+        try:
+            for address in (master.grpc_address, f"127.0.0.1:{proxy.port}"):
+                channel, stub = _stub(address)
+                async with channel:
+                    tid = await _send_half(stub, f"M-{address}", b"theirs")
+                    wrong = _end(f"M-{address}", tid, definition_pb2.COMMIT)
+                    wrong.topic.name = "OtherTenant"
+                    refused = await stub.EndTransaction(wrong)
+                    assert refused.status.code == Code.BAD_REQUEST, (address, refused.status)
+                    assert TOPIC not in refused.status.message, refused.status.message
+                    assert "OtherTenant" in refused.status.message
+                    ended = await stub.EndTransaction(
+                        _end(f"M-{address}", tid, definition_pb2.ROLLBACK)
+                    )
+                    assert ended.status.code == Code.OK, (address, ended.status)
+        finally:
+            await proxy.close()
+
+    _run(tmp_path, test)

@@ -22,6 +22,7 @@ import grpc.aio
 from ledgermq.client._remoting import ClientInstance, local_ip
 from ledgermq.errors import ConfigError, NetworkError
 from ledgermq.net.tls import TlsServerConfig
+from ledgermq.proxy.admission import Admission
 from ledgermq.proxy.cluster_servicer import ClusterServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.protocol import service_pb2_grpc
@@ -116,11 +117,16 @@ class ClusterProxy:
 
     async def _start(self) -> None:
         await self._client.start()
-        server = grpc.aio.server(options=server_options(self._max_message_size))
+        admission = Admission(self._acl, self._client.clock.wall_time_s)
+        server = grpc.aio.server(
+            options=server_options(self._max_message_size), interceptors=[admission]
+        )
         port = await self._bind(server)
         host = self._advertise or (local_ip() if self._host in _WILDCARDS else self._host)
         self.endpoint = Endpoint(host, port)
         real_peer = None if self._unifier is None else self._unifier.real_peer
+        if real_peer is not None:
+            admission.real_peer = real_peer
         servicer = ClusterServicer(
             Forwarder(self._client), self.endpoint, self._acl, real_peer,
             check_message_type=self._check_type, max_body_size=self._max_message_size,

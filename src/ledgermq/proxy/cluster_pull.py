@@ -20,6 +20,7 @@ from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.status import Code, ok, status
+from ledgermq.proxy.timestamps import duration_ms, timestamp_ms
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
 
@@ -228,7 +229,7 @@ def _offset_query(request: service_pb2.QueryOffsetRequest, fields: dict[str, str
         raise Refusal(status(Code.BAD_REQUEST, f"unknown query_offset_policy {int(policy)}"))
     if not request.HasField("timestamp"):
         raise Refusal(status(Code.BAD_REQUEST, "query_offset_policy TIMESTAMP needs a timestamp"))
-    fields["timestamp"] = str(request.timestamp.ToMilliseconds())
+    fields["timestamp"] = str(timestamp_ms(request.timestamp, "timestamp"))
     return MQRequestCode.SEARCH_OFFSET_BY_TIMESTAMP
 
 
@@ -240,7 +241,7 @@ def _pull_fields(request: service_pb2.PullMessageRequest) -> tuple[dict[str, str
             status(Code.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
         )
     poll_ms = (
-        request.long_polling_timeout.ToMilliseconds()
+        duration_ms(request.long_polling_timeout, "long_polling_timeout", Code.ILLEGAL_POLLING_TIME)
         if request.HasField("long_polling_timeout")
         else DEFAULT_LONG_POLLING_MS
     )

@@ -62,6 +62,7 @@ from ledgermq.proxy.route_answers import (
     server_settings,
 )
 from ledgermq.proxy.status import Code, not_implemented, ok, status
+from ledgermq.proxy.timestamps import duration_ms
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES, decode_properties, decode_records
 from ledgermq.wire.route import is_readable
@@ -580,10 +581,15 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             return service_pb2.ChangeInvisibleDurationResponse(
                 status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
             )
+        try:
+            invisible_ms = duration_ms(
+                request.invisible_duration, "invisible_duration", Code.ILLEGAL_INVISIBLE_TIME
+            )
+        except Refusal as refusal:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refusal.status)
         fields = {
             "consumerGroup": request.group.name, "topic": request.topic.name,
-            "extraInfo": handle,
-            "invisibleTime": str(request.invisible_duration.ToMilliseconds()),
+            "extraInfo": handle, "invisibleTime": str(invisible_ms),
         }  # fmt: skip
         try:
             forwarded = await self._forward.call(

@@ -7,8 +7,9 @@ remoting port, so that the remoting port can name it to a gRPC client that knock
 door, and closes it first. ``grpc.so_reuseport`` is off: grpcio turns it on by default, and two
 servers could then share a port without a word (spec protocol-remoting-and-grpc.md section 3.4).
 TLS comes from the broker's ``tls.server.*`` settings, the remoting port's (``proxy.tls`` says
-how each mode maps onto grpcio); authentication is the servicer's ``_admit`` (the ACL's
-``authorization`` header), over plaintext or TLS alike.
+how each mode maps onto grpcio); authentication is ``proxy.admission`` (the ACL's
+``authorization`` header, checked before a call's request is read) and permissions the
+servicer's ``_admit``, over plaintext or TLS alike.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import grpc.aio
 from ledgermq.acl import sign_request
 from ledgermq.errors import NetworkError
 from ledgermq.net import ConnectionPool
+from ledgermq.proxy.admission import Admission
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.routes import RouteFinder
 from ledgermq.proxy.server_options import server_options
@@ -65,7 +67,10 @@ class GrpcDoor:
         assert services is not None
         assert state is not None, "the broker starts its door after its services"
         tls = door_tls(config.tls_server())
-        server = grpc.aio.server(options=server_options(config.max_message_size))
+        admission = Admission(broker.acl, state.clock.wall_time_s)
+        server = grpc.aio.server(
+            options=server_options(config.max_message_size), interceptors=[admission]
+        )
         where = f"{config.broker_ip1}:{config.grpc_server_port}"
         try:
             if tls.credentials is None:
@@ -78,6 +83,7 @@ class GrpcDoor:
                 self._unifier = PortUnifier(tls_port, plain_port)
                 await self._unifier.bind(config.broker_ip1, config.grpc_server_port)
                 port = self._unifier.port
+                admission.real_peer = self._unifier.real_peer
         except (RuntimeError, OSError) as exc:
             raise NetworkError(
                 f"cannot listen for gRPC on {where} ({exc}): another process may use it; "

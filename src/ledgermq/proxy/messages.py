@@ -11,10 +11,13 @@ and ``BORN_TIMESTAMP``. A user property may not use a reserved system name.
 A TRANSACTION message becomes a half message (``TRAN_MSG=true``, and its
 ``orphaned_transaction_recovery_duration`` as ``CHECK_IMMUNITY_TIME_IN_SECONDS``; the end is
 ``proxy.transactions``'). A ``delivery_timestamp`` becomes ``TIMER_DELIVER_MS``: a timer message
-(``broker.service.timers``). What is refused here, with the status saying so (never a dropped
-stream): a message group the Java proxy would refuse (``message_groups.group_problem``:
-ILLEGAL_MESSAGE_GROUP), and a transactional message with a delivery time (RocketMQ 5 has no such
-message either). A FIFO message's queue and the topic's message type are ``placement``'s.
+(``broker.service.timers``; seconds past year 9999 are read as milliseconds, what the official
+Python client sends: ``proxy.timestamps``). A Timestamp or Duration that is not valid is
+refused with the field named, never an internal error. What is refused here, with the status
+saying so (never a dropped stream): a message group the Java proxy would refuse
+(``message_groups.group_problem``: ILLEGAL_MESSAGE_GROUP), and a transactional message with a
+delivery time (RocketMQ 5 has no such message either). A FIFO message's queue and the topic's
+message type are ``placement``'s.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES, PopReques
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.proxy.message_groups import group_problem
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
+from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.status import Code, status
+from ledgermq.proxy.timestamps import delivery_time_ms, duration_ms, timestamp_ms
 from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
 
 __all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "PROPERTY_TRACE_CONTEXT",
@@ -50,14 +55,6 @@ RESERVED_PROPERTIES: Final = frozenset(
 
 GRPC_PRODUCER_GROUP: Final = "__grpc_producer"
 """v5 producers have no group; the service records this one (the Java proxy sends none)."""
-
-
-class Refusal(Exception):  # noqa: N818 - a status to answer with, not an error of ours
-    """A message this door does not take: the status to answer its send with."""
-
-    def __init__(self, answer: definition_pb2.Status) -> None:
-        super().__init__(answer.message)
-        self.status = answer
 
 
 def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[str, str]:
@@ -87,10 +84,10 @@ def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[
     if born_host:
         props[PROPERTY_BORN_HOST] = born_host
     if system.HasField("born_timestamp"):
-        props[PROPERTY_BORN_TIMESTAMP] = str(system.born_timestamp.ToMilliseconds())
+        props[PROPERTY_BORN_TIMESTAMP] = str(timestamp_ms(system.born_timestamp, "born_timestamp"))
     if system.HasField("delivery_timestamp"):
         # a timer message (broker.service.timers), as the Java proxy maps it
-        props[MessageProperty.TIMER_DELIVER_MS] = str(system.delivery_timestamp.ToMilliseconds())
+        props[MessageProperty.TIMER_DELIVER_MS] = str(delivery_time_ms(system.delivery_timestamp))
     return props
 
 
@@ -137,13 +134,23 @@ def send_request(
     ):
         raise Refusal(status(Code.BAD_REQUEST, f"message type {kind} is not one this door knows"))
     sys_flag = SysFlag.COMPRESSED if system.body_encoding == definition_pb2.GZIP else 0
-    born_ms = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else 0
+    born_ms = (
+        timestamp_ms(system.born_timestamp, "born_timestamp")
+        if system.HasField("born_timestamp")
+        else 0
+    )
     props = message_properties(message, peer_host)
     if kind == definition_pb2.TRANSACTION:
         # a half message (broker.service.transactions), as the Java proxy marks it
         props[MessageProperty.TRAN_MSG] = "true"
         if system.HasField("orphaned_transaction_recovery_duration"):
-            seconds = system.orphaned_transaction_recovery_duration.ToSeconds()
+            seconds = (
+                duration_ms(
+                    system.orphaned_transaction_recovery_duration,
+                    "orphaned_transaction_recovery_duration",
+                )
+                // 1000
+            )
             props[MessageProperty.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(seconds, 0))
     request = SendRequest(
         producer_group=GRPC_PRODUCER_GROUP,
@@ -185,7 +192,7 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
             status(Code.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
         )
     invisible_ms = (
-        request.invisible_duration.ToMilliseconds()
+        duration_ms(request.invisible_duration, "invisible_duration", Code.ILLEGAL_INVISIBLE_TIME)
         if request.HasField("invisible_duration")
         else DEFAULT_INVISIBLE_MS
     )
@@ -197,7 +204,7 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
             )
         )
     poll_ms = (
-        request.long_polling_timeout.ToMilliseconds()
+        duration_ms(request.long_polling_timeout, "long_polling_timeout", Code.ILLEGAL_POLLING_TIME)
         if request.HasField("long_polling_timeout")
         else DEFAULT_LONG_POLLING_MS
     )

@@ -32,6 +32,7 @@ from ledgermq.proxy.messages import DEFAULT_LONG_POLLING_MS, Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.status import Code, error_status, ok, status
+from ledgermq.proxy.timestamps import duration_ms, timestamp_ms
 from ledgermq.wire.message import decode_records
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ class PullConsumerRpcs:
                 status(Code.BAD_REQUEST, "query_offset_policy TIMESTAMP needs a timestamp")
             )
         return offsets.search_offset_by_timestamp(
-            topic, queue_id, request.timestamp.ToMilliseconds()
+            topic, queue_id, timestamp_ms(request.timestamp, "timestamp")
         )
 
     def _pull_request(self, request: service_pb2.PullMessageRequest) -> PullRequest:
@@ -238,7 +239,9 @@ class PullConsumerRpcs:
                 status(Code.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
             )
         poll_ms = (
-            request.long_polling_timeout.ToMilliseconds()
+            duration_ms(
+                request.long_polling_timeout, "long_polling_timeout", Code.ILLEGAL_POLLING_TIME
+            )
             if request.HasField("long_polling_timeout")
             else DEFAULT_LONG_POLLING_MS
         )

@@ -58,6 +58,7 @@ from ledgermq.proxy.route_answers import (
 )
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
 from ledgermq.proxy.status import Code, error_status, not_implemented, ok, status
+from ledgermq.proxy.timestamps import duration_ms
 from ledgermq.proxy.transactions import TelemetryProducers, end_request, transaction_id
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
@@ -501,9 +502,14 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
             )
         try:
-            handle = await self._services.pop.change_invisible(
-                group, topic, request.receipt_handle, request.invisible_duration.ToMilliseconds()
+            invisible_ms = duration_ms(
+                request.invisible_duration, "invisible_duration", Code.ILLEGAL_INVISIBLE_TIME
             )
+            handle = await self._services.pop.change_invisible(
+                group, topic, request.receipt_handle, invisible_ms
+            )
+        except Refusal as refusal:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refusal.status)
         except ServiceError as exc:
             return service_pb2.ChangeInvisibleDurationResponse(status=error_status(exc))
         return service_pb2.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=str(handle))

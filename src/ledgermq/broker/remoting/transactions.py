@@ -74,8 +74,16 @@ class EndTransactionProcessor:
         self._service = service
 
     async def end(self, command: RemotingCommand, access: Access) -> RemotingCommand:
-        """``access``: the requester, who needs PUB on the half message's real topic."""
-        await self._service.end(parse_end_request(command), access)
+        """SUCCESS, or the refusal. ``access``: the requester, who needs PUB on the half
+        message's real topic. A request that does not match its half message, or that was
+        settled the other way (``InvalidArgumentError``), is MESSAGE_ILLEGAL, where RocketMQ's
+        broker answers SYSTEM_ERROR: its clients send END_TRANSACTION one-way and never read
+        the code, and a two-way caller (the stand-alone proxy, ``proxy.remote_status``) must
+        tell the caller's mistake (BAD_REQUEST) from a broker failure (INTERNAL_ERROR)."""
+        try:
+            await self._service.end(parse_end_request(command), access)
+        except InvalidArgumentError as exc:
+            return command.response(MQResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
         return command.response(MQResponseCode.SUCCESS)
 
 

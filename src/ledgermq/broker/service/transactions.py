@@ -445,11 +445,13 @@ def _real_destination(half: MessageExt) -> tuple[str, int, dict[str, str]]:
 
 
 def _match(request: EndTransactionRequest, half: MessageExt) -> None:
-    """RocketMQ's ``checkPrepareMessage``: the request must name this half message."""
+    """RocketMQ's ``checkPrepareMessage``: the request must name this half message. A refusal
+    names what the request said, never what the half message holds (its topic, group and id
+    may be another tenant's: the caller may be probing with a guessed offset)."""
     group = half.properties.get(MessageProperty.PRODUCER_GROUP, "")
     if request.producer_group and group and request.producer_group != group:
         raise InvalidArgumentError(
-            f"the producer group {request.producer_group!r} is not the half message's ({group!r})"
+            f"the producer group {request.producer_group!r} is not the half message's"
         )
     if request.queue_offset is not None and request.queue_offset != half.queue_offset:
         raise InvalidArgumentError(
@@ -458,12 +460,10 @@ def _match(request: EndTransactionRequest, half: MessageExt) -> None:
         )
     real_topic = half.properties.get(MessageProperty.REAL_TOPIC)
     if request.topic and request.topic != real_topic:
-        raise InvalidArgumentError(
-            f"topic {request.topic!r} is not the half message's ({real_topic!r})"
-        )
+        raise InvalidArgumentError(f"topic {request.topic!r} is not the half message's")
     uniq = half.properties.get(MessageProperty.UNIQ_KEY)
     if request.msg_id and uniq and request.msg_id not in (uniq, half.offset_msg_id):
-        raise InvalidArgumentError(f"msgId {request.msg_id!r} is not the half message's ({uniq!r})")
+        raise InvalidArgumentError(f"msgId {request.msg_id!r} is not the half message's")
 
 
 def _immunity_ms(half: MessageExt, default_ms: int) -> int:
