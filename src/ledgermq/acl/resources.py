@@ -50,6 +50,7 @@ ADMIN_CODES: Final = frozenset(
         _C.BROKER_HEARTBEAT,
         _C.RESET_CONSUMER_CLIENT_OFFSET,
         _C.TRANSFER_LEADERSHIP,
+        _C.GET_QUARANTINED_ENTRIES,  # names any tenant's topics
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
     }

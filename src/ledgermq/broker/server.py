@@ -875,6 +875,7 @@ class BrokerServer:
             code.GET_BROKER_CONFIG: broker_config,
             code.UPDATE_BROKER_CONFIG: update_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
+            code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
         }
 
 
