@@ -17,9 +17,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.broker.service import message_writer
-from ledgermq.cli.main import main
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -36,6 +33,8 @@ _PATCHED: Final = "encode_records"
 def install() -> None:
     """Make ``message_writer.encode_records`` store ``TRIGGER_TOPIC``'s messages under
     ``POISON_TOPIC``."""
+    from ledgermq.broker.service import message_writer  # noqa: PLC0415 - the broker's, not ours
+
     correct: Callable[..., tuple[bytes, list[int]]] = getattr(message_writer, _PATCHED)
 
     def poisoned(*, topic: str, **fields: Any) -> tuple[bytes, list[int]]:
@@ -47,5 +46,7 @@ def install() -> None:
 
 
 if __name__ == "__main__":
+    from ledgermq.cli.main import main
+
     install()
     sys.exit(main())
