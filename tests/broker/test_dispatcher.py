@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.state.metadata import BrokerMetadata, encode_op
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.storage.append_group import pack_entries
 from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES, CHANNEL_METADATA, CommitLog
 from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
@@ -239,3 +240,33 @@ def test_a_local_store_failure_still_stops_dispatch(tmp_path: Path) -> None:
     assert isinstance(failures[0], StoreClosedError)
     assert len(dispatcher.quarantine) == 0
     keys.close()
+
+
+def test_a_timer_record_the_timer_table_refuses_is_quarantined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timer table's callbacks run inside dispatch too: one that raises for a record
+    quarantines that record (its queue unit is written) and dispatch goes on."""
+    store = MemoryLedgerStore()
+    first = store.append(1, _record(TIMER_TOPIC, 0, 0, b"timer"), CHANNEL_MESSAGES).index
+    last = store.append(1, _record("T", 0, 0, b"next"), CHANNEL_MESSAGES).index
+    store.set_committed_index(last)
+    queues = ConsumeQueueStore(str(tmp_path))
+    keys = KeyIndex(str(tmp_path))
+    metadata = BrokerMetadata()
+
+    def refuse(index: int, offset: int, record: bytes) -> None:
+        raise KeyError("a timer record of a newer format")
+
+    monkeypatch.setattr(metadata.timers, "on_timer_record", refuse)
+    dispatcher = Dispatcher(store, queues, keys, metadata, SystemClock(), start_index=first)
+    assert dispatcher.catch_up() == 2
+    assert [(i.index, i.record, i.topic) for i in dispatcher.quarantine.items()] == [
+        (first, 0, TIMER_TOPIC)
+    ]
+    assert dispatcher.quarantine.items()[0].reason.startswith("timer table")
+    queue = queues.find("T", 0)
+    assert queue is not None
+    assert queue.max_offset == 1
+    keys.close()
+    queues.close()
