@@ -31,7 +31,10 @@ this replica differ from them: that stays a fail-stop (``on_failure``; the broke
 supervisor restarts it, and it re-dispatches from its checkpoint once the disk is fixed).
 Anything else raised while applying one record or op (an invalid topic name or queue id, a
 record that does not decode, a metadata op or a timer record that does not apply) depends only
-on the entry and the code, so it is deterministic across replicas, and is quarantined.
+on the entry and the code, so it is deterministic across replicas, and is quarantined. (Across
+replicas of one version: a release that changes what applies, say a stricter name rule, can
+make replicas of two versions differ during a rolling upgrade; such a change must come with
+the door refusing the same input first.)
 
 Progress is made durable in two steps: queues and index are flushed, then the dispatch
 checkpoint records the ledger index they cover; the metadata snapshot records its own index. On
