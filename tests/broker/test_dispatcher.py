@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
 from typing import TYPE_CHECKING
 
-from ledgermq.broker.state.metadata import BrokerMetadata
+import pytest
+
+from ledgermq.broker.state.metadata import BrokerMetadata, encode_op
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.storage.append_group import pack_entries
-from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES, CommitLog
+from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES, CHANNEL_METADATA, CommitLog
 from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
 from ledgermq.broker.storage.dispatcher import Dispatcher
 from ledgermq.broker.storage.key_index import KeyIndex
+from ledgermq.broker.storage.quarantine import QUARANTINE_FILE, QuarantineLog
 from ledgermq.clock import SystemClock
+from ledgermq.errors import StoreClosedError
 from ledgermq.ledger.server import AppendResult
 from ledgermq.store.memory_store import MemoryLedgerStore
 from ledgermq.wire.message import decode_records, encode_properties, encode_record, encode_records
@@ -124,3 +131,142 @@ def test_pack_entries_and_physical_offsets() -> None:
     result = AppendResult(0, len(firsts) - 1, 1, positions)
     offsets = CommitLog.physical_offsets(result, starts, firsts)
     assert offsets == [1000 + 100 * i + 48 for i in range(6)]
+
+
+def _record(topic: str, queue_id: int, queue_offset: int, body: bytes) -> bytes:
+    return encode_record(
+        topic=topic, queue_id=queue_id, body=body, properties=encode_properties({"KEYS": "k"}),
+        born_timestamp=1, born_host=("10.0.0.1", 5), store_timestamp=7,
+        store_host=("10.0.0.2", 6), queue_offset=queue_offset,
+    )  # fmt: skip
+
+
+def _poisoned_log() -> tuple[MemoryLedgerStore, int]:
+    """A log whose entries 2-4 cannot be applied on any replica (issue 25), between good ones:
+    returns the store and its first index."""
+    store = MemoryLedgerStore()
+    first = store.append(1, _record("T", 0, 0, b"before"), CHANNEL_MESSAGES).index
+    # A message for a topic that cannot be a queue directory (a group named orders.v1).
+    store.append(1, _record("%DLQ%orders.v1", 0, 0, b"poison"), CHANNEL_MESSAGES)
+    # One entry, three records: the middle one's queue id is negative; the others are fine.
+    mixed = _record("T", 0, 1, b"a") + _record("T", -1, 0, b"bad") + _record("U", 0, 0, b"c")
+    store.append(1, mixed, CHANNEL_MESSAGES)
+    # A metadata op that does not apply, and one that is not an op at all.
+    store.append(1, encode_op({"op": "delay_offsets", "offsets": [1, 2]}), CHANNEL_METADATA)
+    store.append(1, b"[not an op", CHANNEL_METADATA)
+    last = store.append(1, _record("T", 0, 2, b"after"), CHANNEL_MESSAGES).index
+    store.set_committed_index(last)
+    return store, first
+
+
+def test_an_entry_that_cannot_be_applied_is_quarantined_and_dispatch_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25: applying a committed entry must never fail on every replica. An invalid
+    topic, a negative queue id, a metadata op that does not apply: each is quarantined (an
+    ERROR line naming the index, a durable record) and the rest of the log, and of the batch,
+    is indexed."""
+    store, first = _poisoned_log()
+    queues = ConsumeQueueStore(str(tmp_path))
+    keys = KeyIndex(str(tmp_path))
+    metadata = BrokerMetadata()
+    log = QuarantineLog.in_root(str(tmp_path))
+    dispatcher = Dispatcher(
+        store, queues, keys, metadata, SystemClock(), start_index=first, quarantine=log
+    )
+    with caplog.at_level(logging.ERROR):
+        assert dispatcher.catch_up() == 6
+    assert dispatcher.failure is None
+    q0 = queues.find("T", 0)
+    u0 = queues.find("U", 0)
+    assert q0 is not None
+    assert u0 is not None
+    assert (q0.max_offset, u0.max_offset) == (3, 1)
+    assert queues.find("%DLQ%orders.v1", 0) is None
+    assert [(i.index, i.record, i.topic) for i in log.items()] == [
+        (first + 1, 0, "%DLQ%orders.v1"),
+        (first + 2, 1, "T"),
+        (first + 3, -1, ""),
+        (first + 4, -1, ""),
+    ]
+    assert "is not valid" in log.items()[0].reason
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(f"record 0 of entry {first + 1}" in m and "%DLQ%orders.v1" in m for m in errors)
+    assert log.total == 4
+    keys.close()
+    queues.close()
+
+    # A restart re-dispatches from an older checkpoint: the same items, recorded once, read
+    # back from the file.
+    queues = ConsumeQueueStore(str(tmp_path))
+    queues.load()
+    keys = KeyIndex(str(tmp_path))
+    again = QuarantineLog.in_root(str(tmp_path))
+    assert [i.index for i in again.items()] == [i.index for i in log.items()]
+    dispatcher = Dispatcher(
+        store, queues, keys, BrokerMetadata(), SystemClock(), start_index=first, quarantine=again
+    )
+    assert dispatcher.catch_up() == 6
+    assert again.total == 4
+    with open(tmp_path / QUARANTINE_FILE, encoding="utf-8") as file:
+        assert len(file.readlines()) == 4
+    keys.close()
+    queues.close()
+
+
+def test_a_local_store_failure_still_stops_dispatch(tmp_path: Path) -> None:
+    """What is local to one replica (its queue files) is not quarantined: the other replicas
+    applied the entry, so this one must stop (fail-stop) rather than skip it."""
+    store = MemoryLedgerStore()
+    entry = store.append(1, _record("T", 0, 0, b"x"), CHANNEL_MESSAGES)
+    queues = ConsumeQueueStore(str(tmp_path))
+    keys = KeyIndex(str(tmp_path))
+    dispatcher = Dispatcher(
+        store, queues, keys, BrokerMetadata(), SystemClock(), start_index=entry.index
+    )
+    failures: list[BaseException] = []
+    dispatcher.on_failure = failures.append
+    queues.get_or_create("T", 0)
+    queues.close()
+
+    async def main() -> None:
+        store.set_committed_index(entry.index)
+        dispatcher.on_commit(entry.index)
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert len(failures) == 1
+    assert isinstance(failures[0], StoreClosedError)
+    assert len(dispatcher.quarantine) == 0
+    keys.close()
+
+
+def test_a_timer_record_the_timer_table_refuses_is_quarantined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timer table's callbacks run inside dispatch too: one that raises for a record
+    quarantines that record (its queue unit is written) and dispatch goes on."""
+    store = MemoryLedgerStore()
+    first = store.append(1, _record(TIMER_TOPIC, 0, 0, b"timer"), CHANNEL_MESSAGES).index
+    last = store.append(1, _record("T", 0, 0, b"next"), CHANNEL_MESSAGES).index
+    store.set_committed_index(last)
+    queues = ConsumeQueueStore(str(tmp_path))
+    keys = KeyIndex(str(tmp_path))
+    metadata = BrokerMetadata()
+
+    def refuse(index: int, offset: int, record: bytes) -> None:
+        raise KeyError("a timer record of a newer format")
+
+    monkeypatch.setattr(metadata.timers, "on_timer_record", refuse)
+    dispatcher = Dispatcher(store, queues, keys, metadata, SystemClock(), start_index=first)
+    assert dispatcher.catch_up() == 2
+    assert [(i.index, i.record, i.topic) for i in dispatcher.quarantine.items()] == [
+        (first, 0, TIMER_TOPIC)
+    ]
+    assert dispatcher.quarantine.items()[0].reason.startswith("timer table")
+    queue = queues.find("T", 0)
+    assert queue is not None
+    assert queue.max_offset == 1
+    keys.close()
+    queues.close()

@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ledgermq.broker.service.message_writer import MessageWriter
+from ledgermq.broker.state.topics import SCHEDULE_TOPIC
+from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES
 from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.message import encode_properties, encode_record
 
 from .harness import Cluster
 
@@ -77,5 +81,37 @@ def test_the_master_shows_its_traffic_lag_and_requests(tmp_path: Path) -> None:
         assert _value(samples, "ledgermq_broker_disk_bytes", kind="commitlog") > 0
         assert "rocketmq_producer_tps" in samples
         assert "ledgermq_commit_index" in samples  # the ledger's series stay beside them
+
+    asyncio.run(asyncio.wait_for(main(), 80))
+
+
+def test_quarantined_entries_and_dropped_heads_are_counted(tmp_path: Path) -> None:
+    """Issue 25: an entry no replica can apply, and a delay head that can never be delivered,
+    are skipped; each is counted where an operator's alert can see it."""
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path, metrics_port=0)
+        try:
+            await cluster.start()
+            master = await cluster.master()
+            state = master.state
+            assert state is not None
+            poison = encode_record(
+                topic="%DLQ%orders.v1", queue_id=0, body=b"poison", born_timestamp=1,
+                born_host=("10.0.0.1", 5), store_timestamp=7, store_host=("10.0.0.2", 6),
+            )  # fmt: skip
+            await master.ledger.append([poison], channel=CHANNEL_MESSAGES)
+            delayed = {"REAL_TOPIC": "%RETRY%" + "g" * 125, "REAL_QID": "0", "DELAY": "1"}
+            await MessageWriter(state).put(
+                SCHEDULE_TOPIC, 0, [(b"never", 0, encode_properties(delayed))]
+            )
+            await asyncio.sleep(3.2)  # due after 1 s; folded into the snapshot once a second
+            port = master.ledger.metrics_port
+            assert port is not None
+            samples = await asyncio.to_thread(_scrape, port)
+        finally:
+            await cluster.close()
+        assert _value(samples, "ledgermq_broker_quarantined_entries_total") == 1
+        assert _value(samples, "ledgermq_broker_scheduler_dropped_total", scheduler="delay") == 1
 
     asyncio.run(asyncio.wait_for(main(), 80))

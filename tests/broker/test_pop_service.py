@@ -9,6 +9,7 @@ hundred ms) so that redelivery happens in the test's time.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 import pytest
@@ -302,5 +303,36 @@ def test_ack_many_settles_a_batch_with_one_op_per_queue(tmp_path: Path) -> None:
         results = await pop.ack_many("H", "B", [stale, *(str(m.handle) for m in again.messages)])
         assert isinstance(results[0], InvalidHandleError)
         assert results[1:] == [None, None]
+
+    _run(tmp_path, test)
+
+
+def test_a_message_with_no_possible_dead_letter_queue_is_dropped_and_the_queue_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 7: a group whose ``%DLQ%`` topic cannot exist (130 bytes) had every
+    receive fail, for good, once a message ran out of attempts: the receive plans its dead
+    letter first, and the store refused it each time. Now it is dropped (ERROR, metric) and
+    the messages behind it are received."""
+    group = "g" * 125
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        assert master.state is not None
+        await master.state.topics.put_group(SubscriptionGroupConfig(group, retry_max_times=1))
+        await _setup(services, "T", 1)
+        pop = services.pop
+        got = await pop.receive(PopRequest(group, "T", invisible_ms=200))
+        assert [m.message.body for m in got.messages] == [b"m0"]
+        await asyncio.sleep(0.3)
+        await _send(services, "T", b"m1")
+        with caplog.at_level(logging.ERROR):
+            after = await pop.receive(PopRequest(group, "T", invisible_ms=5000))
+        assert [m.message.body for m in after.messages] == [b"m1"]
+        assert master.state.stats.scheduler_dropped == {"revive": 1}
+        assert any("revive scheduler" in r.getMessage() for r in caplog.records)
+        for broker in cluster.brokers.values():
+            assert broker.state is not None
+            assert len(broker.state.dispatcher.quarantine) == 0
 
     _run(tmp_path, test)

@@ -21,6 +21,7 @@ from ledgermq.broker.errors import (
     NotFoundError,
     NotRecallableError,
 )
+from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.send import SendRequest, SendResult
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
@@ -322,5 +323,44 @@ def test_a_compressed_body_is_delivered_inflated(tmp_path: Path) -> None:
         assert delivered.body == body
         assert delivered.flag == 7
         assert delivered.sys_flag & 1 == 0
+
+    _run(tmp_path, test)
+
+
+def test_a_timer_that_can_never_be_delivered_is_dropped_and_the_others_go_on(
+    tmp_path: Path,
+) -> None:
+    """Issue 25 item 7: a timer whose real topic no record can hold (a 132-byte retry topic)
+    was retried for ever; one whose name no queue can hold (``%RETRY%orders.v1``) was written,
+    quarantined by every replica's dispatcher, and so never ended: written again and again.
+    Both are now ended as fired, counted, and the good timer is delivered on time."""
+
+    async def test(cluster: Cluster) -> None:
+        master, services = await _master(cluster)
+        await services.admin.create_topic(TopicConfig("T", 1, 1))
+        state = master.state
+        assert state is not None
+        writer = MessageWriter(state)
+        due = _now_ms() + 300
+        for n, topic in enumerate(("%RETRY%" + "g" * 125, "%RETRY%orders.v1")):
+            props = {"REAL_TOPIC": topic, "REAL_QID": "0", "TIMER_OUT_MS": str(due),
+                     "UNIQ_KEY": f"BAD{n}"}  # fmt: skip
+            await writer.put(TIMER_TOPIC, 0, [(b"poison", 0, encode_properties(props))])
+        await _send(services, "T", b"good", {"TIMER_DELAY_MS": "800", "UNIQ_KEY": "G"})
+        await _wait_for(master, "T", 1, timeout_s=4)
+        deadline = time.monotonic() + 5
+        while any(
+            b.state is None
+            or len(b.state.metadata.timers)
+            or b.state.metadata.timers.wheel.firing()
+            for b in cluster.brokers.values()
+        ):
+            assert time.monotonic() < deadline, "a timer that cannot be delivered stays pending"
+            await asyncio.sleep(0.02)
+        assert state.stats.scheduler_dropped == {"timer": 2}
+        assert [m.body for m in _messages(master, "T")] == [b"good"]
+        for broker in cluster.brokers.values():
+            assert broker.state is not None
+            assert len(broker.state.dispatcher.quarantine) == 0
 
     _run(tmp_path, test)

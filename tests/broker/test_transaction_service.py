@@ -16,6 +16,7 @@ import pytest
 
 from ledgermq.broker.errors import IllegalMessageError, InvalidArgumentError, NotFoundError
 from ledgermq.broker.service.access import OPEN_ACCESS
+from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.service.transactions import (
@@ -299,3 +300,32 @@ def test_table_apply_and_snapshot() -> None:
         table.apply(txn_op([(9, "maybe")]))
     assert table.outcome(9) is None  # a malformed op changes nothing
     assert HALF_TOPIC == "RMQ_SYS_TRANS_HALF_TOPIC"
+
+
+def test_a_half_message_no_commit_could_store_is_discarded_at_once(tmp_path: Path) -> None:
+    """Issue 25 item 7: a half message whose real topic no record can hold (132 bytes) or no
+    queue can hold (``%RETRY%orders.v1``) was checked back again and again, and every commit
+    its producer answered failed; it is discarded on the first pass (ERROR, metric), and the
+    good half message next to it is checked back as usual."""
+
+    async def test(cluster: Cluster) -> None:
+        master = await cluster.master()
+        services = master.services
+        state = master.state
+        assert services is not None
+        assert state is not None
+        await _setup(services)
+        tx = services.transactions
+        writer = MessageWriter(state)
+        for n, topic in enumerate(("%RETRY%" + "g" * 125, "%RETRY%orders.v1")):
+            props = {"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": f"bad{n}",
+                     "REAL_TOPIC": topic, "REAL_QID": "1"}  # fmt: skip
+            await writer.put(HALF_TOPIC, 0, [(b"poison", 0, encode_properties(props))])
+        await _half(services, "good")
+        await asyncio.sleep(TIMEOUT_MS / 1000 + 0.1)
+        checks = await tx.check_pass()
+        assert [c.transaction_id for c in checks] == ["good"]
+        assert state.stats.scheduler_dropped == {"transaction": 2}
+        assert tx.open_count() == 1
+
+    _run(tmp_path, test)

@@ -13,7 +13,9 @@ import pytest
 from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
+from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.child_process import ProcessStartError
+from ledgermq.wire import MQResponseCode, RemotingCommand
 
 
 class FakeClock:
@@ -470,3 +472,39 @@ def test_with_two_groups_a_fault_stays_inside_one_group() -> None:
                 assert a.startswith("b") == b.startswith("b"), line  # same group
         hit |= {node for fault in nemesis.faults for node in fault.nodes}
     assert {"n0", "n1", "n2", "bn0", "bn1", "bn2"} <= hit
+
+
+class PoisonCluster(FakeCluster):
+    """Answers the nemesis's poison sends (``poison``: sent to the master)."""
+
+    def __init__(self) -> None:
+        super().__init__(network=False)
+        self.sent: list[tuple[str, str]] = []
+
+    def address(self, group: str, node: str) -> str:
+        return f"{node}:10911"
+
+    def request(
+        self, address: str, code: int, fields: dict[str, str], body: bytes = b""
+    ) -> RemotingCommand:
+        self.sent.append((address, fields["topic"]))
+        self.journal.append(f"poison {address}")
+        return RemotingCommand(code=MQResponseCode.SUCCESS, opaque=0, flag=1)
+
+
+def test_poison_sends_one_trigger_message_to_the_master_and_counts_it() -> None:
+    """``--faults poison`` (issue 25 item 1): the nemesis commits poison entries through the
+    master (the brokers run ``poison_broker``); nothing to heal, nobody killed."""
+    cluster = PoisonCluster()
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        3, ("poison", "kill9"), origin=clock.now, monotonic=clock.monotonic, sleep=clock.sleep,
+    )  # fmt: skip
+    nemesis.run(60.0)
+    poisons = [f for f in nemesis.faults if f.kind == "poison"]
+    assert poisons
+    assert all(f.nodes == ("n1",) for f in poisons)  # the master of FakeCluster
+    assert nemesis.poisoned == len(poisons) == len(cluster.sent)
+    assert {topic for _, topic in cluster.sent} == {TRIGGER_TOPIC}
+    assert not cluster.dead

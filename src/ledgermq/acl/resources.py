@@ -66,6 +66,7 @@ ADMIN_CODES: Final = frozenset(
         _C.BROKER_HEARTBEAT,
         _C.RESET_CONSUMER_CLIENT_OFFSET,
         _C.TRANSFER_LEADERSHIP,
+        _C.GET_QUARANTINED_ENTRIES,  # names any tenant's topics
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
         _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check

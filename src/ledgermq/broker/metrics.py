@@ -71,6 +71,8 @@ class _Snapshot:
     requests: dict[tuple[str, str], int] = field(default_factory=dict)
     latency: dict[tuple[str, str], tuple[list[int], float]] = field(default_factory=dict)
     dispatch_lag: int = 0
+    quarantined: int = 0
+    scheduler_dropped: dict[str, int] = field(default_factory=dict)
     disk_bytes: dict[str, int] = field(default_factory=dict)
     connections: int = 0
     master: bool = False
@@ -173,6 +175,8 @@ class BrokerMetrics:
             },
             latency={k: (list(h.counts), h.total_s) for k, h in self._latency.items()},
             dispatch_lag=max(committed_index - state.dispatcher.dispatched_index, 0),
+            quarantined=state.dispatcher.quarantine.total,
+            scheduler_dropped=dict(stats.scheduler_dropped),
             disk_bytes=dict(self._disk),
             connections=connections,
             master=master,
@@ -275,6 +279,7 @@ class BrokerMetrics:
             [],
         )
         lag.add_metric(values, snap.dispatch_lag)
+        yield from self._skipped(snap, base, values)
         disk = gauge("ledgermq_broker_disk_bytes", "Bytes on disk, by store part.", ["kind"])
         for kind, n in sorted(snap.disk_bytes.items()):
             disk.add_metric([*values, kind], n)
@@ -283,3 +288,24 @@ class BrokerMetrics:
         role = gauge("ledgermq_broker_master", "1 while this replica is its group's master.", [])
         role.add_metric(values, 1 if snap.master else 0)
         yield from (lag, disk, connections, role)
+
+    @staticmethod
+    def _skipped(snap: _Snapshot, base: list[str], values: list[str]) -> Iterator[Metric]:
+        """What was skipped so the rest could go on (issue 25): entries the dispatcher
+        quarantined, heads the schedulers could never deliver."""
+        quarantined = CounterMetricFamily(
+            "ledgermq_broker_quarantined_entries",
+            "Committed records or entries skipped because they cannot be applied on any "
+            "replica (ledgermq admin quarantined-entries lists them).",
+            labels=base,
+        )
+        quarantined.add_metric(values, snap.quarantined)
+        dropped = CounterMetricFamily(
+            "ledgermq_broker_scheduler_dropped",
+            "Heads of a scheduler (delay levels, timers, POP revive, transaction checks) that "
+            "can never be delivered, dead-lettered or dropped so the rest go on.",
+            labels=[*base, "scheduler"],
+        )
+        for scheduler, n in sorted(snap.scheduler_dropped.items()):
+            dropped.add_metric([*values, scheduler], n)
+        yield from (quarantined, dropped)

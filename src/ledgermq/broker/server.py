@@ -75,6 +75,7 @@ from ledgermq.broker.storage.dispatch_checkpoint import (
 )
 from ledgermq.broker.storage.dispatcher import Dispatcher
 from ledgermq.broker.storage.key_index import INDEX_DIR, KeyIndex
+from ledgermq.broker.storage.quarantine import QuarantineLog
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
     ConfigError,
@@ -280,7 +281,10 @@ class BrokerServer:
             _open_broker_stores, root, config, store
         )
         start_index = max(min(dispatched, metadata.applied_index) + 1, store.begin_index, 0)
-        dispatcher = Dispatcher(store, queues, keys, metadata, self._clock, start_index=start_index)
+        dispatcher = Dispatcher(
+            store, queues, keys, metadata, self._clock, start_index=start_index,
+            quarantine=QuarantineLog.in_root(root),
+        )  # fmt: skip
         commitlog = CommitLog(self.ledger)
         writer = MetadataWriter(commitlog, dispatcher, metadata)
         topics = TopicManager(config, metadata, writer)
@@ -952,6 +956,7 @@ class BrokerServer:
             code.GET_BROKER_CONFIG: broker_config,
             code.UPDATE_BROKER_CONFIG: update_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
+            code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
         }
 
 

@@ -22,6 +22,7 @@ from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
+from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError
 from ledgermq.net import run
@@ -175,6 +176,7 @@ def _register_groups_and_brokers(
     connection.add_argument("-g", "--group", required=True)
     connection.set_defaults(handler=cmd_consumer_connection)
     register_consumer_status(sub)
+    register_quarantine(sub)
     status = sub.add_parser("broker-status", help="every replica's role, term, log and counters")
     status.add_argument("-b", "--broker", help="only this broker group")
     status.add_argument("-c", "--cluster", help="only this cluster")

@@ -24,6 +24,7 @@ from ledgermq.client.trace import TRACE_TOPIC, TraceEvent, decode_trace
 from ledgermq.errors import (
     ConfigError,
     LedgerMQError,
+    MessageFormatError,
     MQResponseError,
     NetworkError,
     NoRouteError,
@@ -54,6 +55,7 @@ __all__ = [
     "ConsumerConnection",
     "ConsumerProgress",
     "OffsetReset",
+    "QuarantinedEntry",
     "QueueStats",
     "TopicGroupStats",
 ]
@@ -79,6 +81,21 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 
 _POLL_S = 0.05
 """How often a wait for groups or routes asks the NameServers again."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class QuarantinedEntry:
+    """A committed record (or entry, ``record == -1``) that a replica skipped because no
+    replica can apply it (GET_QUARANTINED_ENTRIES; README "Operations")."""
+
+    index: int
+    """Its ledger index."""
+    record: int
+    """Which record of the entry, 0-based; -1 for the whole entry (a metadata op)."""
+    topic: str
+    reason: str
+    time_ms: int
+    """When that replica first skipped it, ms since the epoch."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -849,6 +866,34 @@ class Admin:
         response = await self._client.invoke(address, MQRequestCode.GET_BROKER_RUNTIME_INFO)
         table = json.loads(response.body or b"{}").get("table") or {}
         return {str(k): str(v) for k, v in table.items()}
+
+    async def quarantined_entries(
+        self, address: str, since_index: int = 0, limit: int = 1000
+    ) -> tuple[int, list[QuarantinedEntry]]:
+        """The entries the replica at ``address`` quarantined (from ledger index
+        ``since_index`` on, oldest first, at most ``limit``) and how many it has in all."""
+        response = await self._client.invoke(
+            address,
+            MQRequestCode.GET_QUARANTINED_ENTRIES,
+            {"sinceIndex": str(since_index), "limit": str(limit)},
+        )
+        try:
+            body = json.loads(response.body or b"{}")
+            entries = [
+                QuarantinedEntry(
+                    int(e["index"]),
+                    int(e["record"]),
+                    str(e["topic"]),
+                    str(e["reason"]),
+                    int(e["timeMs"]),
+                )
+                for e in body.get("entries", [])
+            ]
+            return int(body.get("total", len(entries))), entries
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise MessageFormatError(
+                f"{address} answered GET_QUARANTINED_ENTRIES with a malformed body: {exc}"
+            ) from None
 
     async def transfer_leadership(self, broker_name: str, to_self_id: str) -> None:
         """Ask ``broker_name``'s master to hand its ledger leadership to replica ``to_self_id``."""

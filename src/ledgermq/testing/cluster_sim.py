@@ -31,6 +31,13 @@ proposal within a bounded simulated time (liveness).
 Invariants are checked after every event (``SafetyLedger`` and ``check_node``): one leader per
 term, log matching, committed entries never change or disappear, the commit index never moves
 back, acknowledged proposals are stored on a majority with the proposed bodies.
+
+Apply: every node applies what it commits to a small state machine (``apply_model``), and in
+some runs (drawn from a generator of its own, so other seeds replay as before) the workload
+proposes *poison* entries, which that state machine rejects deterministically, as the broker's
+dispatcher rejects a message for an invalid topic. After every event, every node must have
+applied everything it has committed (apply never stops on a poison entry: it quarantines it) and
+every node's state after each index must be the same (issue 25 item 1).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from ledgermq.raft import (
     TransferResult,
 )
 from ledgermq.store import MemoryLedgerStore
+from ledgermq.testing.apply_model import Applier, ApplyLedger, poison
 from ledgermq.testing.invariants import InvariantViolationError, SafetyLedger
 from ledgermq.testing.memory_driver import apply_log_changes
 
@@ -90,6 +98,8 @@ class FaultPlan:
     """Chance in each 50 ms slot of the fault phase that a node's disk is replaced."""
     retention: float = 0.0
     """Chance in each 50 ms slot that a node deletes the old segments of its committed log."""
+    poison: float = 0.0
+    """Chance that a proposed body is a poison entry (``apply_model``: its apply is refused)."""
 
     @classmethod
     def draw(cls, rng: random.Random) -> FaultPlan:
@@ -116,6 +126,8 @@ class SimNode:
     """Messages that arrived while persisting."""
     lost_stores: list[MemoryLedgerStore] = field(default_factory=list)
     """The logs of its replaced disks: what it had acknowledged before each was lost."""
+    applier: Applier | None = None
+    """Its state machine over the committed log (``apply_model``)."""
 
 
 @dataclass
@@ -129,6 +141,8 @@ class SimResult:
     violation: str | None
     transfers: int = 0
     """Leadership transfers that completed with SUCCESS."""
+    quarantined: int = 0
+    """Distinct poison entries committed and quarantined (by every node that applied them)."""
 
     @property
     def ok(self) -> bool:
@@ -143,7 +157,10 @@ class SimCluster:
         plan: FaultPlan | None = None,
         *,
         leadership_moves: bool = True,
+        quarantine_poison: bool = True,
     ) -> None:
+        """``quarantine_poison`` False makes a poison entry stop apply, as the dispatcher's
+        fail-stop did (for the test that shows the invariant catches it)."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.plan = plan or FaultPlan.draw(self.rng)
@@ -165,6 +182,11 @@ class SimCluster:
                 self.plan.retention = self.disk_rng.choice([0.02, 0.1])
                 segment_bytes = 4096  # about 16 entries of 250 bytes: retention deletes some
         self.body_padding = b"." * 200 if self.plan.retention else b""
+        self.apply_rng = random.Random(f"apply-{seed}")
+        if plan is None and leadership_moves and self.apply_rng.random() < 0.5:
+            self.plan.poison = self.apply_rng.choice([0.02, 0.1, 0.3])
+        self.applied = ApplyLedger()
+        self.quarantine_poison = quarantine_poison
         self.transfers_ok = 0
         self.restarts_from_begin = 0
         """Followers that began their log again at a leader's oldest entry (retention)."""
@@ -183,8 +205,13 @@ class SimCluster:
         self.outstanding: set[tuple[str, int]] = set()
         self.proposal_count = 0
         self.committed_ok = 0
+        for node in self.nodes.values():
+            node.applier = self._applier(node.node_id)
         for nid in self.ids:
             self._start(nid)
+
+    def _applier(self, nid: str) -> Applier:
+        return Applier(nid, self.applied, quarantine_poison=self.quarantine_poison)
 
     # ------------------------------------------------------------------ plumbing
     def config(self, nid: str) -> RaftConfig:
@@ -321,6 +348,8 @@ class SimCluster:
             self.safety.entry_committed(node.node_id, entry.index, entry.chain_crc, term)
         node.max_commit_seen = index
         store.set_committed_index(index)
+        assert node.applier is not None
+        node.applier.catch_up(store, index)
 
     def _proposal_done(self, node: SimNode, pid: int, code: ResponseCode, first: int) -> None:
         key = (node.node_id, pid)
@@ -366,6 +395,8 @@ class SimCluster:
         store = node.store
         if store.committed_index > store.end_index:
             raise InvariantViolationError(f"{node.node_id}: committed past its log end")
+        assert node.applier is not None
+        node.applier.check(store.committed_index)
         core = node.core
         top = self.safety.committed_before_term(core.term) if core is not None else -1
         if core is not None and core.role is Role.LEADER and top >= 0:  # noqa: SIM102
@@ -389,6 +420,10 @@ class SimCluster:
             b"%d-%d-%d" % (self.seed, self.proposal_count, i) + self.body_padding
             for i in range(1 + self.rng.randrange(4))
         ]
+        if self.plan.poison:
+            bodies = [
+                poison(b) if self.apply_rng.random() < self.plan.poison else b for b in bodies
+            ]
         try:
             pid = target.core.propose(bodies)
         except RaftError:
@@ -438,6 +473,7 @@ class SimCluster:
         )
         node.hard_state = HardState()
         node.max_commit_seen = -1
+        node.applier = self._applier(nid)  # its applied state was on that disk too
         self.schedule(self.now + self.disk_rng.randrange(20, 2000), lambda: self._restart(nid))
 
     def _apply_retention(self) -> None:
@@ -508,6 +544,7 @@ class SimCluster:
             len(self.safety.leaders),
             violation,
             self.transfers_ok,
+            len(self.applied.quarantined),
         )
 
     def _run_until(self, heal_at: int, deadline: int) -> None:
@@ -552,5 +589,9 @@ def _holds(store: MemoryLedgerStore, first: int, bodies: list[bytes]) -> bool:
     return [store.get(first + i).body for i in range(len(bodies))] == bodies
 
 
-def run_seed(seed: int, nodes: int, *, leadership_moves: bool = True) -> SimResult:
-    return SimCluster(seed, nodes, leadership_moves=leadership_moves).run()
+def run_seed(
+    seed: int, nodes: int, *, leadership_moves: bool = True, quarantine_poison: bool = True
+) -> SimResult:
+    return SimCluster(
+        seed, nodes, leadership_moves=leadership_moves, quarantine_poison=quarantine_poison
+    ).run()

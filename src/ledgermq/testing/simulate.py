@@ -36,13 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = parse_seeds(args.seeds)
     started = time.perf_counter()
     failures = 0
-    events = proposals = committed = transfers = 0
+    events = proposals = committed = transfers = quarantined = 0
     for seed in seeds:
         result = run_seed(seed, args.nodes)
         events += result.events
         proposals += result.proposals
         committed += result.committed
         transfers += result.transfers
+        quarantined += result.quarantined
         if not result.ok:
             failures += 1
             print(f"seed {seed}: {result.violation}")
@@ -52,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(
         f"{len(seeds)} seeds, {args.nodes} nodes: {failures} failed, {events} events, "
-        f"{proposals} proposals ({committed} committed), {transfers} leadership transfers "
-        f"in {elapsed:.1f} s"
+        f"{proposals} proposals ({committed} committed), {transfers} leadership transfers, "
+        f"{quarantined} poison entries quarantined in {elapsed:.1f} s"
     )
     return 1 if failures else 0
 

@@ -82,6 +82,7 @@ class MQRequestCode(enum.IntEnum):
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     RECALL_MESSAGE = 370  # RocketMQ 5.3: cancel a pending timer message by its recall handle
     TRANSFER_LEADERSHIP = 1000  # ours: move the ledger leadership of a broker group (admin)
+    GET_QUARANTINED_ENTRIES = 1001  # ours: committed entries a replica could not apply (admin)
 
 
 class MQResponseCode(enum.IntEnum):

@@ -161,6 +161,19 @@ class AdminProcessor:
         table = self._service.runtime_info()
         return command.response(MQResponseCode.SUCCESS, body=json_body({"table": table}))
 
+    def quarantined_entries(self, command: RemotingCommand) -> RemotingCommand:
+        """GET_QUARANTINED_ENTRIES (ours): ``sinceIndex`` (default 0) and ``limit`` (default
+        1000) in; ``{"total": n, "entries": [{index, record, topic, reason, timeMs}]}`` out."""
+        ext = command.ext_fields
+        since = ext_int(ext, "sinceIndex") if "sinceIndex" in ext else 0
+        limit = ext_int(ext, "limit") if "limit" in ext else 1000
+        if limit < 1:
+            raise BadRequestError(f"limit must be at least 1, got {limit}")
+        service = self._service
+        entries = service.quarantined_entries(since, limit)
+        body = {"total": service.quarantined_total(), "entries": [e.to_object() for e in entries]}
+        return command.response(MQResponseCode.SUCCESS, body=json_body(body))
+
     async def transfer_leadership(self, command: RemotingCommand) -> RemotingCommand:
         await self._service.transfer_leadership(ext_str(command.ext_fields, "to"))
         return command.response(MQResponseCode.SUCCESS)

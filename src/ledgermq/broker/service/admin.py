@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+    from ledgermq.broker.storage.quarantine import QuarantinedEntry
     from ledgermq.ledger.server import LedgerServer
     from ledgermq.wire.route import DataVersion, TopicConfig
 
@@ -199,7 +200,17 @@ class AdminService:
             "dispatchedIndex": str(state.dispatcher.dispatched_index),
             "putMessages": str(sum(state.stats.put_messages.values())),
             "getMessages": str(sum(state.stats.get_messages.values())),
+            "quarantinedEntries": str(state.dispatcher.quarantine.total),
         }
+
+    def quarantined_entries(self, since_index: int, limit: int) -> list[QuarantinedEntry]:
+        """What the dispatcher skipped because no replica can apply it
+        (``storage.dispatcher``), from ledger index ``since_index`` on, oldest first."""
+        return self._state.dispatcher.quarantine.items(since_index, limit)
+
+    def quarantined_total(self) -> int:
+        """How many records or entries this replica has quarantined, ever."""
+        return self._state.dispatcher.quarantine.total
 
     # ------------------------------------------------------------------ messages
     def view_message(self, offset: int, access: Access) -> bytes:

@@ -52,9 +52,16 @@ from ledgermq.broker.errors import (
     NotStoredError,
     ServiceError,
 )
+from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.pop_table import pop_op
+from ledgermq.broker.state.topics import dlq_topic
 from ledgermq.broker.storage.filter.subscription import is_tag_type, resolve
-from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
+from ledgermq.errors import (
+    IndexCompactedError,
+    IndexOutOfRangeError,
+    LedgerMQError,
+    MessageFormatError,
+)
 from ledgermq.pop import (
     Acked,
     DeadLettered,
@@ -298,7 +305,7 @@ class PopService:
                 message = self._message(topic, queue_id, record.offset)
                 if isinstance(record, DeadLettered):
                     if message is not None:
-                        await self._to_dead_letters(group, message)
+                        await self._revive_to_dead_letters(group, message, record.offset)
                     committed.append(record)
                     continue
                 assert isinstance(record, Delivered)
@@ -489,9 +496,27 @@ class PopService:
         self._groups[key] = group
         return group
 
+    async def _revive_to_dead_letters(self, group: str, message: MessageExt, offset: int) -> None:
+        """A message out of attempts goes to the dead letters as a receive passes it; one that
+        can never be stored there (the group's ``%DLQ%`` topic is not a valid topic name) is
+        dropped with an ERROR line and a metric (``service.undeliverable``), or every receive
+        of the group would fail on it for good. Transient failures raise: the receive fails
+        and the next one tries again."""
+        try:
+            await self._to_dead_letters(group, message)
+        except (ServiceError, LedgerMQError) as exc:
+            if not is_deterministic(exc):
+                raise
+            what = f"message {message.msg_id} ({message.topic}:{message.queue_id} offset {offset})"
+            drop_head(self._state, "revive", what, f"no dead-letter queue for {group}: {exc}")
+
     async def _to_dead_letters(self, group: str, message: MessageExt) -> None:
-        """Store a copy of ``message`` in ``%DLQ%<group>`` through the normal write path."""
+        """Store a copy of ``message`` in ``%DLQ%<group>`` through the normal write path;
+        ``InvalidArgumentError`` when that topic cannot exist."""
         state = self._state
+        problem = target_problem(dlq_topic(group), 0)
+        if problem is not None:
+            raise InvalidArgumentError(f"group {group!r} can have no dead-letter queue: {problem}")
         dlq = await state.topics.ensure_dlq_topic(group)
         properties = dict(message.properties)
         properties.setdefault(MessageProperty.RETRY_TOPIC, message.topic)

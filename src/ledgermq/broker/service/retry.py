@@ -9,9 +9,12 @@ stays for an operator.
 
 Delayed messages wait in ``SCHEDULE_TOPIC_XXXX``, one queue per level, in arrival order, so each
 queue is due in order. The master's scheduler walks each level's queue, and when a message's
-time has come stores it again in its real topic and queue (``ScheduleMessageService``). Its
-progress per level is a metadata change through the ledger, so a new master goes on where the
-old one stopped (a message delivered just before a failover may be delivered twice, never lost).
+time has come stores it again in its real topic and queue (``ScheduleMessageService``). A head
+that can never be stored (its real topic is not a valid topic, its queue id not a number) is
+dropped with an ERROR line and a metric (``service.undeliverable``), never retried for ever:
+that would stop its level for every group, on every master. Its progress per level is a
+metadata change through the ledger, so a new master goes on where the old one stopped (a
+message delivered just before a failover may be delivered twice, never lost).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import random
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import Perm, record_needs
-from ledgermq.broker.errors import NotFoundError
+from ledgermq.broker.errors import InvalidArgumentError, NotFoundError
 from ledgermq.broker.service.access import record_topic
+from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.metadata import delay_offsets_op
 from ledgermq.broker.state.topics import SCHEDULE_TOPIC
 from ledgermq.errors import (
@@ -188,11 +192,19 @@ class DelayScheduler:
                 continue
             try:
                 await self._deliver(message)
-            except LedgerMQError as exc:
-                _log.warning("delayed message %s not delivered yet: %s", message.msg_id, exc)
-                await asyncio.sleep(1.0)
-                continue
+            except Exception as exc:  # noqa: BLE001 - sorted below: drop, or retry
+                if is_deterministic(exc):  # never deliverable: skip it, not the level
+                    drop_head(state, "delay", self._what(message, level, offset), str(exc))
+                else:  # not master, no quorum, a bug: retry, never end the level's task
+                    _log.warning("delayed message %s not delivered yet: %s", message.msg_id, exc,
+                                 exc_info=not isinstance(exc, LedgerMQError))  # fmt: skip
+                    await asyncio.sleep(1.0)
+                    continue
             self._progress[level] = offset + 1
+
+    @staticmethod
+    def _what(message: MessageExt, level: int, offset: int) -> str:
+        return f"delayed message {message.msg_id} (level {level}, offset {offset})"
 
     async def _sleep(self, level: int, seconds: float) -> None:
         event = self._wake[level]
@@ -205,9 +217,11 @@ class DelayScheduler:
         topic = properties.pop(MessageProperty.REAL_TOPIC, None)
         queue_text = properties.pop(MessageProperty.REAL_QID, None)
         properties.pop(MessageProperty.DELAY, None)
-        if not topic or queue_text is None:
-            _log.error("delayed message %s lacks its real topic; dropped", message.msg_id)
-            return
+        problem = target_problem(topic, queue_text)
+        if problem is not None:
+            raise InvalidArgumentError(problem)
+        assert topic is not None
+        assert queue_text is not None
         await self._writer.put(
             topic,
             int(queue_text),

@@ -21,7 +21,10 @@ records through the metadata channel, then writes each message into its real top
 normal write path (``MessageWriter``) with its unique key (the message id clients see), keys,
 tags, body and properties, plus ``TIMER_OUT_MS`` (when it was due), ``TIMER_ENQUEUE_MS``,
 ``TIMER_DEQUEUE_MS`` and ``LEDGERMQ_TIMER_ID``; that write ends the timer on every replica. A
-timer left firing (its write refused, or the old master died before it) is written again.
+timer left firing (its write refused, or the old master died before it) is written again. A
+timer that can never be written (its real topic is not a valid topic name, its queue id not a
+number, its record gone or undecodable) is ended as fired, with an ERROR line and a metric
+(``service.undeliverable``), never tried again for ever.
 
 Recall and firing are serialised by one lock on the master, so a recall that answers success
 was applied before any ``Firing`` of its timer, and the message is never delivered; one that
@@ -47,6 +50,7 @@ from ledgermq.broker.errors import (
     NotRecallableError,
     ServiceError,
 )
+from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.timer_table import timer_op
 from ledgermq.errors import (
     IndexCompactedError,
@@ -195,6 +199,8 @@ class TimerService:
         dispatcher has ended them (a write is acknowledged before it is dispatched: a round
         in between must not write it again)."""
         self._retry_at: dict[int, int] = {}
+        self._dropping: set[int] = set()
+        """Timers that can never be delivered whose end (``Fired``) is being committed."""
         self.delivered = 0
         """Deliveries written by this replica while master (for tests and metrics)."""
 
@@ -302,7 +308,11 @@ class TimerService:
         firing = table.wheel.firing()
         self._in_flight.intersection_update(firing)  # the rest were ended by their delivery
         for timer_id in firing:
-            if timer_id in self._in_flight or self._retry_at.get(timer_id, 0) > now:
+            if (
+                timer_id in self._in_flight
+                or timer_id in self._dropping
+                or self._retry_at.get(timer_id, 0) > now
+            ):
                 continue
             self._retry_at.pop(timer_id, None)
             self._deliver(timer_id, now)
@@ -314,7 +324,11 @@ class TimerService:
                 await state.writer.submit(timer_op(plan))
             now = state.now_ms()
             for record in plan:
-                if table.is_firing(record.timer_id) and record.timer_id not in self._in_flight:
+                if (
+                    table.is_firing(record.timer_id)
+                    and record.timer_id not in self._in_flight
+                    and record.timer_id not in self._dropping
+                ):
                     self._deliver(record.timer_id, now)
             did = True
         return did
@@ -327,8 +341,7 @@ class TimerService:
             message = _read(state, timer_id)
             topic, queue_id, items = _delivery(message, timer_id, now_ms)
         except (NotFoundError, ValueError, KeyError) as exc:
-            _log.error("timer %d cannot be delivered (%s); dropped", timer_id, exc)
-            state.spawn(state.writer.submit(timer_op([Fired(timer_id)])))
+            self._drop(timer_id, str(exc))
             return
         self._in_flight.add(timer_id)
 
@@ -348,10 +361,30 @@ class TimerService:
                 born_timestamp=message.born_timestamp,
                 born_host=message.born_host, reconsume_times=message.reconsume_times,
             )  # fmt: skip
-        except (ServiceError, LedgerMQError) as exc:  # not master any more, most likely
+        except (ServiceError, LedgerMQError) as exc:
             self._in_flight.discard(timer_id)
-            self._retry_at[timer_id] = now_ms + _RETRY_MS
+            if is_deterministic(exc):  # refused by validation: never deliverable
+                self._drop(timer_id, str(exc))
+                return
+            self._retry_at[timer_id] = now_ms + _RETRY_MS  # not master any more, most likely
             _log.warning("timer %d not delivered yet: %s", timer_id, exc)
+
+    def _drop(self, timer_id: int, reason: str) -> None:
+        """End a timer that can never be delivered (``service.undeliverable``): replicated as
+        fired, so no master tries it again."""
+        state = self._state
+        if timer_id in self._dropping:
+            return
+        drop_head(state, "timer", f"timer {timer_id}", reason)
+        self._dropping.add(timer_id)  # no new attempt while its end is being committed
+
+        async def end() -> None:
+            try:
+                await state.writer.submit(timer_op([Fired(timer_id)]))
+            finally:
+                self._dropping.discard(timer_id)
+
+        state.spawn(end())
 
 
 def _read(state: BrokerState, offset: int) -> MessageExt:
@@ -371,7 +404,11 @@ def _delivery(
     KeyError / ValueError when it lacks its real topic or queue."""
     props = dict(message.properties)
     topic = props.pop(MessageProperty.REAL_TOPIC)
-    queue_id = int(props.pop(MessageProperty.REAL_QID))
+    queue_text = props.pop(MessageProperty.REAL_QID)
+    problem = target_problem(topic, queue_text)
+    if problem is not None:  # would be refused, or committed and quarantined on every replica
+        raise ValueError(problem)
+    queue_id = int(queue_text)
     props[MessageProperty.TIMER_ENQUEUE_MS] = str(message.store_timestamp)
     props[MessageProperty.TIMER_DEQUEUE_MS] = str(now_ms)
     props[MessageProperty.TIMER_ID] = str(timer_id)

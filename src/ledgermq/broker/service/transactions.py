@@ -23,7 +23,10 @@ ms): each half message still open ``transactionTimeOut`` ms after it was stored 
 through whatever doors registered a ``CheckBackChannel`` (remoting: CHECK_TRANSACTION_STATE;
 gRPC: RecoverOrphanedTransactionCommand over Telemetry); the producer answers by ending it.
 After ``transactionCheckMax`` check-backs it is discarded (never delivered) and logged, as
-RocketMQ does. The counts are replicated, so a new master goes on counting.
+RocketMQ does. The counts are replicated, so a new master goes on counting. A half message
+whose real topic or queue no commit could ever store (not a valid topic name, a queue id that
+is not a number) is discarded at once, with an ERROR line and a metric
+(``service.undeliverable``): no check-back can end it any other way.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ledgermq.broker.errors import (
     NotFoundError,
 )
 from ledgermq.broker.service.access import record_topic
+from ledgermq.broker.service.undeliverable import drop_head, target_problem
 from ledgermq.broker.state.transactions import (
     CHECK,
     COMMIT,
@@ -282,9 +286,7 @@ class TransactionService:
                 if lock.locked():
                     continue  # being ended right now
                 half = self._half_at(offset)
-                if half is None:
-                    _log.warning("half message %d of %s is gone from the store; discarded",
-                                 offset, HALF_TOPIC)  # fmt: skip
+                if half is None or self._never_committable(half, offset):
                     await lock.acquire()
                     held.append(lock)
                     items.append((offset, DISCARD))
@@ -359,6 +361,23 @@ class TransactionService:
                 f"the message at commit-log offset {commit_log_offset} is not a half message"
             )
         return messages[0]
+
+    def _never_committable(self, half: MessageExt | None, offset: int) -> bool:
+        """Whether the half message at ``offset`` is to be discarded without a check-back: it
+        is gone from the store, or no commit could ever store it (``service.undeliverable``:
+        its real topic or queue cannot hold a record)."""
+        if half is None:
+            _log.warning("half message %d of %s is gone from the store; discarded",
+                         offset, HALF_TOPIC)  # fmt: skip
+            return True
+        problem = target_problem(
+            half.properties.get(MessageProperty.REAL_TOPIC),
+            half.properties.get(MessageProperty.REAL_QID),
+        )
+        if problem is None:
+            return False
+        drop_head(self._state, "transaction", f"half message {half.msg_id}", problem)
+        return True
 
     def _half_at(self, offset: int) -> MessageExt | None:
         queue = self._state.queues.find(HALF_TOPIC, _HALF_QUEUE)

@@ -49,6 +49,8 @@ class BrokerStats:
     put_messages: dict[str, int] = field(default_factory=dict)
     put_bytes: dict[str, int] = field(default_factory=dict)
     get_messages: dict[str, int] = field(default_factory=dict)
+    scheduler_dropped: dict[str, int] = field(default_factory=dict)
+    """Undeliverable heads a scheduler skipped, by scheduler (``delay``, ``timer``, ...)."""
 
     def record_put(self, topic: str, count: int, size: int) -> None:
         self.put_messages[topic] = self.put_messages.get(topic, 0) + count
@@ -56,6 +58,9 @@ class BrokerStats:
 
     def record_get(self, topic: str, count: int) -> None:
         self.get_messages[topic] = self.get_messages.get(topic, 0) + count
+
+    def record_dropped(self, scheduler: str) -> None:
+        self.scheduler_dropped[scheduler] = self.scheduler_dropped.get(scheduler, 0) + 1
 
 
 @dataclass

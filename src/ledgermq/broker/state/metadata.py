@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SNAPSHOT_FILE",
     "BrokerMetadata",
+    "MetadataOpError",
     "SubscriptionGroupConfig",
     "commit_offsets_op",
     "decode_op",
@@ -50,6 +51,11 @@ _log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE: Final = "metadata.json"
 _SNAPSHOT_VERSION: Final = 1
+
+
+class MetadataOpError(ValueError):
+    """A metadata op that does not apply (malformed, or of a newer format): the same on every
+    replica, so the dispatcher quarantines its entry (``storage.dispatcher``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +217,11 @@ class BrokerMetadata:
                     self.delay_offsets[int(level)] = int(offset)
             else:
                 _log.warning("metadata entry %d has an unknown op %r; skipped", index, kind)
-        except (KeyError, TypeError, ValueError) as exc:
-            # Written by a broker, so this is a bug or a newer format; every replica skips it
-            # the same way, so they stay identical.
-            _log.error("metadata entry %d (%r) is malformed (%s); skipped", index, kind, exc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # Written by a broker, so this is a bug or a newer format; every replica fails on
+            # it the same way, and the dispatcher quarantines it alike on each (it stays
+            # skipped: ``applied_index`` is already past it).
+            raise MetadataOpError(f"metadata entry {index} ({kind!r}) is malformed: {exc}") from exc
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> bytes:

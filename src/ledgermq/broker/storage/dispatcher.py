@@ -14,6 +14,28 @@ For each committed entry, in log order:
   (``broker.state.timer_table``), in the same order on every replica;
 - anything else (the NOOP a new leader appends, entries of other channels): skipped.
 
+**Quarantine: applying a committed entry never fails the same way on every replica.** The
+entry is in the log for good and every replica applies the same bytes with the same code, so a
+failure caused by the entry's *content* would stop every replica, at every restart: the whole
+group, for good. Such a failure quarantines the record (or the whole entry when it cannot be
+split into records, or a metadata op) instead: one ERROR line naming the ledger index and the
+reason, the counter ``ledgermq_broker_quarantined_entries_total``, a line in
+``quarantine.jsonl`` (``storage.quarantine``, read by ``ledgermq admin quarantined-entries``),
+and dispatch goes on with the next record, so the rest of a batch is still indexed. Every
+replica skips exactly the same records, so their queues, index and metadata stay identical.
+
+The rule that tells them apart (``is_local_failure``): a failure of *this replica's* files
+(``OSError``, including ENOSPC; ``StoreError``: a corrupt or closed local file, a full disk;
+``MemoryError``) may not happen on the other replicas, and skipping the entry here would make
+this replica differ from them: that stays a fail-stop (``on_failure``; the broker exits, a
+supervisor restarts it, and it re-dispatches from its checkpoint once the disk is fixed).
+Anything else raised while applying one record or op (an invalid topic name or queue id, a
+record that does not decode, a metadata op or a timer record that does not apply) depends only
+on the entry and the code, so it is deterministic across replicas, and is quarantined. (Across
+replicas of one version: a release that changes what applies, say a stricter name rule, can
+make replicas of two versions differ during a rolling upgrade; such a change must come with
+the door refusing the same input first.)
+
 Progress is made durable in two steps: queues and index are flushed, then the dispatch
 checkpoint records the ledger index they cover; the metadata snapshot records its own index. On
 start, dispatch resumes after the older of the two. Re-dispatching is harmless: a unit is
@@ -30,7 +52,8 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.broker.state.metadata import decode_op
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_METADATA
-from ledgermq.errors import IndexCompactedError, MessageFormatError
+from ledgermq.broker.storage.quarantine import QuarantineLog
+from ledgermq.errors import IndexCompactedError, MessageFormatError, StoreError
 from ledgermq.store import EntryType
 from ledgermq.wire.message import scan_dispatch_records
 
@@ -43,7 +66,7 @@ if TYPE_CHECKING:
     from ledgermq.clock import Clock
     from ledgermq.store import Entry, LogStore
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "is_local_failure"]
 
 _log = logging.getLogger(__name__)
 
@@ -52,6 +75,14 @@ _READ_BYTES: Final = 4 << 20
 _ENTRIES_PER_PASS: Final = 20_000
 """Entries dispatched before yielding to the event loop (a long catch-up must not starve
 heartbeats and requests)."""
+
+
+def is_local_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from this replica's own files or memory, not from the entry: its
+    disk (``OSError``, ENOSPC), a corrupt, closed or full local store (``StoreError``), memory.
+    Such a failure stops the broker; any other failure of applying an entry is the entry's
+    (the module docstring says why) and quarantines it."""
+    return isinstance(exc, (OSError, StoreError, MemoryError))
 
 
 class Dispatcher:
@@ -66,6 +97,7 @@ class Dispatcher:
         clock: Clock,
         *,
         start_index: int,
+        quarantine: QuarantineLog | None = None,
     ) -> None:
         self._store = store
         self._queues = queues
@@ -89,6 +121,8 @@ class Dispatcher:
         """Called once when a pass fails: the queues no longer follow the log, and the broker
         must stop (fail-stop) rather than serve them."""
         self.failure: BaseException | None = None
+        self.quarantine = quarantine if quarantine is not None else QuarantineLog()
+        """The records and entries skipped because they cannot be applied on any replica."""
 
     # ------------------------------------------------------------------ progress
     @property
@@ -212,15 +246,12 @@ class Dispatcher:
             try:
                 records = scan_dispatch_records(entry.body)
             except MessageFormatError as exc:
-                # The leader encoded it, so every replica skips it alike; never expected.
-                _log.error(
-                    "entry %d holds no valid message records (%s); skipped", entry.index, exc
-                )
+                self._quarantine(entry.index, -1, "", f"holds no valid message records: {exc}")
                 return
             base = entry.pos + BODY_OFFSET
             queues = self._queues
             timers = self._metadata.timers
-            for (
+            for number, (
                 pos,
                 size,
                 topic,
@@ -229,22 +260,52 @@ class Dispatcher:
                 store_ts,
                 tags_code,
                 record_keys,
-            ) in records:
+            ) in enumerate(records):
                 offset = base + pos
-                queues.get_or_create(topic, queue_id).put(queue_offset, offset, size, tags_code)
+                try:
+                    queues.get_or_create(topic, queue_id).put(queue_offset, offset, size, tags_code)
+                except Exception as exc:
+                    if is_local_failure(exc):
+                        raise
+                    self._quarantine(entry.index, number, topic, str(exc))
+                    continue
                 if record_keys:
                     keys.append((topic, record_keys, offset, store_ts))
                 arrivals[(topic, queue_id)] = queue_offset + 1
                 # Timer messages: scheduled by their record, finished by their delivery's
                 # (broker.state.timer_table); only a firing timer's unique key costs a decode.
-                if topic == TIMER_TOPIC:
-                    timers.on_timer_record(entry.index, offset, bytes(entry.body[pos : pos + size]))
-                elif timers.firing_uniqs and record_keys and record_keys[-1] in timers.firing_uniqs:
-                    timers.on_possible_delivery(entry.index, bytes(entry.body[pos : pos + size]))
+                try:
+                    if topic == TIMER_TOPIC:
+                        timers.on_timer_record(
+                            entry.index, offset, bytes(entry.body[pos : pos + size])
+                        )
+                    elif (
+                        timers.firing_uniqs
+                        and record_keys
+                        and record_keys[-1] in timers.firing_uniqs
+                    ):
+                        timers.on_possible_delivery(
+                            entry.index, bytes(entry.body[pos : pos + size])
+                        )
+                except Exception as exc:
+                    if is_local_failure(exc):
+                        raise
+                    self._quarantine(entry.index, number, topic, f"timer table: {exc}")
         elif entry.channel == CHANNEL_METADATA:
             try:
                 op = decode_op(entry.body)
-            except ValueError as exc:
-                _log.error("metadata entry %d does not parse (%s); skipped", entry.index, exc)
-                return
-            self._metadata.apply(entry.index, op, int(self._clock.wall_time_s() * 1000))
+                self._metadata.apply(entry.index, op, int(self._clock.wall_time_s() * 1000))
+            except Exception as exc:
+                if is_local_failure(exc):
+                    raise
+                self._quarantine(entry.index, -1, "", f"metadata op does not apply: {exc}")
+
+    def _quarantine(self, index: int, record: int, topic: str, reason: str) -> None:
+        """Skip what cannot be applied on any replica (the module docstring): log, count,
+        record; the caller goes on with the next record."""
+        what = f"entry {index}" if record < 0 else f"record {record} of entry {index}"
+        if self.quarantine.add(index, record, topic, reason, int(self._clock.wall_time_s() * 1000)):
+            _log.error(
+                "quarantined %s (topic %r): %s; skipped on every replica, see "
+                "'ledgermq admin quarantined-entries'", what, topic, reason,
+            )  # fmt: skip

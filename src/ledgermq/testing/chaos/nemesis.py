@@ -46,8 +46,19 @@ Opt-in only (``--faults wipe``; not in the default set, and never more than one 
   master. Raft assumes a replica never forgets its term and vote, which this breaks: a
   wiped replica may vote twice in a term. Jepsen calls such faults unsafe.
 
+Opt-in too (``--faults poison``, combinable with any other kind):
+
+- ``poison``: a committed entry that no replica can apply. The brokers run through
+  ``testing.chaos.poison_broker``, whose writer stores a message for ``ChaosPoisonTrigger``
+  under ``%DLQ%orders.v1`` (a name no ConsumeQueue can have, past the doors' checks); the
+  nemesis sends one to the master. Every replica must quarantine it and go on (README
+  "Operations"): the run checks that every replica reports the same quarantined entries, at
+  least one per poison committed, and the group must go on serving and recover as usual (a
+  group that fail-stopped on it, as before issue 25, never elects again). Not a held fault:
+  there is nothing to heal.
+
 The network kinds and ``disk-full`` need namespaces (root); on loopback only ``kill9``,
-``pause``, the NameServer's and ``wipe`` are possible.
+``pause``, the NameServer's, ``wipe`` and ``poison`` are possible.
 ``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
 same schedule (which replica is master at a given moment is up to the cluster).
 """
@@ -60,9 +71,12 @@ import signal
 import time
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
+from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.child_process import ProcessStartError
+from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -71,6 +85,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_KINDS",
+    "CONTENT_KINDS",
     "DEFAULT_KINDS",
     "DISK_KINDS",
     "NAMESRV_KINDS",
@@ -99,7 +114,9 @@ DEFAULT_KINDS: Final = (*NETWORK_KINDS, *PROCESS_KINDS, *DISK_KINDS, *NAMESRV_KI
 that restarts empty (before: seed 5, 40 s, namesrv faults only, 19.9 s without an
 acknowledgement; after: none)."""
 UNSAFE_KINDS: Final = ("wipe",)
-ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS)
+CONTENT_KINDS: Final = ("poison",)
+"""A committed entry no replica can apply (opt-in; the brokers run ``poison_broker``)."""
+ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *CONTENT_KINDS)
 _FLAP_S: Final = (0.2, 1.0)
 _SUPERVISE_S: Final = 0.5
 _HOLD_S: Final = (2.0, 6.0)
@@ -166,6 +183,8 @@ class Nemesis:
         heal before it restarts them."""
         self.exits: list[str] = []
         """Replicas that exited on their own (a fail-stop) and were restarted, as sentences."""
+        self.poisoned = 0
+        """Poison entries committed (``poison``: sends the master acknowledged)."""
 
     def now_ms(self) -> float:
         return (self._monotonic() - self.origin) * 1000
@@ -229,6 +248,9 @@ class Nemesis:
         groups = self.cluster.groups  # one group of one or two: drawn only if there are two
         group = groups[0] if len(groups) == 1 else self.rng.choice(groups)
         nodes = [replica_name(group, node) for node in self.cluster.nodes]
+        if kind == "poison":  # sent to the master, wherever it is
+            found = self.cluster.master(group)
+            return [replica_name(group, found) if found is not None else self.rng.choice(nodes)]
         count = self.rng.choice((1, 2)) if self.unsafe and kind not in ("wipe", "bridge") else 1
         targets = self.rng.sample(nodes, count)
         if kind in ("partition-master", "wipe"):
@@ -350,6 +372,8 @@ class Nemesis:
                 self._held.discard(target)
 
             self._heals.append(restart)
+        elif kind == "poison":
+            self._poison(group, node, target)
         elif kind == "wipe":
             cluster.kill9(group, node)
             for ledger in cluster.store_dir(group, node).glob("dledger-*"):
@@ -360,6 +384,28 @@ class Nemesis:
         else:
             cluster.sigstop(group, node)
             self._heals.append(lambda: cluster.sigcont(group, node))
+
+    def _poison(self, group: str, node: str, target: str) -> None:
+        """Send one message to ``TRIGGER_TOPIC`` through ``target``: committed as a poison
+        entry (``poison_broker``) when it is the master and the send succeeds."""
+        fields = {
+            "producerGroup": "chaos-poison", "topic": TRIGGER_TOPIC, "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": "1", "queueId": "0", "sysFlag": "0",
+            "bornTimestamp": str(int(time.time() * 1000)), "flag": "0", "properties": "",
+            "reconsumeTimes": "0", "unitMode": "false", "batch": "false",
+        }  # fmt: skip
+        try:
+            answer = self.cluster.request(
+                self.cluster.address(group, node), MQRequestCode.SEND_MESSAGE, fields, b"poison"
+            )
+        except LedgerMQError as exc:
+            self.log(f"{self.now_ms() / 1000:7.1f} s  poison not sent to {target}: {exc}")
+            return
+        if answer.code == MQResponseCode.SUCCESS:
+            self.poisoned += 1
+        else:
+            self.log(f"{self.now_ms() / 1000:7.1f} s  poison refused by {target}: "
+                     f"{answer.code} {answer.remark}")  # fmt: skip
 
     def _apply_namesrv(self, kind: str, index: int) -> None:
         cluster = self.cluster

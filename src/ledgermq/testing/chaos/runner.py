@@ -36,6 +36,7 @@ from ledgermq.testing.chaos.nemesis import (
     Nemesis,
 )
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
+from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.chaos.pop_workload import MAX_ATTEMPTS, PopGroup, read_dlq
 from ledgermq.testing.chaos.reader import PullReader, final_offsets
 from ledgermq.testing.chaos.timeline import write_timeline
@@ -53,6 +54,8 @@ BUGS: Final = {
     "pop-ack-before-commit": "ledgermq.testing.chaos.buggy_pop",
 }
 """Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
+POISON_MODULE: Final = "ledgermq.testing.chaos.poison_broker"
+"""The brokers' wrapper with ``--faults poison`` (``nemesis`` module docstring)."""
 _SETTLE_S: Final = 30.0
 _CONSUME_S: Final = 60.0
 _CONSUME_INVALID_S: Final = 10.0
@@ -129,6 +132,8 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     """Run ``options`` (module docstring); ``log`` gets one line per step and per fault."""
     if options.inject_bug is not None and options.inject_bug not in BUGS:
         raise ValueError(f"unknown bug {options.inject_bug!r}; known: {', '.join(BUGS)}")
+    if options.inject_bug is not None and "poison" in options.faults:
+        raise ValueError("the poison fault runs its own broker module: not with --inject-bug")
     loopback, mode, faults = _choose_mode(options, log)
     base = Path(options.base_dir or tempfile.mkdtemp(prefix=f"ledgermq-chaos-{options.seed}-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -141,6 +146,8 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     replicas = [replica_name(group, node) for group in groups for node in ("n0", "n1", "n2")]
     lab = None if loopback else NetnsLab([*namesrvs, *replicas, CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
+    if "poison" in faults:
+        broker_module = POISON_MODULE
     disks = LoopDisks(base / "disks", options.disk_mib) if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
     try:
@@ -158,6 +165,8 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         cluster.wait_routable(timeout_s=30.0)
         with SyncAdmin(cluster.namesrv_addr) as admin:
             admin.create_topic(TOPIC, options.queues, wait_s=20.0)
+            if "poison" in faults:
+                admin.create_topic(TRIGGER_TOPIC, 1, wait_s=20.0)
         log(f"cluster up: NameServer {cluster.namesrv_addr}, master "
             f"{cluster.master(GROUP)}")  # fmt: skip
         history = _exercise(cluster, options, faults, log)
@@ -259,7 +268,7 @@ def _exercise(
             cluster, options.queues, nemesis.supervise
         )
         history.replica_reads = found
-        history.notes += [f"supervisor: {line}" for line in nemesis.exits]
+        _after_faults(cluster, faults, nemesis, history, log)
         expected = {(op.producer, op.seq) for op in history.sends if op.outcome is Outcome.OK}
         for reads in history.replica_reads.values():
             expected |= {(read.producer, read.seq) for read in reads}
@@ -319,6 +328,47 @@ def _drain_pop(
         history.pop_dead_letters = read_dlq(cluster.namesrv_addr, cluster.client_namespace)
     except LedgerMQError as exc:
         history.problems.append(f"the POP group's %DLQ% could not be read after healing: {exc}")
+
+
+def _after_faults(
+    cluster: ChaosCluster,
+    faults: Sequence[str],
+    nemesis: Nemesis,
+    history: History,
+    log: Callable[[str], None],
+) -> None:
+    """What the nemesis saw goes into ``history``: the supervisor's restarts, and with
+    ``poison`` whether every replica quarantined what was committed."""
+    history.notes += [f"supervisor: {line}" for line in nemesis.exits]
+    if "poison" in faults:
+        log(f"{nemesis.poisoned} poison entries committed; asking every replica")
+        history.problems += _quarantine_problems(cluster, nemesis.poisoned)
+
+
+def _quarantine_problems(cluster: ChaosCluster, poisoned: int) -> list[str]:
+    """After ``--faults poison``: every replica of each group must say (runtime info) that it
+    quarantined the same number of entries, and all groups together at least the
+    ``poisoned`` committed (README "Operations"); anything else is a problem of the run."""
+    problems: list[str] = []
+    total = 0
+    for group in cluster.groups:
+        views = cluster.runtime_info(group)
+        counts = {
+            node: view.get("quarantinedEntries") if isinstance(view, dict) else str(view)
+            for node, view in views.items()
+        }
+        values = set(counts.values())
+        if len(counts) != len(cluster.nodes) or len(values) != 1:
+            problems.append(f"{group}: the replicas quarantined different entries: {counts}")
+            continue
+        (value,) = values
+        if not str(value).isdigit():
+            problems.append(f"{group}: the replicas answered {value!r} for quarantinedEntries")
+            continue
+        total += int(str(value))
+    if not problems and total < poisoned:
+        problems.append(f"{poisoned} poison entries committed, the replicas quarantined {total}")
+    return problems
 
 
 def _held(replica_reads: dict[str, list[ReadMessage]]) -> set[tuple[int, int]]:
