@@ -10,6 +10,7 @@ token and are refused from another site; signing out ends the session.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,7 +23,7 @@ from starlette.testclient import TestClient
 
 from ledgermq.cli.main import build_parser
 from ledgermq.client import Credentials
-from ledgermq.console.access import REFUSED_DELAY_S, AclMode
+from ledgermq.console.access import REFUSED_DELAY_S, AclMode, ConsoleAccess
 from ledgermq.console.app import create_app
 from ledgermq.console.link import ClusterLink
 from ledgermq.console.sessions import COOKIE, IDLE_S
@@ -296,3 +297,31 @@ def test_a_page_refused_later_turns_the_sign_in_on() -> None:
     assert refused.status_code == 303
     assert refused.headers["location"].startswith("/login?error=the+cluster+enforces+ACL")
     assert client.get("/messages").status_code == 303
+
+
+def test_wrong_sign_ins_from_one_source_do_not_delay_another_sources_sign_in() -> None:
+    """30 parallel wrong sign-ins from one address wait for each other (two refusals a second),
+    and an admin at another address signs in at once, not after them."""
+    access = ConsoleAccess(FakeLink(), FakeClock(), AclMode.ON)
+
+    async def main() -> None:
+        guesses = [
+            asyncio.ensure_future(access.sign_in("ops-admin", f"guess-{i}", "203.0.113.9"))
+            for i in range(30)
+        ]
+        await asyncio.sleep(0.05)  # the guesses hold the attacker's lock
+        started = time.monotonic()
+        link = await asyncio.wait_for(
+            access.sign_in("ops-admin", "ops-admin-secret", "192.0.2.10"), timeout=2.0
+        )
+        assert time.monotonic() - started < 0.3
+        assert link.credentials is not None
+        assert link.credentials.access_key == "ops-admin"
+        await asyncio.sleep(REFUSED_DELAY_S * 2.5)
+        assert sum(guess.done() for guess in guesses) <= 3  # the attacker is still slowed down
+        for guess in guesses:
+            guess.cancel()
+        await asyncio.gather(*guesses, return_exceptions=True)
+        assert not access._sign_in_locks  # nothing is kept for a source that is done
+
+    asyncio.run(main())
