@@ -176,11 +176,26 @@ class BrokerServer:
         )
         """The broker's figures on the replica's ``/metrics`` (``broker.metrics``)."""
         self.metrics.register(self.ledger.metrics.registry)
-        self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
+        self._audit = (
+            AuditLog(
+                config.audit_log_file,
+                config.audit_log_max_bytes,
+                config.audit_log_backup_count,
+                self._clock,
+            )
+            if config.audit_log_file
+            else None
+        )
         self.acl: AclGate | None = None
         """The remoting port's ACL (``aclEnable``); every request passes it first."""
         if config.acl_enable:
-            self.acl = AclGate(AclFiles(_acl_paths(config), self._clock), "broker", self._audit)
+            self.acl = AclGate(
+                AclFiles(_acl_paths(config), self._clock),
+                "broker",
+                self._audit,
+                clock=self._clock,
+                require_strong=config.acl_require_strong_signature,
+            )
         self.state: BrokerState | None = None
         self.services: BrokerServices | None = None
         """The protocol-neutral operations (``broker.service``), once started."""

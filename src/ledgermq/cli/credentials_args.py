@@ -81,4 +81,5 @@ def credentials_from(args: argparse.Namespace) -> Credentials | None:
         raise ConfigError(
             f"credentials need both an access key and a secret key: {missing} is missing"
         )
-    return Credentials(access_key, secret_key, token)
+    strong = os.environ.get("LEDGERMQ_STRONG_SIGNATURE", "").strip().lower() in {"1", "true", "yes"}
+    return Credentials(access_key, secret_key, token, strong_signature=strong)
