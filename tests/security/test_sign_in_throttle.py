@@ -4,6 +4,7 @@ items 10 and 21). At the gate, with a clock driven by hand."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -13,7 +14,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 import ledgermq.acl.validator
-from ledgermq.acl import sign_request
+import ledgermq.security.gate
+from ledgermq.acl import Needs, sign_request
+from ledgermq.acl.grpc_auth import grpc_signature
 from ledgermq.errors import ConfigError
 from ledgermq.security import AclFiles, AclGate, AuditLog
 from ledgermq.security.throttle import ThrottleSettings
@@ -77,6 +80,7 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return authorize(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ledgermq.acl.validator, "authorize", counting)
+    monkeypatch.setattr(ledgermq.security.gate, "authorize", counting)  # gRPC's and strong's
     return seen
 
 
@@ -232,3 +236,36 @@ def test_rotation_settings_are_checked(tmp_path: Path) -> None:
     assert config.acl_require_strong_signature
     with pytest.raises(ConfigError, match="auditLogBackupCount"):
         NameServerConfig.from_properties({"auditLogBackupCount": "0"})
+
+
+def test_grpc_sign_ins_are_throttled_alike(tmp_path: Path, checks: list[int]) -> None:
+    clock = StepClock()
+    gate = _gate(tmp_path, clock)
+    date_time = datetime.datetime.fromtimestamp(clock.wall_time_s(), datetime.UTC).strftime(
+        "%Y%m%dT%H%M%SZ"
+    )
+
+    def metadata(secret: str) -> dict[str, str]:
+        signature = grpc_signature(secret, date_time)
+        return {
+            "x-mq-date-time": date_time,
+            "authorization": f"MQv2-HMAC-SHA1 Credential=ops-admin, "
+            f"SignedHeaders=x-mq-date-time, Signature={signature}",
+        }
+
+    def call(address: str, secret: str) -> Decision:
+        return gate.check_grpc(
+            address, metadata(secret), "SendMessage", Needs(), clock.wall_time_s()
+        )
+
+    assert call(ADMIN_HOST, "ops-admin-secret").allowed
+    for i in range(gate.throttle.settings.failures):
+        assert "do not match" in call(ATTACKER, f"guess-{i}").remark
+    checked = len(checks)
+    assert checked == 1 + gate.throttle.settings.failures
+    for i in range(1_000):
+        refused = call(ATTACKER, f"more-{i}")
+    assert len(checks) == checked
+    assert not refused.authenticated  # UNAUTHORIZED on the gRPC port
+    assert refused.remark.startswith("too many failed sign-ins from 203.0.113.9: wait")
+    assert call(ADMIN_HOST, "ops-admin-secret").allowed
