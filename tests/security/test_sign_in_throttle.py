@@ -23,6 +23,7 @@ from ledgermq.security.throttle import ThrottleSettings
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from ledgermq.acl.validator import Decision
@@ -84,28 +85,42 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def test_wrong_secrets_lock_the_source_and_the_key_before_any_signature_is_checked(
+def _as(key: str, secret: str) -> RemotingCommand:
+    fields = sign_request({}, None, key, secret)
+    return RemotingCommand(code=MQRequestCode.GET_BROKER_RUNTIME_INFO, opaque=1, ext_fields=fields)
+
+
+def test_wrong_secrets_lock_the_key_and_the_source_before_any_signature_is_checked(
     tmp_path: Path, checks: list[int]
 ) -> None:
     clock = StepClock()
     gate = _gate(tmp_path, clock)
     settings = gate.throttle.settings
     assert gate.check(ADMIN_HOST, _request("ops-admin-secret")) is None  # the admin, earlier
-    for i in range(settings.failures):
+    for i in range(settings.key_failures):
         assert "do not match" in _remark(gate.check(ATTACKER, _request(f"guess-{i}")))
     checked = len(checks)
     for i in range(10_000):
         remark = _remark(gate.check(ATTACKER, _request(f"more-{i}")))
     assert len(checks) == checked  # locked: no signature was checked
-    wait = f"wait {settings.first_lock_s:.0f} s before trying again"
-    assert remark == f"too many failed sign-ins from 203.0.113.9: {wait}"
-    # even the right secret waits: the lock is on the source, not on the guess
+    assert (
+        remark == "too many failed sign-ins for access key ops-admin: wait 1 s before trying again"
+    )
+    # even the right secret waits: the lock is on the key, not on the guess
     assert "too many failed sign-ins" in _remark(gate.check(ATTACKER, _request("ops-admin-secret")))
     # the admin's own address keeps working, though its key is locked for anyone else
     assert gate.check(ADMIN_HOST, _request("ops-admin-secret")) is None
     assert "for access key ops-admin" in _remark(gate.check(NEWCOMER, _request("ops-admin-secret")))
     clock.advance(settings.first_lock_s + 0.001)
     assert gate.check(NEWCOMER, _request("ops-admin-secret")) is None
+    # guessing many keys from one source locks the source
+    clock.advance(settings.window_s + 1)  # the guesses above are out of the window
+    for i in range(settings.source_failures):
+        assert "do not match" in _remark(gate.check(ATTACKER, _as(f"key-{i}", "x")))
+    checked = len(checks)
+    remark = _remark(gate.check(ATTACKER, _as("another-key", "x")))
+    assert remark == "too many failed sign-ins from 203.0.113.9: wait 1 s before trying again"
+    assert len(checks) == checked
 
 
 def test_a_misconfigured_client_does_not_lock_out_the_other_clients_of_its_host(
@@ -114,35 +129,52 @@ def test_a_misconfigured_client_does_not_lock_out_the_other_clients_of_its_host(
     clock = StepClock()
     gate = _gate(tmp_path, clock)
     assert gate.check(ADMIN_HOST, _request("ops-admin-secret")) is None
-    stale = sign_request({}, None, "retired-key", "old-secret")
-    for _ in range(50):  # a client of the same host, with a key since removed, retrying
-        gate.check(ADMIN_HOST, RemotingCommand(code=17, opaque=1, ext_fields=stale))
-    locked = gate.check(ADMIN_HOST, RemotingCommand(code=17, opaque=1, ext_fields=stale))
+    for i in range(50):  # clients of the same host, with keys since removed, retrying
+        gate.check(ADMIN_HOST, _as(f"retired-key-{i % 5}", "old-secret"))
+    locked = gate.check(ADMIN_HOST, _as("retired-key-0", "old-secret"))
     assert "too many failed sign-ins from 192.0.2.10" in _remark(locked)
     assert gate.check(ADMIN_HOST, _request("ops-admin-secret")) is None
+
+
+def _lock_lengths(
+    gate: AclGate, clock: StepClock, guess: Callable[[int], object], locked: Callable[[], bool]
+) -> list[float]:
+    """How long each lock lasts when an attacker guesses again whenever its lock ends."""
+    lengths: list[float] = []
+    for _ in range(12):
+        for i in range(gate.throttle.settings.source_failures):
+            guess(i)
+        waited = 0.0
+        while locked():
+            clock.advance(1)
+            waited += 1
+        lengths.append(waited)
+    return lengths
 
 
 def test_locks_double_up_to_a_bound_so_a_key_is_never_locked_out_for_ever(tmp_path: Path) -> None:
     clock = StepClock()
     gate = _gate(tmp_path, clock)
     settings = gate.throttle.settings
-    locks: list[float] = []
-    for _ in range(12):  # an attacker who keeps guessing whenever its lock ends
-        for i in range(settings.failures):
-            gate.check(ATTACKER, _request(f"guess-{i}"))
-        waited = 0.0
-        while gate.throttle.refusal("203.0.113.9", None) is not None:
-            clock.advance(1)
-            waited += 1
-        locks.append(waited)
-    assert locks[:4] == [1.0, 2.0, 4.0, 8.0]  # exponentially growing
-    assert max(locks) == settings.max_source_lock_s  # bounded
-    # the key's lock is bounded lower: a newcomer signs in at most max_key_lock_s after
-    # the attacker's last guess, however long the attack went on
-    for i in range(settings.failures):
-        gate.check(ATTACKER, _request(f"guess-{i}"))
-    assert "for access key" in _remark(gate.check(NEWCOMER, _request("ops-admin-secret")))
-    clock.advance(settings.max_key_lock_s)
+    # one source guessing many keys
+    source_locks = _lock_lengths(
+        gate,
+        clock,
+        lambda i: gate.check(ATTACKER, _as(f"key-{i}", "x")),
+        lambda: gate.throttle.refusal("203.0.113.9", None) is not None,
+    )
+    assert source_locks[:4] == [1.0, 2.0, 4.0, 8.0]  # exponentially growing
+    assert max(source_locks) == settings.max_source_lock_s  # bounded
+    # many sources guessing one key: a newcomer gets in at most max_key_lock_s after the
+    # attack's last guess, however long it went on
+    key_locks = _lock_lengths(
+        gate,
+        clock,
+        lambda i: gate.check(f"198.18.0.{i}:1", _request(f"guess-{i}")),
+        lambda: gate.throttle.refusal("198.51.100.7", "ops-admin") is not None,
+    )
+    assert key_locks[:4] == [1.0, 2.0, 4.0, 8.0]
+    assert max(key_locks) == settings.max_key_lock_s
     assert gate.check(NEWCOMER, _request("ops-admin-secret")) is None
 
 
@@ -165,14 +197,17 @@ def test_repeated_refusals_are_logged_and_audited_once_with_a_count(
     audit = AuditLog(str(tmp_path / "audit.log"), clock=clock)
     gate = _gate(tmp_path, clock, audit)
     caplog.set_level(logging.INFO, "ledgermq.security")
-    for i in range(10_000):
-        gate.check(ATTACKER, _request(f"guess-{i}"))
+    for second in range(10):  # the locks end and grow meanwhile: "wait 1 s", "wait 2 s" ...
+        for i in range(1_000):
+            gate.check(ATTACKER, _request(f"guess-{second}-{i}"))
+        clock.advance(0.9)
     clock.advance(11)
     gate.check(ATTACKER, _request("one-more"))
     audit.close()
     size = (tmp_path / "audit.log").stat().st_size
     assert size < 2_000  # was 252 bytes a guess: 2.5 MB
     lines = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert len(lines) <= 5
     held = [line for line in lines if line.get("repeated")]
     assert sum(line["repeated"] for line in held) + len(lines) - len(held) == 10_001
     locked = [line for line in held if "too many failed sign-ins" in line["remark"]]
@@ -259,13 +294,13 @@ def test_grpc_sign_ins_are_throttled_alike(tmp_path: Path, checks: list[int]) ->
         )
 
     assert call(ADMIN_HOST, "ops-admin-secret").allowed
-    for i in range(gate.throttle.settings.failures):
+    for i in range(gate.throttle.settings.key_failures):
         assert "do not match" in call(ATTACKER, f"guess-{i}").remark
     checked = len(checks)
-    assert checked == 1 + gate.throttle.settings.failures
+    assert checked == 1 + gate.throttle.settings.key_failures
     for i in range(1_000):
         refused = call(ATTACKER, f"more-{i}")
     assert len(checks) == checked
     assert not refused.authenticated  # UNAUTHORIZED on the gRPC port
-    assert refused.remark.startswith("too many failed sign-ins from 203.0.113.9: wait")
+    assert refused.remark.startswith("too many failed sign-ins for access key ops-admin: wait")
     assert call(ADMIN_HOST, "ops-admin-secret").allowed

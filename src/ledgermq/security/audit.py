@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError
-from ledgermq.security.repeats import WINDOW_S, RepeatedLines, more_like_it
+from ledgermq.security.repeats import WINDOW_S, RepeatedLines, alike, more_like_it
 
 if TYPE_CHECKING:
     import io
@@ -135,7 +135,7 @@ class AuditLog:
         if allowed:
             self._logger.info(json.dumps(line, sort_keys=True))
             return
-        kind = (server, access_key, remote, code, remark)
+        kind = (server, access_key, remote, code, alike(remark))
         write, due = self._repeats.offer(kind, self._clock.monotonic_ms() / 1000, line)
         self._summarize(due)
         if write:

@@ -31,7 +31,7 @@ from ledgermq.acl.strong import (
 )
 from ledgermq.acl.validator import Decision, authorize
 from ledgermq.clock import SystemClock
-from ledgermq.security.repeats import WINDOW_S, RepeatedLines, more_like_it
+from ledgermq.security.repeats import WINDOW_S, RepeatedLines, alike, more_like_it
 from ledgermq.security.throttle import SignInThrottle
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
@@ -157,7 +157,7 @@ class AclGate:
     def _log_refusal(self, ip: str, request: str, decision: Decision, message: str) -> None:
         """``message`` at INFO, unless one like it (same source, key, request and reason) was
         logged in the last ``WINDOW_S``: then it is counted, and summed up once that is over."""
-        kind = (ip, decision.access_key, request, decision.remark)
+        kind = (ip, decision.access_key, request, alike(decision.remark))
         write, due = self._log_repeats.offer(kind, self._clock.monotonic_ms() / 1000, message)
         for example, count in due:
             _log.info("%s %s", example, more_like_it(count, WINDOW_S))

@@ -11,17 +11,25 @@ why refused). At most ``max_kinds`` kinds are held; beyond that the oldest is su
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
-__all__ = ["RepeatedLines", "more_like_it"]
+__all__ = ["RepeatedLines", "alike", "more_like_it"]
 
 K = TypeVar("K", bound="Hashable")
 V = TypeVar("V")
 
 WINDOW_S: Final = 10.0
+_WAIT: Final = re.compile(r"wait \d+ s")
+
+
+def alike(remark: str) -> str:
+    """What makes two refusals' remarks alike: the same words, whatever the seconds to wait
+    (a locked sign-in's "wait 7 s" and "wait 6 s" are one reason)."""
+    return _WAIT.sub("wait N s", remark)
 
 
 def more_like_it(count: int, window_s: float) -> str:

@@ -3,10 +3,12 @@
 A wrong secret costs an attacker nothing but a round trip, and one connection could try 2,871
 secrets a second. So every failed sign-in (a request whose access key is unknown or whose
 signature is wrong, ``Decision.authenticated`` False) counts against its source IP and against
-the access key it named. ``failures`` of them within ``window_s`` lock that source, or that
-key, for ``first_lock_s``, doubling at each new lock up to a bound, and forgotten after a quiet
-spell; while locked, requests are answered NO_PERMISSION with a remark saying how long to wait,
-before any signature is computed. Nothing sleeps: a refusal is an answer like any other.
+the access key it named. ``key_failures`` of them for one key, or ``source_failures`` from one
+source (more: a host may run many clients, one of them misconfigured), within ``window_s``
+lock that key, or that source, for ``first_lock_s``, doubling at each new lock up to a bound,
+and forgotten after a quiet spell; while locked, requests are answered NO_PERMISSION with a
+remark saying how long to wait, before any signature is computed. Nothing sleeps: a refusal
+is an answer like any other.
 
 The bounds are what keep the throttle from being a weapon. A source IP locks for at most
 ``max_source_lock_s`` (only its own guesses lock it), an access key for at most
@@ -19,6 +21,7 @@ most ``max_entries`` records of each kind, the oldest forgotten first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -32,8 +35,10 @@ __all__ = ["SignInThrottle", "ThrottleSettings"]
 class ThrottleSettings:
     """The throttle's thresholds (seconds and counts)."""
 
-    failures: int = 5
-    """Failed sign-ins within ``window_s`` that lock a source or a key."""
+    key_failures: int = 5
+    """Failed sign-ins for one access key within ``window_s`` that lock the key."""
+    source_failures: int = 20
+    """Failed sign-ins from one source IP within ``window_s`` that lock the source."""
     window_s: float = 10.0
     first_lock_s: float = 1.0
     """The first lock; each later one (before a quiet spell) is twice the one before."""
@@ -93,7 +98,7 @@ class SignInThrottle:
             self.locked_out += 1
             return (
                 f"too many failed sign-ins from {source}: wait "
-                f"{record.locked_until_s - now:.0f} s before trying again"
+                f"{math.ceil(record.locked_until_s - now)} s before trying again"
             )
         if access_key:
             record = self._records.get((_KEY, access_key))
@@ -105,7 +110,7 @@ class SignInThrottle:
                 self.locked_out += 1
                 return (
                     f"too many failed sign-ins for access key {access_key}: wait "
-                    f"{record.locked_until_s - now:.0f} s before trying again"
+                    f"{math.ceil(record.locked_until_s - now)} s before trying again"
                 )
         return None
 
@@ -116,9 +121,10 @@ class SignInThrottle:
     def failed(self, source: str, access_key: str | None) -> None:
         """A sign-in from ``source`` as ``access_key`` was refused (unknown key, bad signature)."""
         now = self._now_s()
-        self._count(_SOURCE, source, now, self.settings.max_source_lock_s)
+        settings = self.settings
+        self._count(_SOURCE, source, now, settings.source_failures, settings.max_source_lock_s)
         if access_key:
-            self._count(_KEY, access_key, now, self.settings.max_key_lock_s)
+            self._count(_KEY, access_key, now, settings.key_failures, settings.max_key_lock_s)
 
     def succeeded(self, source: str, access_key: str | None) -> None:
         """A request from ``source`` signed correctly as ``access_key``."""
@@ -130,7 +136,7 @@ class SignInThrottle:
         # the source's failures stay counted: a good client of a host does not wipe the slate
         # of a bad one there (the good one is exempt from the lock instead)
 
-    def _count(self, kind: str, name: str, now: float, max_lock_s: float) -> None:
+    def _count(self, kind: str, name: str, now: float, failures: int, max_lock_s: float) -> None:
         settings = self.settings
         records = self._records
         record = records.get((kind, name))
@@ -145,7 +151,7 @@ class SignInThrottle:
             record.count = 0
         record.count += 1
         record.last_failure_s = now
-        if record.count >= settings.failures:
+        if record.count >= failures:
             lock_s = min(settings.first_lock_s * 2**record.strikes, max_lock_s)
             record.locked_until_s = now + lock_s
             record.strikes += 1
