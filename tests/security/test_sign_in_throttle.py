@@ -15,6 +15,7 @@ import pytest
 
 import ledgermq.acl.validator
 import ledgermq.security.gate
+import ledgermq.security.strong_check
 from ledgermq.acl import Needs, sign_request
 from ledgermq.acl.grpc_auth import grpc_signature
 from ledgermq.errors import ConfigError
@@ -81,7 +82,8 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return authorize(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ledgermq.acl.validator, "authorize", counting)
-    monkeypatch.setattr(ledgermq.security.gate, "authorize", counting)  # gRPC's and strong's
+    monkeypatch.setattr(ledgermq.security.gate, "authorize", counting)  # gRPC's
+    monkeypatch.setattr(ledgermq.security.strong_check, "authorize", counting)
     return seen
 
 

@@ -16,22 +16,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Needs, request_needs, validate
+from ledgermq.acl import Needs, request_needs
 from ledgermq.acl.grpc_auth import DATE_TIME_HEADER, date_time_within, parse_authorization
 from ledgermq.acl.grpc_auth import signature_matches as grpc_signature_matches
 from ledgermq.acl.resources import ADMIN_CODES
 from ledgermq.acl.signature import ACCESS_KEY
-from ledgermq.acl.strong import (
-    STRONG_NONCE,
-    STRONG_SIGNATURE,
-    NonceCache,
-    strong_matches,
-    strong_problem,
-    strong_time_ms,
-)
 from ledgermq.acl.validator import Decision, authorize
 from ledgermq.clock import SystemClock
 from ledgermq.security.repeats import WINDOW_S, RepeatedLines, alike, more_like_it
+from ledgermq.security.strong_check import StrongSignatureCheck
 from ledgermq.security.throttle import SignInThrottle
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
@@ -85,60 +78,9 @@ class AclGate:
         self._log_repeats: RepeatedLines[tuple[str, str | None, str, str], str] = RepeatedLines(
             WINDOW_S
         )
-        self.require_strong = require_strong
-        """``aclRequireStrongSignature``: remoting requests must carry LedgerMQ's strong
-        signature (``ledgermq.acl.strong``); without it, one is checked when sent."""
-        self.nonces = NonceCache()
-
-    def _decide(
-        self, ip: str, code: int, fields: Mapping[str, str], body: bytes | None, needs: Needs
-    ) -> Decision:
-        """The decision for a remoting request, with the strong signature when it carries
-        one or this server requires it (a white address needs neither, as in RocketMQ)."""
-        config = self.files.current()
-        access_key = fields.get(ACCESS_KEY)
-        strong = STRONG_SIGNATURE in fields
-        if not strong and not self.require_strong:
-            return validate(config, ip, code, fields, body, needs)
-        account = config.accounts.get(access_key) if access_key else None
-        white = any(p.matches(ip) for p in config.global_white) or (
-            account is not None and account.white_address.matches(ip)
-        )
-        if access_key and not white:
-            problem = self._strong_problem(access_key, fields)
-            if problem is not None:
-                return Decision(False, access_key, problem, False)
-        if not strong:
-            return validate(config, ip, code, fields, body, needs)
-        decision = authorize(
-            config,
-            ip,
-            access_key,
-            lambda secret: strong_matches(code, fields, body, secret),
-            f"request code {code}",
-            needs,
-        )
-        time_ms = strong_time_ms(fields)
-        if access_key and decision.authenticated and time_ms is not None:
-            now_ms = int(self._clock.wall_time_s() * 1000)
-            self.nonces.remember(access_key, fields[STRONG_NONCE], time_ms, now_ms)
-        return decision
-
-    def _strong_problem(self, access_key: str, fields: Mapping[str, str]) -> str | None:
-        """Why a signed request's strong signature cannot be accepted before checking it:
-        missing while required, a time out of bounds, a nonce seen before."""
-        if STRONG_SIGNATURE not in fields:
-            return (
-                "this server requires LedgerMQ's strong signature (aclRequireStrongSignature="
-                "true): sign with Credentials(..., strong_signature=True); RocketMQ's "
-                "signature alone is not accepted"
-            )
-        problem = strong_problem(fields, self._clock.wall_time_s())
-        if problem is not None:
-            return problem
-        time_ms = strong_time_ms(fields)
-        assert time_ms is not None  # strong_problem checked it
-        return self.nonces.problem(access_key, fields[STRONG_NONCE], time_ms)
+        self.strong = StrongSignatureCheck(self._clock, required=require_strong)
+        """LedgerMQ's strong signature: checked when sent, required with ``require_strong``
+        (``aclRequireStrongSignature``)."""
 
     def _held_back(self, ip: str, access_key: str | None) -> Decision | None:
         """The refusal for a source or key locked by the throttle, before any signature."""
@@ -232,7 +174,9 @@ class AclGate:
         ip = remote_ip(address)
         decision = self._held_back(ip, fields.get(ACCESS_KEY))
         if decision is None:
-            decision = self._decide(ip, code, fields, command.body, needs)
+            decision = self.strong.decide(
+                self.files.current(), ip, code, fields, command.body, needs
+            )
             self._count_sign_in(ip, decision)
         if self.audit is not None and (not decision.allowed or code in ADMIN_CODES):
             self.audit.record(
