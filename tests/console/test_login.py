@@ -35,7 +35,13 @@ from tests.console.test_rates import FakeClock
 if TYPE_CHECKING:
     from ledgermq.client import Admin
 
-ACCOUNTS = {"ops-admin": ("ops-admin-secret", True), "app": ("app-secret", False)}
+ACCOUNTS = {
+    "ops-admin": ("ops-admin-secret", True),
+    "app": ("app-secret", False),
+    "strict-admin": ("strict-secret", True),
+}
+STRICT = "strict-admin"
+"""An account whose cluster requires LedgerMQ's strong signature (aclRequireStrongSignature)."""
 BROKER = "127.0.0.1:10911"
 
 
@@ -57,6 +63,11 @@ class FakeAdmin:
         if self.credentials is None:
             raise _refused(
                 "GET_BROKER_RUNTIME_INFO needs credentials: ACL is on and it is not signed"
+            )
+        if self.credentials.access_key == STRICT and not self.credentials.strong_signature:
+            raise _refused(
+                "this server requires LedgerMQ's strong signature (aclRequireStrongSignature="
+                "true): sign with Credentials(..., strong_signature=True)"
             )
         secret, admin = ACCOUNTS.get(self.credentials.access_key, ("", False))
         if secret != self.credentials.secret_key:
@@ -325,3 +336,17 @@ def test_wrong_sign_ins_from_one_source_do_not_delay_another_sources_sign_in() -
         assert not access._sign_in_locks  # nothing is kept for a source that is done
 
     asyncio.run(main())
+
+
+def test_a_cluster_that_requires_strong_signatures_says_so_and_the_console_can_send_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LEDGERMQ_STRONG_SIGNATURE", raising=False)
+    client, _ = _client()
+    page = client.get(_sign_in(client, STRICT, "strict-secret").headers["location"]).text
+    assert "requires LedgerMQ&#39;s strong signature" in page
+    assert "LEDGERMQ_STRONG_SIGNATURE=true" in page
+    monkeypatch.setenv("LEDGERMQ_STRONG_SIGNATURE", "true")
+    client, _ = _client()
+    signed_in = _sign_in(client, STRICT, "strict-secret")
+    assert COOKIE in signed_in.cookies

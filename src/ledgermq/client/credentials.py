@@ -15,9 +15,10 @@ within 5 minutes of the servers', and RocketMQ's own clients of the same cluster
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl.signature import sign_request
 from ledgermq.acl.strong import sign_strong
@@ -27,7 +28,15 @@ from ledgermq.errors import ConfigError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["Credentials"]
+__all__ = ["STRONG_SIGNATURE_ENV", "Credentials", "strong_signature_from_env"]
+
+STRONG_SIGNATURE_ENV: Final = "LEDGERMQ_STRONG_SIGNATURE"
+"""Environment variable that turns the strong signature on for the CLI and the console."""
+
+
+def strong_signature_from_env() -> bool:
+    """Whether ``LEDGERMQ_STRONG_SIGNATURE`` asks for the strong signature (1, true, yes)."""
+    return os.environ.get(STRONG_SIGNATURE_ENV, "").strip().lower() in {"1", "true", "yes"}
 
 
 @dataclass(frozen=True)

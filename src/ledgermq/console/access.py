@@ -25,6 +25,7 @@ import enum
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import Credentials
+from ledgermq.client.credentials import STRONG_SIGNATURE_ENV, strong_signature_from_env
 from ledgermq.errors import LedgerMQError, MQResponseError
 from ledgermq.wire import MQResponseCode
 
@@ -184,7 +185,10 @@ class ConsoleAccess:
             raise SignInRefusedError(
                 f"an access key or secret key has at most {MAX_KEY_CHARS} characters"
             )
-        link = self._base.signed_as(Credentials(access_key, secret_key))
+        credentials = Credentials(
+            access_key, secret_key, strong_signature=strong_signature_from_env()
+        )
+        link = self._base.signed_as(credentials)
         try:
             await link.start()
             await link.admin.check_admin_account()
@@ -192,6 +196,12 @@ class ConsoleAccess:
             await link.close()
             if exc.code != MQResponseCode.NO_PERMISSION:
                 raise
+            if "requires LedgerMQ's strong signature" in str(exc):
+                raise SignInRefusedError(
+                    "the cluster requires LedgerMQ's strong signature "
+                    f"(aclRequireStrongSignature=true): start the console with "
+                    f"{STRONG_SIGNATURE_ENV}=true"
+                ) from None
             if "admin" in str(exc).replace(access_key, "").lower():
                 raise SignInRefusedError(
                     f"{access_key} is not an admin account: the console needs one "
