@@ -357,3 +357,71 @@ def test_group_permissions_and_defaults() -> None:
     assert pull("groupC")
     assert not pull("groupA")  # DENY
     assert pull("anyOtherGroup")  # defaultGroupPerm: SUB
+
+
+# ------------------------------------------------------------------ the strong signature
+def test_rocketmq_signatures_do_not_cover_the_code_nor_field_boundaries() -> None:
+    """What the strong signature is for: RocketMQ's content is the same for a topic-create and
+    a topic-delete with the same fields, and for values moved between fields."""
+    from ledgermq.acl.strong import strong_content
+
+    create = {"topic": "Orders", "readQueueNums": "8"}
+    moved = {"topic": "8Orders", "readQueueNums": ""}
+    assert request_content(create, None) == request_content(moved, None)
+    assert strong_content(17, create, None) != strong_content(215, create, None)
+    assert strong_content(17, create, None) != strong_content(17, moved, None)
+    assert strong_content(17, create, b"a") != strong_content(17, create, b"b")
+    assert strong_content(17, {"a": "b=1"}, None) != strong_content(17, {"a=b": "1"}, None)
+
+
+def test_a_strong_signature_is_checked_for_time_code_and_every_field() -> None:
+    from ledgermq.acl.strong import (
+        STRONG_NONCE,
+        STRONG_SIGNATURE,
+        STRONG_TIME,
+        sign_strong,
+        strong_matches,
+        strong_problem,
+    )
+
+    now = 1_800_000_000.0
+    nonce = "0123456789abcdef" * 2
+    fields = sign_strong(17, {"topic": "T"}, b"x", "ak", "sk", now_s=now, nonce=nonce)
+    assert fields[STRONG_TIME] == str(int(now * 1000))
+    assert fields[STRONG_NONCE] == nonce
+    assert signature_matches(fields, b"x", "sk")  # RocketMQ servers accept it too
+    assert strong_matches(17, fields, b"x", "sk")
+    assert not strong_matches(215, fields, b"x", "sk")
+    assert not strong_matches(17, fields, b"y", "sk")
+    assert not strong_matches(17, fields | {"topic": "U"}, b"x", "sk")
+    assert not strong_matches(17, fields, b"x", "other")
+    assert not strong_matches(
+        17, {k: v for k, v in fields.items() if k != STRONG_SIGNATURE}, b"x", "sk"
+    )
+    assert strong_problem(fields, now + 299) is None
+    assert "behind this server's clock" in (strong_problem(fields, now + 301) or "")
+    assert "ahead of" in (strong_problem(fields, now - 301) or "")
+    assert "LmqSigNonce" in (strong_problem(fields | {STRONG_NONCE: "short"}, now) or "")
+    assert "LmqSigTime" in (strong_problem(fields | {STRONG_TIME: "-5"}, now) or "")
+
+
+def test_the_nonce_cache_refuses_replays_and_stays_bounded() -> None:
+    from ledgermq.acl.strong import NonceCache
+
+    cache = NonceCache(skew_s=300, max_nonces=100)
+    now_ms = 1_800_000_000_000
+    cache.remember("ak", "n0", now_ms, now_ms)
+    assert "used before" in (cache.problem("ak", "n0", now_ms) or "")
+    assert cache.problem("other", "n0", now_ms) is None  # per account
+    for i in range(1, 1_000):
+        cache.remember("ak", f"n{i}", now_ms + i, now_ms + i)
+    assert len(cache) <= 100
+    # n0 was forgotten while still acceptable: its time (and older) is refused from now on
+    assert "older than the replays" in (cache.problem("ak", "n0", now_ms) or "")
+    assert cache.problem("ak", "fresh", now_ms + 1_000) is None
+    # once past the skew, expired nonces go first and no floor is needed
+    later = NonceCache(skew_s=1, max_nonces=10)
+    for i in range(100):
+        later.remember("ak", f"n{i}", now_ms + i * 2_000, now_ms + i * 2_000)
+    assert len(later) == 1
+    assert later.floor_ms == -1

@@ -10,6 +10,7 @@ token and are refused from another site; signing out ends the session.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,7 +23,7 @@ from starlette.testclient import TestClient
 
 from ledgermq.cli.main import build_parser
 from ledgermq.client import Credentials
-from ledgermq.console.access import REFUSED_DELAY_S, AclMode
+from ledgermq.console.access import REFUSED_DELAY_S, AclMode, ConsoleAccess
 from ledgermq.console.app import create_app
 from ledgermq.console.link import ClusterLink
 from ledgermq.console.sessions import COOKIE, IDLE_S
@@ -34,7 +35,13 @@ from tests.console.test_rates import FakeClock
 if TYPE_CHECKING:
     from ledgermq.client import Admin
 
-ACCOUNTS = {"ops-admin": ("ops-admin-secret", True), "app": ("app-secret", False)}
+ACCOUNTS = {
+    "ops-admin": ("ops-admin-secret", True),
+    "app": ("app-secret", False),
+    "strict-admin": ("strict-secret", True),
+}
+STRICT = "strict-admin"
+"""An account whose cluster requires LedgerMQ's strong signature (aclRequireStrongSignature)."""
 BROKER = "127.0.0.1:10911"
 
 
@@ -56,6 +63,11 @@ class FakeAdmin:
         if self.credentials is None:
             raise _refused(
                 "GET_BROKER_RUNTIME_INFO needs credentials: ACL is on and it is not signed"
+            )
+        if self.credentials.access_key == STRICT and not self.credentials.strong_signature:
+            raise _refused(
+                "this server requires LedgerMQ's strong signature (aclRequireStrongSignature="
+                "true): sign with Credentials(..., strong_signature=True)"
             )
         secret, admin = ACCOUNTS.get(self.credentials.access_key, ("", False))
         if secret != self.credentials.secret_key:
@@ -296,3 +308,45 @@ def test_a_page_refused_later_turns_the_sign_in_on() -> None:
     assert refused.status_code == 303
     assert refused.headers["location"].startswith("/login?error=the+cluster+enforces+ACL")
     assert client.get("/messages").status_code == 303
+
+
+def test_wrong_sign_ins_from_one_source_do_not_delay_another_sources_sign_in() -> None:
+    """30 parallel wrong sign-ins from one address wait for each other (two refusals a second),
+    and an admin at another address signs in at once, not after them."""
+    access = ConsoleAccess(FakeLink(), FakeClock(), AclMode.ON)
+
+    async def main() -> None:
+        guesses = [
+            asyncio.ensure_future(access.sign_in("ops-admin", f"guess-{i}", "203.0.113.9"))
+            for i in range(30)
+        ]
+        await asyncio.sleep(0.05)  # the guesses hold the attacker's lock
+        started = time.monotonic()
+        link = await asyncio.wait_for(
+            access.sign_in("ops-admin", "ops-admin-secret", "192.0.2.10"), timeout=2.0
+        )
+        assert time.monotonic() - started < 0.3
+        assert link.credentials is not None
+        assert link.credentials.access_key == "ops-admin"
+        await asyncio.sleep(REFUSED_DELAY_S * 2.5)
+        assert sum(guess.done() for guess in guesses) <= 3  # the attacker is still slowed down
+        for guess in guesses:
+            guess.cancel()
+        await asyncio.gather(*guesses, return_exceptions=True)
+        assert not access._sign_in_locks  # nothing is kept for a source that is done
+
+    asyncio.run(main())
+
+
+def test_a_cluster_that_requires_strong_signatures_says_so_and_the_console_can_send_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LEDGERMQ_STRONG_SIGNATURE", raising=False)
+    client, _ = _client()
+    page = client.get(_sign_in(client, STRICT, "strict-secret").headers["location"]).text
+    assert "requires LedgerMQ&#39;s strong signature" in page
+    assert "LEDGERMQ_STRONG_SIGNATURE=true" in page
+    monkeypatch.setenv("LEDGERMQ_STRONG_SIGNATURE", "true")
+    client, _ = _client()
+    signed_in = _sign_in(client, STRICT, "strict-secret")
+    assert COOKIE in signed_in.cookies

@@ -169,3 +169,32 @@ def test_an_unexpected_error_is_a_short_page_and_a_log_line(
 
     with_console(check)
     assert "console: GET / failed" in caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_every_response_forbids_framing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against clickjacking: pages, errors, redirects, assets and refusals all carry
+    ``X-Frame-Options: DENY`` and ``Content-Security-Policy: frame-ancestors 'none'``."""
+    from ledgermq.console import views
+
+    async def check(server: ConsoleServer) -> None:
+        answers = [
+            await asyncio.to_thread(fetch, server.url + "topics"),  # 502: no cluster
+            await asyncio.to_thread(fetch, server.url + "static/console.css"),
+            await asyncio.to_thread(fetch, server.url + "no/such/page"),
+            await asyncio.to_thread(fetch, server.url, host="evil.example"),  # 400
+            await asyncio.to_thread(fetch, server.url + "topics/create", data=b"topic=T"),
+        ]
+
+        async def broken(admin: object) -> None:
+            raise RuntimeError("a bug in the console")
+
+        monkeypatch.setattr(views, "cluster_view", broken)
+        answers.append(await asyncio.to_thread(fetch, server.url))  # 500
+        assert sorted({status for status, _, _ in answers}) == [200, 400, 403, 404, 500, 502]
+        for status, _, headers in answers:
+            lower = {name.lower(): value for name, value in headers.items()}
+            assert lower.get("x-frame-options") == "DENY", status
+            assert lower.get("content-security-policy") == "frame-ancestors 'none'", status
+
+    with_console(check)

@@ -90,7 +90,7 @@ def test_unknown_config_keys_are_one_line_errors(
 def test_unknown_key_without_a_close_one_lists_the_keys_used() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"setting\(s\) colour; known: aclEnable, aclFilePath, auditLogFile, bindAddress, ",
+        match=r"setting\(s\) colour; known: aclEnable, aclFilePath, aclRequireStrongSignature, ",
     ):
         NameServerConfig.from_properties({"colour": "blue"})
 

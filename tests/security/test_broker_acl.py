@@ -236,3 +236,58 @@ def test_the_real_cpp_client_with_session_credentials(
 
     assert asyncio.run(count("Orders")) == 5  # nothing refused was stored
     assert asyncio.run(count("Payments")) == 0
+
+
+def test_brokers_and_a_namesrv_that_require_strong_signatures(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    """``aclRequireStrongSignature=true``: our clients with ``strong_signature=True`` work
+    (the broker's registrations too), RocketMQ's signature alone is refused, and a captured
+    topic-create replayed as DELETE_TOPIC_IN_BROKER deletes nothing (issue 25, item 9)."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    settings = {"aclEnable": "true", "aclFilePath": str(acl), "aclRequireStrongSignature": "true"}
+    cluster = broker_clusters(
+        replicas=1,
+        credentials=("ops-admin", "ops-admin-secret"),
+        extra_settings=settings | {"aclAccessKey": "ops-admin", "aclSecretKey": "ops-admin-secret"},
+        namesrv_settings=settings,
+    )
+    broker = cluster.wait_routable()["broker-a"]  # registered: strong-signed
+    ns = cluster.namesrv_addr
+    strong_admin = Credentials("ops-admin", "ops-admin-secret", strong_signature=True)
+    strong_producer = Credentials("orders-producer", "producer-secret", strong_signature=True)
+
+    async def main() -> None:
+        async with Admin(ns, credentials=ADMIN) as weak:
+            remark = await _refusal(lambda: weak.create_topic("Orders", 4, wait_s=5))
+            assert "requires LedgerMQ's strong signature" in remark
+        async with Admin(ns, credentials=strong_admin) as admin:
+            await admin.create_topic("Orders", 4, wait_s=20)
+        producer = Producer("orders-producers", ns, credentials=strong_producer, retry_times=0)
+        await producer.start()
+        try:
+            await producer.send("Orders", b"signed strongly")
+        finally:
+            await producer.shutdown()
+
+        fields = {"topic": "Orders", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6"}
+        create = RemotingCommand(
+            MQRequestCode.UPDATE_AND_CREATE_TOPIC, 0,
+            ext_fields=strong_admin.sign(fields, None, MQRequestCode.UPDATE_AND_CREATE_TOPIC),
+        )  # fmt: skip
+        answer, _ = await _raw(broker, create)
+        assert answer is not None
+        assert answer.code == MQResponseCode.SUCCESS, answer
+        replay = RemotingCommand(
+            MQRequestCode.DELETE_TOPIC_IN_BROKER, 0, ext_fields=dict(create.ext_fields)
+        )
+        answer, _ = await _raw(broker, replay)
+        assert answer is not None
+        assert answer.code == MQResponseCode.NO_PERMISSION, answer
+        assert "replayed" in (answer.remark or "")
+        async with Admin(ns, credentials=strong_admin) as admin:
+            stats = await admin.topic_stats("Orders")
+        assert sum(s.max_offset for s in stats) == 1  # the topic and its message are still there
+
+    asyncio.run(main())

@@ -145,6 +145,14 @@ class BrokerConfig:
     """An ACL file or directory instead of the places under ``rocketmqHome`` (ours)."""
     audit_log_file: str = ""
     """One JSON line per admin or refused request goes here (ours; empty: none)."""
+    audit_log_max_bytes: int = 100 * 1024 * 1024
+    """The audit log rotates at this size (ours; 0: never), like ``RotatingFileHandler``."""
+    audit_log_backup_count: int = 10
+    """Rotated audit files kept (``audit.log.1`` ...; ours)."""
+    acl_require_strong_signature: bool = False
+    """Refuse remoting requests without LedgerMQ's strong signature (``ledgermq.acl.strong``:
+    request code, timestamp, nonce, unambiguous fields, body; ours). RocketMQ's own clients
+    cannot send it: leave it off while any of them signs in."""
     acl_access_key: str = ""
     """The account this broker signs its own requests with (registrations with the NameServers
     when they check them; ours)."""
@@ -186,6 +194,11 @@ class BrokerConfig:
             )
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listenPort {self.listen_port} is out of range")
+        if self.audit_log_max_bytes < 0 or self.audit_log_backup_count < 1:
+            raise ConfigError(
+                "auditLogMaxBytes must be 0 (no rotation) or more and auditLogBackupCount at "
+                f"least 1, not {self.audit_log_max_bytes} and {self.audit_log_backup_count}"
+            )
         if not -1 <= self.grpc_server_port < 65536:
             raise ConfigError(
                 f"grpcServerPort {self.grpc_server_port} is out of range (-1 turns gRPC off)"

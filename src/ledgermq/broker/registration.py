@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import sign_request
+from ledgermq.acl.strong import sign_strong
+from ledgermq.clock import SystemClock
 from ledgermq.errors import LedgerMQError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import RegisterBrokerBody
@@ -91,16 +94,28 @@ class NameServerRegistrar:
         return RemotingCommand(
             code=MQRequestCode.REGISTER_BROKER,
             opaque=0,
-            ext_fields=self._signed(fields, body),
+            ext_fields=self._signed(MQRequestCode.REGISTER_BROKER, fields, body),
             body=body,
         )
 
-    def _signed(self, fields: dict[str, str], body: bytes | None) -> dict[str, str]:
+    def _signed(self, code: int, fields: dict[str, str], body: bytes | None) -> dict[str, str]:
         """``fields`` signed with the broker's own account (``aclAccessKey``), if it has one:
-        NameServers with ``aclEnable`` take registrations only from admin accounts."""
+        NameServers with ``aclEnable`` take registrations only from admin accounts. A broker
+        with ``aclRequireStrongSignature=true`` signs strongly (``ledgermq.acl.strong``), for
+        NameServers that require it too."""
         config = self._state.config
         if not config.acl_access_key:
             return fields
+        if config.acl_require_strong_signature:
+            return sign_strong(
+                code,
+                fields,
+                body,
+                config.acl_access_key,
+                config.acl_secret_key,
+                now_s=SystemClock().wall_time_s(),
+                nonce=secrets.token_hex(16),
+            )
         return sign_request(fields, body, config.acl_access_key, config.acl_secret_key)
 
     async def _register(self, address: str, command: RemotingCommand) -> bool:
@@ -122,6 +137,7 @@ class NameServerRegistrar:
             code=MQRequestCode.UNREGISTER_BROKER,
             opaque=0,
             ext_fields=self._signed(
+                MQRequestCode.UNREGISTER_BROKER,
                 {
                     "brokerName": config.broker_name,
                     "brokerAddr": config.address,

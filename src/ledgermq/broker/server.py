@@ -204,7 +204,16 @@ class BrokerServer:
         )
         """The broker's figures on the replica's ``/metrics`` (``broker.metrics``)."""
         self.metrics.register(self.ledger.metrics.registry)
-        self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
+        self._audit = (
+            AuditLog(
+                config.audit_log_file,
+                config.audit_log_max_bytes,
+                config.audit_log_backup_count,
+                self._clock,
+            )
+            if config.audit_log_file
+            else None
+        )
         self.acl: AclGate | None
         self._signed_in: SignedIn | None
         self.acl, self._signed_in = _acl_gate(config, self._clock, self._audit)
@@ -1014,7 +1023,13 @@ def _acl_gate(
     """The remoting port's ACL gate and its record of signed-in producers (``aclEnable``)."""
     if not config.acl_enable:
         return None, None
-    gate = AclGate(AclFiles(_acl_paths(config), clock), "broker", audit)
+    gate = AclGate(
+        AclFiles(_acl_paths(config), clock),
+        "broker",
+        audit,
+        clock=clock,
+        require_strong=config.acl_require_strong_signature,
+    )
     return gate, SignedIn(gate)
 
 

@@ -16,6 +16,7 @@ from typing import Final
 import yaml
 
 from ledgermq.client import Credentials
+from ledgermq.client.credentials import strong_signature_from_env
 from ledgermq.errors import ConfigError
 
 __all__ = ["add_credential_args", "credentials_from"]
@@ -81,4 +82,4 @@ def credentials_from(args: argparse.Namespace) -> Credentials | None:
         raise ConfigError(
             f"credentials need both an access key and a secret key: {missing} is missing"
         )
-    return Credentials(access_key, secret_key, token)
+    return Credentials(access_key, secret_key, token, strong_signature=strong_signature_from_env())

@@ -251,7 +251,7 @@ class ClientInstance:
         """One request to ``address``; the answer if its code is in ``expect``, else the error."""
         fields = ext_fields or {}
         if self.credentials is not None:
-            fields = self.credentials.sign(fields, body)
+            fields = self.credentials.sign(fields, body, code)
         command = RemotingCommand(code=code, opaque=0, ext_fields=fields, body=body)
         response = await self.pool.request(
             address, command, timeout_s if timeout_s is not None else self.request_timeout_s
@@ -262,7 +262,7 @@ class ClientInstance:
         self, address: str, code: int, ext_fields: Mapping[str, str], body: bytes = b""
     ) -> None:
         if self.credentials is not None:
-            ext_fields = self.credentials.sign(ext_fields, body)
+            ext_fields = self.credentials.sign(ext_fields, body, code)
         command = RemotingCommand(code=code, opaque=0, ext_fields=ext_fields, body=body)
         await self.pool.oneway(address, command)
 

@@ -25,6 +25,7 @@ import enum
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import Credentials
+from ledgermq.client.credentials import STRONG_SIGNATURE_ENV, strong_signature_from_env
 from ledgermq.errors import LedgerMQError, MQResponseError
 from ledgermq.wire import MQResponseCode
 
@@ -47,8 +48,9 @@ MAX_KEY_CHARS: Final = 256
 
 
 REFUSED_DELAY_S: Final = 0.5
-"""How long a refused sign-in holds the sign-in lock: every sign-in of the console goes one at
-a time, so whoever guesses secrets through it gets two refusals a second at most."""
+"""How long a refused sign-in holds its source's sign-in lock: the sign-ins from one address
+go one at a time, so whoever guesses secrets from it gets two refusals a second at most, while
+an operator at another address is not kept waiting behind them."""
 PROBE_EVERY_S: Final = 5.0
 """While a probe could not tell (no broker answered), how long until the next one: a page of
 a cluster that is down costs its own error, not a probe as well each time."""
@@ -71,6 +73,16 @@ def is_refusal(exc: BaseException) -> bool:
     return isinstance(exc, MQResponseError) and exc.code == MQResponseCode.NO_PERMISSION
 
 
+class _SourceLock:
+    """The sign-in lock of one source address, and how many sign-ins hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class ConsoleAccess:
     """Sign-in policy for one console: ``base`` is the link started with the console."""
 
@@ -81,7 +93,9 @@ class ConsoleAccess:
         self._detected: bool | None = None
         """AUTO: what the probe found (None: not known yet)."""
         self._next_probe_s = float("-inf")
-        self._sign_in_lock = asyncio.Lock()
+        self._sign_in_locks: dict[str, _SourceLock] = {}
+        """One lock per source address with a sign-in under way or waiting (removed when its
+        last one ends, so the table holds only the sources signing in now)."""
 
     async def sign_in_required(self) -> bool:
         """Whether a visitor without a session must sign in first."""
@@ -138,20 +152,30 @@ class ConsoleAccess:
             return None
         return False
 
-    async def sign_in(self, access_key: str, secret_key: str) -> ClusterLink:
+    async def sign_in(self, access_key: str, secret_key: str, source: str = "") -> ClusterLink:
         """A started link signing as the account, once the cluster confirmed it is an admin.
-        One sign-in at a time; a refused one keeps the others waiting ``REFUSED_DELAY_S``.
+        One sign-in at a time per ``source`` (the visitor's address); a refused one keeps that
+        source's next ones waiting ``REFUSED_DELAY_S``, and nobody else's.
 
         Raises:
             SignInRefusedError: empty or overlong keys, wrong keys, not an admin account.
             LedgerMQError / OSError: the cluster could not be asked.
         """
-        async with self._sign_in_lock:
-            try:
-                return await self._sign_in(access_key, secret_key)
-            except SignInRefusedError:
-                await asyncio.sleep(REFUSED_DELAY_S)
-                raise
+        lock = self._sign_in_locks.get(source)
+        if lock is None:
+            lock = self._sign_in_locks[source] = _SourceLock()
+        lock.users += 1
+        try:
+            async with lock.lock:
+                try:
+                    return await self._sign_in(access_key, secret_key)
+                except SignInRefusedError:
+                    await asyncio.sleep(REFUSED_DELAY_S)
+                    raise
+        finally:
+            lock.users -= 1
+            if lock.users == 0:
+                del self._sign_in_locks[source]
 
     async def _sign_in(self, access_key: str, secret_key: str) -> ClusterLink:
         access_key = access_key.strip()
@@ -161,7 +185,10 @@ class ConsoleAccess:
             raise SignInRefusedError(
                 f"an access key or secret key has at most {MAX_KEY_CHARS} characters"
             )
-        link = self._base.signed_as(Credentials(access_key, secret_key))
+        credentials = Credentials(
+            access_key, secret_key, strong_signature=strong_signature_from_env()
+        )
+        link = self._base.signed_as(credentials)
         try:
             await link.start()
             await link.admin.check_admin_account()
@@ -169,6 +196,12 @@ class ConsoleAccess:
             await link.close()
             if exc.code != MQResponseCode.NO_PERMISSION:
                 raise
+            if "requires LedgerMQ's strong signature" in str(exc):
+                raise SignInRefusedError(
+                    "the cluster requires LedgerMQ's strong signature "
+                    f"(aclRequireStrongSignature=true): start the console with "
+                    f"{STRONG_SIGNATURE_ENV}=true"
+                ) from None
             if "admin" in str(exc).replace(access_key, "").lower():
                 raise SignInRefusedError(
                     f"{access_key} is not an admin account: the console needs one "

@@ -37,6 +37,7 @@ from ledgermq.clock import SystemClock
 from ledgermq.console import messages as message_views
 from ledgermq.console import views
 from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
+from ledgermq.console.headers import SECURITY_HEADER_FIELDS, SecurityHeaders
 from ledgermq.console.rates import Rates
 from ledgermq.console.sessions import COOKIE, Session, Sessions
 from ledgermq.errors import (
@@ -157,7 +158,9 @@ class _Console:
         target = _local_path(fields.get("next", "/"))
         try:
             link = await self.access.sign_in(
-                fields.get("access_key", ""), fields.get("secret_key", "")
+                fields.get("access_key", ""),
+                fields.get("secret_key", ""),
+                request.client.host if request.client is not None else "",
             )
         except SignInRefusedError as exc:
             return self.back("/login", error=f"not signed in: {exc}", next=target)
@@ -475,6 +478,7 @@ class _Console:
             "<p>The console hit an unexpected error; its log has the details.</p>"
             '<p><a href="/">Back to the cluster</a></p>',
             status_code=500,
+            headers=SECURITY_HEADER_FIELDS,
         )
 
 
@@ -553,7 +557,7 @@ def create_app(
         Route("/messages/{msg_id}/resend", c.resend, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("ledgermq.console", "static")]), name="static"),
     ]
-    middleware = []
+    middleware = [Middleware(SecurityHeaders)]  # outermost: every response, refusals too
     if trusted_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts))
     middleware.append(Middleware(BaseHTTPMiddleware, dispatch=c.gate))

@@ -36,6 +36,9 @@ FILE_KEYS: Final = {
     "rocketmqHome": "rocketmq_home",
     "aclFilePath": "acl_path",
     "auditLogFile": "audit_log_file",
+    "auditLogMaxBytes": "audit_log_max_bytes",
+    "auditLogBackupCount": "audit_log_backup_count",
+    "aclRequireStrongSignature": "acl_require_strong_signature",
     **dict.fromkeys(TLS_KEYS, "tls"),
 }
 """``namesrv.conf`` key -> ``NameServerConfig`` field. The ``tls.*`` keys are RocketMQ's
@@ -59,6 +62,11 @@ class NameServerConfig:
             (``rocketmqHome``; default ``$ROCKETMQ_HOME``, else the working directory).
         acl_path: an ACL file or directory instead of those (``aclFilePath``).
         audit_log_file: where admin and refused requests are logged (``auditLogFile``).
+        audit_log_max_bytes: the audit log rotates at this size (``auditLogMaxBytes``,
+            default 100 MiB; 0: never).
+        audit_log_backup_count: rotated audit files kept (``auditLogBackupCount``, 10).
+        acl_require_strong_signature: refuse checked requests without LedgerMQ's strong
+            signature (``aclRequireStrongSignature``; ``ledgermq.acl.strong``).
         tls: TLS on the listening port (``tls.server.mode``, ``tls.server.certPath`` ...;
             ``net.tls``); disabled by default.
     """
@@ -71,6 +79,9 @@ class NameServerConfig:
     rocketmq_home: str | None = None
     acl_path: str | None = None
     audit_log_file: str | None = None
+    audit_log_max_bytes: int = 100 * 1024 * 1024
+    audit_log_backup_count: int = 10
+    acl_require_strong_signature: bool = False
     tls: TlsServerConfig = field(default_factory=TlsServerConfig)
 
     def __post_init__(self) -> None:
@@ -82,6 +93,11 @@ class NameServerConfig:
             )
         if self.broker_timeout_ms < 1:
             raise ConfigError(f"brokerTimeoutMillis must be positive, not {self.broker_timeout_ms}")
+        if self.audit_log_max_bytes < 0 or self.audit_log_backup_count < 1:
+            raise ConfigError(
+                "auditLogMaxBytes must be 0 (no rotation) or more and auditLogBackupCount at "
+                f"least 1, not {self.audit_log_max_bytes} and {self.audit_log_backup_count}"
+            )
 
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> NameServerConfig:
@@ -92,6 +108,7 @@ class NameServerConfig:
         numbers: dict[str, int] = {}
         texts: dict[str, str] = {}
         acl_enable = False
+        strong = False
         for key, text in values.items():
             name = FILE_KEYS.get(key)
             if name is None or name == "tls":
@@ -102,6 +119,8 @@ class NameServerConfig:
                     raise ConfigError(f"{key} must not be empty")
             elif name == "acl_enable":
                 acl_enable = _boolean(key, text)
+            elif name == "acl_require_strong_signature":
+                strong = _boolean(key, text)
             elif name in {"rocketmq_home", "acl_path", "audit_log_file"}:
                 texts[name] = text.strip()
             else:
@@ -111,6 +130,11 @@ class NameServerConfig:
             rocketmq_home=texts.get("rocketmq_home") or None,
             acl_path=texts.get("acl_path") or None,
             audit_log_file=texts.get("audit_log_file") or None,
+            audit_log_max_bytes=numbers.get("audit_log_max_bytes", defaults.audit_log_max_bytes),
+            audit_log_backup_count=numbers.get(
+                "audit_log_backup_count", defaults.audit_log_backup_count
+            ),
+            acl_require_strong_signature=strong,
             listen_host=host,
             listen_port=numbers.get("listen_port", defaults.listen_port),
             scan_interval_ms=numbers.get("scan_interval_ms", defaults.scan_interval_ms),

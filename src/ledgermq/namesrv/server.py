@@ -111,14 +111,28 @@ class NameServer:
         self._registered_over: dict[str, Connection] = {}
         # Connections that carry our close callback (each gets it once).
         self._watched: set[Connection] = set()
-        self._audit = AuditLog(config.audit_log_file) if config.audit_log_file else None
+        self._audit = (
+            AuditLog(
+                config.audit_log_file,
+                config.audit_log_max_bytes,
+                config.audit_log_backup_count,
+                self._clock,
+            )
+            if config.audit_log_file
+            else None
+        )
         self._acl: AclGate | None = None
         if config.acl_enable:
             paths = (
                 [config.acl_path] if config.acl_path else default_acl_paths(config.rocketmq_home)
             )
             self._acl = AclGate(
-                AclFiles(paths, self._clock), "namesrv", self._audit, only=_CHECKED_CODES
+                AclFiles(paths, self._clock),
+                "namesrv",
+                self._audit,
+                only=_CHECKED_CODES,
+                clock=self._clock,
+                require_strong=config.acl_require_strong_signature,
             )
         self._processors: dict[int, _Processor] = {
             MQRequestCode.REGISTER_BROKER: self._register_broker,

@@ -4,6 +4,11 @@
 a broker checks every request; a NameServer, like RocketMQ's, serves route lookups to anyone and
 checks what changes the cluster (registrations, topic deletion). The answer's remark says what
 is missing (``ledgermq.acl.validate``); admin requests and refusals go to the audit log.
+
+Failed sign-ins are throttled per source and per access key (``ledgermq.security.throttle``):
+a locked source or key is refused before any signature is computed. Refusals that repeat are
+logged once per ten seconds and then summed up with a count (``ledgermq.security.repeats``),
+here and in the audit log.
 """
 
 from __future__ import annotations
@@ -11,16 +16,22 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Needs, request_needs, validate
+from ledgermq.acl import Needs, request_needs
 from ledgermq.acl.grpc_auth import DATE_TIME_HEADER, date_time_within, parse_authorization
 from ledgermq.acl.grpc_auth import signature_matches as grpc_signature_matches
 from ledgermq.acl.resources import ADMIN_CODES
+from ledgermq.acl.signature import ACCESS_KEY
 from ledgermq.acl.validator import Decision, authorize
+from ledgermq.clock import SystemClock
+from ledgermq.security.repeats import WINDOW_S, RepeatedLines, alike, more_like_it
+from ledgermq.security.strong_check import StrongSignatureCheck
+from ledgermq.security.throttle import SignInThrottle
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
+    from ledgermq.clock import Clock
     from ledgermq.security.acl_files import AclFiles
     from ledgermq.security.audit import AuditLog
     from ledgermq.wire import RemotingCommand
@@ -44,7 +55,8 @@ def _code_name(code: int) -> str:
 
 
 class AclGate:
-    """Checks requests against the ACL files; ``only``: the codes to check (None: all)."""
+    """Checks requests against the ACL files; ``only``: the codes to check (None: all);
+    ``clock``: the throttle's and the log's windows (default: the system's)."""
 
     def __init__(
         self,
@@ -52,6 +64,8 @@ class AclGate:
         server: str,
         audit: AuditLog | None = None,
         only: Collection[int] | None = None,
+        clock: Clock | None = None,
+        require_strong: bool = False,
     ) -> None:
         self.files = files
         self.server = server
@@ -59,6 +73,38 @@ class AclGate:
         self.only = None if only is None else frozenset(only)
         self.refused = 0
         """Requests refused so far (a metric)."""
+        self._clock = clock or SystemClock()
+        self.throttle = SignInThrottle(self._clock)
+        self._log_repeats: RepeatedLines[tuple[str, str | None, str, str], str] = RepeatedLines(
+            WINDOW_S
+        )
+        self.strong = StrongSignatureCheck(self._clock, required=require_strong)
+        """LedgerMQ's strong signature: checked when sent, required with ``require_strong``
+        (``aclRequireStrongSignature``)."""
+
+    def _held_back(self, ip: str, access_key: str | None) -> Decision | None:
+        """The refusal for a source or key locked by the throttle, before any signature."""
+        remark = self.throttle.refusal(ip, access_key)
+        return None if remark is None else Decision(False, access_key, remark, False)
+
+    def _count_sign_in(self, ip: str, decision: Decision) -> None:
+        """Tell the throttle how a sign-in went (unsigned requests are no guess)."""
+        if decision.access_key is None:
+            return
+        if decision.authenticated:
+            self.throttle.succeeded(ip, decision.access_key)
+        else:
+            self.throttle.failed(ip, decision.access_key)
+
+    def _log_refusal(self, ip: str, request: str, decision: Decision, message: str) -> None:
+        """``message`` at INFO, unless one like it (same source, key, request and reason) was
+        logged in the last ``WINDOW_S``: then it is counted, and summed up once that is over."""
+        kind = (ip, decision.access_key, request, alike(decision.remark))
+        write, due = self._log_repeats.offer(kind, self._clock.monotonic_ms() / 1000, message)
+        for example, count in due:
+            _log.info("%s %s", example, more_like_it(count, WINDOW_S))
+        if write:
+            _log.info("%s", message)
 
     def check_grpc(
         self,
@@ -81,20 +127,23 @@ class AclGate:
                 and grpc_signature_matches(secret, date_time, auth.signature)
             )
 
-        decision = authorize(
-            self.files.current(),
-            remote_ip(address),
-            auth.access_key if auth is not None else None,
-            signed_by,
-            f"gRPC {request}",
-            needs,
-        )
+        ip = remote_ip(address)
+        access_key = auth.access_key if auth is not None else None
+        decision = self._held_back(ip, access_key)
+        if decision is None:
+            decision = authorize(
+                self.files.current(), ip, access_key, signed_by, f"gRPC {request}", needs
+            )
+            self._count_sign_in(ip, decision)
         if not decision.allowed:
             self.refused += 1
-            _log.info(
-                "%s refused gRPC %s from %s (access key %s): %s",
-                self.server, request, address, decision.access_key, decision.remark,
-            )  # fmt: skip
+            self._log_refusal(
+                ip,
+                f"gRPC {request}",
+                decision,
+                f"{self.server} refused gRPC {request} from {address} "
+                f"(access key {decision.access_key}): {decision.remark}",
+            )
             if self.audit is not None:
                 self.audit.record(
                     server=self.server,
@@ -123,7 +172,12 @@ class AclGate:
         if needs is None:
             needs = request_needs(code, fields)
         ip = remote_ip(address)
-        decision = validate(self.files.current(), ip, code, fields, command.body, needs)
+        decision = self._held_back(ip, fields.get(ACCESS_KEY))
+        if decision is None:
+            decision = self.strong.decide(
+                self.files.current(), ip, code, fields, command.body, needs
+            )
+            self._count_sign_in(ip, decision)
         if self.audit is not None and (not decision.allowed or code in ADMIN_CODES):
             self.audit.record(
                 server=self.server,
@@ -138,8 +192,11 @@ class AclGate:
         if decision.allowed:
             return None
         self.refused += 1
-        _log.info(
-            "%s refused %s from %s (access key %s): %s",
-            self.server, _code_name(code), address, decision.access_key, decision.remark,
-        )  # fmt: skip
+        self._log_refusal(
+            ip,
+            _code_name(code),
+            decision,
+            f"{self.server} refused {_code_name(code)} from {address} "
+            f"(access key {decision.access_key}): {decision.remark}",
+        )
         return command.response(MQResponseCode.NO_PERMISSION, remark=decision.remark)

@@ -26,6 +26,7 @@ import asyncio
 import atexit
 import json
 import os
+import secrets
 import signal
 import string
 import time
@@ -34,7 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import sign_request
+from ledgermq.acl.strong import sign_strong
 from ledgermq.bench.processes import free_ports, ledgermq_command
+from ledgermq.clock import SystemClock
 from ledgermq.errors import LedgerMQError
 from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.store.layout import parse_segment_name
@@ -122,6 +125,8 @@ class BrokerCluster:
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.settings: dict[str, str] = {**SMALL_FILES, **(extra_settings or {})}
+        self._strong = self.settings.get("aclRequireStrongSignature", "").lower() == "true"
+        """The brokers require LedgerMQ's strong signature: the harness signs with it."""
         self.groups: list[str] = [f"broker-{c}" for c in string.ascii_lowercase[:groups]]
         self.nodes: list[str] = [f"n{i}" for i in range(replicas)]
         logs = self.base_dir / "logs"
@@ -389,7 +394,12 @@ class BrokerCluster:
 
                 async def one(address: str) -> Any:
                     code, fields, body = requests[address]
-                    if self.credentials is not None:
+                    if self.credentials is not None and self._strong:
+                        fields = sign_strong(
+                            code, fields, body, *self.credentials,
+                            now_s=SystemClock().wall_time_s(), nonce=secrets.token_hex(16),
+                        )  # fmt: skip
+                    elif self.credentials is not None:
                         fields = sign_request(fields, body, *self.credentials)
                     command = RemotingCommand(code=code, opaque=0, ext_fields=fields, body=body)
                     try:
