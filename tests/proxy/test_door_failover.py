@@ -85,11 +85,14 @@ def _measure(driver: Driver, cluster: BrokerCluster, killed_at: float, label: st
     after = _after(driver, killed_at)
     first_s = after[0]["acked"] - killed_at if after else float("inf")
     in_flight = [e["acked"] - killed_at for e in sent if e["began"] < killed_at < e["acked"]]
+    started = sent[0]["acked"] - sent[0]["t"]  # the driver's t counts from its start
+    failed_at = [started + e["t"] - killed_at for e in failed]
     print(  # the run's shape, for the report
         f"\n{label}: first send begun after the kill acknowledged at +{first_s:.2f} s "
         f"(one in flight at the kill acknowledged at "
         f"{', '.join(f'+{s:.2f} s' for s in in_flight) or 'none'}); acknowledged {len(sent)}, "
-        f"failed {len(failed)}: {sorted({e['error'][:100] for e in failed})[:2]}"
+        f"failed {len(failed)} (at {', '.join(f'+{s:.2f} s' for s in failed_at[:3])}): "
+        f"{sorted({e['error'][:100] for e in failed})[:2]}"
     )
     found = read_back(cluster.namesrv_addr)
     check_acknowledged(sent, found)

@@ -46,6 +46,10 @@ _log = logging.getLogger(__name__)
 
 _GRACE_S: Final = 0.5
 """How long ``close`` lets calls in progress finish."""
+_FORWARD_BACKOFF_S: Final = 0.2
+"""The longest wait of a follower's door between two looks for the master (the NameServers'
+route, then the master): a send waits in it while the group elects, and the doubling back-off
+of the stand-alone proxy (to 1 s) could answer it up to a second after a master was there."""
 
 
 class GrpcDoor:
@@ -143,7 +147,7 @@ class GrpcDoor:
             credentials=credentials,
         )
         await self._client.start()
-        forwarder = Forwarder(self._client)
+        forwarder = Forwarder(self._client, max_backoff_s=_FORWARD_BACKOFF_S)
         forwarding = ClusterServicer(
             forwarder, Endpoint(config.broker_ip1, port), broker.acl, real_peer,
             check_message_type=config.enable_topic_message_type_check,
