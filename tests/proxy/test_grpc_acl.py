@@ -238,3 +238,43 @@ def test_the_proxy_refuses_an_unsigned_call_before_its_handler_runs(
         assert gate.refused == 4
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_followers_door_authorizes_before_it_forwards(tmp_path: Path) -> None:
+    """A follower's door forwards a send to the master (``proxy.master_link``) only after
+    the ACL allowed it there, with the caller's own account; the master takes the forwarded
+    request signed with the broker's account (``aclAccessKey``). A send the caller may not
+    make is refused at the follower and stores nothing."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL + "  - accessKey: broker-self\n    secretKey: broker-secret\n"
+                   "    admin: true\n")  # fmt: skip
+
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "GrpcAcl")
+        await _topic_with_route(group, "Elsewhere")
+        follower = next(b for b in group.brokers.values() if b is not master)
+        channel, stub = _stub(follower.grpc_address)
+        writer = _metadata("grpc-writer", "writer-secret")
+
+        def send(topic: str, message_id: str) -> service_pb2.SendMessageRequest:
+            return service_pb2.SendMessageRequest(messages=[_message(topic, message_id, b"b")])
+
+        try:
+            ok = await stub.SendMessage(send("GrpcAcl", "F-OK"), metadata=writer)
+            assert ok.status.code == Code.OK, ok.status
+            denied = await stub.SendMessage(send("Elsewhere", "F-NO"), metadata=writer)
+            assert denied.status.code == Code.FORBIDDEN, denied.status
+            assert "no PUB permission on topic 'Elsewhere'" in denied.status.message
+            unsigned = await stub.SendMessage(send("GrpcAcl", "F-ANON"))
+            assert unsigned.status.code == Code.UNAUTHORIZED, unsigned.status
+        finally:
+            await channel.close()
+        assert master.services is not None
+        stored = {
+            topic: sum(row.max_offset for row in master.services.admin.topic_stats(topic))
+            for topic in ("GrpcAcl", "Elsewhere")
+        }
+        assert stored == {"GrpcAcl": 1, "Elsewhere": 0}
+
+    _run(tmp_path, test, acl_enable=True, acl_file_path=str(acl),
+         acl_access_key="broker-self", acl_secret_key="broker-secret")  # fmt: skip

@@ -11,18 +11,20 @@ keys, user property, under the client's message id); the SimpleConsumer receives
 acknowledges every message over POP, one left unacknowledged comes back with delivery attempt 2,
 one whose invisible duration it changed does not, and nothing is left afterwards.
 
-A kill -9 of the master under this client goes through the stand-alone proxy (``ledgermq proxy``,
-RocketMQ's cluster mode), not the replicas' own doors. Its Producer (1.0.8) builds its
-publishing load balancer from the first route and never updates it (it does not override
-``onTopicRouteDataUpdate``; the 30 s route refresh reaches only the route cache), so against the
-replicas' own gRPC doors it keeps sending to the dead master's address for good: measured, 1,782
-sends failed in 45 s and none acknowledged after the kill. The proxy's address does not move
-with the master, and the proxy finds the new one.
+A kill -9 of the master under this client is tested here through the stand-alone proxy
+(``ledgermq proxy``, RocketMQ's cluster mode), and through the replicas' own doors in
+``test_door_failover``. Its Producer (1.0.8) builds its publishing load balancer from the first
+route and never updates it (it does not override ``onTopicRouteDataUpdate``; the 30 s route
+refresh reaches only the route cache). When a route named the master's door alone it kept
+sending to the dead master's address for good (measured, 1,782 sends failed in 45 s and none
+acknowledged after the kill); a route now names every replica's door, and a follower's door
+forwards the send to the new master. The proxy's address does not move with the master, and the
+proxy finds the new one.
 
 One access point: the client (1.0.8) joins an address list into the grpc-js target
 ``h:p,h:p`` without the ``ipv4:`` scheme, which grpc-js resolves as one DNS name and fails
-("Name resolution failed for target dns:..."). Any replica answers routes, and a route names
-the master alone, so one replica's address is enough; across the kill it is a follower's.
+("Name resolution failed for target dns:..."). Any replica answers routes, so one replica's
+address is enough.
 """
 
 from __future__ import annotations

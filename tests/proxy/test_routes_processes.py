@@ -1,10 +1,11 @@
 """QueryRoute across broker groups, with real processes: each group's queues point at its own
-master's gRPC door (learnt from that master over remoting), and after a failover at the new
-master's."""
+replicas' gRPC doors (learnt from each replica over remoting), the master's first, and after a
+failover the new master's first and the dead one gone."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 import grpc.aio
@@ -46,6 +47,25 @@ def _endpoints(route: service_pb2.QueryRouteResponse) -> dict[str, set[str]]:
     return found
 
 
+def _first(route: service_pb2.QueryRouteResponse) -> dict[str, str]:
+    """broker group -> the endpoint its first queue names (its master's door)."""
+    found: dict[str, str] = {}
+    for queue in route.message_queues:
+        (address,) = queue.broker.endpoints.addresses
+        found.setdefault(queue.broker.name, f"{address.host}:{address.port}")
+    return found
+
+
+def _wait_all_doors(cluster: BrokerCluster, address: str, topic: str) -> None:
+    """Until the route names every replica's door (each registers within its period)."""
+    every = {g: {cluster.grpc_address(g, n) for n in cluster.nodes} for g in cluster.groups}
+    for _ in range(100):
+        if _endpoints(asyncio.run(_route(address, topic))) == every:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the route never named every door: {every}")
+
+
 def test_each_group_routes_to_its_masters_grpc_door(broker_clusters: MakeCluster) -> None:
     cluster = broker_clusters(groups=2)
     masters = cluster.wait_routable()
@@ -53,20 +73,30 @@ def test_each_group_routes_to_its_masters_grpc_door(broker_clusters: MakeCluster
         admin.create_topic("Spread", 2, wait_s=10)
     nodes = {g: next(n for n in cluster.nodes if cluster.address(g, n) == a)
              for g, a in masters.items()}  # fmt: skip
-    expected = {g: {cluster.grpc_address(g, n)} for g, n in nodes.items()}
-    # Any replica of any group answers with the same endpoints.
+    every = {g: {cluster.grpc_address(g, n) for n in cluster.nodes} for g in cluster.groups}
+    masters_doors = {g: cluster.grpc_address(g, n) for g, n in nodes.items()}
+    _wait_all_doors(cluster, cluster.grpc_address("broker-a", "n0"), "Spread")
+    # Any replica of any group answers with the same endpoints: every door, the master's first.
     for group in cluster.groups:
         for node in cluster.nodes:
             route = asyncio.run(_route(cluster.grpc_address(group, node), "Spread"))
             assert route.status.code == definition_pb2.Code.OK, route.status
-            assert _endpoints(route) == expected
-            assert len(route.message_queues) == 4
+            assert _endpoints(route) == every
+            assert _first(route) == masters_doors
+            assert len(route.message_queues) == 4 * len(cluster.nodes)
 
     cluster.kill9("broker-a", nodes["broker-a"])
     new = cluster.wait_routable("Spread", 20)
     new_node = next(n for n in cluster.nodes if cluster.address("broker-a", n) == new["broker-a"])
-    route = asyncio.run(_route(cluster.grpc_address("broker-b", nodes["broker-b"]), "Spread"))
-    assert _endpoints(route)["broker-a"] == {cluster.grpc_address("broker-a", new_node)}
+    address = cluster.grpc_address("broker-b", nodes["broker-b"])
+    dead = cluster.grpc_address("broker-a", nodes["broker-a"])
+    for _ in range(100):  # until the NameServer has dropped the dead replica
+        route = asyncio.run(_route(address, "Spread"))
+        if dead not in _endpoints(route)["broker-a"]:
+            break
+        time.sleep(0.2)
+    assert _endpoints(route)["broker-a"] == every["broker-a"] - {dead}
+    assert _first(route)["broker-a"] == cluster.grpc_address("broker-a", new_node)
 
 
 def test_routes_across_groups_with_acl_on(broker_clusters: MakeCluster, tmp_path: Path) -> None:
@@ -90,4 +120,4 @@ def test_routes_across_groups_with_acl_on(broker_clusters: MakeCluster, tmp_path
     address = cluster.grpc_address("broker-a", nodes["broker-a"])
     route = asyncio.run(_route(address, "Spread", ADMIN))
     assert route.status.code == definition_pb2.Code.OK, route.status
-    assert _endpoints(route) == {g: {cluster.grpc_address(g, n)} for g, n in nodes.items()}
+    assert _first(route) == {g: cluster.grpc_address(g, n) for g, n in nodes.items()}

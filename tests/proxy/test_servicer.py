@@ -156,7 +156,15 @@ def test_route_send_and_read_back(tmp_path: Path) -> None:
                 service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name="GrpcTopic"))
             )
             assert route.status.code == Code.OK, route.status
-            assert [q.id for q in route.message_queues] == [0, 1, 2, 3]
+            # each queue once per replica's door that the NameServer knows, the master's first
+            ids = [q.id for q in route.message_queues]
+            doors = len(ids) // 4
+            assert doors >= 1
+            assert ids == [i for i in range(4) for _ in range(doors)]
+            named = {f"{a.host}:{a.port}" for q in route.message_queues
+                     for a in q.broker.endpoints.addresses}  # fmt: skip
+            assert named <= {b.grpc_address for b in group.brokers.values()}
+            assert len(named) == doors
             queue = route.message_queues[0]
             assert queue.permission == definition_pb2.READ_WRITE
             # a topic without a message.type attribute takes every type (as MIXED)
@@ -231,11 +239,36 @@ def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
                 assert [e.status.code for e in answer.entries] == [code]
                 assert answer.entries[0].message_id == message.system_properties.message_id
         channel, stub = _stub(slave.grpc_address)
-        async with channel:
+        async with channel:  # a follower's door refuses as the master's does
             answer = await stub.SendMessage(
-                service_pb2.SendMessageRequest(messages=[_message("GrpcTopic", "S1", b"x")])
+                service_pb2.SendMessageRequest(messages=[_message("NoSuchTopic", "S1", b"x")])
             )
-            assert answer.status.code == Code.HA_NOT_AVAILABLE, answer.status
+            assert answer.status.code == Code.TOPIC_NOT_FOUND, answer.status
+
+    _run(tmp_path, test)
+
+
+def test_a_followers_door_stores_through_the_master(tmp_path: Path) -> None:
+    """A send to a follower's door is stored by the master (forwarded over remoting,
+    ``proxy.master_link``) and answered as the master's door answers it: a route names every
+    replica's door, so a client sends there after a failover. It was HA_NOT_AVAILABLE."""
+
+    async def test(group: Group) -> None:
+        master = await _topic_with_route(group, "GrpcTopic", queues=1)
+        slave = next(b for b in group.brokers.values() if b is not master)
+        channel, stub = _stub(slave.grpc_address)
+        async with channel:
+            for i in range(3):
+                message = _message("GrpcTopic", f"F{i}", f"via-follower-{i}".encode(), tag="T")
+                sent = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]))
+                assert sent.status.code == Code.OK, sent.status
+                (entry,) = sent.entries
+                assert (entry.message_id, entry.offset) == (f"F{i}", i)
+        assert master.services is not None
+        pulled = await master.services.pull.pull(PullRequest("x", "GrpcTopic", 0, 0))
+        records = decode_records(pulled.body)
+        assert [r.body for r in records] == [f"via-follower-{i}".encode() for i in range(3)]
+        assert [r.properties["UNIQ_KEY"] for r in records] == ["F0", "F1", "F2"]
 
     _run(tmp_path, test)
 

@@ -38,8 +38,15 @@ __all__ = [
     "BrokerConfig",
     "broker_file_key",
     "broker_file_keys",
+    "default_grpc_port",
     "parse_delay_levels",
 ]
+
+DEFAULT_LISTEN_PORT: Final = 10911
+"""RocketMQ's ``listenPort`` when none is set."""
+DEFAULT_GRPC_PORT: Final = 8081
+"""RocketMQ 5 proxy's ``grpcServerPort``: the gRPC port of a broker on RocketMQ's default
+``listenPort``."""
 
 DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """RocketMQ's ``messageDelayLevel``: level n (1-based) waits the n-th duration."""
@@ -72,12 +79,13 @@ class BrokerConfig:
     broker_name: str = "broker-a"
     broker_ip1: str = "127.0.0.1"
     """The address clients reach this broker on (what it registers with the NameServers)."""
-    listen_port: int = 10911
+    listen_port: int = DEFAULT_LISTEN_PORT
     """Port of the remoting protocol; 0 picks a free one (tests)."""
-    grpc_server_port: int = 8081
+    grpc_server_port: int = DEFAULT_GRPC_PORT
     """Port of RocketMQ 5's gRPC protocol (``MessagingService``, the "local" proxy mode of
-    RocketMQ's ``grpcServerPort``, default 8081 as RocketMQ's proxy); 0 picks a free one, -1
-    turns the gRPC door off. Replicas on one host each need their own."""
+    RocketMQ's ``grpcServerPort``, 8081 as RocketMQ's proxy); 0 picks a free one, -1 turns the
+    gRPC door off. Replicas on one host each need their own: a broker.conf or flags that do not
+    set it get ``default_grpc_port(listenPort)`` (``from_properties``)."""
     namesrv_addr: tuple[str, ...] = ()
     """NameServers ("host:port"), ``;``-separated in the file."""
     store_path_root_dir: str = field(default_factory=lambda: os.path.expanduser("~/store"))
@@ -360,10 +368,26 @@ class BrokerConfig:
             name = known[key]
             kind = str(types[name])
             kwargs[name] = _convert(key, name, kind, text.strip())
+        if "grpc_server_port" not in kwargs:
+            listen_port = kwargs.get("listen_port", DEFAULT_LISTEN_PORT)
+            assert isinstance(listen_port, int)
+            kwargs["grpc_server_port"] = default_grpc_port(listen_port)
         config = cls(**kwargs)  # type: ignore[arg-type]
         if ignored:
             _log.warning("%s", ignored_warning(ignored, "broker"))
         return config
+
+
+def default_grpc_port(listen_port: int) -> int:
+    """``grpcServerPort`` of a broker whose settings do not name one: 8081 (RocketMQ 5 proxy's)
+    for RocketMQ's default ``listenPort`` 10911, a free one for ``listenPort`` 0, else the port
+    below ``listenPort``. Replicas of a group on one host have distinct remoting ports
+    (RocketMQ's DLedger samples: 30911 / 30921 / 30931), so they get distinct gRPC ports
+    (30910 / 30920 / 30930) without a word in their files; ``listenPort`` - 1 is none of the
+    ports RocketMQ derives from ``listenPort`` (the VIP channel's - 2, HA's + 1)."""
+    if listen_port == DEFAULT_LISTEN_PORT:
+        return DEFAULT_GRPC_PORT
+    return max(0, listen_port - 1)
 
 
 def broker_file_key(name: str) -> str:

@@ -7,7 +7,8 @@ later, to remoting calls (a stand-alone proxy, "cluster" mode). Its rooms:
 - ``protocol``: the generated v2 stubs, in a private descriptor pool;
 - ``local``: ``GrpcDoor``, the ``grpc.aio`` server a ``BrokerServer`` opens on ``grpcServerPort``;
 - ``servicer``: one method per RPC, translation only;
+- ``replica_servicer``, ``master_link``: what a follower's door forwards to its master;
 - ``messages``: a v5 message as RocketMQ properties and a ``SendRequest`` (pure);
-- ``routes``: topic routes from the NameServers and each master's gRPC endpoint;
+- ``routes``: topic routes from the NameServers and every replica's gRPC endpoint;
 - ``status``: the one place a service refusal becomes a v2 status code.
 """

@@ -85,8 +85,11 @@ class Forwarded:
 class Forwarder:
     """Remoting requests to broker groups' masters, across failovers (module docstring)."""
 
-    def __init__(self, client: ClientInstance) -> None:
+    def __init__(self, client: ClientInstance, *, max_backoff_s: float = _MAX_BACKOFF_S) -> None:
+        """``max_backoff_s``: the longest wait between two attempts (the back-off doubles up
+        to it); a replica's door, whose clients wait for it, looks again more often."""
         self.client = client
+        self._max_backoff_s = max_backoff_s
         self.after_failover: Callable[[], None] = lambda: None
         """Called when a request succeeded after failed attempts (a new master, likely)."""
 
@@ -157,7 +160,7 @@ class Forwarder:
                 _log.info("%s of %s to %s (%s) failed: %s; looking for the master again",
                           code, topic, broker_name, address, exc)  # fmt: skip
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            backoff = min(backoff * 2, self._max_backoff_s)
             try:
                 await self.client.topic_route(topic, refresh=True)
             except TopicNotFoundError:

@@ -9,7 +9,10 @@ servers could then share a port without a word (spec protocol-remoting-and-grpc.
 TLS comes from the broker's ``tls.server.*`` settings, the remoting port's (``proxy.tls`` says
 how each mode maps onto grpcio); authentication is ``proxy.admission`` (the ACL's
 ``authorization`` header, checked before a call's request is read) and permissions the
-servicer's ``_admit``, over plaintext or TLS alike.
+servicer's ``_admit``, over plaintext or TLS alike. The door serves its broker group in any
+role: while its replica is not the master, the writes go to the master over remoting
+(``proxy.replica_servicer``, ``proxy.master_link``), through a client of the cluster that signs
+with the broker's own account.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ from typing import TYPE_CHECKING, Final
 import grpc.aio
 
 from ledgermq.acl import sign_request
+from ledgermq.client._remoting import ClientInstance
+from ledgermq.client.credentials import Credentials
 from ledgermq.errors import NetworkError
 from ledgermq.net import ConnectionPool
 from ledgermq.proxy.admission import Admission
+from ledgermq.proxy.cluster_servicer import ClusterServicer
+from ledgermq.proxy.forward import Forwarder
+from ledgermq.proxy.master_link import MasterLink
 from ledgermq.proxy.protocol import service_pb2_grpc
-from ledgermq.proxy.routes import RouteFinder
+from ledgermq.proxy.replica_servicer import ReplicaServicer
+from ledgermq.proxy.routes import Endpoint, RouteFinder
 from ledgermq.proxy.server_options import server_options
 from ledgermq.proxy.servicer import MessagingServicer
 from ledgermq.proxy.tls import door_tls
@@ -39,6 +48,10 @@ _log = logging.getLogger(__name__)
 
 _GRACE_S: Final = 0.5
 """How long ``close`` lets calls in progress finish."""
+_FORWARD_BACKOFF_S: Final = 0.2
+"""The longest wait of a follower's door between two looks for the master (the NameServers'
+route, then the master): a send waits in it while the group elects, and the doubling back-off
+of the stand-alone proxy (to 1 s) could answer it up to a second after a master was there."""
 
 
 class GrpcDoor:
@@ -49,6 +62,8 @@ class GrpcDoor:
         self._server: grpc.aio.Server | None = None
         self._pool: ConnectionPool | None = None
         self._unifier: PortUnifier | None = None
+        self._client: ClientInstance | None = None
+        """The cluster's client a follower's door forwards through (``_servicer``)."""
         self.port = -1
 
     async def start(self) -> None:
@@ -102,14 +117,7 @@ class GrpcDoor:
             self._pool, config.namesrv_addr, lambda: broker.config.address, port, sign
         )
         service_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(
-                services,
-                state,
-                routes,
-                broker.acl,
-                real_peer=None if self._unifier is None else self._unifier.real_peer,
-            ),
-            server,
+            await self._servicer(routes, port), server
         )
         await server.start()
         self._server = server
@@ -119,6 +127,40 @@ class GrpcDoor:
         _log.info("broker %s replica %s serves gRPC (RocketMQ 5 clients, %s) on %s:%d",
                   config.broker_name, config.dleger_self_id, tls.kind, config.broker_ip1,
                   port)  # fmt: skip
+
+    async def _servicer(self, routes: RouteFinder, port: int) -> MessagingServicer:
+        """The door's servicer: with NameServers to find the master by, one that serves the
+        group in any role (``proxy.replica_servicer``: a follower forwards the writes to the
+        master, over a client of the cluster signed with the broker's own account); without,
+        one that serves what this replica's services serve."""
+        broker = self._broker
+        config = broker.config
+        services, state = broker.services, broker.state
+        assert services is not None
+        assert state is not None
+        real_peer = None if self._unifier is None else self._unifier.real_peer
+        if not config.namesrv_addr:
+            return MessagingServicer(services, state, routes, broker.acl, real_peer)
+        credentials = (
+            Credentials(config.acl_access_key, config.acl_secret_key)
+            if config.acl_access_key
+            else None
+        )
+        self._client = ClientInstance(
+            ";".join(config.namesrv_addr),
+            instance_name=f"ledgermq-door-{config.broker_name}-{config.dleger_self_id}",
+            network=broker.network,
+            credentials=credentials,
+        )
+        await self._client.start()
+        forwarder = Forwarder(self._client, max_backoff_s=_FORWARD_BACKOFF_S)
+        forwarding = ClusterServicer(
+            forwarder, Endpoint(config.broker_ip1, port), broker.acl, real_peer,
+            check_message_type=config.enable_topic_message_type_check,
+            max_body_size=config.max_message_size,
+        )  # fmt: skip
+        link = MasterLink(state, services, forwarder)
+        return ReplicaServicer(services, state, routes, broker.acl, real_peer, link, forwarding)
 
     async def close(self) -> None:
         if self._unifier is not None:
@@ -130,3 +172,6 @@ class GrpcDoor:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

@@ -31,6 +31,7 @@ __all__ = [
     "broker_at",
     "peer_address",
     "permission",
+    "replica_route_queues",
     "route_queues",
     "server_settings",
 ]
@@ -84,11 +85,28 @@ def route_queues(
 ) -> list[definition_pb2.MessageQueue]:
     """The v2 queues of ``topic``'s broker groups, in the order given; a group whose
     ``broker_of`` is None (no master to name now) is left out."""
-    queues = []
+
+    def brokers_of(name: str) -> list[definition_pb2.Broker]:
+        broker = broker_of(name)
+        return [] if broker is None else [broker]
+
+    return replica_route_queues(topic, queue_datas, brokers_of, accepted)
+
+
+def replica_route_queues(
+    topic: str,
+    queue_datas: Iterable[QueueData],
+    brokers_of: Callable[[str], Sequence[definition_pb2.Broker]],
+    accepted: Sequence[definition_pb2.MessageType.ValueType],
+) -> list[definition_pb2.MessageQueue]:
+    """As ``route_queues``, each queue once per door of its group that ``brokers_of`` names
+    (every replica's, in the local mode: ``servicer``), the doors of one queue next to each
+    other: a client that retries a failed send on the next queue of the route (the official
+    Python client) tries another door, and one that picks a single queue per group (the
+    official Node.js client takes queue id 0) gets one per door to go round."""
+    queues: list[definition_pb2.MessageQueue] = []
     for data in queue_datas:
-        broker = broker_of(data.broker_name)
-        if broker is None:
-            continue
+        brokers = brokers_of(data.broker_name)
         both = min(data.read_queue_nums, data.write_queue_nums)
         for queue_id in range(max(data.read_queue_nums, data.write_queue_nums)):
             if queue_id < both:
@@ -97,7 +115,7 @@ def route_queues(
                 perm = data.perm & 4
             else:
                 perm = data.perm & 2
-            queues.append(
+            queues.extend(
                 definition_pb2.MessageQueue(
                     topic=definition_pb2.Resource(name=topic),
                     id=queue_id,
@@ -105,6 +123,7 @@ def route_queues(
                     broker=broker,
                     accept_message_types=accepted,
                 )
+                for broker in brokers
             )
     return queues
 

@@ -1,17 +1,15 @@
 """Where a v5 client should go: a topic's route from the NameServers, with gRPC endpoints.
 
 In local mode (RocketMQ's proxy inside each broker) a client talks gRPC to the broker replicas
-themselves, so each broker group's endpoint is its master's gRPC address. The NameServer route
-names each master's remoting address; its gRPC port is that broker's ``grpcServerPort``, which
-may differ per replica (several on one host). RocketMQ's ``LocalTopicRouteService`` assumes
-every broker uses this proxy's port; here each master is asked once instead (GET_BROKER_CONFIG,
-26, whose body is the broker.conf it runs with: ``grpcServerPort``), and the answer is kept
-per remoting address for a minute. A replica's own address is answered without asking.
-
-After a failover the NameServers name the new master within a registration (the broker
-registers at once on a role change), so the next QueryRoute, which always asks a NameServer,
-gives the client the new endpoint. The official clients refresh routes every 30 s and on
-start-up; a send to the old master meanwhile fails and is retried by the client.
+themselves. A route names, for each broker group, every replica's gRPC door (the master's
+first): any of them serves the group, a follower's forwarding the writes to the master
+(``proxy.master_link``), so a client that loses the master goes on through another door of the
+same route without waiting for a new one. The NameServer route names each replica's remoting
+address; its gRPC port is that broker's ``grpcServerPort``, which may differ per replica
+(several on one host). RocketMQ's ``LocalTopicRouteService`` assumes every broker uses this
+proxy's port; here each replica is asked once instead (GET_BROKER_CONFIG, 26, whose body is
+the broker.conf it runs with: ``grpcServerPort``), and the answer is kept per remoting address
+for a minute. A replica's own address is answered without asking.
 """
 
 from __future__ import annotations
@@ -120,18 +118,20 @@ class RouteFinder:
                     return await self._pool.request(address, command, _TIMEOUT_S)
         raise LedgerMQError(f"the route of {topic} names no master of broker {broker_name}")
 
-    async def master_endpoints(self, route: TopicRouteData) -> dict[str, Endpoint]:
-        """broker name -> its master's gRPC endpoint, for the groups that have a master whose
-        gRPC port is known (a master that serves no gRPC, or does not answer, is left out)."""
-        found: dict[str, Endpoint] = {}
+    async def group_endpoints(self, route: TopicRouteData) -> dict[str, list[Endpoint]]:
+        """broker name -> the gRPC endpoints of every replica the route names (the master
+        first, then the slaves by broker id), those whose gRPC port is known; a group with
+        none is left out. Every replica's door serves its group (a follower's forwards the
+        writes to the master: ``proxy.master_link``)."""
+        found: dict[str, list[Endpoint]] = {}
         for broker in route.broker_datas:
-            address = broker.broker_addrs.get(MASTER_ID)
-            if address is None:
-                continue
-            port = await self._grpc_port(address)
-            if port is None or port < 0:
-                continue
-            found[broker.broker_name] = Endpoint(address.rpartition(":")[0], port)
+            for _, address in sorted(broker.broker_addrs.items()):
+                port = await self._grpc_port(address)
+                if port is None or port < 0:
+                    continue
+                found.setdefault(broker.broker_name, []).append(
+                    Endpoint(address.rpartition(":")[0], port)
+                )
         return found
 
     async def _grpc_port(self, remoting_address: str) -> int | None:

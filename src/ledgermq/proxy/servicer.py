@@ -38,6 +38,7 @@ from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.grpc_access import signed_in_publisher
+from ledgermq.proxy.master_link import MasterLink
 from ledgermq.proxy.message_types import (
     TopicMessageType,
     accepted_message_types,
@@ -53,7 +54,7 @@ from ledgermq.proxy.route_answers import (
     assignments,
     broker_at,
     peer_address,
-    route_queues,
+    replica_route_queues,
     server_settings,
 )
 from ledgermq.proxy.routes import RouteFinder, TopicNotFound
@@ -115,6 +116,17 @@ def _internal_error_answered(
 
 
 _PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
+_DEFAULT_DEADLINE_S: Final = 3.0
+"""How long a write forwarded to the master may take when the client set no deadline."""
+_MARGIN_S: Final = 0.2
+"""A forwarded write is answered this long before the client's deadline, so the client reads
+the status instead of a deadline error."""
+
+
+def _deadline_s(context: Context) -> float:
+    """Seconds a write forwarded to the master may take (``proxy.master_link``)."""
+    left: float | None = context.time_remaining()  # None: the client set no deadline
+    return _DEFAULT_DEADLINE_S if left is None else max(0.1, left - _MARGIN_S)
 
 
 class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServicer):
@@ -127,12 +139,16 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         routes: RouteFinder,
         acl: AclGate | None = None,
         real_peer: Callable[[str], str] | None = None,
+        link: MasterLink | None = None,
     ) -> None:
         """``real_peer``: the client behind a peer address grpcio reports, when connections
         reach grpcio through the door's own front (``tls.server.mode=permissive``,
-        ``proxy.unify``); the ACL's white addresses and born hosts must see the client."""
+        ``proxy.unify``); the ACL's white addresses and born hosts must see the client.
+        ``link``: how a send or an EndTransaction reaches the group's master while this
+        replica is not it (``proxy.master_link``; default: none, the services answer)."""
         self._real_peer = real_peer or (lambda address: address)
         self._acl = acl
+        self._link = link or MasterLink(state, services, None)
         self._services = services
         self._state = state
         self._routes = routes
@@ -191,7 +207,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
     ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
         try:
             route = await self._routes.route(topic)
-            endpoints = await self._routes.master_endpoints(route)
+            endpoints = await self._routes.group_endpoints(route)
         except TopicNotFound as exc:
             return [], status(Code.TOPIC_NOT_FOUND, str(exc))
         except LedgerMQError as exc:
@@ -204,16 +220,17 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             kind = TopicMessageType.MIXED  # every type goes
         accepted = accepted_message_types(kind)
 
-        def broker_of(name: str) -> definition_pb2.Broker | None:
-            endpoint = endpoints.get(name)  # None: no master now, or one without a gRPC door
-            return None if endpoint is None else broker_at(name, endpoint.host, endpoint.port)
+        def brokers_of(name: str) -> list[definition_pb2.Broker]:
+            # Every replica's door, each as broker id 0: the official clients send only to a
+            # queue of id 0, and a follower's door forwards the writes (proxy.master_link).
+            return [broker_at(name, e.host, e.port) for e in endpoints.get(name, ())]
 
-        queues = route_queues(topic, route.queue_datas, broker_of, accepted)
+        queues = replica_route_queues(topic, route.queue_datas, brokers_of, accepted)
         if not queues:
             return [], status(
                 Code.TOPIC_NOT_FOUND,
-                f"topic {topic} has no broker group with a master serving gRPC now "
-                "(none elected yet, or grpcServerPort=-1 on it)",
+                f"topic {topic} has no broker group with a replica serving gRPC now "
+                "(grpcServerPort=-1 on them, or none registered)",
             )
         return queues, ok()
 
@@ -325,17 +342,18 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 status=status(Code.BAD_REQUEST, "the request holds no message")
             )
         peer = self._real_peer(peer_address(context))
+        deadline_s = _deadline_s(context)
         entries = []
         first_failure: definition_pb2.Status | None = None
         for message in request.messages:
-            entry = await self._send_one(message, peer)
+            entry = await self._send_one(message, peer, deadline_s)
             if first_failure is None and entry.status.code != Code.OK:
                 first_failure = entry.status
             entries.append(entry)
         return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
 
     async def _send_one(
-        self, message: definition_pb2.Message, peer: str
+        self, message: definition_pb2.Message, peer: str, deadline_s: float
     ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id
         try:
@@ -361,7 +379,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 )
             tracer = self._services.trace
             started_ms = tracer.now_ms() if tracer is not None else 0
-            result = await self._services.send.send(send, body, peer)
+            write_queues = config.write_queue_nums if config is not None else 0
+            result = await self._link.send(send, body, peer, deadline_s, write_queues)
             if tracer is not None:
                 system = message.system_properties
                 tracer.pub(
@@ -400,7 +419,7 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
             return service_pb2.EndTransactionResponse(status=refused)
         try:
             access = self._access(context, "EndTransaction")
-            await self._services.transactions.end(end_request(request), access)
+            await self._link.end(end_request(request), access, _deadline_s(context))
         except Refusal as refusal:
             return service_pb2.EndTransactionResponse(status=refusal.status)
         except ServiceError as exc:

@@ -3,8 +3,9 @@
 //
 // `node driver.js '<json>'` runs one role and prints one JSON event per line:
 //   {"role": "produce", "endpoints", "topic", "count" | "duration_s", "pause_s"}
-//     -> "sent" {message_id, body (hex), tag, keys, properties, offset, t} or "failed"
-//        {index, error, t} per message, then "done".
+//     -> "sent" {message_id, body (hex), tag, keys, properties, offset, t, began, acked} (the
+//        wall-clock seconds the send began and was acknowledged) or "failed" {index, error, t}
+//        per message, then "done".
 //   {"role": "simple", "endpoints", "topic", "group", "count", "duration_s"}
 //     -> a SimpleConsumer receives until `count` distinct messages are acknowledged or the
 //        time is up: "received" {message_id, attempt, body}; it leaves the first message
@@ -50,6 +51,7 @@ async function produce() {
     const body = Buffer.from(`node-${i}-${'x'.repeat(i % 7)}`);
     const tag = i % 2 ? 'odd' : 'even';
     const keys = [`key-${i}`];
+    const began = Date.now() / 1000;
     try {
       const receipt = await producer.send({
         topic: args.topic,
@@ -65,6 +67,8 @@ async function produce() {
         keys,
         properties: { index: String(i) },
         offset: receipt.offset,
+        began,
+        acked: Date.now() / 1000,
       });
     } catch (err) {
       emit('failed', { index: i, error: said(err) });

@@ -1,0 +1,126 @@
+"""A replica's gRPC door that serves its group whatever the replica's role (``GrpcDoor``'s).
+
+Routes name every replica's door (``proxy.routes``), so consumers reach followers too. While
+this replica is not the master, what only the master serves goes there over remoting, as the
+stand-alone proxy forwards it (its ``ClusterServicer``, over the same ``Forwarder``): POP
+(ReceiveMessage of the assignment's group, AckMessage and ChangeInvisibleDuration to the group
+the receipt handle names, ForwardMessageToDeadLetterQueue), and the committed offsets
+(UpdateOffset, GetOffset: a follower's copy may lag). Sends and
+EndTransaction take ``proxy.master_link`` inside ``MessagingServicer`` (placed and answered as
+the master's door would). The rest is served here in any role: routes, assignments, settings
+and Telemetry (a producer's stream stays on the door it opened, which carries check-backs once
+its replica is master), PullMessage, QueryOffset, RecallMessage (which forwards by
+itself).
+
+The call is authorized here, at the door it arrives at, with the same ACL as the master's door
+(``ClusterServicer._admit`` and ``MessagingServicer._admit`` make the same decision), and the
+forwarded remoting request is signed with the broker's own account (``proxy.master_link``'s
+docstring says why and what the master still checks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ledgermq.proxy.servicer import MessagingServicer
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    import grpc.aio
+
+    from ledgermq.broker.service.services import BrokerServices
+    from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.proxy.cluster_servicer import ClusterServicer
+    from ledgermq.proxy.master_link import MasterLink
+    from ledgermq.proxy.protocol import service_pb2
+    from ledgermq.proxy.routes import RouteFinder
+    from ledgermq.security import AclGate
+
+    Context = grpc.aio.ServicerContext[Any, Any]
+
+__all__ = ["ReplicaServicer"]
+
+_QueueRequest = TypeVar(
+    "_QueueRequest",
+    "service_pb2.ReceiveMessageRequest",
+    "service_pb2.UpdateOffsetRequest",
+    "service_pb2.GetOffsetRequest",
+)
+
+
+class ReplicaServicer(MessagingServicer):
+    """``MessagingServicer``, with the master-only RPCs forwarded while not master."""
+
+    def __init__(
+        self,
+        services: BrokerServices,
+        state: BrokerState,
+        routes: RouteFinder,
+        acl: AclGate | None,
+        real_peer: Callable[[str], str] | None,
+        link: MasterLink,
+        forwarding: ClusterServicer,
+    ) -> None:
+        super().__init__(services, state, routes, acl, real_peer, link)
+        self._forwarding = forwarding
+
+    def _follows(self) -> bool:
+        return not self._state.is_master
+
+    def _own_group(self, request: _QueueRequest) -> _QueueRequest:
+        """``request``, its queue in this replica's group when it names none: the master's
+        door serves its own group's queue whatever broker the queue names, and the stand-alone
+        proxy's forwarding needs the name."""
+        if request.message_queue.broker.name:
+            return request
+        named = type(request)()
+        named.CopyFrom(request)
+        named.message_queue.broker.name = self._state.config.broker_name
+        return named
+
+    async def ReceiveMessage(  # noqa: N802 - the generated servicer's names
+        self, request: service_pb2.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[service_pb2.ReceiveMessageResponse]:
+        answers = (
+            self._forwarding.ReceiveMessage(self._own_group(request), context)
+            if self._follows()
+            else super().ReceiveMessage(request, context)
+        )
+        async for answer in answers:
+            yield answer
+
+    async def AckMessage(  # noqa: N802
+        self, request: service_pb2.AckMessageRequest, context: Context
+    ) -> service_pb2.AckMessageResponse:
+        if self._follows():
+            return await self._forwarding.AckMessage(request, context)
+        return await super().AckMessage(request, context)
+
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
+    ) -> service_pb2.ChangeInvisibleDurationResponse:
+        if self._follows():
+            return await self._forwarding.ChangeInvisibleDuration(request, context)
+        return await super().ChangeInvisibleDuration(request, context)
+
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
+        if self._follows():
+            return await self._forwarding.ForwardMessageToDeadLetterQueue(request, context)
+        return await super().ForwardMessageToDeadLetterQueue(request, context)
+
+    async def UpdateOffset(  # noqa: N802
+        self, request: service_pb2.UpdateOffsetRequest, context: Context
+    ) -> service_pb2.UpdateOffsetResponse:
+        if self._follows():
+            return await self._forwarding.UpdateOffset(self._own_group(request), context)
+        return await super().UpdateOffset(request, context)
+
+    async def GetOffset(  # noqa: N802
+        self, request: service_pb2.GetOffsetRequest, context: Context
+    ) -> service_pb2.GetOffsetResponse:
+        if self._follows():
+            return await self._forwarding.GetOffset(self._own_group(request), context)
+        return await super().GetOffset(request, context)
