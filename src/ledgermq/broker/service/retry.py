@@ -23,6 +23,7 @@ import random
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NotFoundError
+from ledgermq.broker.names import require_group_name
 from ledgermq.broker.state.metadata import delay_offsets_op
 from ledgermq.broker.state.topics import SCHEDULE_TOPIC
 from ledgermq.errors import (
@@ -72,6 +73,7 @@ class SendBackService:
         level. Returns once stored; raises ``NotMasterError``, ``NotFoundError`` (no message at
         the offset) or the store's refusals."""
         state = self._state
+        require_group_name(group)  # its %RETRY% / %DLQ% topic must be storable (issue 25)
         state.require_master("send-back")
         group_config = await state.topics.ensure_group(group)
         max_times = (

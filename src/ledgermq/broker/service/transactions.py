@@ -41,6 +41,7 @@ from ledgermq.broker.errors import (
     NoSuchTopicError,
     NotFoundError,
 )
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.state.transactions import (
     CHECK,
     COMMIT,
@@ -182,6 +183,10 @@ class TransactionService:
         there), ``InvalidArgumentError`` (the request does not match the half message, or it
         was settled the other way) or the store's refusals."""
         state = self._state
+        if request.topic:
+            require_topic_name(request.topic)
+        if request.producer_group:
+            require_group_name(request.producer_group)
         state.require_master("ending a transaction")
         half = self._read_half(request.commit_log_offset)
         _match(request, half)
