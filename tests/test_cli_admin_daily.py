@@ -230,6 +230,17 @@ def test_resend_a_dead_letter_to_its_group(broker_clusters: MakeCluster) -> None
     assert "not in the dead-letter topic of billing" in wrong.stderr
     resent = admin_json(ns, "resend-dlq", "-g", "payments", "--id", dead.offset_msg_id)
     assert resent["topic"] == "%RETRY%payments"
+    # a group of 110 characters (legal: at most 120) resends too, though the resending
+    # producer's own group would be longer than a group may be if it were not cut
+    long_group = "p" * 110
+    producer = SyncProducer("dlq-maker", ns)
+    try:
+        producer.start()
+        long_dead = producer.send(f"%DLQ%{long_group}", b"x", properties={"RETRY_TOPIC": "Orders"})
+    finally:
+        producer.close()
+    resent = admin_json(ns, "resend-dlq", "-g", long_group, "--id", long_dead.offset_msg_id)
+    assert resent["topic"] == f"%RETRY%{long_group}"
 
     received: list[tuple[str, bytes, str, str]] = []
     consumer = SyncPushConsumer("payments", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET")

@@ -258,7 +258,10 @@ class BenchmarkError(LedgerMQError):
 # Messaging: the broker, the NameServer and their clients.
 __all__ += [
     "BadRequestError",
+    "InvalidGroupNameError",
     "InvalidMessageError",
+    "InvalidNameError",
+    "InvalidTopicNameError",
     "MQResponseError",
     "MessageFormatError",
     "NoRouteError",
@@ -335,6 +338,20 @@ class NoRouteError(LedgerMQError):
 
 class InvalidMessageError(LedgerMQError):
     """A message cannot be sent as it is (too large, bad topic name, bad property): fix it."""
+
+
+class InvalidNameError(InvalidMessageError):
+    """A topic or group name breaks RocketMQ's naming rules (``ledgermq.wire.names``); the
+    message names the rule. Never retriable: the same name is refused everywhere."""
+
+
+class InvalidTopicNameError(InvalidNameError):
+    """A topic name is not valid, or names a topic producers may not send into."""
+
+
+class InvalidGroupNameError(InvalidNameError):
+    """A consumer or producer group name is not valid (its ``%RETRY%`` / ``%DLQ%`` topic would
+    not be a valid topic)."""
 
 
 class MessageFormatError(ProtocolError):

@@ -156,7 +156,10 @@ def test_bad_requests_get_clear_answers(tmp_path: Path) -> None:
         assert missing.code == MQResponseCode.SYSTEM_ERROR
         assert "topic" in (missing.remark or "")
         bad_topic = await cluster.send(master.address, "bad topic!", b"x")
-        assert bad_topic.code == MQResponseCode.MESSAGE_ILLEGAL
+        # a name that breaks the naming rules: INVALID_PARAMETER (no client retries it), the
+        # rule in the remark
+        assert bad_topic.code == MQResponseCode.INVALID_PARAMETER
+        assert "may contain only the characters" in (bad_topic.remark or "")
         too_big = await cluster.send(master.address, "T", b"x" * (5 << 20))
         assert too_big.code == MQResponseCode.MESSAGE_ILLEGAL
         no_topic = await cluster.pull(master.address, "Nope", 0, 0)

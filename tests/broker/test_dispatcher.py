@@ -189,7 +189,7 @@ def test_an_entry_that_cannot_be_applied_is_quarantined_and_dispatch_goes_on(
         (first + 3, -1, ""),
         (first + 4, -1, ""),
     ]
-    assert "is not valid" in log.items()[0].reason
+    assert "may contain only the characters" in log.items()[0].reason
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any(f"record 0 of entry {first + 1}" in m and "%DLQ%orders.v1" in m for m in errors)
     assert log.total == 4

@@ -308,13 +308,19 @@ def test_ack_many_settles_a_batch_with_one_op_per_queue(tmp_path: Path) -> None:
 
 
 def test_a_message_with_no_possible_dead_letter_queue_is_dropped_and_the_queue_goes_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 25 item 7: a group whose ``%DLQ%`` topic cannot exist (130 bytes) had every
     receive fail, for good, once a message ran out of attempts: the receive plans its dead
     letter first, and the store refused it each time. Now it is dropped (ERROR, metric) and
-    the messages behind it are received."""
+    the messages behind it are received.
+
+    The doors now refuse such a group (``broker.names``); one stored before they did (data of
+    an older release) still reaches the revive, so the name checks are lifted here to make
+    one."""
     group = "g" * 125
+    for module in ("ledgermq.broker.service.pop", "ledgermq.broker.state.topics"):
+        monkeypatch.setattr(f"{module}.require_group_name", lambda name: name)
 
     async def test(cluster: Cluster) -> None:
         master, services = await _master(cluster)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.errors import (
-    IllegalMessageError,
     InvalidArgumentError,
     InvalidFilterError,
+    InvalidTopicError,
     NoSuchTopicError,
     NotMasterError,
 )
@@ -123,7 +123,7 @@ def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
 def test_refusals_are_typed(tmp_path: Path) -> None:
     async def test(cluster: Cluster) -> None:
         services, _ = await _services(cluster)
-        with pytest.raises(IllegalMessageError):
+        with pytest.raises(InvalidTopicError, match="may contain only the characters"):
             await services.send.send(_request("bad topic!"), b"x", CLIENT)
         await services.admin.create_topic(TopicConfig("T", 2, 2))
         with pytest.raises(InvalidArgumentError, match="queueId"):

@@ -107,6 +107,18 @@ class BrokerConfig:
     max_message_size: int = 4 * 1024 * 1024
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
+    auto_create_group_max: int = 10_000
+    """Subscription groups the broker holds beyond which a heartbeat or a first use no longer
+    creates one (ours; an admin's updateSubGroup still does): each is replicated metadata with
+    a retry topic, and a client naming ever new groups must not grow them without bound. Also
+    the most online consumer groups a door's client registry tracks."""
+    heartbeat_max_groups: int = 64
+    """Producer plus consumer groups one heartbeat may name, and consumer groups one client may
+    be a member of (ours; RocketMQ has no bound); a heartbeat over either is refused, so one
+    heartbeat creates at most that many groups."""
+    heartbeat_max_subscriptions: int = 1_000
+    """Topic subscriptions one heartbeat (one client, all its consumer groups) may carry (ours);
+    a heartbeat with more is refused, which bounds what the broker keeps per client."""
     default_topic_queue_nums: int = 8
     broker_permission: int = 6
     long_polling_enable: bool = True
@@ -215,6 +227,13 @@ class BrokerConfig:
             raise ConfigError(f"maxMessageSize {self.max_message_size} is below 1024 bytes")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
+        for key, value in (
+            ("autoCreateGroupMax", self.auto_create_group_max),
+            ("heartbeatMaxGroups", self.heartbeat_max_groups),
+            ("heartbeatMaxSubscriptions", self.heartbeat_max_subscriptions),
+        ):
+            if value < 1:
+                raise ConfigError(f"{key} must be at least 1, not {value}")
         if self.broker_permission not in (2, 4, 6):
             raise ConfigError("brokerPermission must be 2 (write), 4 (read) or 6 (read+write)")
         if self.mapped_file_size_consume_queue % 20:

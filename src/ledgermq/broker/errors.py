@@ -19,7 +19,10 @@ __all__ = [
     "IllegalMessageError",
     "InvalidArgumentError",
     "InvalidFilterError",
+    "InvalidGroupError",
     "InvalidHandleError",
+    "InvalidQueueError",
+    "InvalidTopicError",
     "MaybeStoredError",
     "NoSuchGroupError",
     "NoSuchTopicError",
@@ -27,6 +30,7 @@ __all__ = [
     "NotMasterError",
     "NotRecallableError",
     "NotStoredError",
+    "OverLimitError",
     "ServiceError",
     "TransferRefusedError",
     "UnavailableError",
@@ -88,6 +92,25 @@ class IllegalMessageError(ServiceError):
 
 class InvalidArgumentError(ServiceError):
     """An argument is out of range (a queue id, an offset, a topic name); fix the request."""
+
+
+class InvalidTopicError(InvalidArgumentError):
+    """A topic name breaks the naming rules (``ledgermq.wire.names``): the message names the
+    rule. Refused before anything is stored; the same name is refused everywhere."""
+
+
+class InvalidGroupError(InvalidArgumentError):
+    """A group name breaks the naming rules (``ledgermq.wire.names``; among them, its
+    ``%RETRY%`` / ``%DLQ%`` topic must be a valid topic): the message names the rule."""
+
+
+class InvalidQueueError(InvalidArgumentError):
+    """A queue id the topic does not have (0 <= id < its queue count): fix the request."""
+
+
+class OverLimitError(InvalidArgumentError):
+    """A request asks for more than a bound the broker keeps (groups or subscriptions in one
+    heartbeat): the message names the bound and its broker.conf key. Fix the request."""
 
 
 class InvalidFilterError(ServiceError):

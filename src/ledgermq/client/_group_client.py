@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Self
 from ledgermq.client._queue_api import QueueApi
 from ledgermq.client._remoting import ClientInstance
 from ledgermq.errors import ConfigError
+from ledgermq.wire.names import group_name_problem
 
 if TYPE_CHECKING:
     from ledgermq.client.credentials import Credentials
@@ -36,8 +37,8 @@ class GroupClient:
         tls: TlsClientConfig | None = None,
         route_refresh_interval_s: float = 30.0,
     ) -> None:
-        if not group:
-            raise ConfigError("the consumer group must not be empty")
+        if (problem := group_name_problem(group)) is not None:
+            raise ConfigError(f"consumer group: {problem}")  # Validators.checkGroup
         self.group = group
         self.request_timeout_s = request_timeout_s
         self._client = ClientInstance(

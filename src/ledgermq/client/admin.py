@@ -38,6 +38,7 @@ from ledgermq.wire import (
     decode_records,
     validate_topic,
 )
+from ledgermq.wire.names import GROUP_MAX_LENGTH
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
 from ledgermq.wire.running_info import ConsumerRunningInfo
 from ledgermq.wire.topic_attributes import format_changes, parse_changes
@@ -925,7 +926,8 @@ class Admin:
         properties[MessageProperty.RETRY_TOPIC] = original
         client = self._client
         producer = Producer(
-            f"ledgermq-admin-resend-{group}",
+            # a valid group name however long the group's (wire.names: at most 120)
+            f"ledgermq-admin-resend-{group}"[:GROUP_MAX_LENGTH],
             ";".join(client.namesrv_addrs),
             network=client.network_given,
             clock=client.clock,

@@ -76,6 +76,7 @@ from ledgermq.client._selector import MessageSelector, Subscription, as_selector
 from ledgermq.client.trace import TRACE_TOPIC, TraceDispatcher
 from ledgermq.errors import ConfigError, LedgerMQError, MQResponseError, TopicNotFoundError
 from ledgermq.wire import MessageProperty, validate_topic
+from ledgermq.wire.names import group_name_problem
 from ledgermq.wire.route import MASTER_ID
 from ledgermq.wire.running_info import (
     PROP_CLIENT_VERSION,
@@ -329,8 +330,8 @@ class PushConsumer:
         enable_msg_trace: bool = False,
         trace_topic: str = TRACE_TOPIC,
     ) -> None:
-        if not group:
-            raise ConfigError("the consumer group must not be empty")
+        if (problem := group_name_problem(group)) is not None:
+            raise ConfigError(f"consumer group: {problem}")  # Validators.checkGroup
         if message_model not in MESSAGE_MODELS:
             raise ConfigError(
                 f"message_model must be one of {MESSAGE_MODELS}, not {message_model!r}"

@@ -74,8 +74,8 @@ from ledgermq.wire import (
     encode_batch,
     encode_properties,
     validate_message,
-    validate_topic,
 )
+from ledgermq.wire.names import check_send_topic, group_name_problem
 from ledgermq.wire.route import MASTER_ID, is_writable
 
 if TYPE_CHECKING:
@@ -197,8 +197,8 @@ class Producer:
         enable_msg_trace: bool = False,
         trace_topic: str = TRACE_TOPIC,
     ) -> None:
-        if not group:
-            raise ConfigError("the producer group must not be empty")
+        if (problem := group_name_problem(group)) is not None:
+            raise ConfigError(f"producer group: {problem}")  # Validators.checkGroup
         if retry_times < 0 or send_timeout_s <= 0 or max_message_size <= 0:
             raise ConfigError("retry_times must be >= 0, send_timeout_s and max_message_size > 0")
         self.group = group
@@ -365,7 +365,7 @@ class Producer:
         """
         if not messages:
             raise InvalidMessageError("a batch must hold at least one message")
-        validate_topic(topic)
+        check_send_topic(topic)
         items: list[tuple[bytes, int, str]] = []
         ids: list[str] = []
         total = 0
@@ -463,6 +463,7 @@ class Producer:
         flag: int,
     ) -> _SendRequest:
         self._check_open()
+        check_send_topic(topic)  # a valid name, and not a topic only the broker writes
         msg_id = self._ids.next_id()
         props = self._properties(tags, keys, properties, msg_id)
         validate_message(topic, body, props, self.max_message_size)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.messages import DEFAULT_LONG_POLLING_MS, Refusal
+from ledgermq.proxy.name_status import group_refusal, topic_refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
@@ -201,6 +202,9 @@ def _queue_fields(queue: definition_pb2.MessageQueue, group: str | None) -> dict
         raise Refusal(status(Code.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group"))
     if not queue.topic.name:
         raise Refusal(status(Code.ILLEGAL_TOPIC, "the request names no topic"))
+    refused = topic_refusal(queue.topic.name) or (group_refusal(group) if group else None)
+    if refused is not None:
+        raise Refusal(refused)
     if not queue.broker.name:
         raise Refusal(
             status(Code.BAD_REQUEST, "the queue names no broker (take it from QueryRoute)")

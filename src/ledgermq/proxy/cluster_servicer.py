@@ -50,6 +50,13 @@ from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.message_types import accepted_message_types, message_type_of, type_conflict
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
+from ledgermq.proxy.name_status import (
+    consume_refusal,
+    group_refusal,
+    send_topic_refusal,
+    settings_refusal,
+    topic_refusal,
+)
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
@@ -219,6 +226,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
         if not topic:
             return [], status(Code.ILLEGAL_TOPIC, "the request names no topic")
+        if (refused := topic_refusal(topic)) is not None:
+            return [], refused
         try:
             route = await self._route(topic)
         except TopicNotFoundError:
@@ -259,6 +268,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         queue of this group"), as the Java proxy answers."""
         if (refused := self._admit(context, "QueryAssignment")) is not None:
             return service_pb2.QueryAssignmentResponse(status=refused)
+        if request.HasField("group") and (refused := group_refusal(request.group.name)):
+            return service_pb2.QueryAssignmentResponse(status=refused)
         queues, answer = await self._queues(request.topic.name)
         if answer.code != Code.OK:
             return service_pb2.QueryAssignmentResponse(status=answer)
@@ -269,6 +280,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self, request: service_pb2.HeartbeatRequest, context: Context
     ) -> service_pb2.HeartbeatResponse:
         if (refused := self._admit(context, "Heartbeat")) is not None:
+            return service_pb2.HeartbeatResponse(status=refused)
+        if request.HasField("group") and (refused := group_refusal(request.group.name)):
             return service_pb2.HeartbeatResponse(status=refused)
         return service_pb2.HeartbeatResponse(status=ok())
 
@@ -299,6 +312,9 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             try:
                 async for command in request_iterator:
                     if command.HasField("settings"):
+                        if (refused := settings_refusal(command.settings)) is not None:
+                            outbox.put_nowait(service_pb2.TelemetryCommand(status=refused))
+                            continue
                         self._settings(key, command.settings)
                         outbox.put_nowait(
                             service_pb2.TelemetryCommand(
@@ -389,6 +405,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         message_id = message.system_properties.message_id
         try:
             send, body = send_request(message, peer_host, 4, self._max_body)
+            if (refused := send_topic_refusal(send.topic)) is not None:
+                raise Refusal(refused)  # noqa: TRY301 - answered below, as every refusal
             route = await self._route(send.topic)
             if self._check_type:
                 await self._check_message_type(send.topic, send.properties)
@@ -456,6 +474,10 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
             yield service_pb2.ReceiveMessageResponse(status=refused)
             return
+        refused = consume_refusal(request.message_queue.topic.name, request.group.name)
+        if refused is not None:
+            yield service_pb2.ReceiveMessageResponse(status=refused)
+            return
         try:
             pop = receive_request(request)
             broker_name = request.message_queue.broker.name or await self._any_readable(pop.topic)
@@ -521,6 +543,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         needs = consume_needs(request.topic.name, request.group.name)
         if (refused := self._admit(context, "AckMessage", needs)) is not None:
             return service_pb2.AckMessageResponse(status=refused)
+        if (refused := consume_refusal(request.topic.name, request.group.name)) is not None:
+            return service_pb2.AckMessageResponse(status=refused)
         if not request.entries:
             return service_pb2.AckMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no entry")
@@ -571,6 +595,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         needs = consume_needs(request.topic.name, request.group.name)
         if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
             return service_pb2.ChangeInvisibleDurationResponse(status=refused)
+        if (refused := consume_refusal(request.topic.name, request.group.name)) is not None:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
         handle = request.receipt_handle
         broker_name = handle_broker(handle)
         if broker_name is None:
@@ -610,6 +636,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         needs = consume_needs(request.topic.name, request.group.name)
         if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
             return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        if (refused := consume_refusal(request.topic.name, request.group.name)) is not None:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
         answer = await forward_to_dead_letters(self._forward, request, self._deadline_s(context))
         return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=answer)
 
@@ -620,6 +648,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         across a failover (the same end again is accepted; the other one is refused)."""
         needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
         if (refused := self._admit(context, "EndTransaction", needs)) is not None:
+            return service_pb2.EndTransactionResponse(status=refused)
+        if request.topic.name and (refused := topic_refusal(request.topic.name)):
             return service_pb2.EndTransactionResponse(status=refused)
         try:
             broker_name, fields = end_fields(request)

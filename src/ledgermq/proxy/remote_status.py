@@ -31,6 +31,9 @@ _CODES: Final[dict[int, definition_pb2.Code.ValueType]] = {
     _R.SUBSCRIPTION_PARSE_FAILED: Code.ILLEGAL_FILTER_EXPRESSION,
     _R.SUBSCRIPTION_NOT_EXIST: Code.CONSUMER_GROUP_NOT_FOUND,
     _R.SUBSCRIPTION_GROUP_NOT_EXIST: Code.CONSUMER_GROUP_NOT_FOUND,
+    # a name that breaks the naming rules (the proxy checks names itself first; the remark
+    # names the rule)
+    _R.INVALID_PARAMETER: Code.BAD_REQUEST,
     _R.NO_MESSAGE: Code.INVALID_RECEIPT_HANDLE,
     _R.REQUEST_CODE_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,
     _R.VERSION_NOT_SUPPORTED: Code.NOT_IMPLEMENTED,

@@ -45,6 +45,13 @@ from ledgermq.proxy.message_types import (
     topic_message_type,
 )
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
+from ledgermq.proxy.name_status import (
+    consume_refusal,
+    group_refusal,
+    send_topic_refusal,
+    settings_refusal,
+    topic_refusal,
+)
 from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
@@ -205,6 +212,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
     async def _route_queues(
         self, topic: str
     ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
+        if (refused := topic_refusal(topic)) is not None:
+            return [], refused
         try:
             route = await self._routes.route(topic)
             endpoints = await self._routes.group_endpoints(route)
@@ -251,6 +260,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         this broker", POP), as the Java proxy answers."""
         if (refused := self._admit(context, "QueryAssignment")) is not None:
             return service_pb2.QueryAssignmentResponse(status=refused)
+        if request.HasField("group") and (refused := group_refusal(request.group.name)):
+            return service_pb2.QueryAssignmentResponse(status=refused)
         queues, answer = await self._route_queues(request.topic.name)
         if answer.code != Code.OK:
             return service_pb2.QueryAssignmentResponse(status=answer)
@@ -261,6 +272,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         self, request: service_pb2.HeartbeatRequest, context: Context
     ) -> service_pb2.HeartbeatResponse:
         if (refused := self._admit(context, "Heartbeat")) is not None:
+            return service_pb2.HeartbeatResponse(status=refused)
+        if request.HasField("group") and (refused := group_refusal(request.group.name)):
             return service_pb2.HeartbeatResponse(status=refused)
         return service_pb2.HeartbeatResponse(status=ok())
 
@@ -294,6 +307,10 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 async for command in request_iterator:
                     if command.HasField("settings"):
                         settings = command.settings
+                        limit = self._state.config.heartbeat_max_subscriptions
+                        if (refused := settings_refusal(settings, limit)) is not None:
+                            outbox.put_nowait(service_pb2.TelemetryCommand(status=refused))
+                            continue
                         if settings.client_type in _PRODUCERS:
                             topics = [t.name for t in settings.publishing.topics]
                             self._producers.publishes(key, topics)
@@ -362,6 +379,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
                 message, peer.rpartition(":")[0], broker_config.default_topic_queue_nums,
                 broker_config.max_message_size,
             )  # fmt: skip
+            if (refused := send_topic_refusal(send.topic)) is not None:
+                raise Refusal(refused)  # noqa: TRY301 - answered below, as every refusal
             config = self._state.topics.find(send.topic)
             if self._state.is_master and config is None:
                 # A v5 send never creates its topic (the Java proxy picks the queue from the
@@ -438,6 +457,9 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         if (refused := self._admit(context, "ReceiveMessage", needs)) is not None:
             yield service_pb2.ReceiveMessageResponse(status=refused)
             return
+        if (refused := consume_refusal(topic, group)) is not None:
+            yield service_pb2.ReceiveMessageResponse(status=refused)
+            return
         try:
             pop = receive_request(request)
             result = await self._services.pop.receive(pop)
@@ -478,6 +500,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         needs = consume_needs(topic, group)
         if (refused := self._admit(context, "AckMessage", needs)) is not None:
             return service_pb2.AckMessageResponse(status=refused)
+        if (refused := consume_refusal(topic, group)) is not None:
+            return service_pb2.AckMessageResponse(status=refused)
         if not request.entries:
             return service_pb2.AckMessageResponse(
                 status=status(Code.BAD_REQUEST, "the request holds no entry")
@@ -516,6 +540,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
             return service_pb2.ChangeInvisibleDurationResponse(status=refused)
+        if (refused := consume_refusal(topic, group)) is not None:
+            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
         if not request.HasField("invisible_duration"):
             return service_pb2.ChangeInvisibleDurationResponse(
                 status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
@@ -540,6 +566,8 @@ class MessagingServicer(PullConsumerRpcs, service_pb2_grpc.MessagingServiceServi
         group, topic = request.group.name, request.topic.name
         needs = consume_needs(topic, group)
         if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
+            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        if (refused := consume_refusal(topic, group)) is not None:
             return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
         try:
             await self._services.pop.forward_to_dead_letters(group, topic, request.receipt_handle)

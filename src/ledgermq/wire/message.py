@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 from ledgermq.errors import InvalidMessageError, MessageFormatError
 from ledgermq.speedups import PURE_PYTHON
+from ledgermq.wire.names import check_topic_name
 
 try:
     from ledgermq.wire._dispatch_scan import scan_dispatch_records as _c_scan
@@ -325,22 +326,13 @@ def _utf8(text: str, what: str) -> bytes:
 
 
 def validate_topic(topic: str) -> None:
-    """Raise ``InvalidMessageError`` unless ``topic`` is a legal topic name (``Validators``).
+    """Raise ``InvalidTopicNameError`` (an ``InvalidMessageError``) unless ``topic`` is a legal
+    topic name: the rule of ``ledgermq.wire.names`` (``Validators.checkTopic``).
 
     Legal: 1 to ``MAX_TOPIC_LENGTH`` characters out of letters, digits, ``%|_-`` (``%`` for the
     broker's ``%RETRY%`` and ``%DLQ%`` topics).
     """
-    if not topic:
-        raise InvalidMessageError("the topic name is empty")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidMessageError(
-            f"the topic name {topic[:40]!r}... is {len(topic)} characters long; "
-            f"the limit is {MAX_TOPIC_LENGTH}"
-        )
-    if TOPIC_PATTERN.fullmatch(topic) is None:
-        raise InvalidMessageError(
-            f"the topic name {topic!r} contains characters other than letters, digits and %|_-"
-        )
+    check_topic_name(topic)
 
 
 def validate_message(

@@ -44,6 +44,16 @@ class ClientProcessor:
 
     async def heartbeat(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
         heartbeat = parse_heartbeat(command.body)
+        self._service.check_heartbeat(
+            heartbeat.producer_groups,
+            [(data.group, data.subscriptions.keys()) for data in heartbeat.consumers],
+        )
+        wanted = {data.group for data in heartbeat.consumers}
+        self._service.check_registry(
+            client_groups=len(self._consumers.groups_of(heartbeat.client_id) | wanted),
+            new_groups=len(wanted - self._consumers.groups.keys()),
+            online_groups=len(self._consumers.groups),
+        )
         if conn not in self._watched:
             self._watched.add(conn)
             conn.add_close_callback(self._connection_closed)

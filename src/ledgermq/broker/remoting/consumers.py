@@ -174,6 +174,10 @@ class ConsumerManager:
             )
         return changed
 
+    def groups_of(self, client_id: str) -> set[str]:
+        """The consumer groups ``client_id`` is a member of now."""
+        return {name for name, info in self.groups.items() if client_id in info.members}
+
     def unregister(self, client_id: str, consumer_group: str | None) -> list[str]:
         changed = []
         for name, info in list(self.groups.items()):

@@ -16,7 +16,10 @@ from ledgermq.broker.errors import (
     IllegalMessageError,
     InvalidArgumentError,
     InvalidFilterError,
+    InvalidGroupError,
     InvalidHandleError,
+    InvalidQueueError,
+    InvalidTopicError,
     MaybeStoredError,
     NoSuchGroupError,
     NoSuchTopicError,
@@ -24,6 +27,7 @@ from ledgermq.broker.errors import (
     NotMasterError,
     NotRecallableError,
     NotStoredError,
+    OverLimitError,
     ServiceError,
     TransferRefusedError,
     UnavailableError,
@@ -43,6 +47,12 @@ _CODES: Final[dict[type[ServiceError], MQResponseCode]] = {
     UnsupportedError: MQResponseCode.SYSTEM_ERROR,
     IllegalMessageError: MQResponseCode.MESSAGE_ILLEGAL,
     InvalidArgumentError: MQResponseCode.SYSTEM_ERROR,
+    # a name that breaks the naming rules: RocketMQ's INVALID_PARAMETER, which no client retries
+    # (its TopicValidator answers SYSTEM_ERROR, which clients retry on another broker in vain)
+    InvalidTopicError: MQResponseCode.INVALID_PARAMETER,
+    InvalidGroupError: MQResponseCode.INVALID_PARAMETER,
+    OverLimitError: MQResponseCode.INVALID_PARAMETER,
+    InvalidQueueError: MQResponseCode.INVALID_PARAMETER,
     InvalidFilterError: MQResponseCode.SUBSCRIPTION_PARSE_FAILED,
     # RocketMQ 5's AckMessageProcessor answers an ack it cannot place so
     InvalidHandleError: MQResponseCode.NO_MESSAGE,

@@ -18,17 +18,17 @@ from ledgermq.broker.errors import (
     NotFoundError,
     TransferRefusedError,
 )
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
-    InvalidMessageError,
     LedgerMQError,
     MessageFormatError,
 )
 from ledgermq.raft import ResponseCode
-from ledgermq.wire.message import decode_records, validate_topic
+from ledgermq.wire.message import decode_records
 from ledgermq.wire.topic_attributes import apply_changes
 
 if TYPE_CHECKING:
@@ -79,11 +79,9 @@ class AdminService:
         """Create or update a topic through the ledger. ``attribute_changes`` (``+key=value`` /
         ``-key``, ``wire.topic_attributes``) apply to the attributes the topic has, which an
         update without changes keeps; ``config.attributes`` is ignored. Raises
-        ``InvalidArgumentError`` (name, queue counts, attributes) and ``NotMasterError``."""
-        try:
-            validate_topic(config.topic_name)
-        except InvalidMessageError as exc:
-            raise InvalidArgumentError(str(exc)) from None
+        ``InvalidArgumentError`` (name: ``InvalidTopicError``, queue counts, attributes) and
+        ``NotMasterError``."""
+        require_topic_name(config.topic_name)
         if not (1 <= config.read_queue_nums <= 1024 and 1 <= config.write_queue_nums <= 1024):
             raise InvalidArgumentError(
                 "readQueueNums and writeQueueNums must be between 1 and 1024"
@@ -112,6 +110,7 @@ class AdminService:
             await state.topics.on_topics_changed()
 
     async def put_group(self, config: SubscriptionGroupConfig) -> None:
+        require_group_name(config.group_name)
         state = self._state
         state.require_master("creating a subscription group")
         await state.topics.put_group(config)

@@ -12,12 +12,15 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.errors import ServiceError
+from ledgermq.broker.errors import OverLimitError, ServiceError
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.state.topics import retry_topic
 from ledgermq.broker.storage.filter.subscription import PullFilter, resolve
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
+
     from ledgermq.broker.state.broker_state import BrokerState
 
 __all__ = ["ClientService"]
@@ -38,6 +41,56 @@ class ClientService:
 
     def now_ms(self) -> int:
         return self._state.now_ms()
+
+    def check_heartbeat(
+        self, producer_groups: Sequence[str], consumers: Sequence[tuple[str, Collection[str]]]
+    ) -> None:
+        """Refuse a heartbeat (remoting HEART_BEAT, a v5 client's settings) before any of it is
+        registered or created: at most ``heartbeatMaxGroups`` groups and
+        ``heartbeatMaxSubscriptions`` subscribed topics (``OverLimitError``), every group and
+        topic a valid name (``InvalidGroupError`` / ``InvalidTopicError``). ``consumers``:
+        (group, subscribed topics) per consumer group.
+
+        Without this a heartbeat created groups and retry topics with any name (issue 25: one
+        named ``orders.v1`` later wrote a record no replica could index) and kept 100,000
+        subscriptions per client in memory."""
+        config = self._state.config
+        groups = len(producer_groups) + len(consumers)
+        if groups > config.heartbeat_max_groups:
+            raise OverLimitError(
+                f"the heartbeat names {groups} groups; the broker takes at most "
+                f"{config.heartbeat_max_groups} per heartbeat (heartbeatMaxGroups)"
+            )
+        subscriptions = sum(len(topics) for _, topics in consumers)
+        if subscriptions > config.heartbeat_max_subscriptions:
+            raise OverLimitError(
+                f"the heartbeat carries {subscriptions} subscriptions; the broker takes at most "
+                f"{config.heartbeat_max_subscriptions} per client (heartbeatMaxSubscriptions)"
+            )
+        for group in producer_groups:
+            require_group_name(group)
+        for group, topics in consumers:
+            require_group_name(group)
+            for topic in topics:
+                require_topic_name(topic)
+
+    def check_registry(self, *, client_groups: int, new_groups: int, online_groups: int) -> None:
+        """Refuse a heartbeat that would make its client a member of more than
+        ``heartbeatMaxGroups`` consumer groups (its earlier heartbeats' groups count until they
+        expire), or add groups to a registry already holding ``autoCreateGroupMax`` online
+        consumer groups (``OverLimitError``): a door's registry of clients stays bounded however
+        many heartbeats with new names arrive."""
+        config = self._state.config
+        if client_groups > config.heartbeat_max_groups:
+            raise OverLimitError(
+                f"the client would be a member of {client_groups} consumer groups; the broker "
+                f"takes at most {config.heartbeat_max_groups} per client (heartbeatMaxGroups)"
+            )
+        if new_groups and online_groups + new_groups > config.auto_create_group_max:
+            raise OverLimitError(
+                f"the broker already tracks {online_groups} online consumer groups; it takes "
+                f"no new one beyond {config.auto_create_group_max} (autoCreateGroupMax)"
+            )
 
     async def consumer_group_seen(self, group: str) -> None:
         """A consumer of ``group`` is alive: on the master, create the group's subscription

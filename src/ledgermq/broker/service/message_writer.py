@@ -26,6 +26,7 @@ from ledgermq.broker.errors import (
     ServiceError,
     UnavailableError,
 )
+from ledgermq.broker.names import require_topic_name
 from ledgermq.broker.storage.append_group import AppendGroup, AppendRefusedError
 from ledgermq.errors import (
     ConnectError,
@@ -118,8 +119,11 @@ class MessageWriter:
     ) -> None:
         """``put`` without a coroutine, for the send path: ``on_done`` gets the result or the
         refusal once, from the append's completion. Raises ``NotMasterError`` at once
-        when this replica is not the master."""
+        when this replica is not the master, ``InvalidTopicError`` for a topic no replica could
+        index (whoever asked: the doors check names first; this is the last stop before the
+        ledger, so a bad name never becomes a committed record: issue 25)."""
         state = self._state
+        require_topic_name(topic)
         state.require_master("storing messages")
         now = state.now_ms()
         store_host = split_host_port(state.config.address)

@@ -24,7 +24,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.errors import InvalidArgumentError, NotFoundError
+from ledgermq.broker.errors import (
+    InvalidArgumentError,
+    InvalidQueueError,
+    NoSuchTopicError,
+    NotFoundError,
+)
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError
 from ledgermq.wire.message import STORE_TIMESTAMP_POSITION
 
@@ -58,6 +64,8 @@ class OffsetService:
         answer an offset 1.2 s older than an acknowledged commit, which sends a consumer back
         over messages it already consumed. The master became master only after applying
         everything committed, so its answer includes every acknowledged commit."""
+        require_group_name(group)
+        require_topic_name(topic)
         self._state.require_master("reading a committed consumer offset")
         offset = self._state.writer.offset(group, topic, queue_id)
         if offset is None:
@@ -69,14 +77,29 @@ class OffsetService:
 
     async def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Commit ``group``'s offset in the queue through the ledger; returns once committed.
-        ``NO_POSITION`` is accepted and changes nothing. Raises ``InvalidArgumentError`` for
-        other negative offsets and ``NotMasterError`` on a slave."""
+        ``NO_POSITION`` is accepted and changes nothing. Raises ``InvalidGroupError`` /
+        ``InvalidTopicError`` for names that break the naming rules, ``NoSuchTopicError`` for
+        a topic the broker does not have, ``InvalidQueueError`` for a queue id the topic
+        does not have (as a pull is refused: an offset of queue -1 or 2147483647 is garbage
+        in the replicated metadata for ever) and other negative offsets, ``NotMasterError`` on
+        a slave."""
+        require_group_name(group)
+        require_topic_name(topic)
         if offset < NO_POSITION:
             raise InvalidArgumentError(
                 f"commitOffset {offset} is negative (only -1, 'no position yet', is accepted)"
             )
         state = self._state
         state.require_master("committing consumer offsets")
+        topic_config = state.topics.find(topic)
+        if topic_config is None:
+            raise NoSuchTopicError(f"topic[{topic}] not exist, apply first please!")
+        queues = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
+        if not 0 <= queue_id < queues:
+            raise InvalidQueueError(
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] has {queues} queues "
+                f"(0 <= queueId < {queues})"
+            )
         if offset != NO_POSITION:
             await state.writer.commit_offset(group, topic, queue_id, offset)
 

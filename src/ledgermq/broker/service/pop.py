@@ -52,6 +52,7 @@ from ledgermq.broker.errors import (
     NotStoredError,
     ServiceError,
 )
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.pop_table import pop_op
 from ledgermq.broker.state.topics import dlq_topic
@@ -200,6 +201,8 @@ class PopService:
         ``poll_ms``). Raises ``NotMasterError``, ``NoSuchTopicError``, ``ForbiddenError``,
         ``InvalidArgumentError`` or the filter's refusals."""
         state = self._state
+        require_group_name(request.group)
+        require_topic_name(request.topic)
         state.require_master("POP (receive)")
         if not 1 <= request.max_messages <= MAX_POP_MESSAGES:
             raise InvalidArgumentError(
@@ -434,6 +437,8 @@ class PopService:
         return lock
 
     def _handle(self, group: str, topic: str, text: str) -> tuple[PopHandle, PopKey]:
+        require_group_name(group)
+        require_topic_name(topic)
         self._state.require_master("POP (ack / change invisible time)")
         handle = PopHandle.parse(text)
         if handle.broker_name != self._state.config.broker_name:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import ForbiddenError, InvalidArgumentError, NoSuchTopicError
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.storage.consume_queue import BLANK_SIZE
 from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
@@ -167,6 +168,8 @@ class PullService:
         max_nums = max(1, min(request.max_nums, MAX_MESSAGES_PER_PULL))
         max_bytes = max(1, min(request.max_bytes, MAX_BYTES_PER_PULL))
         suspend_ms = min(max(request.suspend_ms, 0), MAX_SUSPEND_MS)
+        require_group_name(group)
+        require_topic_name(topic)
 
         if not is_readable(state.config.broker_permission):
             raise ForbiddenError(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import InvalidArgumentError, NotFoundError
+from ledgermq.broker.names import require_group_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.metadata import delay_offsets_op
@@ -87,6 +88,7 @@ class SendBackService:
         (``record_topic``: a group may copy only what it may consume into its own retry and
         dead-letter topics) or the store's refusals."""
         state = self._state
+        require_group_name(group)  # its %RETRY% / %DLQ% topic must be storable (issue 25)
         state.require_master("send-back")
         message = _read_message(state, offset)
         access.require(

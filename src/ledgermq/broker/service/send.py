@@ -26,6 +26,7 @@ from ledgermq.broker.errors import (
     InvalidArgumentError,
     ServiceError,
 )
+from ledgermq.broker.names import require_send_topic
 from ledgermq.broker.service.timers import RecallHandle, divert_timer, due_ms
 from ledgermq.broker.service.transactions import as_half, is_half
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
@@ -39,7 +40,6 @@ from ledgermq.wire.message import (
     encode_properties,
     find_property,
     validate_message,
-    validate_topic,
 )
 from ledgermq.wire.route import is_writable
 
@@ -168,10 +168,7 @@ class SendService:
         """Everything a send is checked for before its topic is looked at."""
         state = self._state
         state.require_master("send")
-        try:
-            validate_topic(request.topic)
-        except InvalidMessageError as exc:
-            raise IllegalMessageError(str(exc)) from None
+        require_send_topic(request.topic)
         items = self._messages(request, body)
         if request.batch and any(is_half(properties) for _, _, properties in items):
             raise IllegalMessageError("a transactional (half) message cannot be sent in a batch")

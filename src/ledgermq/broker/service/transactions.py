@@ -45,6 +45,7 @@ from ledgermq.broker.errors import (
     NoSuchTopicError,
     NotFoundError,
 )
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.undeliverable import drop_head, target_problem
 from ledgermq.broker.state.transactions import (
@@ -191,6 +192,10 @@ class TransactionService:
         message's real topic (checked once it is read: a request names it only by offset) or
         the store's refusals."""
         state = self._state
+        if request.topic:
+            require_topic_name(request.topic)
+        if request.producer_group:
+            require_group_name(request.producer_group)
         state.require_master("ending a transaction")
         half = self._read_half(request.commit_log_offset)
         access.require(

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NoSuchGroupError, NoSuchTopicError, NotStoredError
+from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig, put_group_op, put_topic_op
 from ledgermq.wire.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 
@@ -103,8 +104,11 @@ class TopicManager:
         return await self.create(TopicConfig(topic, queues, queues, PERM_READ | PERM_WRITE))
 
     async def create(self, config: TopicConfig) -> TopicConfig:
-        """Create or update a topic through the ledger; returns the applied config."""
-        name = config.topic_name
+        """Create or update a topic through the ledger; returns the applied config.
+
+        Raises ``InvalidTopicError`` for a name no replica could index: the last check before
+        the ledger, whichever door or service asked (``broker.names``)."""
+        name = require_topic_name(config.topic_name)
         pending = self._creating.get(name)
         if pending is not None and self.find(name) is None:
             await asyncio.shield(pending)
@@ -124,7 +128,7 @@ class TopicManager:
         return created
 
     async def ensure_retry_topic(self, group: str) -> TopicConfig:
-        name = retry_topic(group)
+        name = retry_topic(require_group_name(group))
         found = self.find(name)
         if found is not None:
             return found
@@ -132,7 +136,7 @@ class TopicManager:
         return await self.create(TopicConfig(name, queues, queues, PERM_READ | PERM_WRITE))
 
     async def ensure_dlq_topic(self, group: str) -> TopicConfig:
-        name = dlq_topic(group)
+        name = dlq_topic(require_group_name(group))
         found = self.find(name)
         if found is not None:
             return found
@@ -162,18 +166,31 @@ class TopicManager:
         return self._metadata.groups.get(name) or SubscriptionGroupConfig(name)
 
     async def ensure_group(self, name: str) -> SubscriptionGroupConfig:
+        """The group's config, created now if ``autoCreateSubscriptionGroup`` allows it and the
+        broker holds fewer than ``autoCreateGroupMax`` groups (a client naming ever new groups
+        must not grow the replicated metadata without bound: issue 25, item 12)."""
         found = self._metadata.groups.get(name)
         if found is not None:
             return found
+        require_group_name(name)
         if not self._config.auto_create_subscription_group:
             raise NoSuchGroupError(
                 f"subscription group [{name}] does not exist (autoCreateSubscriptionGroup is off)"
+            )
+        limit = self._config.auto_create_group_max
+        if len(self._metadata.groups) >= limit:
+            raise NoSuchGroupError(
+                f"subscription group [{name}] does not exist and is not created automatically: "
+                f"the broker holds {len(self._metadata.groups)} groups, autoCreateGroupMax is "
+                f"{limit} (create it with updateSubGroup)"
             )
         await self.put_group(SubscriptionGroupConfig(name))
         return self.group(name)
 
     async def put_group(self, config: SubscriptionGroupConfig) -> None:
-        key = "group:" + config.group_name
+        """Create or update a group through the ledger (``InvalidGroupError`` for a name
+        whose retry or dead-letter topic could not be stored)."""
+        key = "group:" + require_group_name(config.group_name)
         pending = self._creating.get(key)
         if pending is not None:
             await asyncio.shield(pending)

@@ -59,13 +59,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import struct
 from itertools import chain
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 
 from ledgermq.broker.storage._files import discard_from, make_dirs_durably, open_segment_log
-from ledgermq.errors import InvalidMessageError, StoreClosedError
+from ledgermq.errors import StoreClosedError
+from ledgermq.wire import names
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,9 +99,6 @@ _PACK_INTO: Final = _UNIT.pack_into
 _BLANK_BYTES: Final = _UNIT.pack(0, BLANK_SIZE, 0)
 _SCAN_UNITS: Final = 4096
 """Units unpacked per slice when scanning (recovery, skipping blanks)."""
-_TOPIC_NAME: Final = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
-"""RocketMQ's ``TopicValidator``: allowed characters and at most 127 of them. It also keeps a
-topic from naming anything but one directory under ``consumequeue``."""
 
 
 class CqUnit(NamedTuple):
@@ -134,16 +131,17 @@ def _units_struct(count: int) -> struct.Struct:
 
 
 def is_topic_name(name: str) -> bool:
-    """Whether ``name`` is a valid RocketMQ topic name (and so a safe directory name)."""
-    return _TOPIC_NAME.fullmatch(name) is not None
+    """Whether ``name`` is a valid RocketMQ topic name (``ledgermq.wire.names``, the one rule
+    every door checks), and so a safe directory name: at most 127 characters out of
+    ``a-z A-Z 0-9 % | _ -`` keep a topic from naming anything but one directory under
+    ``consumequeue``."""
+    return names.is_topic_name(name)
 
 
 def check_topic_name(topic: str) -> None:
-    """Raise ``InvalidMessageError`` unless ``topic`` is a valid RocketMQ topic name."""
-    if not is_topic_name(topic):
-        raise InvalidMessageError(
-            f"topic name {topic!r} is not valid: 1 to 127 characters from a-z A-Z 0-9 % | _ -"
-        )
+    """Raise ``InvalidMessageError`` (an ``InvalidTopicNameError`` naming the rule) unless
+    ``topic`` is a valid RocketMQ topic name."""
+    names.check_topic_name(topic)
 
 
 def queue_directory(root: str, topic: str, queue_id: int) -> str:
