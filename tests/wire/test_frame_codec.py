@@ -157,9 +157,11 @@ def streams(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-def _decode(chunks: list[bytes], max_frame_bytes: int) -> tuple[list[RemotingCommand], str, int]:
+def _decode(
+    chunks: list[bytes], max_frame_bytes: int, **limits: int
+) -> tuple[list[RemotingCommand], str, int]:
     """Commands, the error's message ('' for none) and what stayed buffered."""
-    decoder = FrameDecoder(max_frame_bytes)
+    decoder = FrameDecoder(max_frame_bytes, **limits)
     out: list[RemotingCommand] = []
     try:
         for chunk in chunks:
@@ -176,6 +178,21 @@ def test_decoding_matches_the_reference(data: bytes, pieces: int, limit: int) ->
     in_c = _decode(chunks, limit)
     with python_only():
         reference = _decode(chunks, limit)
+    assert in_c == reference
+
+
+@given(streams(), st.integers(1, 5), st.integers(0, 80), st.integers(0, 4))
+def test_the_header_limits_match_the_reference(
+    data: bytes, pieces: int, max_header_bytes: int, max_ext_fields: int
+) -> None:
+    """Issue 25 item 6: the C loop leaves a header over either limit to the Python loop, which
+    refuses it with the same message at the same byte."""
+    size = max(1, len(data) // pieces)
+    chunks = [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+    limits = {"max_header_bytes": max_header_bytes, "max_ext_fields": max_ext_fields}
+    in_c = _decode(chunks, 1 << 20, **limits)
+    with python_only():
+        reference = _decode(chunks, 1 << 20, **limits)
     assert in_c == reference
 
 

@@ -5,10 +5,15 @@ from collections.abc import Mapping
 
 from ledgermq.wire.frame import RemotingCommand
 
+ABI: int
+"""2 since ``decode_frames`` takes the header limits; ``wire.frame`` uses no other build."""
+
 def decode_frames(
     data: bytes | bytearray | memoryview,
     pos: int,
     max_frame_bytes: int,
+    max_header_bytes: int,
+    max_ext_fields: int,
     commands: list[RemotingCommand],
     command_type: type[RemotingCommand],
     language_names: tuple[str, ...],
