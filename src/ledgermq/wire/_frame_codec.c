@@ -19,7 +19,15 @@
  * is checked from the header word, before the frame is whole, as the Python loop does: a frame
  * over it is refused without being buffered (issue 25 item 6).
  *
- * ABI is 2 since decode_frames takes the two header limits; frame.py uses no other build.
+ * new_body(size) and fill_body(body, offset, data) receive a large frame's body straight into
+ * its own bytes object, read by read (frame.py's _LargeFrame): new_body returns a bytes object of
+ * `size` bytes whose contents are not set, fill_body copies `data` into it at `offset`. Writing
+ * into a bytes object is only sound while nobody else has seen it: _LargeFrame holds the only
+ * reference until every byte is written, then hands it out. The reference keeps the reads and
+ * joins them.
+ *
+ * ABI is 3 since decode_frames takes the two header limits and the body functions exist;
+ * frame.py uses no other build.
  *
  * encode_head(code, language, version, opaque, flag, remark, ext_fields, body_length) returns
  * the length prefix, the header word and the binary header, or None for anything it does not
@@ -386,6 +394,51 @@ encode_head(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     return out;
 }
 
+static PyObject *
+new_body(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "new_body: the size must not be negative");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(NULL, size);
+}
+
+static PyObject *
+fill_body(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fill_body takes exactly 3 arguments");
+        return NULL;
+    }
+    PyObject *body = args[0];
+    if (!PyBytes_CheckExact(body)) {
+        PyErr_SetString(PyExc_TypeError, "fill_body: body must be a bytes object from new_body");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[2], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(body);
+    if (offset < 0 || offset > size || data.len > size - offset) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "fill_body: the data runs past the body");
+        return NULL;
+    }
+    memcpy(PyBytes_AS_STRING(body) + offset, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_frames", decode_frames, METH_VARARGS,
      "decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, commands, "
@@ -394,6 +447,10 @@ static PyMethodDef methods[] = {
     {"encode_head", (PyCFunction)(void (*)(void))encode_head, METH_FASTCALL,
      "encode_head(code, language, version, opaque, flag, remark, ext_fields, body_length) -> "
      "the length prefix, header word and binary header, or None (the reference decides)."},
+    {"new_body", new_body, METH_O,
+     "new_body(size) -> a bytes object of size bytes, contents not set, for fill_body."},
+    {"fill_body", (PyCFunction)(void (*)(void))fill_body, METH_FASTCALL,
+     "fill_body(body, offset, data) -> None: copy data into body (from new_body) at offset."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -406,7 +463,7 @@ PyMODINIT_FUNC
 PyInit__frame_codec(void)
 {
     PyObject *created = PyModule_Create(&module);
-    if (created != NULL && PyModule_AddIntConstant(created, "ABI", 2) < 0) {
+    if (created != NULL && PyModule_AddIntConstant(created, "ABI", 3) < 0) {
         Py_DECREF(created);
         return NULL;
     }

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from ledgermq.wire.frame import RemotingCommand
 
 ABI: int
-"""2 since ``decode_frames`` takes the header limits; ``wire.frame`` uses no other build."""
+"""3 since ``decode_frames`` takes the header limits and the body functions exist;
+``wire.frame`` uses no other build."""
 
 def decode_frames(
     data: bytes | bytearray | memoryview,
@@ -34,3 +35,9 @@ def encode_head(
     /,
 ) -> bytes | None:
     """The length prefix, header word and binary header; None: the reference decides."""
+
+def new_body(size: int, /) -> bytes:
+    """A ``bytes`` of ``size`` bytes whose contents are not set yet, for ``fill_body``."""
+
+def fill_body(body: bytes, offset: int, data: bytes | bytearray | memoryview, /) -> None:
+    """Copy ``data`` into ``body`` (from ``new_body``, seen by nobody else) at ``offset``."""
