@@ -10,11 +10,13 @@ import pytest
 
 from ledgermq.errors import ConnectionClosedError
 from ledgermq.net import Connection
+from ledgermq.net.connection import COMMANDS_PER_PASS
 from ledgermq.wire import (
     SEPARATE_BODY_BYTES,
     FrameDecoder,
     MQResponseCode,
     RemotingCommand,
+    SerializeType,
     encode_frame,
 )
 
@@ -34,6 +36,7 @@ class RecordingTransport(asyncio.Transport):
         self.closing = False
         self.aborted = False
         self.eof_written = False
+        self.reading = True
 
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
@@ -57,6 +60,12 @@ class RecordingTransport(asyncio.Transport):
 
     def can_write_eof(self) -> bool:
         return True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
 
     def write_eof(self) -> None:
         self.eof_written = True
@@ -239,5 +248,35 @@ def test_close_callbacks_run_once_and_late_ones_run_soon() -> None:
         conn.add_close_callback(lambda c: calls.append("late"))
         await asyncio.sleep(0)
         assert calls == ["early", "second", "late"]
+
+    arun(main())
+
+
+def test_a_read_of_many_requests_is_handled_over_several_loop_passes() -> None:
+    """Issue 25 item 6: one 256 KiB read of 29-byte requests held a broker's loop (and its
+    replica's Raft) for 200 ms. At most COMMANDS_PER_PASS commands are handled per pass of the
+    loop, with reading paused until the backlog is done; order is kept."""
+    got: list[int] = []
+
+    async def main() -> None:
+        conn, transport = connect(lambda c, cmd: got.append(cmd.opaque))
+        data = b"".join(
+            encode_frame(RemotingCommand(code=1, opaque=i, serialize_type=kind))
+            for i in range(150)
+            for kind in (SerializeType.JSON, SerializeType.ROCKETMQ)
+        )
+        conn.data_received(data[: len(data) // 2])
+        assert len(got) == COMMANDS_PER_PASS
+        assert not transport.reading
+        conn.data_received(data[len(data) // 2 :])  # held for the backlog's pass, in order
+        assert len(got) == COMMANDS_PER_PASS
+        passes = 1
+        while len(got) < 300:
+            await asyncio.sleep(0)
+            passes += 1
+            assert len(got) <= passes * COMMANDS_PER_PASS
+        assert got == [i for i in range(150) for _ in range(2)]
+        await asyncio.sleep(0)
+        assert transport.reading
 
     arun(main())

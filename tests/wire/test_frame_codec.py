@@ -240,6 +240,40 @@ def test_a_16_mib_body_is_received_into_its_own_bytes_without_a_last_copy(
     assert decoder.buffered == 3  # what followed the frame in the last read
 
 
+def _decode_in_passes(
+    chunks: list[bytes], max_commands: int
+) -> tuple[list[list[RemotingCommand]], str, int]:
+    """``_decode`` with at most ``max_commands`` per call, going on with ``feed(b"")``: the
+    commands of each call, the error's message and what stayed buffered."""
+    decoder = FrameDecoder(1 << 20, large_frame_bytes=64)
+    passes: list[list[RemotingCommand]] = []
+    try:
+        for chunk in chunks:
+            passes.append(decoder.feed(chunk, max_commands))
+            while len(passes[-1]) == max_commands:
+                passes.append(decoder.feed(b"", max_commands))
+    except ProtocolError as exc:
+        return passes, str(exc), decoder.buffered
+    return passes, "", decoder.buffered
+
+
+@given(streams(), st.integers(1, 5), st.integers(1, 3))
+def test_decoding_a_few_commands_per_call_matches_the_reference(
+    data: bytes, pieces: int, max_commands: int
+) -> None:
+    """Issue 25 item 6: a read full of small requests is decoded a few commands per pass of the
+    loop; the C loop stops at the same command as the reference."""
+    size = max(1, len(data) // pieces)
+    chunks = [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+    in_c = _decode_in_passes(chunks, max_commands)
+    with python_only():
+        reference = _decode_in_passes(chunks, max_commands)
+    assert in_c == reference
+    assert all(len(one) <= max_commands for one in in_c[0])
+    if not in_c[1]:
+        assert [c for one in in_c[0] for c in one] == _decode(chunks, 1 << 20)[0]
+
+
 @given(st.binary(max_size=64))
 def test_noise_after_a_binary_prefix_matches_the_reference(noise: bytes) -> None:
     header_word = (ROCKETMQ << 24) | len(noise)

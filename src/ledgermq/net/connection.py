@@ -15,7 +15,10 @@ It does four things and nothing else:
 - request ids: ``request`` gives each command a fresh ``opaque`` and completes its future when a
   response with that ``opaque`` arrives; timed-out answers that arrive late are dropped;
 - everything else that arrives (requests, one-way commands, responses nobody waits for) goes to
-  the ``Handler``, synchronously and in arrival order.
+  the ``Handler``, synchronously and in arrival order, at most ``COMMANDS_PER_PASS`` per pass
+  of the event loop: a read can hold thousands of small requests (one 256 KiB read of 29-byte
+  frames held a broker's loop, which also runs its replica's Raft, for 200 ms), so the rest
+  wait in the decoder for the next pass, with reading paused meanwhile.
 
 Dispatch by request code belongs to the handler (the ledger, broker and name server each have
 their own table), not here.
@@ -66,6 +69,9 @@ _OPAQUE_MAX: Final = (1 << 31) - 1
 """``opaque`` is an int32 on the wire; ours stay positive and wrap back to 1."""
 _ABANDONED_MEMORY: Final = 4096
 """How many timed-out or cancelled opaques we remember, to drop their late answers quietly."""
+COMMANDS_PER_PASS: Final = 64
+"""The most commands one pass of the event loop decodes and hands to the handler for one
+connection (a few milliseconds of work at most); the rest wait for the next pass."""
 _REFUSAL_LINGER_S: Final = 2.0
 """After answering a refused frame: how long the connection keeps reading (and dropping) what
 the peer still sends before it closes. Closing with unread bytes makes the kernel reset the
@@ -125,6 +131,12 @@ class Connection(asyncio.Protocol):
         #: After a refused frame was answered: the timer that closes the half-closed transport
         #: (``_answer_refusal``); until then the close callbacks wait for ``connection_lost``.
         self._linger: asyncio.TimerHandle | None = None
+
+        # A read that held more than COMMANDS_PER_PASS commands: the pass that goes on with the
+        # rest, and what arrived meanwhile (only from a transport that cannot pause reading).
+        self._backlog: asyncio.Handle | None = None
+        self._held: list[bytes] = []
+        self._reading_paused = False
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -286,6 +298,10 @@ class Connection(asyncio.Protocol):
         """``closed`` as a call: handlers run in between, and mypy must not narrow it."""
         return self._close_reason is not None
 
+    def _backlog_pending(self) -> bool:
+        """Whether another pass over the decoder's backlog is scheduled (a call, for mypy)."""
+        return self._backlog is not None
+
     def _raise_if_closed(self) -> None:
         if self._close_reason is not None:
             raise ConnectionClosedError(self._close_reason, self.address)
@@ -311,8 +327,30 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._is_closed():
             return
+        if self._backlog is not None:  # the next pass goes on with the decoder's backlog first
+            self._held.append(data)
+            return
+        self._receive(data)
+
+    def _work_backlog(self) -> None:
+        """The next pass over a read that held more than ``COMMANDS_PER_PASS`` commands."""
+        self._backlog = None
+        if self._is_closed():
+            return
+        held = b"".join(self._held)
+        self._held.clear()
+        self._receive(held)
+        if self._reading_paused and not self._backlog_pending():
+            self._reading_paused = False
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.resume_reading()
+
+    def _receive(self, data: bytes) -> None:
+        """Decode and hand out at most ``COMMANDS_PER_PASS`` commands; if there may be more,
+        pause reading and go on in the next pass of the loop (after its timers and the other
+        connections' reads)."""
         try:
-            commands = self._decoder.feed(data)
+            commands = self._decoder.feed(data, COMMANDS_PER_PASS)
         except Http2PrefaceError:
             self._refuse_grpc_client()
             return
@@ -331,6 +369,14 @@ class Connection(asyncio.Protocol):
             if self._transport is not None:
                 self._transport.abort()
             return
+        if len(commands) >= COMMANDS_PER_PASS:
+            self._backlog = self._loop.call_soon(self._work_backlog)
+            if not self._reading_paused and self._transport is not None:
+                try:
+                    self._transport.pause_reading()
+                    self._reading_paused = True
+                except NotImplementedError:  # the in-memory pipe: data_received holds it
+                    pass
         for command in commands:
             if self._is_closed():  # the handler closed us: the rest of the batch is not wanted
                 return
@@ -417,6 +463,10 @@ class Connection(asyncio.Protocol):
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
+        if self._backlog is not None:
+            self._backlog.cancel()
+            self._backlog = None
+        self._held.clear()
         self._mark_closed(reason)
         if not self._lost.done():
             self._lost.set_result(None)

@@ -8,9 +8,9 @@
  * that. Our own client and the replicas' links speak the binary header (serializeType
  * ROCKETMQ, as any RocketMQ client may); JSON frames stay on the Python path.
  *
- * decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, commands,
- * command_type, language_names) decodes consecutive whole binary-header frames of `data` from
- * `pos`, appends a command_type(code, opaque, flag, remark, ext_fields, body, language, version,
+ * decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, max_commands,
+ * commands, command_type, language_names) decodes consecutive whole binary-header frames of
+ * `data` from `pos` until `commands` holds max_commands, appends a command_type(code, opaque, flag, remark, ext_fields, body, language, version,
  * 1) for each to `commands`, and returns where it stopped: the end of the whole frames, or the
  * first frame it leaves to the Python loop (a JSON header, an unknown type, a bad length, a
  * header over max_header_bytes or with more than max_ext_fields fields, a malformed header, an
@@ -26,8 +26,8 @@
  * reference until every byte is written, then hands it out. The reference keeps the reads and
  * joins them.
  *
- * ABI is 3 since decode_frames takes the two header limits and the body functions exist;
- * frame.py uses no other build.
+ * ABI is 4 since decode_frames takes the two header limits and max_commands and the body
+ * functions exist; frame.py uses no other build.
  *
  * encode_head(code, language, version, opaque, flag, remark, ext_fields, body_length) returns
  * the length prefix, the header word and the binary header, or None for anything it does not
@@ -198,12 +198,13 @@ decode_frames(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t limit;
     Py_ssize_t max_header_bytes;
     Py_ssize_t max_ext_fields;
+    Py_ssize_t max_commands;
     PyObject *commands;
     PyObject *command_type;
     PyObject *language_names;
-    if (!PyArg_ParseTuple(args, "y*nnnnO!OO!", &view, &pos, &limit, &max_header_bytes,
-                          &max_ext_fields, &PyList_Type, &commands, &command_type, &PyTuple_Type,
-                          &language_names)) {
+    if (!PyArg_ParseTuple(args, "y*nnnnnO!OO!", &view, &pos, &limit, &max_header_bytes,
+                          &max_ext_fields, &max_commands, &PyList_Type, &commands, &command_type,
+                          &PyTuple_Type, &language_names)) {
         return NULL;
     }
     if (PyTuple_GET_SIZE(language_names) < 1) {
@@ -216,7 +217,7 @@ decode_frames(PyObject *Py_UNUSED(module), PyObject *args)
     if (pos < 0) {
         pos = 0;
     }
-    while (pos <= end && end - pos >= 8) {
+    while (pos <= end && end - pos >= 8 && PyList_GET_SIZE(commands) < max_commands) {
         int32_t length = be_i32(data + pos);
         if (length < 4 || length > limit) {
             break;
@@ -441,9 +442,9 @@ fill_body(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"decode_frames", decode_frames, METH_VARARGS,
-     "decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, commands, "
-     "command_type, language_names) -> where it stopped: the binary-header frames of data from "
-     "pos, appended to commands."},
+     "decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, max_commands, "
+     "commands, command_type, language_names) -> where it stopped: the binary-header frames of "
+     "data from pos, appended to commands."},
     {"encode_head", (PyCFunction)(void (*)(void))encode_head, METH_FASTCALL,
      "encode_head(code, language, version, opaque, flag, remark, ext_fields, body_length) -> "
      "the length prefix, header word and binary header, or None (the reference decides)."},
@@ -463,7 +464,7 @@ PyMODINIT_FUNC
 PyInit__frame_codec(void)
 {
     PyObject *created = PyModule_Create(&module);
-    if (created != NULL && PyModule_AddIntConstant(created, "ABI", 3) < 0) {
+    if (created != NULL && PyModule_AddIntConstant(created, "ABI", 4) < 0) {
         Py_DECREF(created);
         return NULL;
     }

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from ledgermq.wire.frame import RemotingCommand
 
 ABI: int
-"""3 since ``decode_frames`` takes the header limits and the body functions exist;
-``wire.frame`` uses no other build."""
+"""4 since ``decode_frames`` takes the header limits and ``max_commands`` and the body functions
+exist; ``wire.frame`` uses no other build."""
 
 def decode_frames(
     data: bytes | bytearray | memoryview,
@@ -15,13 +15,15 @@ def decode_frames(
     max_frame_bytes: int,
     max_header_bytes: int,
     max_ext_fields: int,
+    max_commands: int,
     commands: list[RemotingCommand],
     command_type: type[RemotingCommand],
     language_names: tuple[str, ...],
     /,
 ) -> int:
-    """Append the whole binary-header frames of ``data`` from ``pos`` to ``commands``; where it
-    stopped (the end, or the first frame it leaves to the Python loop)."""
+    """Append the whole binary-header frames of ``data`` from ``pos`` to ``commands`` until it
+    holds ``max_commands``; where it stopped (the end, that count, or the first frame it leaves
+    to the Python loop)."""
 
 def encode_head(
     code: int,

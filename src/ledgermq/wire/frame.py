@@ -60,6 +60,7 @@ import enum
 import json
 import re
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -85,7 +86,7 @@ except ImportError:  # pragma: no cover - the extension is optional (no C compil
     _c_encode_head = None  # type: ignore[assignment]
     _c_new_body = _c_fill_body = None  # type: ignore[assignment]
 else:
-    if getattr(_frame_codec, "ABI", 1) != 3:  # pragma: no cover - a stale build
+    if getattr(_frame_codec, "ABI", 1) != 4:  # pragma: no cover - a stale build
         # built before the header limits, its decode_frames takes other arguments: unused
         _c_decode_frames = None  # type: ignore[assignment]
         _c_encode_head = None  # type: ignore[assignment]
@@ -379,8 +380,10 @@ class FrameDecoder:
         large = self._large
         return len(self._buffer) + (0 if large is None else large.received)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
-        """Every whole command in what has arrived so far, in order.
+    def feed(self, data: bytes, max_commands: int = sys.maxsize) -> list[RemotingCommand]:
+        """Every whole command in what has arrived so far, in order; at most ``max_commands``
+        of them, the rest staying buffered for the next call (``feed(b"")`` goes on), so that
+        a caller can spread a read full of small requests over several passes of its loop.
 
         The frames are read at offsets and the consumed bytes dropped once per call (not after
         each frame: a read holding 16 requests moved the rest of the buffer 16 times), and when
@@ -414,7 +417,7 @@ class FrameDecoder:
             source = data
         try:
             with memoryview(source) as view:
-                consumed = self._frames(view, commands)
+                consumed = self._frames(view, commands, max_commands)
         except ProtocolError as exc:
             self._failed = exc
             buf.clear()
@@ -425,7 +428,7 @@ class FrameDecoder:
             buf += data[consumed:]
         return commands
 
-    def _frames(self, view: memoryview, commands: list[RemotingCommand]) -> int:
+    def _frames(self, view: memoryview, commands: list[RemotingCommand], max_commands: int) -> int:
         """Decode the whole frames at the start of ``view`` into ``commands``; the bytes used.
 
         Raises FrameRefusedError for the first frame that breaks a rule, as soon as the bytes
@@ -438,14 +441,14 @@ class FrameDecoder:
         max_header = self.max_header_bytes
         max_fields = self.max_ext_fields
         c_frames = _c_decode_frames if _use_c_frames else None
-        while end - pos >= 4:
+        while end - pos >= 4 and len(commands) < max_commands:
             if c_frames is not None:
                 # the binary frames from here; the Python loop takes the one it stopped at
                 pos = c_frames(
-                    view, pos, limit, max_header, max_fields, commands, RemotingCommand,
-                    _LANGUAGE_NAMES,
+                    view, pos, limit, max_header, max_fields, max_commands, commands,
+                    RemotingCommand, _LANGUAGE_NAMES,
                 )  # fmt: skip
-                if end - pos < 4:
+                if end - pos < 4 or len(commands) >= max_commands:
                     break
             (length,) = _LENGTH.unpack_from(view, pos)
             if length < 4:
