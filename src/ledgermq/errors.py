@@ -19,6 +19,7 @@ __all__ = [
     "CorruptLogError",
     "DiskFullError",
     "EntryTooLargeError",
+    "FrameRefusedError",
     "Http2PrefaceError",
     "InconsistentLogError",
     "IndexCompactedError",
@@ -182,6 +183,21 @@ class ProtocolError(LedgerMQError):
     Raised only by the frame decoder (and request parsers built on it); the message says what
     was wrong and where, never echoing more than a few bytes of the input.
     """
+
+
+class FrameRefusedError(ProtocolError):
+    """One frame broke a rule of the frame decoder (its length, its header's size or field
+    count, a header that does not parse): answer it with this message, then close.
+
+    ``opaque`` is the refused request's when it could be read (else 0) and ``serialize_type``
+    its header type, so that the answer reaches the caller waiting for it; the stream has lost
+    its framing all the same, and nothing after the frame is read.
+    """
+
+    def __init__(self, message: str, *, opaque: int = 0, serialize_type: int = 0) -> None:
+        super().__init__(message)
+        self.opaque = opaque
+        self.serialize_type = serialize_type
 
 
 class Http2PrefaceError(ProtocolError):

@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import logging
 import random
+import struct
 
 import pytest
 
 from ledgermq.errors import ConnectionClosedError, RequestTimeoutError
 from ledgermq.net import Connection, Network
-from ledgermq.wire import RemotingCommand
+from ledgermq.wire import FrameDecoder, MQResponseCode, RemotingCommand
 
 from .conftest import HOST, OK, arun, echo, eventually, ignore, make_network, request
 
@@ -190,14 +191,20 @@ def test_listener_close_closes_accepted_connections(network: Network) -> None:
 
 
 def test_oversized_frame_closes_only_that_connection(network_kind: str) -> None:
+    """It is answered first (MESSAGE_ILLEGAL, the reason), then that connection closes."""
     network = make_network(network_kind, max_frame_bytes=1024)
 
     async def main() -> None:
         listener = await network.serve(HOST, 0, echo)
         bad = await network.connect(HOST, listener.port, ignore, timeout_s=1)
         good = await network.connect(HOST, listener.port, ignore, timeout_s=1)
+        answer = await bad.request(request(body=b"x" * 2000), timeout_s=2)
+        assert answer.code == MQResponseCode.MESSAGE_ILLEGAL
+        assert answer.remark is not None
+        assert "exceeds the limit of 1024 bytes" in answer.remark
+        await asyncio.wait_for(bad.wait_closed(), 3)
         with pytest.raises(ConnectionClosedError):
-            await bad.request(request(body=b"x" * 2000), timeout_s=2)
+            await bad.request(request(body=b"again"), timeout_s=1)
         assert (await good.request(request(body=b"fine"), timeout_s=1)).body == b"fine"
         good.close()
         listener.close()
@@ -216,8 +223,11 @@ def test_tcp_garbage_gets_the_connection_closed_and_others_are_served(
         listener = await network.serve(HOST, 0, echo)
         reader, writer = await asyncio.open_connection(HOST, listener.port)
         writer.write(b"\x00\x00\x00\x0c\x07\x00\x00\x04garbage!")  # serialize type 7
-        with contextlib.suppress(ConnectionResetError):  # the server aborts: a reset, or EOF
-            assert await asyncio.wait_for(reader.read(), 2) == b""
+        # answered (the reason; opaque 0: it cannot be read), then EOF
+        (answer,) = FrameDecoder().feed(await asyncio.wait_for(reader.read(), 4))
+        assert (answer.code, answer.opaque) == (MQResponseCode.MESSAGE_ILLEGAL, 0)
+        assert answer.remark is not None
+        assert "unknown serialize type 7" in answer.remark
         writer.close()
         with contextlib.suppress(ConnectionResetError):
             await writer.wait_closed()
@@ -257,3 +267,93 @@ def test_handler_exception_is_logged_and_the_connection_stays(
     (record,) = caplog.records
     assert "code 13" in record.getMessage()
     assert record.exc_info is not None
+
+
+async def _answer_to(port: int, data: bytes) -> tuple[list[RemotingCommand], bytes]:
+    """Send ``data`` on a raw TCP connection; the frames that came back before the server's
+    close, and what followed them (b"" for a clean close)."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        writer.write(data)
+        with contextlib.suppress(ConnectionError):  # refused early: the rest went unread
+            await writer.drain()
+        received = await asyncio.wait_for(reader.read(), 4)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    decoder = FrameDecoder()
+    return decoder.feed(received), received[len(received) - decoder.buffered :]
+
+
+def _json_frame(header: bytes) -> bytes:
+    return struct.pack(">ii", 4 + len(header), len(header)) + header
+
+
+def test_a_header_over_64_kib_is_answered_then_closed_and_others_are_served() -> None:
+    """Issue 25 item 6: a 16 MiB header of 700,000 extFields held the event loop for seconds.
+    The frame is refused from its header word, answered with its opaque and the limit, and the
+    connection closed; the port keeps serving."""
+    network = make_network("tcp")
+    fields = ",".join(f'"f{i:06d}":"xxxxxxxxxx"' for i in range(50_000))
+    header = f'{{"code":10,"opaque":77,"extFields":{{{fields}}}}}'.encode()
+
+    async def main() -> None:
+        listener = await network.serve(HOST, 0, echo)
+        answers, rest = await _answer_to(listener.port, _json_frame(header))
+        assert [(a.code, a.opaque, a.is_response) for a in answers] == [
+            (MQResponseCode.MESSAGE_ILLEGAL, 77, True)
+        ]
+        assert answers[0].remark == (
+            f"frame refused: a header of {len(header)} bytes exceeds the limit of 65536 bytes"
+            " (RocketMQ's clients send a few hundred)"
+        )
+        assert rest == b""
+        good = await network.connect(HOST, listener.port, ignore, timeout_s=1)
+        assert (await good.request(request(body=b"ok"), timeout_s=1)).body == b"ok"
+        good.close()
+        listener.close()
+        await listener.wait_closed()
+
+    arun(main())
+
+
+def test_a_header_nested_1000_deep_is_answered_before_the_close() -> None:
+    """Issue 25 item 22: the connection used to close with no answer."""
+    network = make_network("tcp")
+    nested = "[" * 1000 + "]" * 1000
+    header = f'{{"code":10,"opaque":41,"extFields":{{"a":{nested}}}}}'.encode()
+
+    async def main() -> None:
+        listener = await network.serve(HOST, 0, echo)
+        answers, rest = await _answer_to(listener.port, _json_frame(header))
+        assert [(a.code, a.opaque) for a in answers] == [(MQResponseCode.MESSAGE_ILLEGAL, 41)]
+        assert answers[0].remark is not None
+        assert answers[0].remark.startswith("frame refused: ")
+        assert rest == b""
+        listener.close()
+        await listener.wait_closed()
+
+    arun(main())
+
+
+def test_closing_the_listener_ends_the_wait_after_an_answered_refusal() -> None:
+    """A refused frame's connection lingers (half-closed) to let the answer through; closing
+    the listener closes it at once."""
+    network = make_network("tcp")
+
+    async def main() -> None:
+        listener = await network.serve(HOST, 0, echo)
+        reader, writer = await asyncio.open_connection(HOST, listener.port)
+        writer.write(struct.pack(">ii", 2, 0))  # a frame length below the minimum
+        prefix = await asyncio.wait_for(reader.readexactly(4), 2)
+        body = await reader.readexactly(int.from_bytes(prefix, "big"))
+        (answer,) = FrameDecoder().feed(prefix + body)
+        assert answer.code == MQResponseCode.MESSAGE_ILLEGAL
+        listener.close()
+        await asyncio.wait_for(listener.wait_closed(), 1)  # not the 2 s linger
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+    arun(main())

@@ -10,7 +10,15 @@ import pytest
 
 from ledgermq.errors import ConnectionClosedError
 from ledgermq.net import Connection
-from ledgermq.wire import SEPARATE_BODY_BYTES, FrameDecoder, RemotingCommand, encode_frame
+from ledgermq.net.connection import COMMANDS_PER_PASS
+from ledgermq.wire import (
+    SEPARATE_BODY_BYTES,
+    FrameDecoder,
+    MQResponseCode,
+    RemotingCommand,
+    SerializeType,
+    encode_frame,
+)
 
 from .conftest import arun, ignore, request
 
@@ -27,6 +35,8 @@ class RecordingTransport(asyncio.Transport):
         self.buffered = 0
         self.closing = False
         self.aborted = False
+        self.eof_written = False
+        self.reading = True
 
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
@@ -47,6 +57,18 @@ class RecordingTransport(asyncio.Transport):
 
     def abort(self) -> None:
         self.closing = self.aborted = True
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def write_eof(self) -> None:
+        self.eof_written = True
 
 
 def connect(handler: Any = ignore) -> tuple[Connection, RecordingTransport]:
@@ -155,29 +177,44 @@ def test_drain_waits_for_resume_writing_and_fails_on_close() -> None:
     arun(main())
 
 
-def test_protocol_error_aborts_logs_once_and_fails_pending(
+def test_a_refused_frame_is_answered_logged_once_and_fails_pending(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Answered (MESSAGE_ILLEGAL, the reason), half-closed, then closed after the linger; what
+    the peer sends meanwhile is dropped."""
     got: list[RemotingCommand] = []
 
     async def main() -> None:
         conn, transport = connect(lambda c, cmd: got.append(cmd))
         pending = asyncio.ensure_future(conn.request(request(), timeout_s=2))
         await asyncio.sleep(0)
+        transport.writes.clear()
         valid = encode_frame(request(code=5))
         conn.data_received(valid + b"\x7f\xff\xff\xff")  # a whole frame, then a 2 GiB length
         assert got == []  # the decoder drops the whole read that broke the stream
-        assert transport.aborted
+        *_, answer = FrameDecoder().feed(b"".join(transport.writes))  # after the request
+        assert answer.is_response
+        assert answer.code == MQResponseCode.MESSAGE_ILLEGAL
+        assert answer.remark == (
+            "frame refused: frame of 2147483647 bytes exceeds the limit of 16777216 bytes"
+        )
+        assert transport.eof_written
+        assert not transport.closing
+        assert not transport.aborted
         assert conn.closed
-        with pytest.raises(ConnectionClosedError, match="protocol error"):
+        with pytest.raises(ConnectionClosedError, match="refused frame"):
             await pending
         conn.data_received(valid)  # ignored after the error, never raises
         assert got == []
+        conn.close()  # a listener closing: the linger ends now
+        assert transport.closing
 
     with caplog.at_level(logging.WARNING, logger="ledgermq.net"):
         arun(main())
     (record,) = caplog.records
-    assert record.getMessage().startswith("closing the connection to 10.0.0.9:40911: frame of")
+    assert record.getMessage().startswith(
+        "refusing a frame from 10.0.0.9:40911 and closing: frame of"
+    )
 
 
 def test_handler_closing_the_connection_stops_the_batch() -> None:
@@ -211,5 +248,35 @@ def test_close_callbacks_run_once_and_late_ones_run_soon() -> None:
         conn.add_close_callback(lambda c: calls.append("late"))
         await asyncio.sleep(0)
         assert calls == ["early", "second", "late"]
+
+    arun(main())
+
+
+def test_a_read_of_many_requests_is_handled_over_several_loop_passes() -> None:
+    """Issue 25 item 6: one 256 KiB read of 29-byte requests held a broker's loop (and its
+    replica's Raft) for 200 ms. At most COMMANDS_PER_PASS commands are handled per pass of the
+    loop, with reading paused until the backlog is done; order is kept."""
+    got: list[int] = []
+
+    async def main() -> None:
+        conn, transport = connect(lambda c, cmd: got.append(cmd.opaque))
+        data = b"".join(
+            encode_frame(RemotingCommand(code=1, opaque=i, serialize_type=kind))
+            for i in range(150)
+            for kind in (SerializeType.JSON, SerializeType.ROCKETMQ)
+        )
+        conn.data_received(data[: len(data) // 2])
+        assert len(got) == COMMANDS_PER_PASS
+        assert not transport.reading
+        conn.data_received(data[len(data) // 2 :])  # held for the backlog's pass, in order
+        assert len(got) == COMMANDS_PER_PASS
+        passes = 1
+        while len(got) < 300:
+            await asyncio.sleep(0)
+            passes += 1
+            assert len(got) <= passes * COMMANDS_PER_PASS
+        assert got == [i for i in range(150) for _ in range(2)]
+        await asyncio.sleep(0)
+        assert transport.reading
 
     arun(main())

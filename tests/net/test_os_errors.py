@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import pickle
 import socket
+import ssl
 
 import pytest
 
@@ -16,6 +17,7 @@ from ledgermq.errors import (
     RequestTimeoutError,
 )
 from ledgermq.net import TcpNetwork, map_os_error
+from ledgermq.net.os_errors import describe_os_error
 
 from .conftest import HOST, arun, ignore
 
@@ -128,3 +130,28 @@ def test_tcp_serve_on_a_busy_port_is_a_network_error() -> None:
                 await network.serve(HOST, port, ignore)
 
     arun(main())
+
+
+def _tls_error(reason: str) -> ssl.SSLError:
+    exc = ssl.SSLError(1, f"[SSL: {reason}] {reason.lower()}")
+    exc.reason = reason
+    return exc
+
+
+def test_a_server_reads_tls_failures_from_its_own_side() -> None:
+    """Issue 25 item 15: a server's handshake failure named the *server's* certificate and gave
+    a client's advice (--tls-ca). On the server's side the certificate checked is the client's,
+    and an alert received is the client's opinion of ours."""
+    refused = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    refused.verify_message = "unable to get local issuer certificate"
+    server_view = describe_os_error(refused, server=True)
+    assert server_view.startswith(
+        "TLS: the client's certificate was refused: unable to get local issuer certificate"
+    )
+    assert "tls.server.trustCertPath" in server_view
+    assert "--tls-ca" not in server_view
+    assert describe_os_error(refused).startswith("TLS: the server's certificate was refused")
+    unknown_ca = describe_os_error(_tls_error("TLSV1_ALERT_UNKNOWN_CA"), server=True)
+    assert "the client does not trust the CA of this server's certificate" in unknown_ca
+    client_view = describe_os_error(_tls_error("TLSV1_ALERT_UNKNOWN_CA"))
+    assert "the server does not trust our client certificate's CA" in client_view

@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import uvloop
 
+from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError, ConnectError, NetworkError
 from ledgermq.net import (
     ClientAuth,
@@ -239,9 +242,11 @@ def test_require_client_auth_refuses_a_client_without_a_certificate(
 
 
 def test_require_client_auth_refuses_a_certificate_from_another_ca(
-    tls_certificates: CertificateSet, tmp_path: Any
+    tls_certificates: CertificateSet, tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A client certificate the server's CAs did not sign fails the handshake itself."""
+    """A client certificate the server's CAs did not sign fails the handshake itself, and the
+    server's log says it was the client's certificate, with the server's setting to look at
+    (issue 25 item 15: it said "the server's certificate was refused" and gave client advice)."""
     certs = tls_certificates
 
     async def main() -> None:
@@ -263,7 +268,13 @@ def test_require_client_auth_refuses_a_certificate_from_another_ca(
             await listener.wait_closed()
         assert getattr(listener, "failed_handshakes", 0) == 1
 
-    asyncio.run(asyncio.wait_for(main(), 10))
+    with caplog.at_level(logging.WARNING, logger="ledgermq.net"):
+        asyncio.run(asyncio.wait_for(main(), 10))
+    (line,) = [r.getMessage() for r in caplog.records if "TLS handshake" in r.getMessage()]
+    assert "the client's certificate was refused" in line, line
+    assert "tls.server.trustCertPath" in line, line
+    assert "server's certificate" not in line, line
+    assert "--tls-ca" not in line, line
 
 
 def test_optional_client_auth_serves_clients_with_and_without_a_certificate(
@@ -513,3 +524,44 @@ def test_bad_tls_config_files_say_which_line(tmp_path: Any, content: str, messag
         tls_server_from_properties({"tls.config.file": str(tls_file)})
     with pytest.raises(ConfigError, match=r"tls\.config\.file: cannot read"):
         tls_server_from_properties({"tls.config.file": str(tmp_path / "missing")})
+
+
+# ---------------------------------------------------------------------- the server's certificate
+
+
+@pytest.mark.parametrize(
+    ("shift_days", "expected"), [(30, "expired on "), (-30, "is not valid yet (valid from ")]
+)
+def test_an_out_of_date_server_certificate_is_one_warning_naming_the_file_and_dates(
+    tls_certificates: CertificateSet,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    shift_days: int,
+    expected: str,
+) -> None:
+    """Issue 25 item 16: a server started with an expired or not-yet-valid certificate without a
+    word. It starts (clients that verify refuse it), with one WARNING per certificate."""
+    certs = tls_certificates
+    decoded = ssl._ssl._test_decode_cert(str(certs.server_cert))  # type: ignore[attr-defined]
+    not_before = ssl.cert_time_to_seconds(decoded["notBefore"])
+    not_after = ssl.cert_time_to_seconds(decoded["notAfter"])
+    now_s = (not_after if shift_days > 0 else not_before) + shift_days * 86400
+    monkeypatch.setattr(SystemClock, "wall_time_s", lambda self: float(now_s))
+    config = server_config(certs, "enforcing")
+    with caplog.at_level(logging.WARNING, logger="ledgermq.net"):
+        TcpNetwork(tls_server=config)  # what a server builds at start
+        TcpNetwork(tls_server=config)  # the ledger port's: no second line
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert message.startswith(f"tls.server.certPath: the certificate in {certs.server_cert} ")
+    assert expected in message, message
+    assert time.strftime("%Y-%m-%d", time.gmtime(not_after)) in message, message
+    assert time.strftime("%Y-%m-%d", time.gmtime(not_before)) in message, message
+
+
+def test_a_server_certificate_valid_now_says_nothing(
+    tls_certificates: CertificateSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ledgermq.net"):
+        TcpNetwork(tls_server=server_config(tls_certificates, "enforcing"))
+    assert caplog.records == []

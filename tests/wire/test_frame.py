@@ -10,14 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledgermq.errors import ProtocolError
+from ledgermq.errors import FrameRefusedError, ProtocolError
 from ledgermq.wire import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
+    MAX_EXT_FIELDS,
+    MAX_HEADER_BYTES,
     SEPARATE_BODY_BYTES,
     FrameDecoder,
     LedgerRequestCode,
     RemotingCommand,
+    SerializeType,
     encode_frame,
     encode_frame_parts,
 )
@@ -137,6 +140,60 @@ def test_oversized_frame_refused_from_its_length_prefix_alone() -> None:
     assert decoder.buffered == 0
     with pytest.raises(ProtocolError, match="unusable"):
         decoder.feed(encode_frame(REQUEST))
+
+
+def test_a_header_over_the_limit_is_refused_from_its_header_word() -> None:
+    """Issue 25 item 6: a 16 MiB header of 700,000 extFields was buffered and parsed on the
+    event loop. It is refused as soon as the header word says how long it is, with the opaque
+    the bytes that came so far show, and nothing of it stays buffered."""
+    fields = {f"f{i:06d}": "x" * 10 for i in range(10_000)}
+    header = json.dumps({"code": 10, "opaque": 77, "extFields": fields}).encode()
+    data = frame(header)
+    assert len(header) > MAX_HEADER_BYTES
+    decoder = FrameDecoder()
+    with pytest.raises(FrameRefusedError) as refused:
+        decoder.feed(data[:4096])  # the start of the frame, far from whole
+    assert str(refused.value) == (
+        f"a header of {len(header)} bytes exceeds the limit of 65536 bytes"
+        " (RocketMQ's clients send a few hundred)"
+    )
+    assert (refused.value.opaque, refused.value.serialize_type) == (77, SerializeType.JSON)
+    assert decoder.buffered == 0
+    binary = struct.pack(">iI", 4 + 70_000, 1 << 24 | 70_000) + struct.pack(
+        ">hbhii", 10, 0, 0, 5, 0
+    )
+    with pytest.raises(FrameRefusedError, match="exceeds the limit of 65536") as refused:
+        FrameDecoder().feed(binary)
+    assert (refused.value.opaque, refused.value.serialize_type) == (5, SerializeType.ROCKETMQ)
+
+
+def test_a_header_at_the_limit_is_read() -> None:
+    fill = MAX_HEADER_BYTES - len(json.dumps({"code": 1, "opaque": 1, "remark": ""}))
+    header = json.dumps({"code": 1, "opaque": 1, "remark": "r" * fill}).encode()
+    assert len(header) == MAX_HEADER_BYTES
+    (command,) = FrameDecoder().feed(frame(header))
+    assert command.remark == "r" * fill
+
+
+@pytest.mark.parametrize("kind", [SerializeType.JSON, SerializeType.ROCKETMQ])
+def test_more_ext_fields_than_the_limit_are_refused(kind: SerializeType) -> None:
+    fields = {f"k{i}": "v" for i in range(MAX_EXT_FIELDS)}
+    allowed = RemotingCommand(10, 3, ext_fields=fields, serialize_type=kind)
+    (command,) = FrameDecoder().feed(encode_frame(allowed))
+    assert len(command.ext_fields) == MAX_EXT_FIELDS
+    over = RemotingCommand(10, 3, ext_fields={**fields, "one": "more"}, serialize_type=kind)
+    with pytest.raises(FrameRefusedError, match="more than 256 extFields") as refused:
+        FrameDecoder().feed(encode_frame(over))
+    assert refused.value.opaque == 3
+
+
+def test_a_header_nested_1000_deep_is_refused_with_its_opaque() -> None:
+    """Issue 25 item 22: the refusal carries the opaque, so that the answer reaches its caller."""
+    nested = "[" * 1000 + "]" * 1000
+    header = f'{{"code":10,"opaque":41,"extFields":{{"a":{nested}}}}}'.encode()
+    with pytest.raises(FrameRefusedError) as refused:
+        FrameDecoder().feed(frame(header))
+    assert refused.value.opaque == 41
 
 
 @pytest.mark.parametrize(

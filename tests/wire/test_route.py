@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledgermq.errors import BadRequestError
+from ledgermq.wire import json_fields
 from ledgermq.wire import route as route_module
-from ledgermq.wire.json_fields import quote_numeric_keys
+from ledgermq.wire.json_fields import load_json, quote_numeric_keys
 from ledgermq.wire.route import (
     PERM_INHERIT,
     PERM_READ,
@@ -326,3 +327,24 @@ def test_mutated_routes_only_ever_raise_bad_request(obj: dict[str, object], data
     obj[key] = data.draw(json_values)
     with contextlib.suppress(BadRequestError):
         TopicRouteData.from_json(json.dumps(obj).encode())
+
+
+def test_a_body_that_is_not_json_skips_the_numeric_key_fix_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 25 item 6: a 16 MiB REGISTER_BROKER body that is not JSON went through the fix-up's
+    regular expressions, 0.5 s of the NameServer's event loop. Only an unquoted key is fixed."""
+    calls: list[int] = []
+
+    def counting(text: str) -> str:
+        calls.append(len(text))
+        return quote_numeric_keys(text)
+
+    monkeypatch.setattr(json_fields, "quote_numeric_keys", counting)
+    with pytest.raises(BadRequestError, match="not valid JSON"):
+        TopicRouteData.from_json(b"x" * 1_000_000)
+    with pytest.raises(BadRequestError, match="not valid JSON"):
+        TopicRouteData.from_json(b'{"brokerDatas": [1, 2')
+    assert calls == []
+    assert load_json(b'{0:"a"}', "t") == {"0": "a"}
+    assert calls == [7]

@@ -9,11 +9,16 @@ It does four things and nothing else:
   or responses, instead of one per frame), or a single ``writelines`` when it holds a large
   body, which is then not copied;
 - frames in: bytes go through one ``FrameDecoder``; a broken stream closes the connection (a
-  gRPC client that dialled this port gets a log line naming the gRPC port, ``wire/http2.py``);
+  gRPC client that dialled this port gets a log line naming the gRPC port, ``wire/http2.py``),
+  and a refused frame (too long, a header over the limits, a header that does not parse) is
+  answered first, ``MESSAGE_ILLEGAL`` with the reason, so that its sender learns why;
 - request ids: ``request`` gives each command a fresh ``opaque`` and completes its future when a
   response with that ``opaque`` arrives; timed-out answers that arrive late are dropped;
 - everything else that arrives (requests, one-way commands, responses nobody waits for) goes to
-  the ``Handler``, synchronously and in arrival order.
+  the ``Handler``, synchronously and in arrival order, at most ``COMMANDS_PER_PASS`` per pass
+  of the event loop: a read can hold thousands of small requests (one 256 KiB read of 29-byte
+  frames held a broker's loop, which also runs its replica's Raft, for 200 ms), so the rest
+  wait in the decoder for the next pass, with reading paused meanwhile.
 
 Dispatch by request code belongs to the handler (the ledger, broker and name server each have
 their own table), not here.
@@ -30,6 +35,7 @@ from typing import Final, TypeAlias, cast
 
 from ledgermq.errors import (
     ConnectionClosedError,
+    FrameRefusedError,
     Http2PrefaceError,
     ProtocolError,
     RequestTimeoutError,
@@ -38,8 +44,10 @@ from ledgermq.net.os_errors import format_address, map_os_error
 from ledgermq.wire import (
     DEFAULT_MAX_FRAME_BYTES,
     FLAG_ONEWAY,
+    FLAG_RESPONSE,
     SEPARATE_BODY_BYTES,
     FrameDecoder,
+    MQResponseCode,
     RemotingCommand,
     SerializeType,
     encode_frame_parts,
@@ -61,6 +69,13 @@ _OPAQUE_MAX: Final = (1 << 31) - 1
 """``opaque`` is an int32 on the wire; ours stay positive and wrap back to 1."""
 _ABANDONED_MEMORY: Final = 4096
 """How many timed-out or cancelled opaques we remember, to drop their late answers quietly."""
+COMMANDS_PER_PASS: Final = 64
+"""The most commands one pass of the event loop decodes and hands to the handler for one
+connection (a few milliseconds of work at most); the rest wait for the next pass."""
+_REFUSAL_LINGER_S: Final = 2.0
+"""After answering a refused frame: how long the connection keeps reading (and dropping) what
+the peer still sends before it closes. Closing with unread bytes makes the kernel reset the
+connection, and a reset can reach the peer before it has read the answer."""
 
 
 class Connection(asyncio.Protocol):
@@ -113,6 +128,15 @@ class Connection(asyncio.Protocol):
         self._close_reason: str | None = None
         self._close_callbacks: list[Callable[[Connection], None]] = []
         self._lost: asyncio.Future[None] = self._loop.create_future()
+        #: After a refused frame was answered: the timer that closes the half-closed transport
+        #: (``_answer_refusal``); until then the close callbacks wait for ``connection_lost``.
+        self._linger: asyncio.TimerHandle | None = None
+
+        # A read that held more than COMMANDS_PER_PASS commands: the pass that goes on with the
+        # rest, and what arrived meanwhile (only from a transport that cannot pause reading).
+        self._backlog: asyncio.Handle | None = None
+        self._held: list[bytes] = []
+        self._reading_paused = False
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -135,6 +159,10 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         """Send what is queued, then close. Pending requests fail with ConnectionClosedError."""
         if self.closed:
+            if self._linger is not None and self._transport is not None:
+                self._linger.cancel()  # answered a refused frame: stop waiting for the peer
+                self._linger = None
+                self._transport.close()
             return
         self._flush()
         self._mark_closed(f"connection to {self.address} was closed locally")
@@ -270,6 +298,10 @@ class Connection(asyncio.Protocol):
         """``closed`` as a call: handlers run in between, and mypy must not narrow it."""
         return self._close_reason is not None
 
+    def _backlog_pending(self) -> bool:
+        """Whether another pass over the decoder's backlog is scheduled (a call, for mypy)."""
+        return self._backlog is not None
+
     def _raise_if_closed(self) -> None:
         if self._close_reason is not None:
             raise ConnectionClosedError(self._close_reason, self.address)
@@ -295,8 +327,30 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._is_closed():
             return
+        if self._backlog is not None:  # the next pass goes on with the decoder's backlog first
+            self._held.append(data)
+            return
+        self._receive(data)
+
+    def _work_backlog(self) -> None:
+        """The next pass over a read that held more than ``COMMANDS_PER_PASS`` commands."""
+        self._backlog = None
+        if self._is_closed():
+            return
+        held = b"".join(self._held)
+        self._held.clear()
+        self._receive(held)
+        if self._reading_paused and not self._backlog_pending():
+            self._reading_paused = False
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.resume_reading()
+
+    def _receive(self, data: bytes) -> None:
+        """Decode and hand out at most ``COMMANDS_PER_PASS`` commands; if there may be more,
+        pause reading and go on in the next pass of the loop (after its timers and the other
+        connections' reads)."""
         try:
-            commands = self._decoder.feed(data)
+            commands = self._decoder.feed(data, COMMANDS_PER_PASS)
         except Http2PrefaceError:
             self._refuse_grpc_client()
             return
@@ -307,11 +361,22 @@ class Connection(asyncio.Protocol):
                     "a TLS client dialled this plain port: serve TLS here with "
                     "tls.server.mode=permissive or enforcing, or connect without TLS"
                 )
+            elif isinstance(error, FrameRefusedError):
+                self._answer_refusal(error)
+                return
             logger.warning("closing the connection to %s: %s", self.address, exc)
             self._mark_closed(f"connection to {self.address} closed after a protocol error: {exc}")
             if self._transport is not None:
                 self._transport.abort()
             return
+        if len(commands) >= COMMANDS_PER_PASS:
+            self._backlog = self._loop.call_soon(self._work_backlog)
+            if not self._reading_paused and self._transport is not None:
+                try:
+                    self._transport.pause_reading()
+                    self._reading_paused = True
+                except NotImplementedError:  # the in-memory pipe: data_received holds it
+                    pass
         for command in commands:
             if self._is_closed():  # the handler closed us: the rest of the batch is not wanted
                 return
@@ -340,6 +405,34 @@ class Connection(asyncio.Protocol):
                     self.address,
                 )
 
+    def _answer_refusal(self, error: FrameRefusedError) -> None:
+        """Answer a refused frame (``MESSAGE_ILLEGAL``, the reason, its opaque when known),
+        then close: at once for TLS, else after half-closing and reading what the peer still
+        sends for ``_REFUSAL_LINGER_S`` (``data_received`` drops it, the decoder being failed),
+        so that the answer is not lost to a reset."""
+        logger.warning("refusing a frame from %s and closing: %s", self.address, error)
+        answer = RemotingCommand(
+            code=MQResponseCode.MESSAGE_ILLEGAL,
+            opaque=error.opaque,
+            flag=FLAG_RESPONSE,
+            remark=f"frame refused: {error}",
+            serialize_type=error.serialize_type,
+        )
+        self._queue(encode_frame_parts(answer))
+        self._flush()
+        reason = f"connection to {self.address} closed after a refused frame: {error}"
+        transport = self._transport
+        if transport is not None and transport.can_write_eof():
+            # closed for sending now; the close callbacks (a listener's bookkeeping) run when
+            # the transport has gone, so that closing the listener still closes this one
+            self._mark_closed(reason, run_callbacks=False)
+            transport.write_eof()
+            self._linger = self._loop.call_later(_REFUSAL_LINGER_S, transport.close)
+            return
+        self._mark_closed(reason)
+        if transport is not None:
+            transport.close()
+
     def _refuse_grpc_client(self) -> None:
         """One log line that says where gRPC is, then a plain close (why plain: wire/http2.py)."""
         if self._grpc_port is not None:
@@ -367,6 +460,13 @@ class Connection(asyncio.Protocol):
             reason = f"connection to {self.address} lost: {exc}"
         self._out.clear()
         self._out_bytes = 0
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        if self._backlog is not None:
+            self._backlog.cancel()
+            self._backlog = None
+        self._held.clear()
         self._mark_closed(reason)
         if not self._lost.done():
             self._lost.set_result(None)
@@ -382,9 +482,12 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ closing
 
-    def _mark_closed(self, reason: str) -> None:
-        """Stop being usable: fail pending requests and drains, run the close callbacks."""
+    def _mark_closed(self, reason: str, *, run_callbacks: bool = True) -> None:
+        """Stop being usable: fail pending requests and drains, run the close callbacks (now,
+        or with ``run_callbacks=False`` at a later call, when the transport has gone)."""
         if self._close_reason is not None:
+            if run_callbacks:
+                self._run_close_callbacks()
             return
         self._close_reason = reason
         if self._flush_handle is not None:
@@ -397,6 +500,10 @@ class Connection(asyncio.Protocol):
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_exception(ConnectionClosedError(reason, self.address))
+        if run_callbacks:
+            self._run_close_callbacks()
+
+    def _run_close_callbacks(self) -> None:
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:
             self._run_close_callback(callback)

@@ -28,10 +28,11 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def describe_os_error(exc: OSError) -> str:
-    """A short lower-case reason for ``exc`` (no errno numbers, no Python class names)."""
+def describe_os_error(exc: OSError, *, server: bool = False) -> str:
+    """A short lower-case reason for ``exc`` (no errno numbers, no Python class names);
+    ``server``: it was raised on the server's side of a TLS handshake."""
     if isinstance(exc, ssl.SSLError):
-        return describe_tls_error(exc)
+        return describe_tls_error(exc, server=server)
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the host name ({exc.strerror or exc})"
     if isinstance(exc, ConnectionRefusedError):
@@ -78,18 +79,75 @@ _TLS_HINTS: Final = (
         ),
     ),
 )
-"""OpenSSL reasons (substrings) -> what they mean for whoever reads the message."""
+"""OpenSSL reasons (substrings) -> what they mean for a client, whoever reads the message."""
+
+_SERVER_TLS_HINTS: Final = (
+    (
+        "UNKNOWN_CA",
+        (
+            "the client does not trust the CA of this server's certificate: give the client "
+            "that CA (its --tls-ca, tls.client.trustCertPath)"
+        ),
+    ),
+    (
+        "CERTIFICATE_UNKNOWN",
+        (
+            "the client refused this server's certificate (tls.server.certPath must name the "
+            "address the client dials and chain to a CA it trusts)"
+        ),
+    ),
+    (
+        "BAD_CERTIFICATE",
+        (
+            "the client refused this server's certificate (tls.server.certPath must name the "
+            "address the client dials and chain to a CA it trusts)"
+        ),
+    ),
+    (
+        "UNEXPECTED_EOF",
+        (
+            "the client closed the connection during the TLS handshake (it may have refused "
+            "this server's certificate, tls.server.certPath)"
+        ),
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "the client does not speak TLS",
+    ),
+    (
+        "UNSUPPORTED_PROTOCOL",
+        "the client offers no TLS version this server accepts (TLS 1.2 and 1.3 only)",
+    ),
+    (
+        "VERSION",
+        "the client offers no TLS version this server accepts (TLS 1.2 and 1.3 only)",
+    ),
+    (
+        "NO_SHARED_CIPHER",
+        "the client offers no cipher this server accepts",
+    ),
+)
+"""The same on the server's side of a handshake: there the certificate checked is the client's
+(issue 25 item 15), and an alert received says what the client thought of ours."""
 
 
-def describe_tls_error(exc: ssl.SSLError) -> str:
-    """``describe_os_error`` for TLS: what failed and, where known, which setting to look at."""
+def describe_tls_error(exc: ssl.SSLError, *, server: bool = False) -> str:
+    """``describe_os_error`` for TLS: what failed and, where known, which setting to look at,
+    seen from the side that raised it (``server``: a server's handshake with a client)."""
     if isinstance(exc, ssl.SSLCertVerificationError):
+        if server:
+            return (
+                "TLS: the client's certificate was refused: "
+                f"{exc.verify_message or exc.reason} (this server trusts only the CAs in "
+                "tls.server.trustCertPath: add the client certificate's CA there, or give the "
+                "client a certificate one of them signed)"
+            )
         return (
             f"TLS: the server's certificate was refused: {exc.verify_message or exc.reason} "
             "(trust its CA with --tls-ca, tls.client.trustCertPath)"
         )
     reason = str(exc.reason or exc.strerror or exc)
-    for marker, hint in _TLS_HINTS:
+    for marker, hint in _SERVER_TLS_HINTS if server else _TLS_HINTS:
         if marker in reason.upper():
             return f"TLS handshake failed ({reason.lower()}): {hint}"
     return f"TLS failed: {reason.lower()}"

@@ -335,7 +335,9 @@ class TlsListener:
             raise
         except OSError as exc:  # ssl.SSLError, resets and handshake timeouts
             self.failed_handshakes += 1
-            logger.warning("TLS handshake with %s failed: %s", peer, describe_os_error(exc))
+            logger.warning(
+                "TLS handshake with %s failed: %s", peer, describe_os_error(exc, server=True)
+            )
             sock.close()
             return
         self._connections.add(connection)

@@ -38,15 +38,22 @@ Where LedgerMQ differs from RocketMQ, it is to fail closed, and the difference i
 
 Contexts allow TLS 1.2 and 1.3 only. Every missing or unreadable file is a ``ConfigError`` that
 names the key and the path, raised when the context is built (at start, never per connection).
+A server certificate that has expired or is not valid yet is one WARNING at start naming the file
+and its dates (issue 25 item 16), and the server starts: clients that verify it refuse it, and
+saying so beats both silence and a refusal to start that would also stop replication between
+replicas whose clients do not verify (``tls.test.mode.enable``).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import ssl
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -104,7 +111,12 @@ TLS_KEYS: Final = {
 }
 """Every TLS key a config file may hold (RocketMQ's ``TlsSystemConfig`` names) -> field."""
 
+logger = logging.getLogger(__name__)
+
 _MIN_VERSION: Final = ssl.TLSVersion.TLSv1_2
+_warned_certificates: set[tuple[str, float, float, bool]] = set()
+"""(path, notBefore, notAfter, expired) of the out-of-date certificates already warned about: one
+WARNING per certificate per process, though the remoting and ledger ports each build a context."""
 _E = TypeVar("_E", bound=enum.StrEnum)
 
 
@@ -164,8 +176,9 @@ class TlsServerConfig:
         """What is really asked of clients (test mode asks nothing)."""
         return ClientAuth.NONE if self.test_mode else self.need_client_auth
 
-    def server_context(self) -> ssl.SSLContext:
-        """A server context for this port (TLS 1.2+).
+    def server_context(self, *, now_s: float | None = None) -> ssl.SSLContext:
+        """A server context for this port (TLS 1.2+); a WARNING if the certificate is not valid
+        at ``now_s`` (Unix seconds; the system's clock when None).
 
         Raises:
             ConfigError: TLS is disabled, or a file is missing, unreadable or not what its key
@@ -178,6 +191,11 @@ class TlsServerConfig:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = _MIN_VERSION
         _load_chain(context, "tls.server", self.cert_path, self.key_path, self.key_password)
+        warn_if_out_of_date(
+            "tls.server.certPath",
+            self.cert_path,
+            SystemClock().wall_time_s() if now_s is None else now_s,
+        )
         auth = self.client_auth
         if auth is not ClientAuth.NONE:
             assert self.trust_cert_path is not None
@@ -385,6 +403,56 @@ def _load_chain(
             f"certificate and its private key (or {prefix}.keyPassword is wrong)"
             + (f": {exc.reason}" if exc.reason else "")
         ) from None
+
+
+def certificate_validity(path: str) -> tuple[float, float] | None:
+    """(notBefore, notAfter) in Unix seconds of the first certificate of the PEM file ``path``;
+    None when they cannot be read (the file was loaded already: this only adds a warning)."""
+    decode = getattr(getattr(ssl, "_ssl", None), "_test_decode_cert", None)
+    if decode is None:  # pragma: no cover - every CPython since 3.3 has it
+        return None
+    try:
+        decoded = decode(path)
+        return (
+            float(ssl.cert_time_to_seconds(decoded["notBefore"])),
+            float(ssl.cert_time_to_seconds(decoded["notAfter"])),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def warn_if_out_of_date(key: str, path: str, now_s: float) -> bool:
+    """Log one WARNING naming ``path`` and its dates if its certificate is not valid at
+    ``now_s``; whether it is out of date."""
+    validity = certificate_validity(path)
+    if validity is None:
+        return False
+    not_before, not_after = validity
+    if not_before <= now_s <= not_after:
+        return False
+    finding = (path, not_before, not_after, now_s > not_after)
+    if finding not in _warned_certificates:
+        _warned_certificates.add(finding)
+        dates = f"valid from {_utc(not_before)} until {_utc(not_after)}"
+        if now_s > not_after:
+            problem = f"expired on {_utc(not_after)} ({dates})"
+            advice = "renew it"
+        else:
+            problem = f"is not valid yet ({dates})"
+            advice = "check this host's clock, or use a certificate valid now"
+        logger.warning(
+            "%s: the certificate in %s %s: clients that verify it will refuse every TLS "
+            "connection; %s",
+            key,
+            path,
+            problem,
+            advice,
+        )
+    return True
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 def _load_trust(context: ssl.SSLContext, key: str, path: str) -> None:

@@ -8,13 +8,26 @@
  * that. Our own client and the replicas' links speak the binary header (serializeType
  * ROCKETMQ, as any RocketMQ client may); JSON frames stay on the Python path.
  *
- * decode_frames(data, pos, max_frame_bytes, commands, command_type, language_names) decodes
- * consecutive whole binary-header frames of `data` from `pos`, appends a
- * command_type(code, opaque, flag, remark, ext_fields, body, language, version, 1) for each to
- * `commands`, and returns where it stopped: the end of the whole frames, or the first frame it
- * leaves to the Python loop (a JSON header, an unknown type, a bad length, a malformed header,
- * an incomplete frame). It never raises for bad input: the Python loop, which stays the
- * reference (_parse_binary_header), decodes or refuses that frame with its own message.
+ * decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, max_commands,
+ * commands, command_type, language_names) decodes consecutive whole binary-header frames of
+ * `data` from `pos` until `commands` holds max_commands, appends a command_type(code, opaque, flag, remark, ext_fields, body, language, version,
+ * 1) for each to `commands`, and returns where it stopped: the end of the whole frames, or the
+ * first frame it leaves to the Python loop (a JSON header, an unknown type, a bad length, a
+ * header over max_header_bytes or with more than max_ext_fields fields, a malformed header, an
+ * incomplete frame). It never raises for bad input: the Python loop, which stays the reference
+ * (_parse_binary_header), decodes or refuses that frame with its own message. The header limit
+ * is checked from the header word, before the frame is whole, as the Python loop does: a frame
+ * over it is refused without being buffered (issue 25 item 6).
+ *
+ * new_body(size) and fill_body(body, offset, data) receive a large frame's body straight into
+ * its own bytes object, read by read (frame.py's _LargeFrame): new_body returns a bytes object of
+ * `size` bytes whose contents are not set, fill_body copies `data` into it at `offset`. Writing
+ * into a bytes object is only sound while nobody else has seen it: _LargeFrame holds the only
+ * reference until every byte is written, then hands it out. The reference keeps the reads and
+ * joins them.
+ *
+ * ABI is 4 since decode_frames takes the two header limits and max_commands and the body
+ * functions exist; frame.py uses no other build.
  *
  * encode_head(code, language, version, opaque, flag, remark, ext_fields, body_length) returns
  * the length prefix, the header word and the binary header, or None for anything it does not
@@ -77,7 +90,7 @@ utf8(const unsigned char *raw, Py_ssize_t length)
  * to the Python reference; NULL with one set: a real error (memory). */
 static PyObject *
 decode_command(const unsigned char *raw, Py_ssize_t size, PyObject *body, PyObject *command_type,
-               PyObject *language_names)
+               PyObject *language_names, Py_ssize_t max_ext_fields)
 {
     if (size < FIXED_SIZE + 4) {
         return NULL;
@@ -117,7 +130,11 @@ decode_command(const unsigned char *raw, Py_ssize_t size, PyObject *body, PyObje
     if (fields == NULL) {
         goto done;
     }
+    Py_ssize_t count = 0;
     while (pos < end) {
+        if (++count > max_ext_fields) {
+            goto done;
+        }
         if (end - pos < 2) {
             goto done;
         }
@@ -179,11 +196,15 @@ decode_frames(PyObject *Py_UNUSED(module), PyObject *args)
     Py_buffer view;
     Py_ssize_t pos;
     Py_ssize_t limit;
+    Py_ssize_t max_header_bytes;
+    Py_ssize_t max_ext_fields;
+    Py_ssize_t max_commands;
     PyObject *commands;
     PyObject *command_type;
     PyObject *language_names;
-    if (!PyArg_ParseTuple(args, "y*nnO!OO!", &view, &pos, &limit, &PyList_Type, &commands,
-                          &command_type, &PyTuple_Type, &language_names)) {
+    if (!PyArg_ParseTuple(args, "y*nnnnnO!OO!", &view, &pos, &limit, &max_header_bytes,
+                          &max_ext_fields, &max_commands, &PyList_Type, &commands, &command_type,
+                          &PyTuple_Type, &language_names)) {
         return NULL;
     }
     if (PyTuple_GET_SIZE(language_names) < 1) {
@@ -196,7 +217,7 @@ decode_frames(PyObject *Py_UNUSED(module), PyObject *args)
     if (pos < 0) {
         pos = 0;
     }
-    while (pos <= end && end - pos >= 8) {
+    while (pos <= end && end - pos >= 8 && PyList_GET_SIZE(commands) < max_commands) {
         int32_t length = be_i32(data + pos);
         if (length < 4 || length > limit) {
             break;
@@ -204,7 +225,7 @@ decode_frames(PyObject *Py_UNUSED(module), PyObject *args)
         int32_t word = be_i32(data + pos + 4);
         int kind = (int)(((uint32_t)word >> 24) & 0xFF);
         Py_ssize_t header_length = (Py_ssize_t)((uint32_t)word & 0xFFFFFF);
-        if (header_length > (Py_ssize_t)length - 4) {
+        if (header_length > (Py_ssize_t)length - 4 || header_length > max_header_bytes) {
             break;
         }
         Py_ssize_t frame_end = pos + 4 + (Py_ssize_t)length;
@@ -222,7 +243,8 @@ decode_frames(PyObject *Py_UNUSED(module), PyObject *args)
             return NULL;
         }
         PyObject *command =
-            decode_command(data + pos + 8, header_length, body, command_type, language_names);
+            decode_command(data + pos + 8, header_length, body, command_type, language_names,
+                           max_ext_fields);
         Py_DECREF(body);
         if (command == NULL) {
             if (PyErr_Occurred()) {
@@ -373,13 +395,63 @@ encode_head(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     return out;
 }
 
+static PyObject *
+new_body(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "new_body: the size must not be negative");
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize(NULL, size);
+}
+
+static PyObject *
+fill_body(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fill_body takes exactly 3 arguments");
+        return NULL;
+    }
+    PyObject *body = args[0];
+    if (!PyBytes_CheckExact(body)) {
+        PyErr_SetString(PyExc_TypeError, "fill_body: body must be a bytes object from new_body");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[2], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(body);
+    if (offset < 0 || offset > size || data.len > size - offset) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "fill_body: the data runs past the body");
+        return NULL;
+    }
+    memcpy(PyBytes_AS_STRING(body) + offset, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode_frames", decode_frames, METH_VARARGS,
-     "decode_frames(data, pos, max_frame_bytes, commands, command_type, language_names) -> "
-     "where it stopped: the binary-header frames of data from pos, appended to commands."},
+     "decode_frames(data, pos, max_frame_bytes, max_header_bytes, max_ext_fields, max_commands, "
+     "commands, command_type, language_names) -> where it stopped: the binary-header frames of "
+     "data from pos, appended to commands."},
     {"encode_head", (PyCFunction)(void (*)(void))encode_head, METH_FASTCALL,
      "encode_head(code, language, version, opaque, flag, remark, ext_fields, body_length) -> "
      "the length prefix, header word and binary header, or None (the reference decides)."},
+    {"new_body", new_body, METH_O,
+     "new_body(size) -> a bytes object of size bytes, contents not set, for fill_body."},
+    {"fill_body", (PyCFunction)(void (*)(void))fill_body, METH_FASTCALL,
+     "fill_body(body, offset, data) -> None: copy data into body (from new_body) at offset."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -391,5 +463,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__frame_codec(void)
 {
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddIntConstant(created, "ABI", 4) < 0) {
+        Py_DECREF(created);
+        return NULL;
+    }
+    return created;
 }

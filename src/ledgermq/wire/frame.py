@@ -32,17 +32,39 @@ library stays the reference: whatever orjson refuses (a byte-order mark, NaN, in
 bits, lone surrogates) goes to it, so both accept and refuse exactly the same frames, and
 ``LEDGERMQ_PURE_PYTHON=1`` runs on the reference alone (tests/wire/test_frame_json.py holds them
 equal).
+
+Limits (issue 25 item 6). The decoder runs on the event loop that also runs the replica's Raft,
+so what one frame can make it do must stay small, whoever sent it (the ACL is checked after
+decoding). A frame is at most ``max_frame_bytes`` (RocketMQ's 16 MiB), refused from its length
+prefix alone; its header at most ``MAX_HEADER_BYTES`` (64 KiB), refused from the header word,
+before the rest of the frame is buffered; and at most ``MAX_EXT_FIELDS`` (256) extFields. The
+JSON of a 64 KiB header parses in well under a millisecond. RocketMQ's own decoders bound only
+the frame (``frameMaxLength``): a 16 MiB header of 700,000 extFields took over a second to
+parse and then to check, and the master lost its leadership. What RocketMQ's clients send is far
+below both limits: a few hundred bytes and fewer than 30 fields, the largest header being a send
+whose message properties (field ``i`` of SEND_MESSAGE_V2) RocketMQ caps at 32767 bytes. A
+refusal is a ``FrameRefusedError`` carrying the frame's ``opaque`` when it can be read, which
+the connection answers (``MESSAGE_ILLEGAL`` and the message) before closing.
+
+A frame of ``LARGE_FRAME_BYTES`` (1 MiB) or more that does not arrive in one read is received
+straight into its body's own ``bytes`` object, allocated from the header word and filled read by
+read (``_frame_codec.new_body`` / ``fill_body``), so that no read pays for the whole body: a
+growing buffer copied again as it grew, and its last read then copied the 16 MiB body out of it,
+20-30 ms of the event loop in one callback on a loaded 2-core machine. The reference (no C)
+keeps the reads and joins them when the frame is whole.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.errors import Http2PrefaceError, ProtocolError
+from ledgermq.errors import FrameRefusedError, Http2PrefaceError, ProtocolError
 from ledgermq.speedups import PURE_PYTHON
 from ledgermq.wire.http2 import PREFACE_FRAME_LENGTH, is_http2_preface_start
 
@@ -54,11 +76,21 @@ except ImportError:  # pragma: no cover - the fast extra is not installed
     HAVE_ORJSON = False
 
 try:
+    from ledgermq.wire import _frame_codec
     from ledgermq.wire._frame_codec import decode_frames as _c_decode_frames
     from ledgermq.wire._frame_codec import encode_head as _c_encode_head
+    from ledgermq.wire._frame_codec import fill_body as _c_fill_body
+    from ledgermq.wire._frame_codec import new_body as _c_new_body
 except ImportError:  # pragma: no cover - the extension is optional (no C compiler)
     _c_decode_frames = None  # type: ignore[assignment]
     _c_encode_head = None  # type: ignore[assignment]
+    _c_new_body = _c_fill_body = None  # type: ignore[assignment]
+else:
+    if getattr(_frame_codec, "ABI", 1) != 4:  # pragma: no cover - a stale build
+        # built before the header limits, its decode_frames takes other arguments: unused
+        _c_decode_frames = None  # type: ignore[assignment]
+        _c_encode_head = None  # type: ignore[assignment]
+        _c_new_body = _c_fill_body = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -67,6 +99,8 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
+    "MAX_EXT_FIELDS",
+    "MAX_HEADER_BYTES",
     "SEPARATE_BODY_BYTES",
     "FrameDecoder",
     "LanguageCode",
@@ -79,6 +113,14 @@ __all__ = [
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 """RocketMQ's ``com.rocketmq.remoting.frameMaxLength`` default (16 MiB)."""
+MAX_HEADER_BYTES: Final = 64 * 1024
+"""The largest header a frame may have (see the module docstring): twice RocketMQ's cap on a
+message's properties, which travel in the header."""
+MAX_EXT_FIELDS: Final = 256
+"""The most extFields a header may hold; RocketMQ's requests carry fewer than 30."""
+LARGE_FRAME_BYTES: Final = 1024 * 1024
+"""From this frame length on, a frame that is not whole in one read is received straight into its
+body (see the module docstring)."""
 FLAG_RESPONSE: Final = 1
 """``RPC_TYPE`` bit: 0 request, 1 response."""
 FLAG_ONEWAY: Final = 2
@@ -93,6 +135,8 @@ _BINARY_FIXED = struct.Struct(">hbhii")
 _SHORT = struct.Struct(">h")
 _MAX_HEADER_LENGTH: Final = 0xFFFFFF
 """The header word keeps 24 bits for the header's length."""
+_JSON_OPAQUE: Final = re.compile(rb'"opaque"\s*:\s*(-?[0-9]{1,10})\b')
+"""Where a refused JSON header says its ``opaque``, read so that the refusal reaches its caller."""
 
 _use_orjson = HAVE_ORJSON and not PURE_PYTHON
 """Whether orjson reads and writes headers. A module global, not a constant, so that a test can
@@ -305,24 +349,41 @@ def _encode_json_head(command: RemotingCommand) -> bytes:
 class FrameDecoder:
     """Incremental decoder: ``feed(bytes) -> [RemotingCommand, ...]``."""
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        *,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        max_ext_fields: int = MAX_EXT_FIELDS,
+        large_frame_bytes: int = LARGE_FRAME_BYTES,
+    ) -> None:
         if max_frame_bytes < 8:
             raise ValueError("max_frame_bytes must be at least 8")
+        if not 0 <= max_header_bytes <= _MAX_HEADER_LENGTH or max_ext_fields < 0:
+            raise ValueError("max_header_bytes and max_ext_fields must be at least 0")
         if max_frame_bytes >= PREFACE_FRAME_LENGTH:
             # b"PRI " as a length must stay refused, or a gRPC client's preface would be
             # buffered as the start of a 1.3 GB frame instead of recognised (wire/http2.py)
             raise ValueError(f"max_frame_bytes must be below {PREFACE_FRAME_LENGTH}")
         self.max_frame_bytes = max_frame_bytes
+        self.max_header_bytes = max_header_bytes
+        self.max_ext_fields = max_ext_fields
+        self.large_frame_bytes = large_frame_bytes
         self._buffer = bytearray()
+        self._large: _LargeFrame | None = None
+        """The large frame being received straight into its body, if one is."""
         self._failed: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received that do not form a whole frame yet."""
-        return len(self._buffer)
+        large = self._large
+        return len(self._buffer) + (0 if large is None else large.received)
 
-    def feed(self, data: bytes) -> list[RemotingCommand]:
-        """Every whole command in what has arrived so far, in order.
+    def feed(self, data: bytes, max_commands: int = sys.maxsize) -> list[RemotingCommand]:
+        """Every whole command in what has arrived so far, in order; at most ``max_commands``
+        of them, the rest staying buffered for the next call (``feed(b"")`` goes on), so that
+        a caller can spread a read full of small requests over several passes of its loop.
 
         The frames are read at offsets and the consumed bytes dropped once per call (not after
         each frame: a read holding 16 requests moved the rest of the buffer 16 times), and when
@@ -330,6 +391,23 @@ class FrameDecoder:
         """
         if self._failed is not None:
             raise ProtocolError(f"the stream is unusable after an earlier error: {self._failed}")
+        commands: list[RemotingCommand] = []
+        large = self._large
+        if large is not None:
+            with memoryview(data) as view:
+                used = large.take(view)
+                rest = bytes(view[used:]) if used < len(view) else b""
+            if not large.whole:
+                return commands
+            self._large = None
+            try:
+                commands.append(large.command(self.max_ext_fields))
+            except ProtocolError as exc:
+                self._failed = exc
+                raise
+            if not rest:
+                return commands
+            data = rest
         buf = self._buffer
         source: bytes | bytearray
         if buf:
@@ -337,10 +415,9 @@ class FrameDecoder:
             source = buf
         else:
             source = data
-        commands: list[RemotingCommand] = []
         try:
             with memoryview(source) as view:
-                consumed = self._frames(view, commands)
+                consumed = self._frames(view, commands, max_commands)
         except ProtocolError as exc:
             self._failed = exc
             buf.clear()
@@ -351,22 +428,31 @@ class FrameDecoder:
             buf += data[consumed:]
         return commands
 
-    def _frames(self, view: memoryview, commands: list[RemotingCommand]) -> int:
-        """Decode the whole frames at the start of ``view`` into ``commands``; the bytes used."""
+    def _frames(self, view: memoryview, commands: list[RemotingCommand], max_commands: int) -> int:
+        """Decode the whole frames at the start of ``view`` into ``commands``; the bytes used.
+
+        Raises FrameRefusedError for the first frame that breaks a rule, as soon as the bytes
+        that break it have arrived (a header over ``max_header_bytes`` from the header word).
+        """
         end = len(view)
         pos = 0
         unpack = _PREFIX.unpack_from
         limit = self.max_frame_bytes
+        max_header = self.max_header_bytes
+        max_fields = self.max_ext_fields
         c_frames = _c_decode_frames if _use_c_frames else None
-        while end - pos >= 4:
+        while end - pos >= 4 and len(commands) < max_commands:
             if c_frames is not None:
                 # the binary frames from here; the Python loop takes the one it stopped at
-                pos = c_frames(view, pos, limit, commands, RemotingCommand, _LANGUAGE_NAMES)
-                if end - pos < 4:
+                pos = c_frames(
+                    view, pos, limit, max_header, max_fields, max_commands, commands,
+                    RemotingCommand, _LANGUAGE_NAMES,
+                )  # fmt: skip
+                if end - pos < 4 or len(commands) >= max_commands:
                     break
             (length,) = _LENGTH.unpack_from(view, pos)
             if length < 4:
-                raise ProtocolError(f"frame length {length} is below the minimum of 4")
+                raise FrameRefusedError(f"frame length {length} is below the minimum of 4")
             if length > limit:
                 # only here, on a frame refused anyway, is the HTTP/2 preface looked for: the
                 # hot path pays nothing for it (wire/http2.py)
@@ -375,49 +461,150 @@ class FrameDecoder:
                         "the peer sent an HTTP/2 client preface (a gRPC client, such as a"
                         " RocketMQ 5 SDK) to a RocketMQ remoting port"
                     )
-                raise ProtocolError(f"frame of {length} bytes exceeds the limit of {limit} bytes")
+                raise _refused(
+                    view, pos, f"frame of {length} bytes exceeds the limit of {limit} bytes"
+                )
             if end - pos < 8:
                 break
             _, word = unpack(view, pos)
             kind, header_length = (word >> 24) & 0xFF, word & 0xFFFFFF
             if header_length > length - 4:
-                raise ProtocolError(
-                    f"header length {header_length} does not fit in a frame of {length} bytes"
+                raise _refused(
+                    view,
+                    pos,
+                    f"header length {header_length} does not fit in a frame of {length} bytes",
+                )
+            if header_length > max_header:
+                raise _refused(
+                    view,
+                    pos,
+                    f"a header of {header_length} bytes exceeds the limit of {max_header} bytes"
+                    " (RocketMQ's clients send a few hundred)",
+                )
+            if kind not in (SerializeType.JSON, SerializeType.ROCKETMQ):
+                raise _refused(
+                    view, pos, f"unknown serialize type {kind} (0 JSON and 1 ROCKETMQ exist)"
                 )
             frame_end = pos + 4 + length
             if end < frame_end:
+                if length >= self.large_frame_bytes:
+                    # received from here on straight into its body (see the module docstring)
+                    self._large = _LargeFrame(length, header_length, kind)
+                    self._large.take(view[pos:end])
+                    pos = end
                 break
             header_end = pos + 8 + header_length
             header = bytes(view[pos + 8 : header_end])
             body = bytes(view[header_end:frame_end])
+            try:
+                if kind == SerializeType.JSON:
+                    commands.append(_parse_json_header(header, body, max_fields))
+                else:
+                    commands.append(_parse_binary_header(header, body, max_fields))
+            except ProtocolError as exc:
+                raise _refused(view, pos, str(exc)) from None
             pos = frame_end
-            if kind == SerializeType.JSON:
-                commands.append(_parse_json_header(header, body))
-            elif kind == SerializeType.ROCKETMQ:
-                commands.append(_parse_binary_header(header, body))
-            else:
-                raise ProtocolError(f"unknown serialize type {kind} (0 JSON and 1 ROCKETMQ exist)")
         return pos
 
 
-def _parse_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+class _LargeFrame:
+    """A frame of at least ``LARGE_FRAME_BYTES`` being received: its length prefix, header word
+    and header in ``head``; its body in a ``bytes`` object of its final size filled read by read
+    (C), or in the reads themselves, joined when whole (the reference).
+
+    Invariant: ``body`` is referenced by nobody else until ``command`` hands it out whole (it
+    is written in place, which only a ``bytes`` object no one has seen may be)."""
+
+    __slots__ = ("body", "body_size", "chunks", "filled", "head", "head_size", "kind")
+
+    def __init__(self, length: int, header_length: int, kind: int) -> None:
+        self.head = bytearray()
+        self.head_size = 8 + header_length
+        self.body_size = length - 4 - header_length
+        self.kind = kind
+        self.body: bytes | None = _c_new_body(self.body_size) if _use_c_frames else None
+        self.chunks: list[bytes] = []
+        self.filled = 0
+        """Bytes of the body received."""
+
+    @property
+    def received(self) -> int:
+        return len(self.head) + self.filled
+
+    @property
+    def whole(self) -> bool:
+        return len(self.head) == self.head_size and self.filled == self.body_size
+
+    def take(self, data: memoryview) -> int:
+        """Copy the start of ``data`` that belongs to this frame; how many bytes that was."""
+        used = 0
+        missing = self.head_size - len(self.head)
+        if missing > 0:
+            part = data[:missing]
+            self.head += part
+            used = len(part)
+        part = data[used : used + self.body_size - self.filled]
+        if part:
+            if self.body is not None:
+                _c_fill_body(self.body, self.filled, part)
+            else:
+                self.chunks.append(bytes(part))
+            self.filled += len(part)
+            used += len(part)
+        return used
+
+    def command(self, max_fields: int) -> RemotingCommand:
+        """The whole frame's command (FrameRefusedError if its header breaks a rule)."""
+        head = bytes(self.head)
+        body = self.body if self.body is not None else b"".join(self.chunks)
+        self.body, self.chunks = None, []
+        try:
+            if self.kind == SerializeType.JSON:
+                return _parse_json_header(head[8:], body, max_fields)
+            return _parse_binary_header(head[8:], body, max_fields)
+        except ProtocolError as exc:
+            with memoryview(head) as view:
+                raise _refused(view, 0, str(exc)) from None
+
+
+def _refused(view: memoryview, pos: int, message: str) -> FrameRefusedError:
+    """The refusal of the frame at ``pos``, with its ``opaque`` if the bytes that arrived say it
+    (the binary header has it at a fixed place; a JSON header's is looked for in at most
+    ``MAX_HEADER_BYTES``), so that the caller waiting for it sees why."""
+    opaque = 0
+    kind = view[pos + 4] if len(view) >= pos + 8 else 0
+    header = view[pos + 8 : pos + 8 + MAX_HEADER_BYTES]
+    if kind == SerializeType.ROCKETMQ:
+        if len(header) >= 9:
+            opaque = int.from_bytes(header[5:9], "big", signed=True)
+    elif kind == SerializeType.JSON:
+        found = _JSON_OPAQUE.search(header)
+        if found is not None and _INT32_MIN <= int(found[1]) <= _INT32_MAX:
+            opaque = int(found[1])
+    serialize_type = kind if kind in (SerializeType.JSON, SerializeType.ROCKETMQ) else 0
+    return FrameRefusedError(message, opaque=opaque, serialize_type=serialize_type)
+
+
+def _parse_json_header(raw: bytes, body: bytes, max_fields: int) -> RemotingCommand:
     if _use_orjson:
         try:
             parsed = orjson.loads(raw)
         except ValueError:
             parsed = None
         if type(parsed) is dict:
-            command = _plain_command(parsed, body)
+            command = _plain_command(parsed, body, max_fields)
             if command is not None:
                 return command
-    return _parse_json_header_reference(raw, body)
+    return _parse_json_header_reference(raw, body, max_fields)
 
 
-def _plain_command(header: dict[str, object], body: bytes) -> RemotingCommand | None:
+def _plain_command(
+    header: dict[str, object], body: bytes, max_fields: int = MAX_EXT_FIELDS
+) -> RemotingCommand | None:
     """The command of an orjson-parsed header whose fields all have their usual types (ints in
-    range, strings, ``extFields`` of strings or ints); None sends anything else to the reference,
-    which then refuses it or reads it exactly as it always has (orjson reads integers past 64
-    bits as floats, for one)."""
+    range, strings, ``extFields`` of strings or ints, at most ``max_fields`` of them); None sends
+    anything else to the reference, which then refuses it or reads it exactly as it always has
+    (orjson reads integers past 64 bits as floats, for one)."""
     code = header.get("code")
     opaque = header.get("opaque")
     flag = header.get("flag", 0)
@@ -442,6 +629,8 @@ def _plain_command(header: dict[str, object], body: bytes) -> RemotingCommand | 
     if raw_fields is None:
         fields = {}
     elif type(raw_fields) is dict:
+        if len(raw_fields) > max_fields:
+            return None
         fields = raw_fields
         if not all(type(v) is str for v in raw_fields.values()):
             if not all(type(v) is str or type(v) is int for v in raw_fields.values()):
@@ -452,7 +641,9 @@ def _plain_command(header: dict[str, object], body: bytes) -> RemotingCommand | 
     return RemotingCommand(code, opaque, flag, remark, fields, body, language, version)
 
 
-def _parse_json_header_reference(raw: bytes, body: bytes) -> RemotingCommand:
+def _parse_json_header_reference(
+    raw: bytes, body: bytes, max_fields: int = MAX_EXT_FIELDS
+) -> RemotingCommand:
     """``_parse_json_header`` on the standard library's json: the reference."""
     try:
         header = json.loads(raw)
@@ -471,7 +662,7 @@ def _parse_json_header_reference(raw: bytes, body: bytes) -> RemotingCommand:
         opaque=_int32(header, "opaque", required=True),
         flag=_int32(header, "flag"),
         remark=remark,
-        ext_fields=_ext_fields(header.get("extFields")),
+        ext_fields=_ext_fields(header.get("extFields"), max_fields),
         body=body,
         language=language,
         version=_int32(header, "version"),
@@ -489,12 +680,14 @@ def _int32(header: dict[str, object], name: str, *, required: bool = False) -> i
     return value
 
 
-def _ext_fields(raw: object) -> dict[str, str]:
+def _ext_fields(raw: object, max_fields: int = MAX_EXT_FIELDS) -> dict[str, str]:
     """``extFields``: values coerced to strings (the C++ client sends some as numbers)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise ProtocolError("header field 'extFields' must be an object")
+    if len(raw) > max_fields:
+        raise ProtocolError(_too_many_fields(max_fields))
     fields: dict[str, str] = {}
     for key, value in raw.items():
         if isinstance(value, str):
@@ -510,7 +703,13 @@ def _ext_fields(raw: object) -> dict[str, str]:
     return fields
 
 
-def _parse_binary_header(raw: bytes, body: bytes) -> RemotingCommand:
+def _too_many_fields(max_fields: int) -> str:
+    return f"the header holds more than {max_fields} extFields (RocketMQ's requests send under 30)"
+
+
+def _parse_binary_header(
+    raw: bytes, body: bytes, max_fields: int = MAX_EXT_FIELDS
+) -> RemotingCommand:
     """The ROCKETMQ binary header (section 2.3)."""
     try:
         code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(raw, 0)
@@ -525,7 +724,11 @@ def _parse_binary_header(raw: bytes, body: bytes) -> RemotingCommand:
         if end != len(raw):
             raise ProtocolError("the binary header's extFields length does not match its size")
         fields: dict[str, str] = {}
+        count = 0
         while pos < end:
+            count += 1
+            if count > max_fields:
+                raise ProtocolError(_too_many_fields(max_fields))
             key_length = _read_length(raw, pos, ">h", limit=end)
             pos += 2
             key = raw[pos : pos + key_length].decode()
