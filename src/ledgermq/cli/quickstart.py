@@ -339,6 +339,8 @@ def _serve_metrics(args: argparse.Namespace, brokers: list[BrokerServer]) -> str
                 served.ledger.metrics.close()
             return f"not served: {exc} (--port-offset moves it; --no-metrics leaves them out)"
         urls.append(endpoint.url)
+    if args.secure:  # say so: "TLS on every port" is not true of these
+        return "  ".join(urls) + "  (plain HTTP on loopback: /metrics has no TLS or sign-in)"
     return "  ".join(urls)
 
 
