@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import random
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ledgermq.cli.main import main
 from ledgermq.console import console_available
@@ -17,11 +21,13 @@ from ledgermq.store import LedgerStore
 
 
 def _free_port_offset() -> int:
-    """An offset that makes every quickstart port free (NameServer, brokers, ledger, gRPC)."""
+    """An offset that makes every quickstart port free (NameServer, brokers, ledger, gRPC,
+    console, metrics)."""
     rng = random.Random()
     for _ in range(50):
         offset = rng.randrange(1000, 20000)
-        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913, 8080, 8081, 8082, 8083]
+        ports = [9876, 30911, 30921, 30931, 40911, 40912, 40913, 8080, 8081, 8082, 8083,
+                 5557, 5558, 5559]  # fmt: skip
         try:
             for port in ports:
                 with socket.socket() as s:
@@ -32,14 +38,43 @@ def _free_port_offset() -> int:
     raise AssertionError("no free port offset found")
 
 
+def _scrape_while_serving(url: str) -> concurrent.futures.Future[set[str]]:
+    """The sample names at ``url``, read by a thread once it answers (within 60 s)."""
+
+    def scrape() -> set[str]:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    text = response.read().decode()
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+                continue
+            return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    future = pool.submit(scrape)
+    pool.shutdown(wait=False)
+    return future
+
+
 @pytest.mark.timeout(120)
 def test_quickstart_runs_a_cluster_and_checks_itself(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     offset = _free_port_offset()
     args = ["quickstart", "--dir", str(tmp_path), "--port-offset", str(offset), "--run-for", "0.2"]
-    assert main(args) == 0
+    scraped = _scrape_while_serving(f"http://127.0.0.1:{5557 + offset}/metrics")
+    assert main([*args[:-1], "3"]) == 0
     out = capsys.readouterr().out
+    # every replica serves /metrics (issue 28 item 2), printed in the address block
+    urls = "  ".join(f"http://127.0.0.1:{port + offset}/metrics" for port in (5557, 5558, 5559))
+    assert f"Metrics         {urls}" in out
+    names = scraped.result(timeout=5)
+    assert {"process_resident_memory_bytes", "process_open_fds", "ledgermq_term"} <= names
+    assert "ledgermq_broker_master" in names
     assert f"NameServer      127.0.0.1:{9876 + offset}" in out
     assert out.count("(master;") == 1
     assert f"gRPC 127.0.0.1:{8081 + offset})" in out

@@ -80,7 +80,13 @@ def test_the_master_shows_its_traffic_lag_and_requests(tmp_path: Path) -> None:
         assert _value(samples, "ledgermq_broker_connections") >= 1
         assert _value(samples, "ledgermq_broker_disk_bytes", kind="commitlog") > 0
         assert "rocketmq_producer_tps" in samples
-        assert "ledgermq_commit_index" in samples  # the ledger's series stay beside them
+        # the ledger's series stay beside them, labelled as the broker's (issue 28 item 3)
+        replica = {**base, "replica": master.config.dleger_self_id}
+        assert _value(samples, "ledgermq_commit_index", **replica) > 0
+        assert _value(samples, "ledgermq_append_latency_seconds_count", **replica) >= 7
+        # and the process figures (issue 28 item 2)
+        assert _value(samples, "process_resident_memory_bytes") > 0
+        assert _value(samples, "process_open_fds") > 0
 
     asyncio.run(asyncio.wait_for(main(), 80))
 

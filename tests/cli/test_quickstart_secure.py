@@ -39,6 +39,7 @@ def test_secure_quickstart_serves_only_those_it_told_how(tmp_path: Path) -> None
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
         text = log.read_text()
+        assert "(plain HTTP on loopback: /metrics has no TLS or sign-in)" in text  # issue 28
         exports = re.search(r"export (LEDGERMQ_CREDENTIALS_FILE=\S+) (LEDGERMQ_TLS_CA=\S+)", text)
         assert exports is not None, text
         namesrv = re.search(r"NameServer\s+(\S+)", text)

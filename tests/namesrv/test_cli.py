@@ -10,10 +10,12 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 from typing import IO
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ledgermq.cli.main import main
 from ledgermq.errors import ConfigError
@@ -74,6 +76,48 @@ def test_namesrv_process_announces_its_port_serves_and_stops_on_sigterm() -> Non
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_namesrv_serves_the_process_metrics_when_asked() -> None:
+    """Issue 28 item 2: ``--metrics-port`` serves /metrics with the process collectors."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    command = [sys.executable, "-m", "ledgermq", "namesrv", "--listen-port", "0"]
+    process = subprocess.Popen(
+        [*command, "--metrics-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        line = read_line(process.stdout, timeout_s=10)
+        match = re.fullmatch(
+            r"NameServer listening on 127\.0\.0\.1:\d+ \(metrics (http://127\.0\.0\.1:\d+/metrics)\)\n",
+            line,
+        )
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=5) as response:
+            text = response.read().decode()
+        names = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+        assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= names
+        assert "process_open_fds" in names
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=5) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_metrics_keys_of_namesrv_conf() -> None:
+    config = NameServerConfig.from_properties({"metricsPort": "9555", "metricsHost": "0.0.0.0"})
+    assert (config.metrics_port, config.metrics_host) == (9555, "0.0.0.0")
+    assert NameServerConfig.from_properties({}).metrics_port is None
+    with pytest.raises(ConfigError, match="metricsPort must be between 0 and 65535"):
+        NameServerConfig.from_properties({"metricsPort": "70000"})
 
 
 def test_unknown_config_keys_are_one_line_errors(

@@ -155,6 +155,9 @@ class BrokerConfig:
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     metrics_port: int | None = None
     """Prometheus ``/metrics`` port (ours; 0 picks a free one)."""
+    metrics_host: str = "127.0.0.1"
+    """The address ``/metrics`` listens on (ours): loopback by default, since it has no access
+    control of its own; a machine's private address for a Prometheus elsewhere."""
     index_file_size: int = 5_242_880 * 32
     """Size of one ledger index file (DLedger's ``indexFileSize``); small in tests."""
     acl_enable: bool = False
@@ -311,6 +314,7 @@ class BrokerConfig:
             index_segment_bytes=self.index_file_size,
             max_body_bytes=self.max_message_size + 4096,
             metrics_port=self.metrics_port,
+            metrics_host=self.metrics_host,
             retention=retention,
             raft=raft,
             peer_secret=self.dleger_peer_secret or None,

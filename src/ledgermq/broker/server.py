@@ -85,6 +85,7 @@ from ledgermq.errors import (
     RequestRejectedError,
     StoreLockedError,
 )
+from ledgermq.ledger.metrics import LedgerMetrics
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
@@ -198,7 +199,17 @@ class BrokerServer:
             tls_server=ledger_config.tls_server, tls_client=ledger_config.tls_client
         )
         self._clock: Clock = clock or SystemClock()
-        self.ledger = LedgerServer(ledger_config, network=self._network, clock=self._clock)
+        self.ledger = LedgerServer(
+            ledger_config,
+            network=self._network,
+            clock=self._clock,
+            metrics=LedgerMetrics(
+                config.broker_cluster_name,
+                config.broker_name,
+                config.dleger_self_id,
+                group=ledger_config.group,
+            ),
+        )
         self.metrics = BrokerMetrics(
             config.broker_cluster_name, config.broker_name, config.dleger_self_id, self._clock
         )

@@ -4,6 +4,8 @@ It takes the NameServer list and the credential and TLS options of ``ledgermq ad
 its URL and serves until Ctrl-C. With ACL on the brokers and no account given, each visitor
 signs in with an admin account (``--acl``, ``ledgermq.console.access``). The console's web
 stack is an extra: without it the command says which one to install, in one line.
+``--metrics-listen HOST:PORT`` serves Prometheus ``/metrics`` (the process figures) on a port of
+its own, off by default.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.metrics_args import add_metrics_listen_arg, start_metrics
 from ledgermq.cli.serving import wait_for_stop
 from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.console import MISSING_EXTRA, console_available
@@ -52,6 +55,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "brokers refuse unsigned requests and no account is given below, 'on' always, 'off' "
         "never",
     )
+    add_metrics_listen_arg(parser)
     add_credential_args(parser)
     add_tls_args(parser)
     parser.set_defaults(handler=cmd_console)
@@ -76,8 +80,12 @@ async def _serve(args: argparse.Namespace) -> int:
     except NetworkError as exc:
         await link.close()
         raise LedgerMQError(f"{exc}; choose another address with --listen HOST:PORT") from exc
+    metrics = None
     try:
+        metrics = start_metrics(args.metrics_listen)
         print(f"LedgerMQ console: {server.url} (NameServer {args.namesrv_addr})", flush=True)
+        if metrics is not None:
+            print(f"Metrics: {metrics.url}", flush=True)
         if link.credentials is not None and args.acl != "on":
             print(
                 f"No sign-in: every visitor acts as {link.credentials.access_key} (the account "
@@ -91,5 +99,7 @@ async def _serve(args: argparse.Namespace) -> int:
         print("Serving until Ctrl-C.", flush=True)
         await wait_for_stop()
     finally:
+        if metrics is not None:
+            metrics.close()
         await server.close()
     return 0

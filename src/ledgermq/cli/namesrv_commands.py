@@ -3,7 +3,9 @@
 Settings come from a RocketMQ-style ``namesrv.conf`` (``-c``; keys ``listenPort``,
 ``listenHost``/``bindAddress``, ``scanNotActiveBrokerInterval``, ``brokerTimeoutMillis``) with
 the flags on top. Once listening it prints ``NameServer listening on HOST:PORT`` on stdout, with
-the real port when ``--listen-port 0`` asked for any free one, so scripts and tests can read it.
+the real port when ``--listen-port 0`` asked for any free one, so scripts and tests can read it;
+with ``--metrics-port`` (``metricsPort``) it serves Prometheus ``/metrics`` (the process figures)
+and the line ends ``(metrics http://HOST:PORT/metrics)``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--listen-port", type=int, help="port to listen on (default 9876; 0: any free port)"
     )
     namesrv.add_argument("--listen-host", help="address to listen on (default 127.0.0.1)")
+    namesrv.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus /metrics (process memory, CPU, fds) on this port, on metricsHost "
+        "(default 127.0.0.1); 0: any free port (default: not served)",
+    )
     namesrv.set_defaults(handler=cmd_namesrv)
 
 
@@ -38,6 +46,8 @@ def namesrv_settings(args: argparse.Namespace) -> dict[str, str]:
     if args.listen_host is not None:
         values.pop("bindAddress", None)
         values["listenHost"] = args.listen_host
+    if args.metrics_port is not None:
+        values["metricsPort"] = str(args.metrics_port)
     return values
 
 
@@ -53,12 +63,17 @@ async def _serve(config: NameServerConfig) -> int:
     except NetworkError as exc:
         if not address_in_use(exc):
             raise
+        flag = (
+            "--metrics-port (metricsPort)"
+            if "/metrics" in str(exc)
+            else "--listen-port (listenPort)"
+        )
         raise LedgerMQError(
-            f"{exc}; another process uses it: stop it, or choose another port with "
-            "--listen-port (listenPort)"
+            f"{exc}; another process uses it: stop it, or choose another port with {flag}"
         ) from exc
     try:
-        print(f"NameServer listening on {config.listen_host}:{server.port}", flush=True)
+        metrics = f" (metrics {server.metrics.url})" if server.metrics.url else ""
+        print(f"NameServer listening on {config.listen_host}:{server.port}{metrics}", flush=True)
         await wait_for_stop()
     finally:
         await server.close()

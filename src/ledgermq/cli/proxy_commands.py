@@ -6,6 +6,8 @@ group's current master over remoting (``proxy.cluster``). Once listening it prin
 ``proxy listening on HOST:PORT`` on stdout, with the real port when ``--listen HOST:0`` asked
 for any free one, so scripts and tests can read it. ``--access-key`` / ``--secret-key`` sign
 its requests to a cluster with ACL on; ``--tls`` and friends dial brokers that serve TLS.
+``--metrics-listen HOST:PORT`` serves Prometheus ``/metrics`` (the process figures) there, and
+the line ends ``(metrics http://HOST:PORT/metrics)``.
 
 TLS on the proxy's own gRPC port takes RocketMQ's ``tls.server.*`` keys (``tls.server.mode``,
 ``tls.server.certPath``, ``tls.server.keyPath``, ``tls.server.trustCertPath``,
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
+from ledgermq.cli.metrics_args import add_metrics_listen_arg, start_metrics
 from ledgermq.cli.serving import address_in_use, wait_for_stop
 from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.clock import SystemClock
@@ -72,6 +75,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="one setting on top of --config (repeatable), e.g. --set tls.server.mode=enforcing",
     )  # fmt: skip
+    add_metrics_listen_arg(proxy)
     add_credential_args(proxy)
     add_tls_args(proxy)
     proxy.set_defaults(handler=cmd_proxy)
@@ -140,20 +144,25 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         check_message_type=_flag(settings, "enableTopicMessageTypeCheck", default=True),
         max_message_size=_max_message_size(settings),
     )
-    return run(_serve(proxy, args.listen))
+    return run(_serve(proxy, args.listen, args.metrics_listen))
 
 
-async def _serve(proxy: ClusterProxy, listen: str) -> int:
+async def _serve(proxy: ClusterProxy, listen: str, metrics_listen: str | None = None) -> int:
     try:
         await proxy.start()
     except NetworkError as exc:
         if not address_in_use(exc):
             raise
         raise LedgerMQError(f"{exc}; choose another --listen") from exc
+    metrics = None
     try:
+        metrics = start_metrics(metrics_listen)
         host = listen.rpartition(":")[0]
-        print(f"proxy listening on {host}:{proxy.port}", flush=True)
+        shown = f" (metrics {metrics.url})" if metrics is not None else ""
+        print(f"proxy listening on {host}:{proxy.port}{shown}", flush=True)
         await wait_for_stop()
     finally:
+        if metrics is not None:
+            metrics.close()
         await proxy.close()
     return 0

@@ -7,13 +7,15 @@ broken install shows at once; then it prints the addresses and serves until Ctrl
 ``--run-for`` seconds). Any RocketMQ client can use it: point it at the NameServer address.
 
 Ports follow RocketMQ's DLedger sample configs: NameServer 9876, brokers 30911 / 30921 / 30931,
-ledger replicas 40911 / 40912 / 40913, gRPC 8081 / 8082 / 8083 (RocketMQ proxy's), and the web
-console on 8080 (RocketMQ Dashboard's);
+ledger replicas 40911 / 40912 / 40913, gRPC 8081 / 8082 / 8083 (RocketMQ proxy's), the web
+console on 8080 (RocketMQ Dashboard's) and each replica's Prometheus ``/metrics`` on 5557 / 5558 /
+5559 (RocketMQ exporter's 5557 first; ``deploy/prometheus/prometheus.yml`` scrapes them);
 ``--port-offset`` moves them all (and is refused when a port would leave 1..65535). The console
 is started only when its extra is installed (``pip install 'ledgermq[console]'``); without it,
-or when its port is taken, the quickstart says so in one line and runs without it: the brokers
-are what it is for. A port already in use is an error that names the server it was for
-and says that ``--port-offset`` moves the ports.
+or when its port is taken, the quickstart says so in one line and runs without it, and so for
+the metrics ports (``--no-metrics`` leaves them out): the brokers are what it is for. Any other
+port already in use is an error that names the server it was for and says that
+``--port-offset`` moves the ports.
 """
 
 from __future__ import annotations
@@ -63,7 +65,13 @@ LEDGER_PORTS: Final = (40911, 40912, 40913)
 CONSOLE_PORT: Final = 8080
 GRPC_PORTS: Final = (8081, 8082, 8083)
 """gRPC ports (RocketMQ 5 clients): 8081, RocketMQ proxy's default, for the first replica."""
-_ALL_PORTS: Final = (NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS, CONSOLE_PORT, *GRPC_PORTS)
+METRICS_PORTS: Final = (5557, 5558, 5559)
+"""Each replica's Prometheus ``/metrics`` (its broker's and ledger's series and the process
+figures): 5557, RocketMQ exporter's default, for the first replica. The NameServer and the
+console run in this process, so these process figures are theirs too."""
+_ALL_PORTS: Final = (
+    NAMESRV_PORT, *BROKER_PORTS, *LEDGER_PORTS, CONSOLE_PORT, *GRPC_PORTS, *METRICS_PORTS,
+)  # fmt: skip
 MIN_PORT_OFFSET: Final = 1 - min(_ALL_PORTS)
 MAX_PORT_OFFSET: Final = 65535 - max(_ALL_PORTS)
 """Every port moved by ``--port-offset`` must stay a TCP port (1..65535): a larger one would
@@ -110,6 +118,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         dest="console",
         action="store_false",
         help=f"do not start the web console (port {CONSOLE_PORT} plus the offset)",
+    )
+    parser.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        help="do not serve the replicas' Prometheus /metrics (ports "
+        f"{'/'.join(map(str, METRICS_PORTS))} plus the offset)",
     )
     parser.add_argument(
         "--secure",
@@ -236,6 +251,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
         await _wait_for_auto_create_route(namesrv_addr, 15.0, clients)
         sent_s, received_s = await _self_check(namesrv_addr, clients)
         console, console_line = await _start_console(args, namesrv_addr, clients)
+        metrics_line = _serve_metrics(args, brokers)
         print(f"LedgerMQ quickstart: data in {data_dir}")
         print(f"  NameServer      {namesrv_addr}")
         for broker in brokers:
@@ -246,6 +262,7 @@ async def _serve_quickstart(args: argparse.Namespace, data_dir: str) -> int:
                 f"ledger {ledger_host}:{ledger_port}; gRPC {broker.grpc_address})"
             )
         print(f"  Console         {console_line}")
+        print(f"  Metrics         {metrics_line}")
         print(
             f"  master elected in {elected_s:.2f} s; self-check: {_CHECK_MESSAGES} messages sent "
             f"in {sent_s * 1000:.0f} ms and read back in {received_s * 1000:.0f} ms"
@@ -305,6 +322,26 @@ async def _start_console(
     if "credentials" in clients:
         return server, f"{server.url} (sign in with the admin account of secure/admin.yml)"
     return server, server.url
+
+
+def _serve_metrics(args: argparse.Namespace, brokers: list[BrokerServer]) -> str:
+    """Each replica's ``/metrics`` on ``METRICS_PORTS`` plus the offset, and the line that
+    lists their URLs, or says why they are not there (not wanted, a port taken)."""
+    if not args.metrics:
+        return "not served (--no-metrics)"
+    urls = []
+    for broker, port in zip(brokers, METRICS_PORTS, strict=True):
+        endpoint = broker.ledger.metrics.endpoint
+        try:
+            endpoint.serve(HOST, port + args.port_offset)
+        except NetworkError as exc:
+            for served in brokers:
+                served.ledger.metrics.close()
+            return f"not served: {exc} (--port-offset moves it; --no-metrics leaves them out)"
+        urls.append(endpoint.url)
+    if args.secure:  # say so: "TLS on every port" is not true of these
+        return "  ".join(urls) + "  (plain HTTP on loopback: /metrics has no TLS or sign-in)"
+    return "  ".join(urls)
 
 
 def _port_owner(address: str | None, offset: int) -> str:

@@ -1,22 +1,32 @@
 """Prometheus metrics of one replica, in its own registry, served on ``/metrics``.
 
 One registry per server (not the process-global one) so tests can run several replicas in one
-process. The HTTP endpoint is prometheus-client's own threaded server: a scrape never runs on
-the event loop that drives Raft.
+process; it holds the process collectors too (``net.metrics_http``). The HTTP endpoint is
+prometheus-client's own threaded server: a scrape never runs on the event loop that drives Raft.
+
+Every series carries ``cluster``, ``broker`` and ``replica``, as the broker's do
+(``broker.metrics``): on a Grafana dashboard "append latency p99 by group" is one series per
+group and replica, and two groups' ``n0`` are told apart by more than the scrape's ``instance``.
+Why the children are bound here, once: ``Histogram.labels(...)`` hashes its values and takes a
+lock on every call; the append path (``LedgerServer._complete_appends``) touches these once per
+answered APPEND, so it gets the bound child (a plain ``Histogram``/``Counter``), never a lookup.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram
+
+from ledgermq.net.metrics_http import MetricsEndpoint
 
 if TYPE_CHECKING:
-    from threading import Thread
-    from wsgiref.simple_server import WSGIServer
+    from prometheus_client import CollectorRegistry
 
-__all__ = ["LedgerMetrics"]
+__all__ = ["LABELS", "LedgerMetrics"]
 
+LABELS: Final = ("cluster", "broker", "replica")
+"""The labels every ledger series carries (the broker's series carry the same)."""
 _LATENCY_BUCKETS: Final = (
     0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 )  # fmt: skip
@@ -24,56 +34,84 @@ _ROLES: Final = ("LEADER", "FOLLOWER", "CANDIDATE")
 
 
 class LedgerMetrics:
-    """Append latency, replication lag per follower, commit index, term and role."""
+    """Append latency, replication lag per follower, commit index, term and role.
 
-    def __init__(self, group: str, self_id: str) -> None:
-        self.registry = CollectorRegistry()
-        labels = {"group": group, "id": self_id}
+    ``cluster`` is the broker cluster (``brokerClusterName``; empty for a standalone ledger
+    group), ``broker`` the broker name (the group's name for a standalone group), ``replica``
+    the replica's id (``n0``). ``group`` is the ledger group (``dLegerGroup``), shown on
+    ``ledgermq_replica_info`` only.
+    """
+
+    def __init__(self, cluster: str, broker: str, replica: str, group: str | None = None) -> None:
+        self.endpoint = MetricsEndpoint()
+        self.registry: CollectorRegistry = self.endpoint.registry
         r = self.registry
+        self._values = (cluster, broker, replica)
+        values = self._values
         self.append_latency = Histogram(
             "ledgermq_append_latency_seconds",
             "Time from an APPEND arriving at the leader to its answer (committed or failed).",
+            LABELS,
             buckets=_LATENCY_BUCKETS,
             registry=r,
-        )
+        ).labels(*values)
         self.appended_entries = Counter(
             "ledgermq_appended_entries", "Entries appended through this replica as leader.",
+            LABELS, registry=r,
+        ).labels(*values)  # fmt: skip
+        self._append_errors = Counter(
+            "ledgermq_append_errors", "APPENDs answered with an error.", [*LABELS, "code"],
             registry=r,
         )  # fmt: skip
-        self.append_errors = Counter(
-            "ledgermq_append_errors", "APPENDs answered with an error.", ["code"], registry=r
+        self._error_children: dict[str, Counter] = {}
+        self.commit_index = Gauge(
+            "ledgermq_commit_index", "Committed index.", LABELS, registry=r
+        ).labels(*values)
+        self.end_index = Gauge(
+            "ledgermq_end_index", "Last index in the local log.", LABELS, registry=r
+        ).labels(*values)
+        self.term = Gauge("ledgermq_term", "Current term.", LABELS, registry=r).labels(*values)
+        role = Gauge(
+            "ledgermq_role", "1 for the role this replica has now.", [*LABELS, "role"], registry=r
         )
-        self.commit_index = Gauge("ledgermq_commit_index", "Committed index.", registry=r)
-        self.end_index = Gauge("ledgermq_end_index", "Last index in the local log.", registry=r)
-        self.term = Gauge("ledgermq_term", "Current term.", registry=r)
-        self.role = Gauge(
-            "ledgermq_role", "1 for the role this replica has now.", ["role"], registry=r
-        )
-        self.replication_lag = Gauge(
+        self._roles = {name: role.labels(*values, name) for name in _ROLES}
+        self._replication_lag = Gauge(
             "ledgermq_replication_lag_entries",
             "Leader only: entries the follower has not acknowledged.",
-            ["follower"],
+            [*LABELS, "follower"],
             registry=r,
         )
-        self.syncs = Counter("ledgermq_syncs", "Group-commit fsyncs (flush=sync).", registry=r)
-        self.info = Gauge(
-            "ledgermq_replica_info", "Constant 1, labelled.", list(labels), registry=r
+        self._lag_children: dict[str, Gauge] = {}
+        self.syncs = Counter(
+            "ledgermq_syncs", "Group-commit fsyncs (flush=sync).", LABELS, registry=r
+        ).labels(*values)
+        info = Gauge(
+            "ledgermq_replica_info", "Constant 1, labelled.", [*LABELS, "group"], registry=r
         )
-        self.info.labels(**labels).set(1)
-        self._server: WSGIServer | None = None
-        self._thread: Thread | None = None
+        info.labels(*values, group if group is not None else broker).set(1)
 
     def set_role(self, role: str) -> None:
-        for name in _ROLES:
-            self.role.labels(name).set(1 if name == role else 0)
+        for name, child in self._roles.items():
+            child.set(1 if name == role else 0)
+
+    def append_error(self, code: str) -> None:
+        """One APPEND answered with the error ``code`` (its child bound on first use)."""
+        child = self._error_children.get(code)
+        if child is None:
+            child = self._error_children[code] = self._append_errors.labels(*self._values, code)
+        child.inc()
+
+    def set_replication_lag(self, follower: str, entries: int) -> None:
+        """The leader's view of how far ``follower`` trails (sampled, not per entry)."""
+        child = self._lag_children.get(follower)
+        if child is None:
+            child = self._replication_lag.labels(*self._values, follower)
+            self._lag_children[follower] = child
+        child.set(entries)
 
     def serve(self, host: str, port: int) -> int:
         """Start the ``/metrics`` endpoint; returns the port it listens on."""
-        self._server, self._thread = start_http_server(port, host, registry=self.registry)
-        return int(self._server.server_port)
+        return self.endpoint.serve(host, port)
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        self.endpoint.close()

@@ -140,6 +140,7 @@ class LedgerServer:
         store: LogStore | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        metrics: LedgerMetrics | None = None,
     ) -> None:
         self.config = config
         self._network: Network = network or TcpNetwork(
@@ -149,7 +150,8 @@ class LedgerServer:
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()  # noqa: S311 - election jitter, not cryptography
         self._raft_config = config.raft_config()
-        self.metrics = LedgerMetrics(config.group, config.self_id)
+        self.metrics = metrics or LedgerMetrics("", config.group, config.self_id)
+        """This replica's series; a broker hands in one labelled with its cluster and name."""
         self._role_listeners: list[Callable[[RoleChange], None]] = []
         self._commit_listeners: list[Callable[[int], None]] = []
         self._store: LogStore | None = None
@@ -451,7 +453,7 @@ class LedgerServer:
         """Gauges that change with every entry are sampled, not set on the hot path."""
         lags = self.core.replication_lags()
         for follower in self._raft_config.others:
-            self.metrics.replication_lag.labels(follower).set(lags.get(follower, 0))
+            self.metrics.set_replication_lag(follower, lags.get(follower, 0))
         self.metrics.end_index.set(self.store.end_index)
 
     def _kick(self) -> None:
@@ -621,7 +623,7 @@ class LedgerServer:
             if r.code == ResponseCode.SUCCESS:
                 metrics.appended_entries.inc(r.last_index - r.first_index + 1)
             else:
-                metrics.append_errors.labels(r.code.name).inc()
+                metrics.append_error(r.code.name)
             if pending.future is not None:
                 if pending.future.done():
                     continue

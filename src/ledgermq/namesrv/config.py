@@ -39,6 +39,8 @@ FILE_KEYS: Final = {
     "auditLogMaxBytes": "audit_log_max_bytes",
     "auditLogBackupCount": "audit_log_backup_count",
     "aclRequireStrongSignature": "acl_require_strong_signature",
+    "metricsPort": "metrics_port",
+    "metricsHost": "metrics_host",
     **dict.fromkeys(TLS_KEYS, "tls"),
 }
 """``namesrv.conf`` key -> ``NameServerConfig`` field. The ``tls.*`` keys are RocketMQ's
@@ -69,6 +71,10 @@ class NameServerConfig:
             signature (``aclRequireStrongSignature``; ``ledgermq.acl.strong``).
         tls: TLS on the listening port (``tls.server.mode``, ``tls.server.certPath`` ...;
             ``net.tls``); disabled by default.
+        metrics_port: Prometheus ``/metrics`` port (``metricsPort``; ours): the process figures
+            (memory, CPU, file descriptors). None (default): not served; 0: any free port.
+        metrics_host: the address ``/metrics`` listens on (``metricsHost``; default
+            ``127.0.0.1``: it has no access control of its own).
     """
 
     listen_host: str = "127.0.0.1"
@@ -83,10 +89,14 @@ class NameServerConfig:
     audit_log_backup_count: int = 10
     acl_require_strong_signature: bool = False
     tls: TlsServerConfig = field(default_factory=TlsServerConfig)
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be between 0 and 65535, not {self.listen_port}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort must be between 0 and 65535, not {self.metrics_port}")
         if self.scan_interval_ms < 1:
             raise ConfigError(
                 f"scanNotActiveBrokerInterval must be positive, not {self.scan_interval_ms}"
@@ -104,7 +114,6 @@ class NameServerConfig:
         """A validated config from ``namesrv.conf`` settings (strings, RocketMQ key names)."""
         ignored = check_keys(values, FILE_KEYS, NAMESRV_FILE_KEYS, "NameServer")
         defaults = cls()
-        host = defaults.listen_host
         numbers: dict[str, int] = {}
         texts: dict[str, str] = {}
         acl_enable = False
@@ -113,10 +122,10 @@ class NameServerConfig:
             name = FILE_KEYS.get(key)
             if name is None or name == "tls":
                 continue
-            if name == "listen_host":
-                host = text.strip()
-                if not host:
+            if name in {"listen_host", "metrics_host"}:
+                if not text.strip():
                     raise ConfigError(f"{key} must not be empty")
+                texts[name] = text.strip()
             elif name == "acl_enable":
                 acl_enable = _boolean(key, text)
             elif name == "acl_require_strong_signature":
@@ -135,8 +144,10 @@ class NameServerConfig:
                 "audit_log_backup_count", defaults.audit_log_backup_count
             ),
             acl_require_strong_signature=strong,
-            listen_host=host,
+            listen_host=texts.get("listen_host", defaults.listen_host),
             listen_port=numbers.get("listen_port", defaults.listen_port),
+            metrics_port=numbers.get("metrics_port"),
+            metrics_host=texts.get("metrics_host", defaults.metrics_host),
             scan_interval_ms=numbers.get("scan_interval_ms", defaults.scan_interval_ms),
             broker_timeout_ms=numbers.get("broker_timeout_ms", defaults.broker_timeout_ms),
             tls=tls_server_from_properties(values),

@@ -41,6 +41,7 @@ from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import BadRequestError, RequestRejectedError
 from ledgermq.namesrv.routes import RemovedBroker, RouteTable
 from ledgermq.net import TcpNetwork
+from ledgermq.net.metrics_http import MetricsEndpoint
 from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
 from ledgermq.wire import (
     MQRequestCode,
@@ -107,6 +108,8 @@ class NameServer:
         self._listener: Listener | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self._closing = False
+        self.metrics = MetricsEndpoint()
+        """``/metrics`` (the process figures) once started, when ``metricsPort`` is set."""
         # Broker address -> the connection its latest accepted registration came over.
         self._registered_over: dict[str, Connection] = {}
         # Connections that carry our close callback (each gets it once).
@@ -150,6 +153,8 @@ class NameServer:
         """Listen and start the liveness scan. NetworkError if the address cannot be bound."""
         cfg = self.config
         self._listener = await self._network.serve(cfg.listen_host, cfg.listen_port, self._on_frame)
+        if cfg.metrics_port is not None:
+            self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         self._scan_task = asyncio.get_running_loop().create_task(
             self._scan_loop(), name="namesrv-liveness-scan"
         )
@@ -172,6 +177,7 @@ class NameServer:
             await self._listener.wait_closed()
         if self._audit is not None:
             self._audit.close()
+        self.metrics.close()
         logger.info("namesrv stopped")
 
     @property
