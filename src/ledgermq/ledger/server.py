@@ -90,9 +90,9 @@ __all__ = ["HAND_OVER_TIMEOUT_S", "AppendResult", "LedgerServer"]
 _log = logging.getLogger(__name__)
 
 _STEP_ASIDE_INTERVAL_MS: Final = 5000
+"""A leader with a full disk tries to hand over its leadership at most this often."""
 HAND_OVER_TIMEOUT_S: Final = 2.0
 """How long a stopping leader waits for its hand-over (``hand_over_leadership``)."""
-"""A leader with a full disk tries to hand over its leadership at most this often."""
 
 _RESPONSES: Final = (VoteResponse, HeartBeatResponse, PushEntryResponse, LeadershipTransferResponse)
 _GAUGE_INTERVAL_MS: Final = 1000

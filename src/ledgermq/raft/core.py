@@ -922,9 +922,10 @@ class RaftCore:
     def _behind_a_peers_log(self, round_: _VoteRound) -> bool:
         """A blank or rebuilding candidate has just been shown that the group has a longer log.
 
-        Such a node must not win (a peer holds entries it lacks, and its own campaign would
-        only bump the term of every node that hears it: a leader that receives a higher term
-        steps down). It stays a candidate in its term, with the longer back-off, and learns
+        That peer will refuse it in every term (it holds entries this node lacks), so moving to
+        a new term cannot help it win; the new terms would only reach the nodes that hear it
+        (a leader that hears a higher term steps down). It stays a candidate in its term (its
+        rounds may still pass there, as before), with the longer back-off, and learns
         the group's term from the group (a heartbeat, a push, a vote request or a refusal with
         a higher term) until it has caught up with a leader (``_check_rebuilt``). A group of
         replicas that are all blank shows no longer log, so it elects as Raft says: no
