@@ -217,6 +217,9 @@ def test_a_lone_forged_jump_is_not_confirmed_by_repeating_it_or_by_old_claims() 
         assert not table.register_broker("c1", "broker-a", X, 0, term=999999, now_ms=now).accepted
         assert not table.register_broker("c1", "broker-a", B, 0, term=999999, now_ms=now).accepted
     assert members(table) == {0: A, 2: B, 3: C}
+    for i in range(50):  # forged addresses are no members: nothing of theirs is kept
+        table.register_broker("c1", "broker-a", f"6.6.6.{i}:1", 2, term=999999, now_ms=6)
+    assert not table.register_broker("c1", "broker-a", X, 0, term=999999, now_ms=7).accepted
     table.register_broker("c1", "broker-a", C, 3, term=400, now_ms=10)
     result = table.register_broker("c1", "broker-a", A, 0, term=400, now_ms=10 + 30_001)
     assert not result.accepted

@@ -158,8 +158,8 @@ class _Group:
     master_term: int | None = None
     # Member address -> the term its last accepted registration reported (live addresses only).
     terms: dict[str, int] = field(default_factory=dict)
-    # Address -> (term, when) of its last registration refused as not credible (rule 1): what
-    # confirms a jump in term that every member makes.
+    # Member address -> (term, when) of its last registration refused (rule 1): what confirms
+    # a jump in term that every member makes. Only members' (bounded by the group's size).
     claims: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -211,7 +211,7 @@ class RouteTable:
         if group is not None:
             refusal = _refusal(group, broker_addr, broker_id, term, now_ms)
         if group is not None and refusal is not None:
-            if term is not None:
+            if term is not None and broker_addr in group.terms:  # only members confirm
                 group.claims[broker_addr] = (term, now_ms)
             master = group.addrs.get(MASTER_ID)
             return RegisterResult(master, self._ha_addr(master), accepted=False, refusal=refusal)
