@@ -797,16 +797,22 @@ class RaftCore:
         empty, elects this way; a rebuilt node votes normally once it has caught up.
 
         A candidate behind a peer's log is told REJECT_SMALL_LEDGER_END_INDEX, so it backs off
-        and lets the longer log win, as DLedger's candidates do; other refusals are
+        and lets the longer log win, as DLedger's candidates do; so is a candidate while some
+        peer has not been heard yet (a higher term would not change the answer: issue 27, a
+        replica restarted with a new peer list ran its term up in a loop because a blank
+        member that the old-list replica never spoke to refused it as ALREADY_VOTED, and every
+        leader that heard its term stepped down). A term at or below the vote floor is told
         REJECT_ALREADY_VOTED, which sends the candidate on to a higher term.
         """
         peers = [p for p in self.config.peer_ids if p != self.config.self_id]
         if self._vote_floor is None:
             if any(p not in self._heard_terms for p in peers):
-                return VoteResult.REJECT_ALREADY_VOTED
+                return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
             self._vote_floor = max(self._heard_terms.values(), default=-1)
-        if req.term <= self._vote_floor or any(p not in self._heard_logs for p in peers):
+        if req.term <= self._vote_floor:
             return VoteResult.REJECT_ALREADY_VOTED
+        if any(p not in self._heard_logs for p in peers):
+            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
         candidate_log = (req.ledger_end_term, req.ledger_end_index)
         if any(candidate_log < self._heard_logs[p] for p in peers):
             return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
