@@ -250,3 +250,30 @@ def test_a_leader_with_a_full_disk_hands_its_leadership_over(tmp_path: Path) -> 
             await _close(servers)
 
     _run(test)
+
+
+def test_a_stopping_leader_hands_over_to_its_most_caught_up_live_follower(tmp_path: Path) -> None:
+    """Issue 27 item 6: on SIGTERM, ``ledgermq broker`` and ``ledgermq ledger serve`` call
+    hand_over_leadership before closing. It picks a follower that is live and furthest along
+    (here the only live one) and returns once that one leads; on a follower it does nothing."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        down, up = (n for n in sorted(PEERS) if n != leader.config.self_id)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        try:
+            await servers[down].close()
+            for i in range(20):
+                await client.append(b"m%d" % i)
+            assert await servers[up].hand_over_leadership() is None  # not the leader
+            assert await leader.hand_over_leadership() == up
+            assert servers[up].core.role.value == "LEADER"
+            assert leader.core.role.value != "LEADER"
+            assert (await client.get(await client.append(b"after"))).body == b"after"
+        finally:
+            await client.close()
+            await _close(servers)
+
+    _run(test)

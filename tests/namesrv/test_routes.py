@@ -185,6 +185,47 @@ def test_a_forged_claim_with_an_incredible_term_is_refused() -> None:
     assert table.register_broker("c1", "broker-a", A, 0, term=5, now_ms=2).accepted
 
 
+def test_a_legitimate_term_jump_is_believed_once_the_other_replicas_confirm_it() -> None:
+    """Issue 27 item 5: after an election livelock took a group from term 7 to 359, both
+    NameServers refused the real master for about 61 s ("term 359 is more than 100 above ...;
+    not believed"). Now a jump that a majority of the group's members claim is believed: the
+    replicas retry a refused registration every second, so the master is back within about a
+    second. A single forged registration (or one member's) still is not believed."""
+    table = RouteTable()
+    group_of_three(table, term=7)
+    # the group jumped: B won term 359, A and C follow it; every registration claims 359
+    first = table.register_broker("c1", "broker-a", B, 0, topic_configs=TOPICS, term=359, now_ms=1)
+    assert not first.accepted
+    assert "not believed" in first.refusal
+    assert table.register_broker("c1", "broker-a", C, 3, term=359, now_ms=2).accepted
+    result = table.register_broker(
+        "c1", "broker-a", B, 0, topic_configs=TOPICS, term=359, now_ms=1001
+    )
+    assert result.accepted
+    assert members(table) == {0: B, 3: C}
+    assert table.master_term("broker-a") == 359
+    assert table.register_broker("c1", "broker-a", A, 1, term=359, now_ms=1002).accepted
+    assert members(table) == {0: B, 1: A, 3: C}
+
+
+def test_a_lone_forged_jump_is_not_confirmed_by_repeating_it_or_by_old_claims() -> None:
+    """Confirmation needs other members: repeating a claim from one address, or a claim that
+    the others made long ago (older than CLAIM_MEMORY_MS), does not make it credible."""
+    table = RouteTable()
+    group_of_three(table, term=5)
+    for now in range(1, 6):
+        assert not table.register_broker("c1", "broker-a", X, 0, term=999999, now_ms=now).accepted
+        assert not table.register_broker("c1", "broker-a", B, 0, term=999999, now_ms=now).accepted
+    assert members(table) == {0: A, 2: B, 3: C}
+    for i in range(50):  # forged addresses are no members: nothing of theirs is kept
+        table.register_broker("c1", "broker-a", f"6.6.6.{i}:1", 2, term=999999, now_ms=6)
+    assert not table.register_broker("c1", "broker-a", X, 0, term=999999, now_ms=7).accepted
+    table.register_broker("c1", "broker-a", C, 3, term=400, now_ms=10)
+    result = table.register_broker("c1", "broker-a", A, 0, term=400, now_ms=10 + 30_001)
+    assert not result.accepted
+    assert table.master_term("broker-a") == 5
+
+
 def test_a_forged_claim_with_a_credible_term_cannot_keep_id_0() -> None:
     """A forged claim one term ahead is believed for a moment, but the real master's next
     registration takes id 0 back (no third replica has gone past its term), and failover still

@@ -183,7 +183,8 @@ def test_a_blank_node_does_not_vote_for_a_log_it_cannot_judge() -> None:
             )
         return reply.result
 
-    assert ask("n1", 3, 10) is VoteResult.REJECT_ALREADY_VOTED  # n2 not heard from yet
+    # n2 not heard from yet: a refusal that a higher term would not change (issue 27)
+    assert ask("n1", 3, 10) is VoteResult.REJECT_SMALL_LEDGER_END_INDEX
     assert core._rebuilding
     assert ask("n2", 3, 7) is VoteResult.REJECT_ALREADY_VOTED  # term 3 is the vote floor
     assert ask("n2", 4, 7) is VoteResult.REJECT_SMALL_LEDGER_END_INDEX  # n1 has more

@@ -303,6 +303,43 @@ def test_round_with_bigger_ledgers_pays_a_penalty() -> None:
     assert core.term == 0
 
 
+def test_round_refused_as_unknown_member_waits_in_its_term() -> None:
+    """Deviation (issue 27 item 5): a peer that answers REJECT_UNKNOWN_LEADER (its peer list
+    does not have this node) refuses it in every term, so it counts with the bigger ledgers
+    (row 4: wait in the same term, + maxVoteIntervalMs). DLedger counted it as a valid vote not
+    given and moved to the next term every round: a replica started at a new address while
+    the others still had the old list ran its term from 7 to 359, and every leader that heard
+    that term stepped down (78 s of livelock)."""
+    core, _ = make_core(term=7, log_terms=(1, 2))
+    answers = {
+        "n1": VoteResult.REJECT_UNKNOWN_LEADER,
+        "n2": VoteResult.REJECT_SMALL_LEDGER_END_INDEX,
+    }
+    for _ in range(20):
+        assert drive_round(core, answers) is ParseResult.WAIT_TO_REVOTE
+        assert core._next_time_to_request_vote_ms - core._now >= 100 + 300
+    assert core.term == 7
+
+
+def test_blank_candidate_behind_a_peers_log_stays_in_its_term() -> None:
+    """Deviation (issue 27 item 5): a candidate with an empty log that a peer refused because
+    that peer's log is longer does not move to the next term (it waits with the row-4
+    back-off and takes the group's term from the group). A candidate with a log, or a blank
+    one that no peer showed a log (a new cluster), still moves on as DLedger does."""
+    answers = {"n1": VoteResult.REJECT_EXPIRED_LEDGER_TERM, "n2": VoteResult.REJECT_ALREADY_VOTED}
+    blank, _ = make_core(term=7)
+    for _ in range(20):
+        assert drive_round(blank, answers) is ParseResult.WAIT_TO_REVOTE
+    assert blank.term == 7
+    with_log, _ = make_core(term=7, log_terms=(1,))
+    assert drive_round(with_log, answers) is ParseResult.WAIT_TO_VOTE_NEXT
+    new_cluster, _ = make_core()
+    split = {"n1": VoteResult.REJECT_ALREADY_VOTED, "n2": VoteResult.REJECT_ALREADY_VOTED}
+    assert drive_round(new_cluster, split) is ParseResult.WAIT_TO_VOTE_NEXT
+    new_cluster.tick(new_cluster._next_time_to_request_vote_ms)
+    assert new_cluster.term == 1
+
+
 def test_round_learning_a_higher_term_waits_for_it() -> None:
     """Section 3.5 row 1: knownMaxTerm above the round's term -> WAIT_TO_VOTE_NEXT, then jump."""
     core, _ = make_core()

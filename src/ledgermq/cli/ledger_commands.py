@@ -152,6 +152,7 @@ async def _serve(config: LedgerConfig) -> int:
         flush=True,
     )
     await wait_for_stop(server.wait_closed())
+    await server.hand_over_leadership()  # a leader hands over first (at most 2 s)
     await server.close()
     if server.failure is not None:
         print(

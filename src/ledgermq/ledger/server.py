@@ -85,12 +85,14 @@ if TYPE_CHECKING:
     from ledgermq.raft import Message, ProposalResult, Ready, TransferResult
     from ledgermq.store import LogStore, RetentionConfig
 
-__all__ = ["AppendResult", "LedgerServer"]
+__all__ = ["HAND_OVER_TIMEOUT_S", "AppendResult", "LedgerServer"]
 
 _log = logging.getLogger(__name__)
 
 _STEP_ASIDE_INTERVAL_MS: Final = 5000
 """A leader with a full disk tries to hand over its leadership at most this often."""
+HAND_OVER_TIMEOUT_S: Final = 2.0
+"""How long a stopping leader waits for its hand-over (``hand_over_leadership``)."""
 
 _RESPONSES: Final = (VoteResponse, HeartBeatResponse, PushEntryResponse, LeadershipTransferResponse)
 _GAUGE_INTERVAL_MS: Final = 1000
@@ -387,6 +389,41 @@ class LedgerServer:
         self._transfers[tid] = (None, 0, future)
         self._kick()
         return await future
+
+    async def hand_over_leadership(self, timeout_s: float = HAND_OVER_TIMEOUT_S) -> str | None:
+        """Before a planned stop (SIGTERM): a leader hands the group to its most caught-up live
+        follower and waits, at most ``timeout_s``, until that one leads; the new leader's id, or
+        None (not a leader, a group of one, a refusal or no success in time: the stop goes on,
+        and the followers elect as after any leader's loss). Without it a stopping leader costs
+        its group an election timeout (1.4 s without an acknowledged send in the process test;
+        a rolling restart pays it once per group), with it the time of one transfer.
+        """
+        core = self.core
+        if self._closing or self.failure is not None or core.role is not Role.LEADER:
+            return None
+        lags = core.replication_lags()
+        live = [p for p in sorted(lags) if core.peers_live.get(p, False)] or sorted(lags)
+        if not live:
+            return None
+        to = min(live, key=lags.__getitem__)
+        _log.info(
+            "replica %s of group %s stops: it hands the leadership to %s (%d entries behind)",
+            self.config.self_id, self.config.group, to, lags[to],
+        )  # fmt: skip
+        try:
+            code = await asyncio.wait_for(self.transfer_leadership(to), timeout_s)
+        except (TimeoutError, LedgerMQError) as exc:
+            _log.warning(
+                "replica %s: the hand-over to %s did not finish: %s", self.config.self_id, to, exc
+            )
+            return None
+        if code != ResponseCode.SUCCESS:
+            _log.warning(
+                "replica %s: the hand-over to %s ended with %s; it stops anyway",
+                self.config.self_id, to, ResponseCode(code).name,
+            )  # fmt: skip
+            return None
+        return to
 
     def _check_bodies(self, bodies: Sequence[bytes]) -> None:
         if not bodies:

@@ -38,9 +38,17 @@ A registration is refused (and changes nothing, topics included) when:
 
 1. **its term is not credible**: more than ``MAX_TERM_LEAD`` above every term the rest of the
    group reported (the other members' reported terms and, unless it is the master itself, the
-   master epoch). Raft terms grow by one per election round, so a real new leader's term is
-   close to what its followers and the old master reported; ``ledgerTerm=999999`` is not. With
-   no other member and no epoch there is nothing to judge by, and the claim is taken;
+   master epoch), and not *confirmed*. Raft terms grow by one per election round, so a real
+   new leader's term is usually close to what its followers and the old master reported;
+   ``ledgerTerm=999999`` is not. But a real group can jump (an election livelock took one from
+   term 7 to 359, issue 27), and then every replica's registration is far above what the table
+   holds. So a claim is confirmed, and taken, when a majority of the group's members (the
+   claimant and the live addresses with a reported term) have each claimed, within the last
+   ``CLAIM_MEMORY_MS``, a term within ``MAX_TERM_LEAD`` of it (refused claims are remembered
+   for this). The replicas of a group that jumped all register in the new term and
+   retry a refused registration every second, so the real master is believed within about a
+   second; a single forged registration is one address, never a majority. With no other
+   member and no epoch there is nothing to judge by, and the claim is taken;
 2. **it is a stale master claim**: a claim for id 0 from another address than the current
    master's, with a term below the epoch, while some *third* member (neither the claimant nor
    the current master) reported a term above the claim's. That is an ex-master that has not yet
@@ -64,8 +72,8 @@ replica's remoting address is not in its ledger's peer list, and a broker may mo
 NameServer binds the current master's address to its connection instead (``server.py``).
 The epoch is forgotten with the group (when its last member is removed), so a group rebuilt
 from empty stores, whose terms start again from 0, is not locked out. Several coordinated
-forged registrations (fake members reporting high terms) can still mislead the table; only
-authentication prevents that.
+forged registrations (fake members reporting high terms, or claims in the names of a majority
+of the members) can still mislead the table; only authentication prevents that.
 
 Output is ordered (sorted by group and topic name), so answers do not depend on hash order.
 """
@@ -109,6 +117,10 @@ reported before it is not believed (rule 1 of the module docstring). Each electi
 one, so a real leader is a few terms ahead at most; 100 leaves room for a long run of split
 votes and still refuses a forged ``ledgerTerm=999999``."""
 
+CLAIM_MEMORY_MS: Final = 30_000
+"""How long a refused claim's term is remembered to confirm the claims of the group's other
+members (rule 1). Brokers retry a refused registration every second, so 30 s is ample."""
+
 
 @dataclass(frozen=True, slots=True)
 class RegisterResult:
@@ -146,6 +158,9 @@ class _Group:
     master_term: int | None = None
     # Member address -> the term its last accepted registration reported (live addresses only).
     terms: dict[str, int] = field(default_factory=dict)
+    # Member address -> (term, when) of its last registration refused (rule 1): what confirms
+    # a jump in term that every member makes. Only members' (bounded by the group's size).
+    claims: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -192,8 +207,12 @@ class RouteTable:
         term a master claim is made in (ignored for other ids).
         """
         group = self._groups.get(broker_name)
-        refusal = _refusal(group, broker_addr, broker_id, term) if group is not None else None
+        refusal = None
+        if group is not None:
+            refusal = _refusal(group, broker_addr, broker_id, term, now_ms)
         if group is not None and refusal is not None:
+            if term is not None and broker_addr in group.terms:  # only members confirm
+                group.claims[broker_addr] = (term, now_ms)
             master = group.addrs.get(MASTER_ID)
             return RegisterResult(master, self._ha_addr(master), accepted=False, refusal=refusal)
         if group is None:
@@ -206,6 +225,7 @@ class RouteTable:
             if addr == broker_addr and other_id != broker_id:
                 del group.addrs[other_id]
         group.addrs[broker_id] = broker_addr
+        group.claims.pop(broker_addr, None)
         if term is None:
             group.terms.pop(broker_addr, None)
         else:
@@ -241,6 +261,7 @@ class RouteTable:
         if group is None or group.addrs.get(broker_id) != broker_addr:
             return []
         group.terms.pop(broker_addr, None)
+        group.claims.pop(broker_addr, None)
         del group.addrs[broker_id]
         removed = [RemovedBroker(group.cluster, broker_name, broker_id, broker_addr)]
         if not group.addrs:
@@ -267,6 +288,7 @@ class RouteTable:
         for name in sorted(self._groups):
             group = self._groups[name]
             group.terms.pop(broker_addr, None)
+            group.claims.pop(broker_addr, None)
             for broker_id, addr in sorted(group.addrs.items()):
                 if addr == broker_addr:
                     del group.addrs[broker_id]
@@ -376,7 +398,9 @@ class RouteTable:
                 del self._topics[topic]
 
 
-def _refusal(group: _Group, broker_addr: str, broker_id: int, term: int | None) -> str | None:
+def _refusal(
+    group: _Group, broker_addr: str, broker_id: int, term: int | None, now_ms: int
+) -> str | None:
     """Why this registration is refused (rules 1 to 3 of the module docstring), or None."""
     master = group.addrs.get(MASTER_ID)
     epoch = group.master_term
@@ -384,7 +408,11 @@ def _refusal(group: _Group, broker_addr: str, broker_id: int, term: int | None) 
         reference = [t for addr, t in group.terms.items() if addr != broker_addr]
         if epoch is not None and master != broker_addr:
             reference.append(epoch)
-        if reference and term > max(reference) + MAX_TERM_LEAD:
+        if (
+            reference
+            and term > max(reference) + MAX_TERM_LEAD
+            and not _confirmed(group, broker_addr, term, now_ms)
+        ):
             return (
                 f"term {term} is more than {MAX_TERM_LEAD} above every term the rest of the "
                 f"group reported (highest {max(reference)}); not believed"
@@ -406,3 +434,14 @@ def _refusal(group: _Group, broker_addr: str, broker_id: int, term: int | None) 
             f"{', '.join(ahead)} reported a later term"
         )
     return None
+
+
+def _confirmed(group: _Group, broker_addr: str, term: int, now_ms: int) -> bool:
+    """A majority of the group's members recently claimed terms near ``term`` (rule 1)."""
+    members = set(group.terms) | {broker_addr}
+    backers = 1  # the claimant
+    for addr in members - {broker_addr}:
+        claim = group.claims.get(addr)
+        if claim is not None and now_ms - claim[1] <= CLAIM_MEMORY_MS:
+            backers += abs(claim[0] - term) <= MAX_TERM_LEAD
+    return backers > len(members) // 2

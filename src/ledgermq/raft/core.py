@@ -106,6 +106,8 @@ class _VoteRound:
     accepted_num: int = 0
     not_ready_term_num: int = 0
     bigger_ledger_num: int = 0
+    unknown_num: int = 0
+    """Peers that do not count this candidate as a member (REJECT_UNKNOWN_LEADER)."""
     already_has_leader: bool = False
     known_max_term: int = 0
 
@@ -795,16 +797,22 @@ class RaftCore:
         empty, elects this way; a rebuilt node votes normally once it has caught up.
 
         A candidate behind a peer's log is told REJECT_SMALL_LEDGER_END_INDEX, so it backs off
-        and lets the longer log win, as DLedger's candidates do; other refusals are
+        and lets the longer log win, as DLedger's candidates do; so is a candidate while some
+        peer has not been heard yet (a higher term would not change the answer: issue 27, a
+        replica restarted with a new peer list ran its term up in a loop because a blank
+        member that the old-list replica never spoke to refused it as ALREADY_VOTED, and every
+        leader that heard its term stepped down). A term at or below the vote floor is told
         REJECT_ALREADY_VOTED, which sends the candidate on to a higher term.
         """
         peers = [p for p in self.config.peer_ids if p != self.config.self_id]
         if self._vote_floor is None:
             if any(p not in self._heard_terms for p in peers):
-                return VoteResult.REJECT_ALREADY_VOTED
+                return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
             self._vote_floor = max(self._heard_terms.values(), default=-1)
-        if req.term <= self._vote_floor or any(p not in self._heard_logs for p in peers):
+        if req.term <= self._vote_floor:
             return VoteResult.REJECT_ALREADY_VOTED
+        if any(p not in self._heard_logs for p in peers):
+            return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
         candidate_log = (req.ledger_end_term, req.ledger_end_index)
         if any(candidate_log < self._heard_logs[p] for p in peers):
             return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
@@ -839,6 +847,8 @@ class RaftCore:
                 round_.bigger_ledger_num += 1
             elif result is VoteResult.REJECT_TERM_NOT_READY:
                 round_.not_ready_term_num += 1
+            elif result is VoteResult.REJECT_UNKNOWN_LEADER:
+                round_.unknown_num += 1
         round_.all_num += 1
         cfg = self.config
         released = (
@@ -851,7 +861,20 @@ class RaftCore:
             self._decide_vote_round(round_)
 
     def _decide_vote_round(self, round_: _VoteRound) -> None:
-        """Section 3.5, in order; the first matching row wins."""
+        """Section 3.5, in order; the first matching row wins.
+
+        Deviations that keep a candidate that cannot win from raising the group's term in a
+        loop (issue 27: a blank replica at a new address took its term from 7 to 359 while the
+        other replicas still had the old peer list, and every leader that heard its term
+        stepped down; 78 s of livelock):
+
+        - a peer that answers REJECT_UNKNOWN_LEADER does not count this node as a member and
+          will refuse it in every term, so it counts as a refusal that a new term cannot change,
+          like a bigger ledger (DLedger counts it as a valid vote not given, which moves the
+          candidate to the next term every round);
+        - a blank or rebuilding candidate that a peer refused because its log is behind
+          (``_behind_a_peers_log``) waits in its term instead of moving to the next one.
+        """
         self._vote_round = None
         if self.role is not Role.CANDIDATE or self.term != round_.term:
             return  # the node moved on while the round ran
@@ -870,7 +893,7 @@ class RaftCore:
         elif not cfg.is_quorum(round_.valid_num):
             result = ParseResult.WAIT_TO_REVOTE
             self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
-        elif not cfg.is_quorum(round_.valid_num - round_.bigger_ledger_num):
+        elif not cfg.is_quorum(round_.valid_num - round_.bigger_ledger_num - round_.unknown_num):
             result = ParseResult.WAIT_TO_REVOTE
             self._next_time_to_request_vote_ms = (
                 self._get_next_time_to_request_vote() + cfg.max_vote_interval_ms
@@ -879,6 +902,11 @@ class RaftCore:
             result = ParseResult.PASSED
         elif cfg.is_quorum(round_.accepted_num + round_.not_ready_term_num):
             result = ParseResult.REVOTE_IMMEDIATELY
+        elif self._behind_a_peers_log(round_):
+            result = ParseResult.WAIT_TO_REVOTE
+            self._next_time_to_request_vote_ms = (
+                self._get_next_time_to_request_vote() + cfg.max_vote_interval_ms
+            )
         else:
             result = ParseResult.WAIT_TO_VOTE_NEXT
             self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
@@ -896,6 +924,20 @@ class RaftCore:
         )
         if result is ParseResult.PASSED:
             self._change_role_to_leader(round_.term)
+
+    def _behind_a_peers_log(self, round_: _VoteRound) -> bool:
+        """A blank or rebuilding candidate has just been shown that the group has a longer log.
+
+        That peer will refuse it in every term (it holds entries this node lacks), so moving to
+        a new term cannot help it win; the new terms would only reach the nodes that hear it
+        (a leader that hears a higher term steps down). It stays a candidate in its term (its
+        rounds may still pass there, as before), with the longer back-off, and learns
+        the group's term from the group (a heartbeat, a push, a vote request or a refusal with
+        a higher term) until it has caught up with a leader (``_check_rebuilt``). A group of
+        replicas that are all blank shows no longer log, so it elects as Raft says: no
+        fallback is needed for it.
+        """
+        return (self._blank or self._rebuilding) and round_.bigger_ledger_num > 0
 
     # ================================================================== heartbeats (section 4)
     def _send_heartbeats(self) -> None:
