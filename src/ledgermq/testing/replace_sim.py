@@ -54,6 +54,7 @@ class ReplaceScenario(SimCluster):
         self.peers_of: dict[str, tuple[str, ...]] = {}
         super().__init__(seed, 3, FaultPlan(max_delay_ms=5, fault_ms=0, heal_ms=0))
         self.nodes["n3"] = SimNode("n3", MemoryLedgerStore(flush="sync"))
+        self.nodes["n3"].applier = self._applier("n3")  # applies what it commits, as the others
         self.order = order
         self.step_ms = step_ms
         self.acks: list[int] = []
