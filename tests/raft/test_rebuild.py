@@ -11,6 +11,7 @@ import random
 
 from ledgermq.raft import (
     HardState,
+    HeartBeatRequest,
     PushEntryRequest,
     PushEntryResponse,
     PushKind,
@@ -129,6 +130,43 @@ def test_a_restart_truncate_that_the_log_already_holds_only_cuts_the_tail() -> N
     first = leader_entries((1, 1, 1))[1]
     (reply,) = push(core, store, PushKind.TRUNCATE, 1, term=3, entries=(first,))
     assert (reply.code, store.begin_index, store.end_index) == (ResponseCode.SUCCESS, 0, 1)
+
+
+def test_a_follower_cut_by_retention_keeps_its_first_entry_when_a_new_leader_truncates() -> None:
+    """Issue 25 item 23 (simulation seed 910062): n0's log begins at B > 0 (retention) and its
+    commit index was lost with a crash; its tail is of an old term. The new leader's COMPARE
+    skips the conflicting term back to B (G2 xIndex), compares at B - 1 (deleted here, so
+    committed: SUCCESS) and sends TRUNCATE at B. Entry B is committed (retention keeps the
+    newest committed entry), so only what follows it may go. Before the fix the core asked the
+    store to remove every entry ("cannot remove every entry of a log that begins at B") and the
+    replica died."""
+    store = MemoryLedgerStore(data_segment_bytes=4096)
+    for i in range(20):  # ~550 bytes each: several 4 KiB segments
+        store.append(1, b"%03d" % i + b"x" * 500)
+    store.flush()  # the entries are durable, the commit index below is not
+    store.set_committed_index(12)
+    begin = store.reset_begin(10)
+    store = store.crashed()  # the commit index was never flushed: lost
+    assert (store.begin_index, store.end_index, store.committed_index) == (begin, 19, -1)
+    assert begin > 0
+    core = RaftCore(
+        RaftConfig(group="g", self_id="n0", peer_ids=PEERS),
+        HardState(3),
+        store,
+        random.Random(1),
+        0,
+        store.committed_index,
+    )
+    core.step(HeartBeatRequest("g", "n1", "n0", 1, 3, "n1"))
+    settle(core, store)
+    (miss,) = push(core, store, PushKind.COMPARE, 19, term=3, compare_term=2)
+    assert (miss.code, miss.x_index) == (ResponseCode.INCONSISTENT_STATE, begin)
+    (hit,) = push(core, store, PushKind.COMPARE, begin - 1, term=3, compare_term=1)
+    assert hit.code is ResponseCode.SUCCESS
+    (cut,) = push(core, store, PushKind.TRUNCATE, begin, term=3)
+    assert (cut.code, cut.end_index) == (ResponseCode.SUCCESS, begin)
+    assert (store.begin_index, store.end_index) == (begin, begin)
+    assert core.committed_index >= begin
 
 
 def test_a_malformed_restart_truncate_is_refused() -> None:

@@ -66,6 +66,7 @@ REGRESSIONS = [
     (135, 5, False, "fresh cluster: blank candidates out-bid each other's terms forever"),
     (223, 5, False, "checker: an acknowledgement from a node whose disk was later replaced"),
     (50, 3, False, "replaced disk: a term persisted before hearing of the log made it unblank"),
+    (910062, 3, False, "retention: a follower that lost its commit index cut its whole log"),
 ]
 
 
