@@ -228,6 +228,40 @@ def test_a_blank_node_does_not_vote_for_a_log_it_cannot_judge() -> None:
     assert ask("n1", 4, 10) is VoteResult.ACCEPT
 
 
+def test_a_blank_node_that_follows_before_its_first_push_keeps_out_of_the_leaders_term() -> None:
+    """Issue 25 item 23's sweep (simulation seed 1010809): n0 voted for n2 in term 2, lost its
+    disk, restarted blank and followed n2 on a heartbeat, before any push made it rebuilding,
+    so it recorded no vote; once caught up it voted for n1 in term 2 and, with n1's own vote,
+    elected a second leader of the term. Following a leader, a blank node records its vote
+    for it, as a rebuilding one does."""
+    core, store = _blank()
+    core.step(HeartBeatRequest("g", "n2", "n0", 1, 2, "n2"))  # a higher term: adopt it
+    settle(core, store)
+    core.tick(0)
+    settle(core, store)
+    assert core.term == 2
+    core.step(HeartBeatRequest("g", "n2", "n0", 2, 2, "n2"))
+    ready = settle(core, store)
+    assert core.leader_id == "n2"
+    assert ready.hard_state is not None
+    assert ready.hard_state.voted_for == "n2"
+    # it catches up with n2 (an entry of term 2 committed), then n1 campaigns in term 2
+    push(core, store, PushKind.COMPARE, -1, leader="n2")
+    push(core, store, PushKind.TRUNCATE, 0, leader="n2")
+    push(
+        core,
+        store,
+        PushKind.APPEND,
+        0,
+        entries=tuple(leader_entries((1, 2))),
+        commit=1,
+        leader="n2",
+    )
+    assert (core._blank, core._rebuilding, core.committed_index) == (False, False, 1)
+    reply = _vote(core, store, VoteRequest("g", "n1", "n0", 3, 2, "n1", 1, 2))
+    assert reply.result is VoteResult.REJECT_ALREADY_HAS_LEADER
+
+
 def test_the_rebuilding_mark_survives_a_restart_until_the_node_has_caught_up() -> None:
     core, store = _blank()
     core.step(

@@ -578,9 +578,12 @@ class RaftCore:
         self._last_leader_heartbeat_ms = self._now
         self._push_buffer.clear()
         self._verified_end = -1
-        if self._rebuilding and self.voted_for is None:
+        if (self._blank or self._rebuilding) and self.voted_for is None:
             # It may have voted in this term before it lost its state; following this leader,
-            # it will not vote for another candidate of the term.
+            # it will not vote for another candidate of the term. A blank node too: it may
+            # follow before it has seen a push (then it is not rebuilding yet), catch up and
+            # then vote normally in this term; its forgotten vote for this leader and a peer
+            # that had not voted elected a second leader of the term (simulation seed 1010809).
             self._set_vote_for(leader_id)
         self._role_event(term)
 
