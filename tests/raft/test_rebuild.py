@@ -11,6 +11,7 @@ import random
 
 from ledgermq.raft import (
     HardState,
+    HeartBeatRequest,
     PushEntryRequest,
     PushEntryResponse,
     PushKind,
@@ -131,6 +132,43 @@ def test_a_restart_truncate_that_the_log_already_holds_only_cuts_the_tail() -> N
     assert (reply.code, store.begin_index, store.end_index) == (ResponseCode.SUCCESS, 0, 1)
 
 
+def test_a_follower_cut_by_retention_keeps_its_first_entry_when_a_new_leader_truncates() -> None:
+    """Issue 25 item 23 (simulation seed 910062): n0's log begins at B > 0 (retention) and its
+    commit index was lost with a crash; its tail is of an old term. The new leader's COMPARE
+    skips the conflicting term back to B (G2 xIndex), compares at B - 1 (deleted here, so
+    committed: SUCCESS) and sends TRUNCATE at B. Entry B is committed (retention keeps the
+    newest committed entry), so only what follows it may go. Before the fix the core asked the
+    store to remove every entry ("cannot remove every entry of a log that begins at B") and the
+    replica died."""
+    store = MemoryLedgerStore(data_segment_bytes=4096)
+    for i in range(20):  # ~550 bytes each: several 4 KiB segments
+        store.append(1, b"%03d" % i + b"x" * 500)
+    store.flush()  # the entries are durable, the commit index below is not
+    store.set_committed_index(12)
+    begin = store.reset_begin(10)
+    store = store.crashed()  # the commit index was never flushed: lost
+    assert (store.begin_index, store.end_index, store.committed_index) == (begin, 19, -1)
+    assert begin > 0
+    core = RaftCore(
+        RaftConfig(group="g", self_id="n0", peer_ids=PEERS),
+        HardState(3),
+        store,
+        random.Random(1),
+        0,
+        store.committed_index,
+    )
+    core.step(HeartBeatRequest("g", "n1", "n0", 1, 3, "n1"))
+    settle(core, store)
+    (miss,) = push(core, store, PushKind.COMPARE, 19, term=3, compare_term=2)
+    assert (miss.code, miss.x_index) == (ResponseCode.INCONSISTENT_STATE, begin)
+    (hit,) = push(core, store, PushKind.COMPARE, begin - 1, term=3, compare_term=1)
+    assert hit.code is ResponseCode.SUCCESS
+    (cut,) = push(core, store, PushKind.TRUNCATE, begin, term=3)
+    assert (cut.code, cut.end_index) == (ResponseCode.SUCCESS, begin)
+    assert (store.begin_index, store.end_index) == (begin, begin)
+    assert core.committed_index >= begin
+
+
 def test_a_malformed_restart_truncate_is_refused() -> None:
     core, store = follower((), term=2)
     two = tuple(leader_entries((1, 1)))
@@ -189,6 +227,40 @@ def test_a_blank_node_does_not_vote_for_a_log_it_cannot_judge() -> None:
     assert ask("n2", 3, 7) is VoteResult.REJECT_ALREADY_VOTED  # term 3 is the vote floor
     assert ask("n2", 4, 7) is VoteResult.REJECT_SMALL_LEDGER_END_INDEX  # n1 has more
     assert ask("n1", 4, 10) is VoteResult.ACCEPT
+
+
+def test_a_blank_node_that_follows_before_its_first_push_keeps_out_of_the_leaders_term() -> None:
+    """Issue 25 item 23's sweep (simulation seed 1010809): n0 voted for n2 in term 2, lost its
+    disk, restarted blank and followed n2 on a heartbeat, before any push made it rebuilding,
+    so it recorded no vote; once caught up it voted for n1 in term 2 and, with n1's own vote,
+    elected a second leader of the term. Following a leader, a blank node records its vote
+    for it, as a rebuilding one does."""
+    core, store = _blank()
+    core.step(HeartBeatRequest("g", "n2", "n0", 1, 2, "n2"))  # a higher term: adopt it
+    settle(core, store)
+    core.tick(0)
+    settle(core, store)
+    assert core.term == 2
+    core.step(HeartBeatRequest("g", "n2", "n0", 2, 2, "n2"))
+    ready = settle(core, store)
+    assert core.leader_id == "n2"
+    assert ready.hard_state is not None
+    assert ready.hard_state.voted_for == "n2"
+    # it catches up with n2 (an entry of term 2 committed), then n1 campaigns in term 2
+    push(core, store, PushKind.COMPARE, -1, leader="n2")
+    push(core, store, PushKind.TRUNCATE, 0, leader="n2")
+    push(
+        core,
+        store,
+        PushKind.APPEND,
+        0,
+        entries=tuple(leader_entries((1, 2))),
+        commit=1,
+        leader="n2",
+    )
+    assert (core._blank, core._rebuilding, core.committed_index) == (False, False, 1)
+    reply = _vote(core, store, VoteRequest("g", "n1", "n0", 3, 2, "n1", 1, 2))
+    assert reply.result is VoteResult.REJECT_ALREADY_HAS_LEADER
 
 
 def test_the_rebuilding_mark_survives_a_restart_until_the_node_has_caught_up() -> None:

@@ -66,6 +66,9 @@ REGRESSIONS = [
     (135, 5, False, "fresh cluster: blank candidates out-bid each other's terms forever"),
     (223, 5, False, "checker: an acknowledgement from a node whose disk was later replaced"),
     (50, 3, False, "replaced disk: a term persisted before hearing of the log made it unblank"),
+    (910062, 3, False, "retention: a follower that lost its commit index cut its whole log"),
+    (1010809, 3, False, "replaced disk: a blank follower forgot its vote, two leaders in term 2"),
+    (1021452, 3, False, "same bug: a blank node followed on a heartbeat and recorded no vote"),
 ]
 
 

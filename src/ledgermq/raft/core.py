@@ -209,7 +209,7 @@ class RaftCore:
         self.known_max_term_in_group = -1
         self.transferee: str | None = None
         self.term_to_take_leadership = -1
-        self.committed_index = min(committed_index, self._log.last_index)
+        self.committed_index = self._known_committed(committed_index)
         # A node started with no log (new, or its disk was replaced) is blank; once it sees
         # that the group has a log it is rebuilding (HardState.rebuilding, _note_peer,
         # _rebuilding_refusal) until it has caught up with a leader. Its hard state does not
@@ -264,6 +264,22 @@ class RaftCore:
         self._transfer_results: list[TransferResult] = []
         self._commit_dirty = False
         self._in_ready = False
+
+    def _known_committed(self, kept: int) -> int:
+        """The commit index to start with: the driver's ``kept`` one, or the log's first entry.
+
+        A log that no longer begins at 0 was cut by retention (which deletes only committed
+        entries and keeps the newest committed one) or begun again at a leader's oldest entry
+        (committed): its first entry is committed, whatever commit index the driver kept
+        (LedgerStore derives the same at open; a commit index lost with a crash did not).
+        Without this floor a follower restarted with a lower one cut its whole log when a new
+        leader's COMPARE skipped the conflicting term back to the log's begin (G2 xIndex),
+        matched below it (deleted here, so committed) and sent TRUNCATE at that begin
+        (simulation seed 910062: "cannot remove every entry of a log that begins at 47").
+        """
+        committed = min(kept, self._log.last_index)
+        begin = self._log.begin_index
+        return max(committed, begin) if begin > 0 else committed
 
     # ================================================================== inputs
     def tick(self, now_ms: int) -> None:
@@ -564,9 +580,12 @@ class RaftCore:
         self._last_leader_heartbeat_ms = self._now
         self._push_buffer.clear()
         self._verified_end = -1
-        if self._rebuilding and self.voted_for is None:
+        if (self._blank or self._rebuilding) and self.voted_for is None:
             # It may have voted in this term before it lost its state; following this leader,
-            # it will not vote for another candidate of the term.
+            # it will not vote for another candidate of the term. A blank node too: it may
+            # follow before it has seen a push (then it is not rebuilding yet), catch up and
+            # then vote normally in this term; its forgotten vote for this leader and a peer
+            # that had not voted elected a second leader of the term (simulation seed 1010809).
             self._set_vote_for(leader_id)
         self._role_event(term)
 
