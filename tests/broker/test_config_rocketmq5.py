@@ -187,3 +187,13 @@ def test_rocketmq_5_proxy_keys_are_one_warning_line(caplog: pytest.LogCaptureFix
     args = argparse.Namespace(config=None, set=["proxyMod=cluster"])
     with pytest.raises(ConfigError, match=r"the proxy does not take proxyMod \(did you mean "):
         proxy_settings(args)
+
+
+def test_a_conf_without_any_dledger_key_says_what_to_add() -> None:
+    """A minimal classic file (RocketMQ's defaults: master, brokerId 0) names no role."""
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.from_properties({"brokerName": "broker-a", "namesrvAddr": "127.0.0.1:9876"})
+    message = str(info.value)
+    assert message.startswith("dLegerPeers is required: LedgerMQ runs RocketMQ's DLedger mode only")
+    for key in ("enableDLegerCommitLog=true", "dLegerGroup", "dLegerPeers=n0-", "dLegerSelfId"):
+        assert key in message

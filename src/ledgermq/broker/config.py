@@ -197,7 +197,10 @@ class BrokerConfig:
                 f"{_DLEDGER_KEYS}"
             )
         if not self.dleger_peers:
-            raise ConfigError("dLegerPeers is required, e.g. n0-127.0.0.1:40911;n1-...")
+            raise ConfigError(
+                "dLegerPeers is required: LedgerMQ runs RocketMQ's DLedger mode only, each "
+                f"broker a ledger group; {_DLEDGER_KEYS}"
+            )
         if self.dleger_self_id not in self.dleger_peers:
             raise ConfigError(
                 f"dLegerSelfId {self.dleger_self_id!r} is not in dLegerPeers "
