@@ -374,8 +374,9 @@ NAMESRV_FILE_KEYS: Final = (
 )
 """Every key RocketMQ's NameServer (4.9 or 5.x) reads from its config file."""
 
-PROXY_FILE_KEYS: Final = PROXY_CONFIG_5
-"""Every key RocketMQ 5's proxy reads from its config."""
+PROXY_FILE_KEYS: Final = PROXY_CONFIG_5 | AUTH_CONFIG_5
+"""Every key RocketMQ 5's proxy reads from its config (``Configuration`` parses the one JSON
+file as ``ProxyConfig`` and as ``AuthConfig``)."""
 
 DLEDGER_MODE_IGNORED: Final = frozenset({"brokerId", "brokerRole", "storePathCommitLog"})
 """Keys RocketMQ itself ignores when ``enableDLegerCommitLog=true``: the DLedger election picks

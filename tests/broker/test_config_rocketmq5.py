@@ -197,3 +197,12 @@ def test_a_conf_without_any_dledger_key_says_what_to_add() -> None:
     assert message.startswith("dLegerPeers is required: LedgerMQ runs RocketMQ's DLedger mode only")
     for key in ("enableDLegerCommitLog=true", "dLegerGroup", "dLegerPeers=n0-", "dLegerSelfId"):
         assert key in message
+
+
+def test_the_proxy_refuses_acl_2_switched_on() -> None:
+    """RocketMQ 5's proxy reads ``AuthConfig`` from its config file too."""
+    args = argparse.Namespace(config=None, set=["authenticationEnabled=true"])
+    with pytest.raises(ConfigError, match=r"^authenticationEnabled=true asks for RocketMQ 5's"):
+        proxy_settings(args)
+    args = argparse.Namespace(config=None, set=["authenticationEnabled=false"])
+    assert proxy_settings(args) == {}

@@ -172,6 +172,6 @@ def test_an_update_never_rewrites_a_shipped_sample(tmp_path: Path) -> None:
 def test_every_shipped_broker_conf_is_marked_and_the_package_is_a_sample() -> None:
     root = SAMPLE.parents[1]
     confs = sorted(root.glob("conf/broker-*.conf")) + sorted(root.glob("deploy/conf/broker-*.conf"))
-    assert len(confs) == 9
+    assert len(confs) >= 9
     assert all(is_sample_file(str(path)) for path in confs)
     assert is_sample_file(ledgermq.__file__)  # anything inside the installed package

@@ -33,7 +33,7 @@ from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
 from ledgermq.net.tls import TLS_KEYS, tls_server_from_properties
 from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
-from ledgermq.rocketmq_keys import PROXY_FILE_KEYS, ignored_warning, suggestions
+from ledgermq.rocketmq_keys import PROXY_FILE_KEYS, check_keys, ignored_warning, suggestions
 from ledgermq.security import AclFiles, AclGate, default_acl_paths
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -109,6 +109,7 @@ def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
             "for the brokers: --access-key)"
         )
     if ignored:
+        check_keys({key: values[key] for key in ignored}, (), PROXY_FILE_KEYS, "proxy")  # refusals
         flags = [f"{key}: use {_FLAG_FOR[key]}" for key in ignored if key in _FLAG_FOR]
         _log.warning(
             "%s%s", ignored_warning(ignored, "proxy"), f" ({'; '.join(flags)})" if flags else ""
