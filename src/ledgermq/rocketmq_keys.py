@@ -287,9 +287,11 @@ CONTROLLER_CONFIG_5: Final = _names(
     metricsGrpcExporterHeader metricsGrpcExporterTarget metricsInDelta metricsLabel
     metricsPromExporterHost metricsPromExporterPort notifyBrokerRoleChanged processReadEvent
     rocketmqHome scanInactiveMasterInterval scanNotActiveBrokerInterval
+    jRaftControllerRPCAddr jRaftElectionTimeoutMs jRaftGroupId jRaftInitConf
+    jRaftScanWaitTimeoutMs jRaftServerId jRaftSnapshotIntervalSecs
     """
 )
-"""``ControllerConfig`` (common/.../common/ControllerConfig.java), which 5.x's NameServer reads
+"""``ControllerConfig`` and ``JraftConfig`` (common/.../common/), which 5.x's NameServer reads
 from its file too when ``enableControllerInNamesrv`` is set."""
 
 PROXY_CONFIG_5: Final = _names(

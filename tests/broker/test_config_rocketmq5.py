@@ -160,6 +160,7 @@ def test_rocketmq_5_namesrv_keys_are_one_warning_line(caplog: pytest.LogCaptureF
             "supportActingMaster": "true",  # NamesrvConfig 5.x
             "enableControllerInNamesrv": "false",
             "controllerDLegerGroup": "group1",  # ControllerConfig
+            "jRaftGroupId": "jRaft-Controller",  # JraftConfig
             "clientWorkerThreads": "4",  # NettyClientConfig, read by 5.x's NameServer
         }
     )
@@ -168,6 +169,7 @@ def test_rocketmq_5_namesrv_keys_are_one_warning_line(caplog: pytest.LogCaptureF
     assert "supportActingMaster" in warning
     assert "controllerDLegerGroup" in warning
     assert "enableControllerInNamesrv" in warning
+    assert "jRaftGroupId" in warning
     assert {"supportActingMaster", "controllerDLegerGroup"} <= NAMESRV_FILE_KEYS
 
 
