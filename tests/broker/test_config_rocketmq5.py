@@ -208,3 +208,26 @@ def test_the_proxy_refuses_acl_2_switched_on() -> None:
         proxy_settings(args)
     args = argparse.Namespace(config=None, set=["authenticationEnabled=false"])
     assert proxy_settings(args) == {}
+
+
+@pytest.mark.parametrize(
+    ("settings", "port"),
+    [
+        ({"metricsExporterType": "PROM"}, 5557),  # RocketMQ 5's default exporter port
+        ({"metricsExporterType": "2", "metricsPromExporterPort": "9100"}, 9100),
+        ({"metricsExporterType": "prom", "metricsPromExporterPort": "9100", "metricsPort": "0"}, 0),
+        ({"metricsExporterType": "OTLP_GRPC", "metricsPromExporterPort": "9100"}, None),
+    ],
+)
+def test_rocketmq_5_prometheus_exporter_maps_to_metrics_port(
+    settings: dict[str, str], port: int | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Mapped where it means something here: RocketMQ 5's Prometheus exporter is metricsPort."""
+    config = BrokerConfig.from_properties({"dLegerPeers": PEERS, **settings})
+    assert config.metrics_port == port
+    warnings = _warnings(caplog)
+    if port is None:
+        [warning] = warnings
+        assert "metricsExporterType, metricsPromExporterPort" in warning
+    else:
+        assert warnings == []

@@ -379,6 +379,7 @@ class BrokerConfig:
             name = known[key]
             kind = str(types[name])
             kwargs[name] = _convert(key, name, kind, text.strip())
+        ignored -= _prometheus_exporter(values, kwargs)
         if "grpc_server_port" not in kwargs:
             listen_port = kwargs.get("listen_port", DEFAULT_LISTEN_PORT)
             assert isinstance(listen_port, int)
@@ -389,6 +390,22 @@ class BrokerConfig:
         if "timerMaxDelaySec" in values:
             _warn_timer_horizon(config)
         return config
+
+
+def _prometheus_exporter(values: Mapping[str, str], kwargs: dict[str, object]) -> set[str]:
+    """Map RocketMQ 5's Prometheus exporter onto ``metricsPort``; the keys it took.
+
+    ``metricsExporterType=PROM`` (or 2) makes a RocketMQ 5 broker serve Prometheus on
+    ``metricsPromExporterPort`` (5557 by default): LedgerMQ's ``metricsPort`` does that job, so
+    a 5.x file that asks for it gets it (``metricsPort``, when set too, wins). The other exporter
+    types (OTLP_GRPC, LOG) and ``metricsPromExporterHost`` are ignored and named in the warning.
+    """
+    if values.get("metricsExporterType", "").strip().upper() not in ("PROM", "2"):
+        return set()
+    if "metrics_port" not in kwargs:
+        port = values.get("metricsPromExporterPort", "5557").strip()
+        kwargs["metrics_port"] = _convert("metricsPromExporterPort", "metrics_port", "int", port)
+    return {"metricsExporterType", "metricsPromExporterPort"}
 
 
 def _refuse_master_slave(values: Mapping[str, str]) -> None:
