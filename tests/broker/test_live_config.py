@@ -3,26 +3,29 @@ what is refused and how it is said, and the rewrite of ``broker.conf``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
+import ledgermq
 from ledgermq.broker.config import BrokerConfig, broker_file_key, broker_file_keys
 from ledgermq.broker.live_config import (
     LIVE_KEYS,
     RETENTION_KEYS,
+    LiveConfig,
+    is_sample_file,
     parse_properties,
     plan_update,
     rewrite_properties,
     write_config_file,
 )
+from ledgermq.cli.main import main
 from ledgermq.errors import ConfigError
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from ledgermq.ledger.config import load_properties
 
 PEERS = "n0-127.0.0.1:40911;n1-127.0.0.1:40912"
 BASE = BrokerConfig.from_properties({"dLegerPeers": PEERS, "maxMessageSize": "65536"})
@@ -134,3 +137,41 @@ def test_broker_file_key_names_fields() -> None:
     assert {broker_file_key(f.name) for f in fields(BrokerConfig) if f.name != "tls"} <= (
         broker_file_keys()
     )
+
+
+# ---------------------------------------------------- shipped samples (issue 28 item 9)
+SAMPLE = Path(__file__).resolve().parents[2] / "conf" / "broker-n0.conf"
+
+
+def test_an_update_never_rewrites_a_shipped_sample(tmp_path: Path) -> None:
+    """A broker started from ``conf/broker-n0.conf`` itself: the update is refused whole (the
+    sample, a tracked file, keeps its bytes) and the remark says how to get an own copy; the
+    copy ``init-conf`` writes is the operator's, and the update persists into it."""
+    sample = tmp_path / "sample.conf"
+    sample.write_bytes(SAMPLE.read_bytes())
+    started = BrokerConfig.from_properties(load_properties(str(sample)))
+    live = LiveConfig(started, str(sample))
+    with pytest.raises(ConfigError) as info:
+        asyncio.run(live.update(started, b"brokerPermission=4\n"))
+    assert str(info.value).startswith(
+        f"not changed: this broker was started from {sample}, a sample that ships with LedgerMQ"
+    )
+    assert "`ledgermq init-conf DIR`" in str(info.value)
+    assert sample.read_bytes() == SAMPLE.read_bytes()
+
+    assert main(["init-conf", str(tmp_path / "mine")]) == 0
+    mine = tmp_path / "mine" / "conf" / "broker-n0.conf"
+    assert not is_sample_file(str(mine))
+    live = LiveConfig(started, str(mine))
+    updated, values = asyncio.run(live.update(started, b"brokerPermission=4\n"))
+    assert updated.broker_permission == 4
+    assert values == {"brokerPermission": "4"}
+    assert load_properties(str(mine))["brokerPermission"] == "4"
+
+
+def test_every_shipped_broker_conf_is_marked_and_the_package_is_a_sample() -> None:
+    root = SAMPLE.parents[1]
+    confs = sorted(root.glob("conf/broker-*.conf")) + sorted(root.glob("deploy/conf/broker-*.conf"))
+    assert len(confs) >= 9
+    assert all(is_sample_file(str(path)) for path in confs)
+    assert is_sample_file(ledgermq.__file__)  # anything inside the installed package

@@ -3,10 +3,13 @@
 Every replica of a broker group is one LedgerMQ broker process: it serves RocketMQ's remoting
 protocol on ``listenPort`` and runs one ledger replica on its port in ``dLegerPeers``
 (spec-broker.md section 1.4). Keys keep RocketMQ's spellings, "DLeger" with one "d" included, so
-an existing ``conf/dledger/broker-n0.conf`` works unchanged: the keys of RocketMQ 4.9 that mean
-nothing here (thread pools, HA; ``ledgermq.rocketmq_keys``) are accepted and named in
-one warning line. Every other bad key or value is refused at start with one line that says which
-and why; a misspelt key names the closest known one.
+an existing ``conf/dledger/broker-n0.conf`` works unchanged: the keys of RocketMQ 4.9 and 5.x
+that mean nothing here (thread pools, HA, controller mode, timer wheel tuning;
+``ledgermq.rocketmq_keys``) are accepted and named in one warning line. Every other bad key or
+value is refused at start with one line that says which and why; a misspelt key names the (at
+most three) closest known ones. A classic master/slave ``broker.conf`` (``brokerRole``,
+``brokerId``, no ``enableDLegerCommitLog``) is refused with the keys that turn it into a
+DLedger-mode one: LedgerMQ has no other mode.
 """
 
 from __future__ import annotations
@@ -56,6 +59,15 @@ _log = logging.getLogger(__name__)
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _SELF_ID = re.compile(r"^[A-Za-z](\d+)$")
+
+_DLEDGER_KEYS: Final = (
+    "set enableDLegerCommitLog=true, dLegerGroup=<brokerName>, "
+    "dLegerPeers=n0-HOST0:40911;n1-HOST1:40911;n2-HOST2:40911 (every replica of the group) and "
+    "dLegerSelfId=n0 / n1 / n2 (this replica), and drop brokerRole and brokerId (the ledger "
+    "election picks the master); `ledgermq init-conf DIR` writes samples for one host and for "
+    "three machines"
+)
+"""How to turn a master/slave ``broker.conf`` into a DLedger-mode one (RocketMQ's own keys)."""
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:
@@ -196,10 +208,14 @@ class BrokerConfig:
         if not self.enable_dleger_commit_log:
             raise ConfigError(
                 "enableDLegerCommitLog=false is not supported: every LedgerMQ broker keeps its "
-                "commit log in a ledger group (a group of one replica is a single broker)"
+                f"commit log in a ledger group (a group of one replica is a single broker); "
+                f"{_DLEDGER_KEYS}"
             )
         if not self.dleger_peers:
-            raise ConfigError("dLegerPeers is required, e.g. n0-127.0.0.1:40911;n1-...")
+            raise ConfigError(
+                "dLegerPeers is required: LedgerMQ runs RocketMQ's DLedger mode only, each "
+                f"broker a ledger group; {_DLEDGER_KEYS}"
+            )
         if self.dleger_self_id not in self.dleger_peers:
             raise ConfigError(
                 f"dLegerSelfId {self.dleger_self_id!r} is not in dLegerPeers "
@@ -250,12 +266,6 @@ class BrokerConfig:
             raise ConfigError(
                 f"timerMaxDelaySec must be at least 1, not {self.timer_max_delay_sec}"
             )
-        if self.timer_max_delay_sec > (self.file_reserved_time + 1) * 3600:
-            _log.warning(
-                "timerMaxDelaySec (%d s) is beyond what the commit log keeps (fileReservedTime "
-                "%s h + 1 h): a timer message retention deletes first is dropped when due",
-                self.timer_max_delay_sec, self.file_reserved_time,
-            )  # fmt: skip
         try:
             validate_topic(self.msg_trace_topic_name)
         except InvalidMessageError as exc:
@@ -376,6 +386,7 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
         """A validated config from ``broker.conf`` keys (merged with flags by the caller)."""
+        _refuse_master_slave(values)
         known = _file_keys()
         ignored = set(
             check_keys(values, known | dict.fromkeys(TLS_KEYS, "tls"), BROKER_FILE_KEYS, "broker")
@@ -391,6 +402,7 @@ class BrokerConfig:
             name = known[key]
             kind = str(types[name])
             kwargs[name] = _convert(key, name, kind, text.strip())
+        ignored -= _prometheus_exporter(values, kwargs)
         if "grpc_server_port" not in kwargs:
             listen_port = kwargs.get("listen_port", DEFAULT_LISTEN_PORT)
             assert isinstance(listen_port, int)
@@ -398,7 +410,55 @@ class BrokerConfig:
         config = cls(**kwargs)  # type: ignore[arg-type]
         if ignored:
             _log.warning("%s", ignored_warning(ignored, "broker"))
+        if "timerMaxDelaySec" in values:
+            _warn_timer_horizon(config)
         return config
+
+
+def _prometheus_exporter(values: Mapping[str, str], kwargs: dict[str, object]) -> set[str]:
+    """Map RocketMQ 5's Prometheus exporter onto ``metricsPort``; the keys it took.
+
+    ``metricsExporterType=PROM`` (or 2) makes a RocketMQ 5 broker serve Prometheus on
+    ``metricsPromExporterPort`` (5557 by default): LedgerMQ's ``metricsPort`` does that job, so
+    a 5.x file that asks for it gets it (``metricsPort``, when set too, wins). The other exporter
+    types (OTLP_GRPC, LOG) and ``metricsPromExporterHost`` are ignored and named in the warning.
+    """
+    if values.get("metricsExporterType", "").strip().upper() not in ("PROM", "2"):
+        return set()
+    if "metrics_port" not in kwargs:
+        port = values.get("metricsPromExporterPort", "5557").strip()
+        kwargs["metrics_port"] = _convert("metricsPromExporterPort", "metrics_port", "int", port)
+    return {"metricsExporterType", "metricsPromExporterPort"}
+
+
+def _refuse_master_slave(values: Mapping[str, str]) -> None:
+    """``ConfigError`` for a classic master/slave ``broker.conf``: one that names a
+    ``brokerRole`` or ``brokerId`` but neither ``enableDLegerCommitLog`` nor ``dLegerPeers``.
+    RocketMQ runs such a file as a master or slave with its own HA; LedgerMQ would otherwise
+    refuse it only for the missing ``dLegerPeers``, which does not say that the whole file is
+    of the other mode, nor what to add."""
+    if "enableDLegerCommitLog" in values or "dLegerPeers" in values:
+        return
+    named = [f"{key}={values[key].strip()}" for key in ("brokerRole", "brokerId") if key in values]
+    if named:
+        raise ConfigError(
+            f"this is a master/slave broker.conf ({', '.join(named)}, no enableDLegerCommitLog): "
+            f"LedgerMQ runs RocketMQ's DLedger mode only, each broker a ledger group; "
+            f"{_DLEDGER_KEYS}"
+        )
+
+
+def _warn_timer_horizon(config: BrokerConfig) -> None:
+    """Warn when a ``timerMaxDelaySec`` the operator set outlives the commit log: a timer
+    message retention deletes before it is due is dropped. Only a value that was set: the
+    default (3 days) against a short ``fileReservedTime`` is not the operator's doing, and a
+    warning on every start of RocketMQ's own samples (``fileReservedTime=48``) would be noise."""
+    if config.timer_max_delay_sec > (config.file_reserved_time + 1) * 3600:
+        _log.warning(
+            "timerMaxDelaySec (%d s) is beyond what the commit log keeps (fileReservedTime "
+            "%s h + 1 h): a timer message retention deletes first is dropped when due",
+            config.timer_max_delay_sec, config.file_reserved_time,
+        )  # fmt: skip
 
 
 def default_grpc_port(listen_port: int) -> int:

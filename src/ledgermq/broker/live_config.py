@@ -8,6 +8,13 @@ heartbeats, topic auto-creation, the registration loop) or is told of the change
 store's retention). The other keys are read once, at start, to open ports, files and the ledger
 group: a request naming any of them is refused whole, nothing changed, with a remark that names
 them and says a restart is needed. Values are never echoed in remarks (secrets go through here).
+
+A broker started from one of the sample files LedgerMQ ships (``conf/``, ``deploy/conf/``, in a
+clone or inside the installed package; each carries a ``SAMPLE_MARKER`` comment) has every update
+refused, with a remark that says to start from an operator's copy (``ledgermq init-conf DIR``,
+which leaves the marker out): rewriting a sample would change a tracked file of the repository,
+or a file of the installed package that the next upgrade overwrites, and applying the update
+without persisting it would lose it at the next restart.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ if TYPE_CHECKING:
 __all__ = [
     "LIVE_KEYS",
     "RETENTION_KEYS",
+    "SAMPLE_MARKER",
     "LiveConfig",
+    "is_sample_file",
     "parse_properties",
     "plan_update",
     "rewrite_properties",
@@ -68,6 +77,29 @@ _RESTART_WHY: Final[Mapping[str, str]] = {
     "one closed would be worse than either",
     "messageDelayLevel": "one timer per delay level runs from start",
 }
+
+
+SAMPLE_MARKER: Final = "ledgermq-sample:"
+"""A comment line starting ``# ledgermq-sample:`` marks a configuration file shipped with
+LedgerMQ (a sample, never an operator's file); ``ledgermq init-conf`` drops that line from its
+copies."""
+
+_PACKAGE_DIR: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The installed ``ledgermq`` package: files under it belong to the package, not the operator."""
+
+
+def is_sample_file(path: str) -> bool:
+    """Whether ``path`` is one of LedgerMQ's shipped samples: inside the installed package, or
+    marked with ``SAMPLE_MARKER`` in a comment line. Unreadable: not a sample (the rewrite then
+    fails on its own, with its own error)."""
+    real = os.path.realpath(path)
+    if os.path.commonpath([real, _PACKAGE_DIR]) == _PACKAGE_DIR:
+        return True
+    try:
+        with open(real, encoding="utf-8", errors="replace") as f:
+            return any(line.lstrip("#! \t").startswith(SAMPLE_MARKER) for line in f)
+    except OSError:
+        return False
 
 
 def parse_properties(body: bytes) -> dict[str, str]:
@@ -207,6 +239,14 @@ class LiveConfig:
         values = parse_properties(body)
         async with self._lock:
             updated = plan_update(current, self.started, values)
+            path = self.path
+            if path is not None and await asyncio.to_thread(is_sample_file, path):
+                raise ConfigError(
+                    f"not changed: this broker was started from {path}, a sample that "
+                    "ships with LedgerMQ, which an update does not rewrite; write your own copy "
+                    "with `ledgermq init-conf DIR`, restart the broker with -c on the copy, and "
+                    "update again"
+                )
             if self.path:
                 await asyncio.to_thread(write_config_file, self.path, values)
         return updated, values

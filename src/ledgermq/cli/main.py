@@ -21,6 +21,7 @@ from ledgermq.cli import (
     chaos_commands,
     client_commands,
     console_commands,
+    init_conf,
     ledger_commands,
     namesrv_commands,
     produce_consume,
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv_commands.register(commands)
     proxy_commands.register(commands)
     chaos_commands.register(commands)
+    init_conf.register(commands)
     return parser
 
 

@@ -16,13 +16,15 @@ file of ``key=value`` lines (``-c proxy.conf``) and ``--set KEY=VALUE`` on top, 
 gRPC door takes them; ``aclEnable=true`` checks each client's ``authorization`` metadata
 against RocketMQ's ``plain_acl.yml`` (found under ``rocketmqHome``'s ``conf/`` or at
 ``aclFilePath``, as the broker finds it); ``enableTopicMessageTypeCheck`` (default true, the
-Java proxy's) checks each send against its topic's ``message.type``. Any other key is an error
-that names it.
+Java proxy's) checks each send against its topic's ``message.type``. The other keys of RocketMQ
+5's ``ProxyConfig`` are named in one warning and ignored (``grpcServerPort`` and ``namesrvAddr``
+with the flag that sets them here); any other key is an error that names it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.metrics_args import add_metrics_listen_arg, start_metrics
@@ -32,8 +34,9 @@ from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
 from ledgermq.ledger.config import load_properties
 from ledgermq.net import run
-from ledgermq.net.tls import tls_server_from_properties
+from ledgermq.net.tls import TLS_KEYS, tls_server_from_properties
 from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
+from ledgermq.rocketmq_keys import PROXY_FILE_KEYS, check_keys, ignored_warning, suggestions
 from ledgermq.security import AclFiles, AclGate, default_acl_paths
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -43,6 +46,11 @@ if TYPE_CHECKING:
 _KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome",
          "enableTopicMessageTypeCheck", "maxMessageSize")  # fmt: skip
 """The settings the proxy's own port takes."""
+
+_FLAG_FOR: Final = {"grpcServerPort": "--listen HOST:PORT", "namesrvAddr": "-n"}
+"""RocketMQ 5 proxy keys whose job a flag of ``ledgermq proxy`` does."""
+
+_log = logging.getLogger(__name__)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,14 +98,28 @@ def proxy_settings(args: argparse.Namespace) -> dict[str, str]:
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r} is not KEY=VALUE")
         values[key.strip()] = value.strip()
-    unknown = sorted(k for k in values if not k.startswith(_KEYS))
+    ignored = sorted(k for k in values if not k.startswith(_KEYS) and k in PROXY_FILE_KEYS)
+    unknown = sorted(k for k in values if not k.startswith(_KEYS) and k not in PROXY_FILE_KEYS)
     if unknown:
+        taken = [k for k in TLS_KEYS if k.startswith(_KEYS)] + [k for k in _KEYS if "." not in k]
+        named = []
+        for key in unknown:
+            close = suggestions(key, taken, {*taken, *PROXY_FILE_KEYS})
+            named.append(f"{key} (did you mean {' or '.join(close)}?)" if close else key)
         raise ConfigError(
-            f"the proxy does not take {', '.join(unknown)}: its settings are the tls.server.* "
+            f"the proxy does not take {', '.join(named)}: its settings are the tls.server.* "
             "keys of its own gRPC port, aclEnable / aclFilePath / rocketmqHome, "
             "enableTopicMessageTypeCheck and maxMessageSize (NameServers: -n; its own account "
             "for the brokers: --access-key)"
         )
+    if ignored:
+        check_keys({key: values[key] for key in ignored}, (), PROXY_FILE_KEYS, "proxy")  # refusals
+        flags = [f"{key}: use {_FLAG_FOR[key]}" for key in ignored if key in _FLAG_FOR]
+        _log.warning(
+            "%s%s", ignored_warning(ignored, "proxy"), f" ({'; '.join(flags)})" if flags else ""
+        )
+        for key in ignored:
+            del values[key]
     return values
 
 

@@ -2,10 +2,11 @@
 
 File keys are RocketMQ's where RocketMQ has one (``listenPort`` of NettyServerConfig,
 ``bindAddress`` of 5.x, ``scanNotActiveBrokerInterval`` of 5.x NamesrvConfig); the rest are ours
-in the same style. The other keys of RocketMQ 4.9's NameServer (``NamesrvConfig``,
-``NettyServerConfig``: ``kvConfigPath``, ``serverWorkerThreads``, ...) are accepted and named in
-one warning line; any other key is refused, with the closest known key, so a typo never silently
-leaves a default in place.
+in the same style. The other keys of RocketMQ 4.9's and 5.x's NameServer (``NamesrvConfig``,
+``NettyServerConfig``, ``NettyClientConfig``, ``ControllerConfig``: ``kvConfigPath``,
+``serverWorkerThreads``, ``supportActingMaster``, ...) are accepted and named in one warning
+line; any other key is refused, with the closest known keys, so a typo never silently leaves a
+default in place.
 """
 
 from __future__ import annotations
