@@ -114,6 +114,7 @@ MQADMIN_NAMES: dict[str, str] = {
     "clusterList": "cluster-list",
     "consumerProgress": "consumer-progress",
     "consumerConnection": "consumer-connection",
+    "producerConnection": "producer-connection",
     "consumerStatus": "consumer-status",
     "updateSubGroup": "subgroup-update",
     "deleteSubGroup": "subgroup-delete",
@@ -215,6 +216,14 @@ def _register_groups_and_brokers(
     )
     connection.add_argument("-g", "--group", required=True)
     connection.set_defaults(handler=cmd_consumer_connection)
+    producers = sub.add_parser(
+        "producer-connection", help="the clients of a producer group connected now"
+    )
+    producers.add_argument("-g", "--group", required=True, help="the producer group")
+    producers.add_argument(
+        "-t", "--topic", help="accepted for mqadmin's producerConnection; every master is asked"
+    )
+    producers.set_defaults(handler=cmd_producer_connection)
     register_consumer_status(sub)
     register_quarantine(sub)
     status = sub.add_parser("broker-status", help="every replica's role, term, log and counters")
@@ -610,6 +619,23 @@ def cmd_consumer_connection(args: argparse.Namespace) -> int:
             [(r.broker_name, r.client_id, r.client_addr, r.language, r.version,
               r.message_model, ",".join(r.topics)) for r in rows],
         )  # fmt: skip
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def cmd_producer_connection(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        rows = await admin.producer_connections(args.group)
+        if not rows and not args.json:
+            print(f"no client of producer group {args.group} is connected")
+            return 1
+        _emit(
+            args,
+            ("broker", "client id", "address"),
+            ("brokerName", "clientId", "clientAddr"),
+            [(r.broker_name, r.client_id, r.client_addr) for r in rows],
+        )
         return 0
 
     return run(_with_admin(args, work))

@@ -62,6 +62,7 @@ __all__ = [
     "ConsumerConnection",
     "ConsumerProgress",
     "OffsetReset",
+    "ProducerConnection",
     "QuarantinedEntry",
     "QueueStats",
     "TopicGroupStats",
@@ -166,6 +167,15 @@ class OffsetReset:
     queue_id: int
     before: int | None
     after: int
+
+
+@dataclass(frozen=True, order=True)
+class ProducerConnection:
+    """One client of a producer group connected to a broker group's master (heartbeats)."""
+
+    broker_name: str
+    client_id: str
+    client_addr: str
 
 
 @dataclass(frozen=True, order=True)
@@ -703,6 +713,31 @@ class Admin:
                     message_model=str(data.get("messageModel", "")),
                     consume_type=str(data.get("consumeType", "")),
                     topics=tuple(topics),
+                )
+                for c in data.get("connectionSet") or []
+                if isinstance(c, dict)
+            )
+        return sorted(rows)
+
+    async def producer_connections(self, group: str) -> list[ProducerConnection]:
+        """The clients of producer group ``group`` connected to each master now (RocketMQ's
+        ``examineProducerConnectionInfo``: heartbeats name the groups a client produces for)."""
+        rows: list[ProducerConnection] = []
+        for name, address in (await self._masters()).items():
+            response = await self._client.invoke(
+                address,
+                MQRequestCode.GET_PRODUCER_CONNECTION_LIST,
+                {"producerGroup": group},
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
+            )
+            if response.code != MQResponseCode.SUCCESS:
+                continue  # no producer of the group at that broker group
+            data = json.loads(response.body or b"{}")
+            rows.extend(
+                ProducerConnection(
+                    broker_name=name,
+                    client_id=str(c.get("clientId", "")),
+                    client_addr=str(c.get("clientAddr", "")),
                 )
                 for c in data.get("connectionSet") or []
                 if isinstance(c, dict)
