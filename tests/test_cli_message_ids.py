@@ -20,6 +20,7 @@ from tests.test_cli_admin import ledgermq
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from ledgermq.testing.broker_cluster import BrokerCluster
 
@@ -66,3 +67,59 @@ def test_both_ids_and_producer_connections_on_a_real_broker(broker_clusters: Mak
     none = ledgermq("admin", "producerConnection", "-g", "nobody", "-n", ns)
     assert none.returncode == 1
     assert "no client of producer group nobody is connected" in none.stdout
+
+
+ACL = """
+accounts:
+  - accessKey: ops-admin
+    secretKey: ops-admin-secret
+    admin: true
+  - accessKey: reader-account
+    secretKey: reader-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Secret=DENY
+"""
+
+
+def test_with_acl_an_id_is_found_where_the_account_may_read_and_refusals_are_named(
+    broker_clusters: MakeCluster, tmp_path: Path
+) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    admin = ("--access-key", "ops-admin", "--secret-key", "ops-admin-secret")
+    reader = ("--access-key", "reader-account", "--secret-key", "reader-secret")
+    cluster = broker_clusters(
+        replicas=1,
+        credentials=("ops-admin", "ops-admin-secret"),
+        extra_settings={
+            "aclEnable": "true",
+            "aclFilePath": str(acl),
+            "aclAccessKey": "ops-admin",
+            "aclSecretKey": "ops-admin-secret",
+        },
+    )
+    cluster.wait_routable()
+    ns = cluster.namesrv_addr
+    ids = {}
+    for topic in ("Open", "Secret"):
+        made = ledgermq("admin", "topic-create", "-t", topic, "-q", "1", "-n", ns, *admin)
+        assert made.returncode == 0, made.stderr
+        sent = ledgermq("produce", "-n", ns, "-t", topic, f"{topic} body", *admin)
+        assert sent.returncode == 0, sent.stderr
+        match = re.search(r"msgId=(\w+)", sent.stdout)
+        assert match is not None, sent.stdout
+        ids[topic] = match.group(1)
+    found = ledgermq("admin", "message", "--id", ids["Open"], "-n", ns, "--json", *reader)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)[0]["body"] == "Open body"
+    hidden = ledgermq("admin", "message", "--id", ids["Secret"], "-n", ns, *reader)
+    assert hidden.returncode == 1
+    assert f"no message of any topic has the id {ids['Secret']}" in hidden.stderr
+    assert "refused (NO_PERMISSION: the account lacks SUB)" in hidden.stderr
+    assert "Secret body" not in hidden.stdout
+    alone = ledgermq("admin", "message", "--id", ids["Secret"], "-t", "Secret", "-n", ns, *reader)
+    assert alone.returncode == 1
+    assert "Secret body" not in alone.stdout
+    assert "Traceback" not in alone.stderr

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledgermq.client._queue_api import PullStatus, QueueApi
 from ledgermq.client._remoting import ClientInstance
@@ -194,6 +194,18 @@ class ConsumerConnection:
 
 _UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 """RocketMQ's ``MixAll.UNIQUE_MSG_QUERY_FLAG``: QUERY_MESSAGE's key is a UNIQ_KEY."""
+
+
+class _UniqueKeySearch(NamedTuple):
+    """What ``Admin._by_unique_key`` found, and what it could not search."""
+
+    found: list[MessageExt]
+    refused: int
+    """Lookups the ACL refused (NO_PERMISSION)."""
+    unreachable: list[str]
+    """Masters that did not answer."""
+    refusal: MQResponseError | None
+    """One of the refusals, when every lookup was refused."""
 
 
 def _is_absent(exc: LedgerMQError) -> bool:
@@ -1031,27 +1043,33 @@ class Admin:
             else:
                 if topic is None or message.topic == topic:
                     return [message]
-        found, refusal = await self._by_unique_key(forms.text, topic, max_num)
-        if found:
-            return found
-        if refusal is not None:
-            raise refusal
+        search = await self._by_unique_key(forms.text, topic, max_num)
+        if search.found:
+            return search.found
+        if search.refusal is not None:
+            raise search.refusal
         if offset_error is not None and not _is_absent(offset_error):
             raise offset_error
         where = f"topic {topic}" if topic is not None else "any topic"
+        unsearched = "".join(
+            (
+                f"; {search.refused} lookup(s) refused (NO_PERMISSION: the account lacks SUB)"
+                if search.refused
+                else "",
+                f"; not reached: {', '.join(search.unreachable)}" if search.unreachable else "",
+            )
+        )
         raise MQResponseError(
             f"no message of {where} has the id {forms.text} (neither as the msgId a producer "
-            "printed nor as an offsetMsgId)",
+            f"printed nor as an offsetMsgId){unsearched}",
             MQResponseCode.QUERY_NOT_FOUND,
         )
 
-    async def _by_unique_key(
-        self, key: str, topic: str | None, max_num: int
-    ) -> tuple[list[MessageExt], MQResponseError | None]:
+    async def _by_unique_key(self, key: str, topic: str | None, max_num: int) -> _UniqueKeySearch:
         """Messages whose UNIQ_KEY is ``key`` in ``topic`` (every topic when None), asked of
-        every master with RocketMQ's unique-key flag; and an ACL refusal when every answer was
-        one. Topics a master does not hold answer QUERY_NOT_FOUND; an unreachable master is
-        skipped (its messages are not found, which the caller's message says)."""
+        every master with RocketMQ's unique-key flag. Topics a master does not hold answer
+        QUERY_NOT_FOUND; an ACL refusal or an unreachable master is counted, not raised, so
+        that what the others hold is still found."""
         topics = [topic] if topic is not None else await self.topic_list()
         info = await self.cluster_info()
         masters = sorted(
@@ -1062,6 +1080,7 @@ class Admin:
         gate = asyncio.Semaphore(8)
         found: dict[str, MessageExt] = {}
         refusals: list[MQResponseError] = []
+        unreachable: set[str] = set()
         asked = 0
 
         async def ask(address: str, name: str) -> None:
@@ -1087,6 +1106,7 @@ class Admin:
                         refusals.append(exc)
                     return
                 except NetworkError:
+                    unreachable.add(address)
                     return
             asked += 1
             for message in decode_records(response.body) if response.body else []:
@@ -1095,8 +1115,12 @@ class Admin:
 
         await asyncio.gather(*(ask(a, t) for a in masters for t in topics))
         ordered = sorted(found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset))
-        refusal = refusals[0] if refusals and not asked else None
-        return ordered[:max_num], refusal
+        return _UniqueKeySearch(
+            ordered[:max_num],
+            len(refusals),
+            sorted(unreachable),
+            refusals[0] if refusals and not asked else None,
+        )
 
     async def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message an offset msgId names (any replica of its group holds it)."""
