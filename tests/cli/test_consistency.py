@@ -137,3 +137,15 @@ def test_every_help_shows_every_default() -> None:
             if "default" not in shown.lower():
                 missing.append(f"{path} {action.option_strings[-1]}")
     assert not missing, missing
+
+
+def test_an_unknown_command_lists_the_shown_names_and_suggests_the_closest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["admin", "topiclist"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'topiclist'; did you mean topic-list?" in err
+    assert "'topic-list'" not in err  # names as --help shows them, not repr'd
+    assert "updateTopic" not in err
+    assert "topic-create, topic-list" in err

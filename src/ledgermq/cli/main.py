@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import logging
 import logging.handlers
 import os
@@ -51,6 +52,21 @@ class Parser(argparse.ArgumentParser):
         kwargs["allow_abbrev"] = False
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An unknown command is refused naming the commands ``--help`` shows (not the hidden
+        mqadmin aliases) and the closest one, aliases included (``topiclist``: topic-list)."""
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            shown = [choice.dest for choice in action._choices_actions]
+            close = difflib.get_close_matches(str(value), list(action.choices), n=1)
+            hint = ""
+            if close:
+                prog: str = action.choices[close[0]].prog
+                hint = f"; did you mean {prog.removeprefix(self.prog + ' ')}?"
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{hint} (choose from {', '.join(shown)})"
+            )
+        super()._check_value(action, value)
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
