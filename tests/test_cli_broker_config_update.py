@@ -133,6 +133,13 @@ def test_without_a_config_file_the_update_is_live_and_says_it_is_not_persisted(
     cluster.wait_routable()
     ns = cluster.namesrv_addr
     address = cluster.address("broker-a", "n0")
+    # A topic of its own (TBW102 takes no sends: the client refuses it before the broker would)
+    producer = SyncProducer("perm-producer", ns, retry_times=0)
+    try:
+        producer.start()
+        producer.send("PermProbe", b"while writable")
+    finally:
+        producer.close()
     status, rows, _ = update(ns, "-b", address, "-k", "brokerPermission", "-v", "4")
     assert status == 0
     assert [(r["result"], r["value"]) for r in rows] == [("updated", "4")]
@@ -141,7 +148,7 @@ def test_without_a_config_file_the_update_is_live_and_says_it_is_not_persisted(
     try:
         producer.start()
         with pytest.raises(LedgerMQError, match=r"(?i)permission|forbidden|not writ"):
-            producer.send("TBW102", b"read-only broker")
+            producer.send("PermProbe", b"read-only broker")
     finally:
         producer.close()
 

@@ -51,7 +51,7 @@ def test_stdin_lines_go_in_batches_of_at_most_n_with_a_line_each_and_a_summary(
     assert len(printed) == 1000
     assert all(line.startswith("SEND_OK msgId=") for line in printed)
     assert len({line.split()[1] for line in printed}) == 1000  # one id per message
-    assert len({line.split()[2] for line in printed}) == 1000  # queue@offset each its own
+    assert len({line.split()[3] for line in printed}) == 1000  # queue@offset each its own
     match = SUMMARY.search(err)
     assert match is not None, err
     assert match.group(1) == "1000"

@@ -487,6 +487,16 @@ class FakeBroker:
         ]
         return cmd.response(0, body=json.dumps({"offsetTable": rows}).encode())
 
+    def _code_43(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        table: dict[str, dict[str, int]] = {}
+        for (g, t, q), off in sorted(self.store.offsets.items()):
+            table.setdefault(f"{t}@{g}", {})[str(q)] = off
+        return cmd.response(0, body=json.dumps({"offsetTable": table}).encode())
+
+    def _code_201(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        groups = {g: {"groupName": g} for g in sorted({g for g, _, _ in self.store.offsets})}
+        return cmd.response(0, body=json.dumps({"subscriptionGroupTable": groups}).encode())
+
     def _code_202(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields["topic"]
         config = self.store.topics.get(topic)

@@ -64,7 +64,7 @@ def test_an_unreachable_cluster_is_a_clear_page_not_a_traceback() -> None:
         status, page, _ = await asyncio.to_thread(fetch, server.url + "messages/nonsense")
         assert status == 400
         assert "That request cannot be answered" in page
-        assert "an offset message id is 32 or 40 hex digits" in page
+        assert "is not a message id: a message id is 32 to 56 hexadecimal digits" in page
         status, page, _ = await asyncio.to_thread(
             fetch, server.url + "messages?by=time&topic=T&from=yesterday"
         )

@@ -196,6 +196,6 @@ def test_a_port_in_use_is_one_line_naming_the_flag() -> None:
             check=False,
         )
     assert result.returncode == 1
-    assert "--listen-port" in result.stderr
+    assert "--listen HOST:PORT" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

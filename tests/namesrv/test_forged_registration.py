@@ -80,7 +80,7 @@ def send_one(cluster: BrokerCluster, body: bytes) -> None:
         producer = Producer("forged-registration-producer", cluster.namesrv_addr)
         await producer.start()
         try:
-            await producer.send("TBW102", body)
+            await producer.send("ForgedRegistrationProbe", body)  # auto-created; TBW102 takes no sends
         finally:
             await producer.shutdown()
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.bench.stats import LatencyRecorder, Progress, RunResult
 from ledgermq.client import Message, Producer, PullConsumer
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     from ledgermq.bench.cpu import CpuMeter
     from ledgermq.client import Credentials, MessageQueue, TlsClientConfig
 
@@ -106,6 +108,48 @@ def _cpu_per_message(meter: CpuMeter | None, messages: int) -> tuple[float | Non
     return meter.usage.per_message_us(messages)
 
 
+STATUS_INTERVAL_S: Final = 1.0
+"""How often a workload prints its status line on a terminal."""
+
+
+async def _status_lines(
+    progress: Progress,
+    mode: str,
+    start: float,
+    end: float,
+    counts: Callable[[], tuple[int, int]],
+) -> None:
+    """From ``start`` to ``end`` (loop time), a status line each second: messages so far, the
+    rate over the last second, errors; printed even when nothing moves (a stalled cluster shows
+    as 0 msgs/s, not as silence). ``counts``: (messages, errors) now."""
+    if not progress.enabled:
+        return
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, start - loop.time()))
+    before, tick = counts()[0], start
+    while tick + STATUS_INTERVAL_S <= end:
+        tick += STATUS_INTERVAL_S
+        await asyncio.sleep(max(0.0, tick - loop.time()))
+        done, errors = counts()
+        rate = (done - before) / STATUS_INTERVAL_S
+        before = done
+        progress.status(
+            f"{mode}: {tick - start:4.0f} s  {done:,} messages  {rate:,.0f} msgs/s in the "
+            f"last second  {errors:,} errors"
+        )
+
+
+def _status_task(
+    progress: Progress | None,
+    mode: str,
+    start: float,
+    end: float,
+    counts: Callable[[], tuple[int, int]],
+) -> list[Coroutine[Any, Any, None]]:
+    """``_status_lines`` to run beside a workload's tasks; none without ``progress``."""
+    return [] if progress is None else [_status_lines(progress, mode, start, end, counts)]
+
+
 async def run_produce(
     options: ProduceOptions, progress: Progress | None = None, *, meter: CpuMeter | None = None
 ) -> RunResult:
@@ -160,7 +204,9 @@ async def run_produce(
             if progress is not None and done >= start:
                 progress.update(options.mode, done - start, options.duration_s, acked)
 
-    tasks = [one_producer(i) for i in range(options.producers)]
+    tasks = [one_producer(i) for i in range(options.producers)] + _status_task(
+        progress, options.mode, start, end, lambda: (acked, errors)
+    )
     if meter is not None:
         tasks.append(_meter_window(meter, start, end))
     try:
@@ -228,7 +274,18 @@ async def run_consume(
 
         if meter is not None:
             meter.start()
-        await asyncio.gather(*(drain(q, low, high) for q, (low, high) in bounds.items()))
+        status = (
+            asyncio.create_task(
+                _status_lines(progress, options.mode, start, end, lambda: (received, 0))
+            )
+            if progress is not None
+            else None
+        )
+        try:
+            await asyncio.gather(*(drain(q, low, high) for q, (low, high) in bounds.items()))
+        finally:
+            if status is not None:
+                status.cancel()
         seconds = max(loop.time() - start, 1e-9)
         if meter is not None:
             meter.stop()

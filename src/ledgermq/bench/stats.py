@@ -231,6 +231,16 @@ class Progress:
         self._stream.flush()
         self._width = len(text)
 
+    def status(self, text: str) -> None:
+        """A line that stays (a workload's status once a second, as RocketMQ's benchmark tools
+        print it): it replaces the redrawn bar, which the next ``update`` draws again below."""
+        if not self.enabled:
+            return
+        self._stream.write("\r" + text.ljust(self._width) + "\n")
+        self._stream.flush()
+        self._width = 0
+        self._last_draw_s = -math.inf
+
     def finish(self) -> None:
         """Clear the line, ready for the next mode or for normal output."""
         if not self.enabled or self._width == 0:

@@ -40,6 +40,7 @@ from ledgermq.broker.remoting.consumers import (
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.offsets import OffsetProcessor
 from ledgermq.broker.remoting.pop import PopProcessor
+from ledgermq.broker.remoting.producers import producer_connections
 from ledgermq.broker.remoting.pull import PullProcessor
 from ledgermq.broker.remoting.recall import RecallProcessor
 from ledgermq.broker.remoting.running_info import consumer_running_info
@@ -930,6 +931,9 @@ class BrokerServer:
         async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return consumer_connections(self.consumers, command)
 
+        async def producers(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return producer_connections(self.consumers, command)
+
         async def running_info(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return await consumer_running_info(self.consumers, command)
 
@@ -969,6 +973,7 @@ class BrokerServer:
             code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
             code.GET_CONSUME_STATS: sync(admin.consume_stats),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
+            code.GET_PRODUCER_CONNECTION_LIST: producers,
             code.GET_CONSUMER_RUNNING_INFO: running_info,
             code.VIEW_MESSAGE_BY_ID: view,
             code.QUERY_MESSAGE: sync(admin.query_message),

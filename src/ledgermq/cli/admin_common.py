@@ -8,13 +8,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from ledgermq.cli.credentials_args import credentials_from
 from ledgermq.cli.tls_args import tls_from
 from ledgermq.client import Admin
 
-__all__ = ["emit", "json_arg", "table", "with_admin"]
+__all__ = ["emit", "json_arg", "namesrv_arg", "table", "with_admin"]
+
+
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
+def namesrv_arg(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:
+    """``-n`` / ``--namesrv-addr``; ``inherited``: on a subcommand, so that it may be given
+    before or after the subcommand's name (as credentials and ``--json`` may)."""
+    parser.add_argument(
+        "-n",
+        "--namesrv-addr",
+        default=argparse.SUPPRESS if inherited else os.environ.get("NAMESRV_ADDR", DEFAULT_NAMESRV),
+        help=f"NameServers, 'host:port;host:port' (default: $NAMESRV_ADDR or {DEFAULT_NAMESRV})",
+    )
 
 
 def json_arg(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:

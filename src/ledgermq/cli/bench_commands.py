@@ -40,7 +40,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         )
         add_credential_args(parser)
         add_tls_args(parser)
-        parser.add_argument("-t", "--topic", default="BenchTopic")
+        parser.add_argument("-t", "--topic", default="BenchTopic", help="the topic")
         parser.add_argument("--duration", type=float, default=10.0, help="seconds to measure")
         parser.add_argument("--json", help="also write the result to this JSON file")
         if name == "produce":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ledgermq.cli.admin_common import emit, json_arg, with_admin
+from ledgermq.cli.admin_common import emit, json_arg, namesrv_arg, with_admin
 from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError, MQResponseError
@@ -33,20 +33,25 @@ def register_broker_config(sub: argparse._SubParsersAction[argparse.ArgumentPars
     config = sub.add_parser(
         "broker-config", help="a broker replica's settings: get (default) or update them live"
     )
-    config.add_argument("-b", "--broker", help="broker group (brokerName)")
-    config.add_argument("--replica", type=int, default=0, help="replica id (0 = the master)")
-    config.set_defaults(handler=cmd_broker_config)
+    # The group's -b / --replica may come before the action (broker-config -b X get) or after
+    # it (broker-config get -b X): the parent's land in their own fields, read when the
+    # action's are not given.
+    config.add_argument("-b", "--broker", dest="config_broker", help="broker group (brokerName)")
+    config.add_argument(
+        "--replica", dest="config_replica", type=int, help="replica id (default 0: the master)"
+    )
+    config.set_defaults(handler=cmd_broker_config, broker=None, replica=None)
     actions = config.add_subparsers(dest="config_action", metavar="ACTION")
     get = actions.add_parser("get", help="print one replica's settings (GET_BROKER_CONFIG)")
-    get.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
-    get.add_argument("--replica", type=int, default=0, help="replica id (0 = the master)")
+    get.add_argument("-b", "--broker", help="broker group (brokerName)")
+    get.add_argument("--replica", type=int, help="replica id (default 0: the master)")
     get.set_defaults(handler=cmd_broker_config)
     update = actions.add_parser(
         "update",
         help="change a setting on every replica of a broker group or cluster, live "
         "(mqadmin updateBrokerConfig)",
     )
-    where = update.add_mutually_exclusive_group(required=True)
+    where = update.add_mutually_exclusive_group()
     where.add_argument(
         "-b",
         "--broker",
@@ -58,12 +63,15 @@ def register_broker_config(sub: argparse._SubParsersAction[argparse.ArgumentPars
     update.add_argument("-v", "--value", required=True, help="its new value")
     update.set_defaults(handler=cmd_broker_config_update)
     for parser in (get, update):
+        namesrv_arg(parser, inherited=True)
         add_credential_args(parser, inherited=True)
         add_tls_args(parser, inherited=True)
         json_arg(parser, inherited=True)
 
 
 def cmd_broker_config(args: argparse.Namespace) -> int:
+    args.broker = args.broker or args.config_broker
+    args.replica = next((r for r in (args.replica, args.config_replica) if r is not None), 0)
     if not args.broker:
         raise ConfigError("broker-config needs -b GROUP (or: broker-config update -b ... -k -v)")
 
@@ -89,6 +97,12 @@ _KEYS = ("brokerName", "brokerId", "selfId", "address", "result", "value", "rema
 
 
 def cmd_broker_config_update(args: argparse.Namespace) -> int:
+    if getattr(args, "config_broker", None):  # absent under the alias updateBrokerConfig
+        args.broker = [*(args.broker or ()), args.config_broker]
+    if args.broker and args.cluster:
+        raise ConfigError("broker-config update takes -b or -c, not both")
+    if not args.broker and not args.cluster:
+        raise ConfigError("broker-config update needs -b GROUP|HOST:PORT or -c CLUSTER")
     key, value = args.key.strip(), args.value.strip()
     if not key or any(c in key for c in "=:#! \t") or "\n" in value:
         raise ConfigError(f"-k {args.key!r} is not a broker.conf key")

@@ -12,20 +12,21 @@ import argparse
 import dataclasses
 import datetime
 import json
-import os
 import time
 from typing import TYPE_CHECKING
 
 from ledgermq.cli.admin_common import emit as _emit
 from ledgermq.cli.admin_common import json_arg as _json_arg
+from ledgermq.cli.admin_common import namesrv_arg
 from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.tls_args import add_tls_args
-from ledgermq.errors import ConfigError, LedgerMQError
+from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
+from ledgermq.wire import read_message_id
 from ledgermq.wire.topic_attributes import parse_changes
 from ledgermq.wire.trace import TRACE_TOPIC
 
@@ -33,16 +34,9 @@ if TYPE_CHECKING:
     from ledgermq.client import Admin
     from ledgermq.wire import MessageExt
 
-_DEFAULT_NAMESRV = "127.0.0.1:9876"
 
-
-def _namesrv_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-n",
-        "--namesrv-addr",
-        default=os.environ.get("NAMESRV_ADDR", _DEFAULT_NAMESRV),
-        help="NameServers, 'host:port;host:port' (default: $NAMESRV_ADDR or 127.0.0.1:9876)",
-    )
+def _namesrv_arg(parser: argparse.ArgumentParser, *, inherited: bool = False) -> None:
+    namesrv_arg(parser, inherited=inherited)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,8 +84,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub.add_parser("cluster-list", help="broker groups, their replicas and roles").set_defaults(
         handler=cmd_cluster_list
     )
-    progress = sub.add_parser("consumer-progress", help="a group's offsets and lag per queue")
-    progress.add_argument("-g", "--group", required=True)
+    progress = sub.add_parser(
+        "consumer-progress",
+        help="a group's offsets and lag per queue; without -g every group and its total lag",
+    )
+    progress.add_argument("-g", "--group", help="the consumer group (default: every group)")
     progress.add_argument("-t", "--topic")
     progress.set_defaults(handler=cmd_consumer_progress)
     transfer = sub.add_parser("transfer-leader", help="move a broker group's master")
@@ -101,9 +98,53 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():
+        _namesrv_arg(subcommand, inherited=True)
         add_credential_args(subcommand, inherited=True)
         add_tls_args(subcommand, inherited=True)
         _json_arg(subcommand, inherited=True)
+    _mqadmin_aliases(sub)
+
+
+MQADMIN_NAMES: dict[str, str] = {
+    "updateTopic": "topic-create",
+    "deleteTopic": "topic-delete",
+    "topicList": "topic-list",
+    "topicRoute": "topic-route",
+    "topicStatus": "topic-stats",
+    "clusterList": "cluster-list",
+    "consumerProgress": "consumer-progress",
+    "consumerConnection": "consumer-connection",
+    "producerConnection": "producer-connection",
+    "consumerStatus": "consumer-status",
+    "updateSubGroup": "subgroup-update",
+    "deleteSubGroup": "subgroup-delete",
+    "brokerStatus": "broker-status",
+    "getBrokerConfig": "broker-config",
+    "updateBrokerConfig": "broker-config update",
+    "wipeWritePerm": "wipe-write-perm",
+    "addWritePerm": "add-write-perm",
+    "resetOffsetByTime": "reset-offset",
+    "statsAll": "stats-all",
+    "queryMsgById": "message",
+    "queryMsgByUniqueKey": "message",
+    "queryMsgByKey": "message",
+    "queryMsgByOffset": "message",
+}
+"""RocketMQ ``mqadmin`` command -> ``ledgermq admin`` command. Each mqadmin name is a hidden
+alias (``ledgermq admin topicList`` works; ``--help`` lists only our names); the options are
+ours (README: "mqadmin names")."""
+
+
+def _mqadmin_aliases(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Make each of ``MQADMIN_NAMES`` parse as its command without showing it in ``--help``
+    (argparse's ``aliases=`` would list them all beside every command)."""
+    for alias, name in MQADMIN_NAMES.items():
+        command, *action = name.split()
+        parser = sub.choices[command]
+        if action:  # a subcommand's action: "broker-config update"
+            (actions,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            parser = actions.choices[action[0]]
+        sub._name_parser_map[alias] = parser
 
 
 def _boolean(text: str) -> bool:
@@ -175,6 +216,14 @@ def _register_groups_and_brokers(
     )
     connection.add_argument("-g", "--group", required=True)
     connection.set_defaults(handler=cmd_consumer_connection)
+    producers = sub.add_parser(
+        "producer-connection", help="the clients of a producer group connected now"
+    )
+    producers.add_argument("-g", "--group", required=True, help="the producer group")
+    producers.add_argument(
+        "-t", "--topic", help="accepted for mqadmin's producerConnection; every master is asked"
+    )
+    producers.set_defaults(handler=cmd_producer_connection)
     register_consumer_status(sub)
     register_quarantine(sub)
     status = sub.add_parser("broker-status", help="every replica's role, term, log and counters")
@@ -191,8 +240,21 @@ def _register_groups_and_brokers(
     register_broker_config(sub)
     message = sub.add_parser("message", help="messages by id, by key, or by time range in a topic")
     how = message.add_mutually_exclusive_group(required=True)
-    how.add_argument("--id", help="the offset message id (msgId of a send result)")
-    how.add_argument("--key", help="a KEYS value (or UNIQ_KEY); needs --topic")
+    how.add_argument(
+        "-i",
+        "--id",
+        help="either message id: the msgId a producer prints (its UNIQ_KEY, looked up in every "
+        "topic unless --topic is given) or the offsetMsgId (where it is stored)",
+    )
+    how.add_argument("-k", "--key", help="a KEYS value (or UNIQ_KEY); needs --topic")
+    how.add_argument(
+        "-o",
+        "--offset",
+        type=int,
+        metavar="OFFSET",
+        help="the message at this queue offset (mqadmin queryMsgByOffset); needs --topic, "
+        "--broker and --queue",
+    )
     how.add_argument(
         "--from",
         dest="begin",
@@ -202,7 +264,11 @@ def _register_groups_and_brokers(
         "time unless it has a zone) or RocketMQ's yyyy-MM-dd#HH:mm:ss:SSS",
     )
     message.add_argument("--to", dest="end", type=_time_ms, metavar="TIME", help="until TIME (now)")
-    message.add_argument("-t", "--topic", help="the topic (with --key or --from)")
+    message.add_argument(
+        "-t", "--topic", help="the topic (with --key, --from or --offset; narrows --id)"
+    )
+    message.add_argument("-b", "--broker", help="broker group (brokerName), with --offset")
+    message.add_argument("-q", "--queue", type=int, metavar="ID", help="queue id, with --offset")
     message.add_argument("--max", type=int, default=32, help="at most this many (default 32)")
     message.add_argument(
         "--body", choices=("text", "hex", "none"), default="text", help="how to show bodies"
@@ -314,6 +380,11 @@ def cmd_topic_stats(args: argparse.Namespace) -> int:
 
 def cmd_topic_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
+        if args.topic not in await admin.topic_list():  # not "deleted" for a typo, rc 1
+            raise TopicNotFoundError(
+                f"topic {args.topic} does not exist: no NameServer knows it "
+                "(admin topic-list shows the topics)"
+            )
         await admin.delete_topic(args.topic)
         print(json.dumps({"deleted": args.topic}) if args.json else f"topic {args.topic} deleted")
         return 0
@@ -360,6 +431,9 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
 
 
 def cmd_consumer_progress(args: argparse.Namespace) -> int:
+    if args.group is None:
+        return _every_group_progress(args)
+
     async def work(admin: Admin) -> int:
         rows = await admin.consumer_progress(args.group, args.topic)
         _emit(
@@ -371,6 +445,31 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
         )  # fmt: skip
         if not args.json:
             print(f"total lag: {sum(r.lag for r in rows)}")
+        return 0
+
+    return run(_with_admin(args, work))
+
+
+def _every_group_progress(args: argparse.Namespace) -> int:
+    """One row per consumer group: its topics, queues and total lag (``--topic``: only the
+    groups consuming it, their lag in it)."""
+
+    async def work(admin: Admin) -> int:
+        rows: list[tuple[object, ...]] = []
+        for group, every in (await admin.consumer_lags()).items():
+            progress = [p for p in every if args.topic in (None, p.topic)]
+            if args.topic is not None and not progress:
+                continue
+            topics = sorted({p.topic for p in progress})
+            rows.append(
+                (group, ",".join(topics) or "-", len(progress), sum(p.lag for p in progress))
+            )
+        _emit(
+            args,
+            ("group", "topics", "queues", "lag"),
+            ("group", "topics", "queues", "lag"),
+            rows,
+        )
         return 0
 
     return run(_with_admin(args, work))
@@ -525,6 +624,23 @@ def cmd_consumer_connection(args: argparse.Namespace) -> int:
     return run(_with_admin(args, work))
 
 
+def cmd_producer_connection(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        rows = await admin.producer_connections(args.group)
+        if not rows and not args.json:
+            print(f"no client of producer group {args.group} is connected")
+            return 1
+        _emit(
+            args,
+            ("broker", "client id", "address"),
+            ("brokerName", "clientId", "clientAddr"),
+            [(r.broker_name, r.client_id, r.client_addr) for r in rows],
+        )
+        return 0
+
+    return run(_with_admin(args, work))
+
+
 # ---------------------------------------------------------------------- brokers
 _STATUS_KEYS = (
     "brokerRole",
@@ -666,12 +782,18 @@ def _trace_line(event: dict[str, object]) -> str:
 def cmd_message(args: argparse.Namespace) -> int:
     if (args.key is not None or args.begin is not None) and not args.topic:
         raise ConfigError("--key and --from need --topic: messages are looked up per topic")
+    if args.offset is not None and not (args.topic and args.broker and args.queue is not None):
+        raise ConfigError("--offset needs --topic, --broker and --queue: it names one queue's slot")
     if args.end is not None and args.begin is None:
         raise ConfigError("--to goes with --from")
+    if args.id is not None:
+        read_message_id(args.id)  # an id that can be neither kind: one sentence, no lookup
 
     async def work(admin: Admin) -> int:
         if args.id is not None:
-            messages = [await admin.view_message(args.id)]
+            messages = await admin.find_message(args.id, topic=args.topic, max_num=args.max)
+        elif args.offset is not None:
+            messages = [await admin.message_at(args.topic, args.broker, args.queue, args.offset)]
         elif args.key is not None:
             messages = await admin.query_message(args.topic, args.key, max_num=args.max)
         else:

@@ -8,6 +8,8 @@ Users never see a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import logging
 import logging.handlers
 import os
@@ -49,7 +51,43 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An unknown command is refused naming the commands ``--help`` shows (not the hidden
+        mqadmin aliases) and the closest one, aliases included (``topiclist``: topic-list)."""
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            shown = [choice.dest for choice in action._choices_actions]
+            close = difflib.get_close_matches(str(value), list(action.choices), n=1)
+            hint = ""
+            if close:
+                prog: str = action.choices[close[0]].prog
+                hint = f"; did you mean {prog.removeprefix(self.prog + ' ')}?"
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{hint} (choose from {', '.join(shown)})"
+            )
+        super()._check_value(action, value)
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's default in ``--help``, as ``ArgumentDefaultsHelpFormatter`` does, but
+    not twice where the help already says it, and not for options without a value to show
+    (a flag, an option that is unset by default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default == []
+            or "default" in text.lower()
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
 
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -141,15 +179,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.log_dir:
             log_to_directory(args.log_dir, args.command, args.log_max_mb, args.log_backups)
         code: int = args.handler(args)
+        sys.stdout.flush()  # here, where a reader gone away is caught, not at exit
     except LedgerMQError as exc:
         print(f"ledgermq: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except OSError as exc:
         print(f"ledgermq: error: {exc.strerror or exc}: {exc.filename or ''}", file=sys.stderr)
         return EXIT_ERROR
     return code
+
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what ``yes | head`` leaves ``yes`` with, so ``set -o pipefail`` still sees it."""
+
+
+def _reader_gone() -> int:
+    """stdout's reader went away (``ledgermq admin topic-list | head``): stop quietly. stdout
+    is pointed at /dev/null first, or Python's flush at exit would print a traceback."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

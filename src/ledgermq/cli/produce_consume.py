@@ -47,11 +47,13 @@ import time
 from typing import TYPE_CHECKING, BinaryIO, Final, TextIO
 
 from ledgermq.cli.client_commands import _namesrv_arg as namesrv_arg
+from ledgermq.cli.client_commands import _time_ms as time_ms
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.client import ConsumeStatus, Message, MessageSelector, Producer, PushConsumer
 from ledgermq.errors import ConfigError, InvalidMessageError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
+from ledgermq.wire import MessageProperty
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,6 +95,14 @@ def _arg_error(message: str) -> Exception:
     return argparse.ArgumentTypeError(message)
 
 
+def _property(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (argparse type): a user property."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise _arg_error(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     produce = commands.add_parser("produce", help="send messages (arguments, or stdin lines)")
     namesrv_arg(produce)
@@ -123,6 +133,34 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="SECONDS",
         help="while the topic has no master (a failover), retry this long "
         f"(default: {DEFAULT_WAIT_FOR_MASTER_S:.0f})",
+    )
+    produce.add_argument(
+        "--property",
+        action="append",
+        type=_property,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a user property of every message (repeatable)",
+    )
+    when = produce.add_mutually_exclusive_group()
+    when.add_argument(
+        "--delay-level",
+        type=positive_int,
+        metavar="N",
+        help="deliver after delay level N (1s 5s 10s 30s 1m ... of messageDelayLevel; sends "
+        "one message per request)",
+    )
+    when.add_argument(
+        "--deliver-at",
+        type=time_ms,
+        metavar="TIME",
+        help="a timer message delivered at TIME: epoch ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS "
+        "(sends one message per request)",
+    )
+    produce.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per message (msgId, offsetMsgId, queue, offset)",
     )
     produce.add_argument("bodies", nargs="*", help="message bodies (default: read lines of stdin)")
     produce.set_defaults(handler=cmd_produce)
@@ -172,11 +210,13 @@ async def _produce(args: argparse.Namespace) -> int:
     producer = Producer(
         args.group, args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args)
     )
-    limit = 1 if args.sharding_key else args.batch
+    one_each = args.sharding_key or args.delay_level is not None or args.deliver_at is not None
+    limit = 1 if one_each else args.batch
     source = _Lines(args.bodies) if args.bodies else _StdinLines(sys.stdin.buffer)
     pending: collections.deque[bytes] = collections.deque()
     sent = skipped = 0
     started = time.perf_counter()
+    finished = False
     await producer.start()
     try:
         while True:
@@ -188,15 +228,28 @@ async def _produce(args: argparse.Namespace) -> int:
             if batch:
                 results = await _send_waiting_for_master(producer, args, batch, sent)
                 if not args.quiet:
-                    _print_results(results, len(batch))
+                    _print_results(results, len(batch), as_json=args.json)
                 sent += len(batch)
+        finished = True
     finally:
         await producer.shutdown()
-        elapsed = time.perf_counter() - started
-        print(_summary(sent, elapsed, skipped), file=sys.stderr, flush=True)
+        # A refused send says so alone: no "sent 0 message(s)" line before the error.
+        if sent or (finished and skipped):
+            elapsed = time.perf_counter() - started
+            print(_summary(sent, elapsed, skipped), file=sys.stderr, flush=True)
     if sent == 0 and skipped == 0:
         raise ConfigError("nothing to send: give bodies as arguments or lines on stdin")
     return 0
+
+
+def _properties(args: argparse.Namespace) -> dict[str, str]:
+    """``--property`` pairs, and the delay (a level, or a timer's delivery time)."""
+    properties = dict(args.property)
+    if args.delay_level is not None:
+        properties[MessageProperty.DELAY] = str(args.delay_level)
+    if args.deliver_at is not None:
+        properties[MessageProperty.TIMER_DELIVER_MS] = str(args.deliver_at)
+    return properties
 
 
 def _summary(sent: int, elapsed_s: float, skipped: int) -> str:
@@ -346,29 +399,61 @@ def _reason(exc: LedgerMQError) -> str:
 async def _send(
     producer: Producer, args: argparse.Namespace, bodies: list[bytes]
 ) -> list[SendResult]:
+    properties = _properties(args)
     if args.sharding_key:
         (body,) = bodies
         return [
             await producer.send_orderly(
-                args.topic, body, args.sharding_key, tags=args.tags, keys=args.keys
+                args.topic,
+                body,
+                args.sharding_key,
+                tags=args.tags,
+                keys=args.keys,
+                properties=properties,
             )
         ]
     if len(bodies) == 1:
-        return [await producer.send(args.topic, bodies[0], tags=args.tags, keys=args.keys)]
-    messages = [Message(body, tags=args.tags, keys=args.keys) for body in bodies]
+        return [
+            await producer.send(
+                args.topic, bodies[0], tags=args.tags, keys=args.keys, properties=properties
+            )
+        ]
+    messages = [
+        Message(body, tags=args.tags, keys=args.keys, properties=properties) for body in bodies
+    ]
     return [await producer.send_batch(args.topic, messages)]
 
 
-def _print_results(results: list[SendResult], count: int) -> None:
+def _print_results(results: list[SendResult], count: int, *, as_json: bool = False) -> None:
+    """One line per message with both of its ids: ``msgId`` (the producer's UNIQ_KEY, what
+    consumers see) and ``offsetMsgId`` (where it is stored); ``admin message --id`` takes
+    either."""
     out = sys.stdout
     for result in results:
         mq = result.message_queue
         ids = result.msg_id.split(",") if count > 1 else [result.msg_id]
-        for i, msg_id in enumerate(ids):
+        stored = result.offset_msg_id.split(",") if count > 1 else [result.offset_msg_id]
+        stored += [""] * (len(ids) - len(stored))
+        for i, (msg_id, offset_msg_id) in enumerate(zip(ids, stored, strict=False)):
             offset = result.queue_offset + i if result.queue_offset >= 0 else -1
-            out.write(
-                f"{result.status.name} msgId={msg_id} {mq.broker_name}:{mq.queue_id}@{offset}\n"
-            )
+            if as_json:
+                line = json.dumps(
+                    {
+                        "status": result.status.name,
+                        "msgId": msg_id,
+                        "offsetMsgId": offset_msg_id,
+                        "topic": mq.topic,
+                        "brokerName": mq.broker_name,
+                        "queueId": mq.queue_id,
+                        "queueOffset": offset,
+                    }
+                )
+            else:
+                line = (
+                    f"{result.status.name} msgId={msg_id} offsetMsgId={offset_msg_id} "
+                    f"{mq.broker_name}:{mq.queue_id}@{offset}"
+                )
+            out.write(line + "\n")
     out.flush()
 
 
@@ -446,6 +531,8 @@ async def _consume(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
     await consumer.start()
+    if sys.stderr.isatty():  # a person watching: say how this ends (a script knows)
+        print(_stop_hint(args), file=sys.stderr, flush=True)
     try:
         while not done.is_set():
             with contextlib.suppress(TimeoutError):
@@ -460,6 +547,20 @@ async def _consume(args: argparse.Namespace) -> int:
         await consumer.shutdown()
     print(f"consumed {printed} message(s)", file=sys.stderr)
     return 0
+
+
+def _stop_hint(args: argparse.Namespace) -> str:
+    """What ``consume`` says on a terminal when it starts: it runs until stopped."""
+    ends = []
+    if args.max is not None:
+        ends.append(f"after {args.max} message(s)")
+    if args.timeout is not None:
+        ends.append(f"after {args.timeout:g} idle second(s)")
+    also = f" (or by itself {' or '.join(ends)})" if ends else ""
+    return (
+        f"consuming {args.topic} as group {args.group}; press Ctrl-C to stop{also}; "
+        "only printed messages are acknowledged"
+    )
 
 
 def _format_message(m: MessageExt, *, as_json: bool) -> str:

@@ -23,9 +23,11 @@ with the flag that sets them here); any other key is an error that names it.
 
 from __future__ import annotations
 
+import argparse
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from ledgermq.cli.admin_common import namesrv_arg
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.metrics_args import add_metrics_listen_arg, start_metrics
 from ledgermq.cli.serving import address_in_use, wait_for_stop
@@ -39,9 +41,6 @@ from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
 from ledgermq.rocketmq_keys import PROXY_FILE_KEYS, check_keys, ignored_warning, suggestions
 from ledgermq.security import AclFiles, AclGate, default_acl_paths
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
-
-if TYPE_CHECKING:
-    import argparse
 
 _KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome",
          "enableTopicMessageTypeCheck", "maxMessageSize")  # fmt: skip
@@ -61,10 +60,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "forward to the broker groups' current masters over remoting, so RocketMQ 5 clients "
         "survive a master failover without a route refresh.",
     )
-    proxy.add_argument(
-        "--namesrv", "-n", required=True, metavar="NAMESRV",
-        help="NameServer address(es), host:port[;host:port] (namesrvAddr)",
-    )  # fmt: skip
+    namesrv_arg(proxy)
+    # The older spelling, kept working but not shown: one name for the flag in every command.
+    proxy.add_argument("--namesrv", dest="namesrv_addr", default=argparse.SUPPRESS,
+                       help=argparse.SUPPRESS)  # fmt: skip
     proxy.add_argument(
         "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
         help=f"where to serve gRPC (default {DEFAULT_LISTEN}, RocketMQ's grpcServerPort; "
@@ -156,7 +155,7 @@ def proxy_acl(values: dict[str, str]) -> AclGate | None:
 def cmd_proxy(args: argparse.Namespace) -> int:
     settings = proxy_settings(args)
     proxy = ClusterProxy(
-        args.namesrv,
+        args.namesrv_addr,
         args.listen,
         advertise=args.advertise,
         credentials=credentials_from(args),

@@ -13,11 +13,17 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ledgermq.client._queue_api import PullStatus, QueueApi
 from ledgermq.client._remoting import ClientInstance
-from ledgermq.client._routing import DEFAULT_TOPIC, master_address, publish_info, subscribe_queues
+from ledgermq.client._routing import (
+    DEFAULT_TOPIC,
+    MessageQueue,
+    master_address,
+    publish_info,
+    subscribe_queues,
+)
 from ledgermq.client.consumer_status import ClientStatus, queue_statuses
 from ledgermq.client.producer import Producer, SendResult
 from ledgermq.client.trace import TRACE_TOPIC, TraceEvent, decode_trace
@@ -36,6 +42,7 @@ from ledgermq.wire import (
     MQResponseCode,
     decode_offset_message_id,
     decode_records,
+    read_message_id,
     validate_topic,
 )
 from ledgermq.wire.names import GROUP_MAX_LENGTH
@@ -56,6 +63,7 @@ __all__ = [
     "ConsumerConnection",
     "ConsumerProgress",
     "OffsetReset",
+    "ProducerConnection",
     "QuarantinedEntry",
     "QueueStats",
     "TopicGroupStats",
@@ -163,6 +171,15 @@ class OffsetReset:
 
 
 @dataclass(frozen=True, order=True)
+class ProducerConnection:
+    """One client of a producer group connected to a broker group's master (heartbeats)."""
+
+    broker_name: str
+    client_id: str
+    client_addr: str
+
+
+@dataclass(frozen=True, order=True)
 class ConsumerConnection:
     """One client of a consumer group, as a broker group's master sees it (heartbeats)."""
 
@@ -174,6 +191,30 @@ class ConsumerConnection:
     message_model: str
     consume_type: str
     topics: tuple[str, ...]
+
+
+_UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
+"""RocketMQ's ``MixAll.UNIQUE_MSG_QUERY_FLAG``: QUERY_MESSAGE's key is a UNIQ_KEY."""
+
+
+class _UniqueKeySearch(NamedTuple):
+    """What ``Admin._by_unique_key`` found, and what it could not search."""
+
+    found: list[MessageExt]
+    refused: int
+    """Lookups the ACL refused (NO_PERMISSION)."""
+    unreachable: list[str]
+    """Masters that did not answer."""
+    refusal: MQResponseError | None
+    """One of the refusals, when every lookup was refused."""
+
+
+def _is_absent(exc: LedgerMQError) -> bool:
+    """Whether a VIEW_MESSAGE_BY_ID failure only says nothing is stored there (no broker at
+    that address, or no record at that offset): then the id was not an offset msgId."""
+    if isinstance(exc, NetworkError):
+        return True
+    return isinstance(exc, MQResponseError) and exc.code != MQResponseCode.NO_PERMISSION
 
 
 def _rows(body: bytes) -> list[dict[str, Any]]:
@@ -556,6 +597,13 @@ class Admin:
             )
         return sorted(rows)
 
+    async def consumer_lags(self) -> dict[str, list[ConsumerProgress]]:
+        """Every consumer group (a subscription group, or one with committed offsets) and its
+        progress, as mqadmin's ``consumerProgress`` without ``-g`` lists them; a group that
+        consumes nothing now has an empty list."""
+        groups = set(await self.consumer_groups()) | await self._groups_with_offsets()
+        return {group: await self.consumer_progress(group) for group in sorted(groups)}
+
     # ------------------------------------------------------------------ consumer groups
     async def consumer_groups(
         self, *, cluster: str | None = None
@@ -678,6 +726,31 @@ class Admin:
                     message_model=str(data.get("messageModel", "")),
                     consume_type=str(data.get("consumeType", "")),
                     topics=tuple(topics),
+                )
+                for c in data.get("connectionSet") or []
+                if isinstance(c, dict)
+            )
+        return sorted(rows)
+
+    async def producer_connections(self, group: str) -> list[ProducerConnection]:
+        """The clients of producer group ``group`` connected to each master now (RocketMQ's
+        ``examineProducerConnectionInfo``: heartbeats name the groups a client produces for)."""
+        rows: list[ProducerConnection] = []
+        for name, address in (await self._masters()).items():
+            response = await self._client.invoke(
+                address,
+                MQRequestCode.GET_PRODUCER_CONNECTION_LIST,
+                {"producerGroup": group},
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
+            )
+            if response.code != MQResponseCode.SUCCESS:
+                continue  # no producer of the group at that broker group
+            data = json.loads(response.body or b"{}")
+            rows.extend(
+                ProducerConnection(
+                    broker_name=name,
+                    client_id=str(c.get("clientId", "")),
+                    client_addr=str(c.get("clientAddr", "")),
                 )
                 for c in data.get("connectionSet") or []
                 if isinstance(c, dict)
@@ -905,7 +978,8 @@ class Admin:
 
     # ------------------------------------------------------------------ messages
     async def resend_from_dlq(self, group: str, offset_msg_id: str) -> SendResult:
-        """Give a dead-lettered message of ``group`` back to that group: it is stored again in
+        """Give a dead-lettered message of ``group`` (named by either of its ids,
+        ``find_message``) back to that group: it is stored again in
         ``%RETRY%<group>``, which only that group consumes, with its original topic, tags,
         keys and properties, so the group's consumers see it as they first did (RocketMQ
         Dashboard's "resend" of a DLQ message). Its reconsume count starts again.
@@ -913,12 +987,14 @@ class Admin:
         Raises:
             LedgerMQError: the message is not in ``%DLQ%<group>``.
         """
-        message = await self.view_message(offset_msg_id)
-        if message.topic != f"%DLQ%{group}":
+        found = await self.find_message(offset_msg_id)
+        dead = [m for m in found if m.topic == f"%DLQ%{group}"]
+        if not dead:
             raise LedgerMQError(
-                f"message {offset_msg_id} is in {message.topic}, not in the dead-letter topic "
+                f"message {offset_msg_id} is in {found[0].topic}, not in the dead-letter topic "
                 f"of {group} (%DLQ%{group})"
             )
+        message = dead[-1]
         properties = {
             k: v for k, v in message.properties.items() if k not in _NOT_RESENT_PROPERTIES
         }
@@ -940,6 +1016,114 @@ class Admin:
         finally:
             await producer.shutdown()
 
+    async def find_message(
+        self, msg_id: str, *, topic: str | None = None, max_num: int = 32
+    ) -> list[MessageExt]:
+        """The messages ``msg_id`` names, whichever of the two ids it is (RocketMQ's
+        ``viewMessage`` then ``queryMsgByUniqueKey``), oldest first:
+
+        - an offset msgId (``offsetMsgId``): the record is read where it is stored;
+        - a producer's ``UNIQ_KEY`` (the ``msgId`` a send returns and consumers see): looked
+          up in the key index of ``topic``, or of every topic when None. A retried or
+          dead-lettered message keeps its UNIQ_KEY, so there may be several.
+
+        Both ids are 32 hex digits (IPv4); an id that reads as an offset msgId is tried as one
+        first, and as a UNIQ_KEY when that finds nothing.
+
+        Raises:
+            MessageFormatError: ``msg_id`` can be neither kind of id (a sentence says why).
+            MQResponseError: QUERY_NOT_FOUND when no message has that id; NO_PERMISSION when
+                the ACL refused every lookup.
+        """
+        forms = read_message_id(msg_id)
+        offset_error: LedgerMQError | None = None
+        if forms.offset is not None:
+            try:
+                message = await self.view_message(forms.text)
+            except LedgerMQError as exc:  # not stored there, or no broker at that address
+                offset_error = exc
+            else:
+                if topic is None or message.topic == topic:
+                    return [message]
+        search = await self._by_unique_key(forms.text, topic, max_num)
+        if search.found:
+            return search.found
+        if search.refusal is not None:
+            raise search.refusal
+        if offset_error is not None and not _is_absent(offset_error):
+            raise offset_error
+        where = f"topic {topic}" if topic is not None else "any topic"
+        unsearched = "".join(
+            (
+                f"; {search.refused} lookup(s) refused (NO_PERMISSION: the account lacks SUB)"
+                if search.refused
+                else "",
+                f"; not reached: {', '.join(search.unreachable)}" if search.unreachable else "",
+            )
+        )
+        raise MQResponseError(
+            f"no message of {where} has the id {forms.text} (neither as the msgId a producer "
+            f"printed nor as an offsetMsgId){unsearched}",
+            MQResponseCode.QUERY_NOT_FOUND,
+        )
+
+    async def _by_unique_key(self, key: str, topic: str | None, max_num: int) -> _UniqueKeySearch:
+        """Messages whose UNIQ_KEY is ``key`` in ``topic`` (every topic when None), asked of
+        every master with RocketMQ's unique-key flag. Topics a master does not hold answer
+        QUERY_NOT_FOUND; an ACL refusal or an unreachable master is counted, not raised, so
+        that what the others hold is still found."""
+        topics = [topic] if topic is not None else await self.topic_list()
+        info = await self.cluster_info()
+        masters = sorted(
+            address
+            for data in info.broker_addr_table.values()
+            if (address := data.master_addr) is not None
+        )
+        gate = asyncio.Semaphore(8)
+        found: dict[str, MessageExt] = {}
+        refusals: list[MQResponseError] = []
+        unreachable: set[str] = set()
+        asked = 0
+
+        async def ask(address: str, name: str) -> None:
+            nonlocal asked
+            ext = {
+                "topic": name,
+                "key": key,
+                "maxNum": str(max_num),
+                "beginTimestamp": "0",
+                "endTimestamp": str(1 << 62),
+                _UNIQUE_KEY_QUERY: "true",
+            }
+            async with gate:
+                try:
+                    response = await self._client.invoke(
+                        address,
+                        MQRequestCode.QUERY_MESSAGE,
+                        ext,
+                        expect=(MQResponseCode.SUCCESS, MQResponseCode.QUERY_NOT_FOUND),
+                    )
+                except MQResponseError as exc:
+                    if exc.code == MQResponseCode.NO_PERMISSION:
+                        refusals.append(exc)
+                    return
+                except NetworkError:
+                    unreachable.add(address)
+                    return
+            asked += 1
+            for message in decode_records(response.body) if response.body else []:
+                if message.properties.get(MessageProperty.UNIQ_KEY) == key:
+                    found.setdefault(message.offset_msg_id, message)
+
+        await asyncio.gather(*(ask(a, t) for a in masters for t in topics))
+        ordered = sorted(found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset))
+        return _UniqueKeySearch(
+            ordered[:max_num],
+            len(refusals),
+            sorted(unreachable),
+            refusals[0] if refusals and not asked else None,
+        )
+
     async def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message an offset msgId names (any replica of its group holds it)."""
         ip, port, offset = decode_offset_message_id(offset_msg_id)
@@ -951,6 +1135,40 @@ class Admin:
         if not messages:
             raise LedgerMQError(f"{address} returned no message for {offset_msg_id}")
         return messages[0]
+
+    async def message_at(
+        self, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> MessageExt:
+        """The message at ``offset`` of queue ``queue_id`` of ``topic`` on ``broker_name``
+        (RocketMQ's ``queryMsgByOffset``), read as the tools consumer without committing.
+
+        Raises:
+            MQResponseError: QUERY_NOT_FOUND with the queue's offsets when none is there.
+        """
+        route = await self.topic_route(topic)
+        queues = {q.broker_name: q.read_queue_nums for q in route.queue_datas}
+        if broker_name not in queues:
+            raise NoRouteError(
+                f"topic {topic} is not on broker group {broker_name}; it is on "
+                f"{', '.join(sorted(queues)) or 'none'}"
+            )
+        if not 0 <= queue_id < queues[broker_name]:
+            raise MQResponseError(
+                f"topic {topic} has queues 0 to {queues[broker_name] - 1} on {broker_name}, "
+                f"not {queue_id}",
+                MQResponseCode.QUERY_NOT_FOUND,
+            )
+        api = QueueApi(self._client, TOOLS_CONSUMER_GROUP)
+        mq = MessageQueue(topic, broker_name, queue_id)
+        result = await api.pull(mq, offset, 1, "*")
+        found = [m for m in result.messages if m.queue_offset == offset]
+        if result.status != PullStatus.FOUND or not found:
+            raise MQResponseError(
+                f"no message at offset {offset} of {mq}: the queue holds offsets "
+                f"{result.min_offset} to {result.max_offset - 1}",
+                MQResponseCode.QUERY_NOT_FOUND,
+            )
+        return found[0]
 
     async def messages_between(
         self, topic: str, begin_ms: int, end_ms: int, *, max_messages: int = 100

@@ -462,6 +462,9 @@ class SyncAdmin(_Facade):
     def view_message(self, offset_msg_id: str) -> MessageExt:
         return self._run(self._admin.view_message(offset_msg_id))
 
+    def find_message(self, msg_id: str, **options: Any) -> list[MessageExt]:
+        return self._run(self._admin.find_message(msg_id, **options))
+
     def query_message(self, topic: str, key: str, **options: Any) -> list[MessageExt]:
         return self._run(self._admin.query_message(topic, key, **options))
 

@@ -44,10 +44,11 @@ from ledgermq.errors import (
     ConfigError,
     LedgerMQError,
     MessageFormatError,
+    MQResponseError,
     NetworkError,
     TopicNotFoundError,
 )
-from ledgermq.wire import decode_offset_message_id
+from ledgermq.wire import MQResponseCode, read_message_id
 
 if TYPE_CHECKING:
     from starlette.middleware.base import RequestResponseEndpoint
@@ -418,10 +419,15 @@ class _Console:
     async def message(self, request: Request) -> Response:
         msg_id = request.path_params["msg_id"]
         try:
-            decode_offset_message_id(msg_id)
-        except (MessageFormatError, ValueError) as exc:  # not an offset message id at all
-            raise ConfigError(f"{exc}; an offset message id is 32 or 40 hex digits") from None
-        found = await self.link_of(request).admin.view_message(msg_id)
+            read_message_id(msg_id)
+        except MessageFormatError as exc:  # neither a msgId nor an offsetMsgId
+            raise ConfigError(str(exc)) from None
+        try:  # either id: the msgId a producer printed, or the offsetMsgId
+            found, *_ = await self.link_of(request).admin.find_message(msg_id)
+        except MQResponseError as exc:
+            if exc.code != MQResponseCode.QUERY_NOT_FOUND:
+                raise
+            raise HTTPException(404, str(exc)) from None
         events = await self.link_of(request).admin.message_trace(found.msg_id)
         dlq = found.topic[len("%DLQ%") :] if found.topic.startswith("%DLQ%") else None
         return self.render(

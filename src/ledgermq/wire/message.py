@@ -459,6 +459,44 @@ def decode_offset_message_id(msg_id: str) -> tuple[str, int, int]:
     return ip, port, offset
 
 
+class MessageIdForms(NamedTuple):
+    """What a message id typed by a user can be (``read_message_id``)."""
+
+    text: str
+    """The id, upper-cased as producers and brokers make them."""
+    offset: tuple[str, int, int] | None
+    """``(host ip, port, physical offset)`` when it can be an offset msgId (its port is one).
+    Any id can be a producer's ``UNIQ_KEY`` (the msgId a send prints), found in the key index."""
+
+
+_UNIQUE_ID_LENGTHS: Final = range(32, 57)
+"""Hex digits of a ``UNIQ_KEY``: 32 (IPv4, Java's layout), 34 (v5 clients), 56 (IPv6)."""
+
+
+def read_message_id(msg_id: str) -> MessageIdForms:
+    """Which kinds of message id ``msg_id`` can be. The two share their length (32 hex digits
+    with an IPv4 address): a ``UNIQ_KEY`` read as an offset msgId gives a port out of range
+    (its pid and salt), so the port tells them apart except for one pid in 65536, where the
+    caller tries both.
+
+    Raises:
+        MessageFormatError: it can be neither, with a sentence saying what an id looks like.
+    """
+    text = msg_id.strip().upper()
+    if not re.fullmatch(r"[0-9A-F]+", text) or len(text) not in _UNIQUE_ID_LENGTHS:
+        raise MessageFormatError(
+            f"{msg_id[:64]!r} is not a message id: a message id is 32 to 56 hexadecimal digits, "
+            "either the msgId a producer prints (its UNIQ_KEY) or the offsetMsgId of the stored "
+            "message"
+        )
+    offset = None
+    if len(text) in (32, 56):
+        ip, port, physical = decode_offset_message_id(text)
+        if 0 < port < 65536 and physical >= 0:
+            offset = (ip, port, physical)
+    return MessageIdForms(text, offset)
+
+
 @final
 class UniqueIdGenerator:
     """Producer-side message ids (``UNIQ_KEY``), laid out as RocketMQ's ``MessageClientIDSetter``.

@@ -42,7 +42,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated fault kinds of {','.join(ALL_KINDS)} (default: the survivable "
         f"ones, {','.join(DEFAULT_KINDS)}; wipe is unsafe by design)",
     )
-    parser.add_argument("--producers", type=int, default=3)
+    parser.add_argument("--producers", type=int, default=3, help="producer tasks sending")
     parser.add_argument("--queues", type=int, default=4, help="queues of the test topic")
     parser.add_argument("--dir", help="keep the logs and the history here (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir of a valid run")
