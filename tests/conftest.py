@@ -35,6 +35,15 @@ settings.register_profile(
 settings.load_profile(os.environ.get("LEDGERMQ_HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection imported (a few hundred thousand module-level objects) so that
+    the collection after each test scans only what tests made: it is then about 100 times
+    cheaper, and a test that leaks is caught exactly as before."""
+    del session
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _collect_garbage() -> Iterator[None]:
     """Collect after each test so an unclosed file or mmap fails the test that leaked it."""
