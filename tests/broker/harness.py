@@ -26,9 +26,10 @@ BROKER_HOSTS = {"n0": "10.0.0.1", "n1": "10.0.0.2", "n2": "10.0.0.3"}
 
 
 class Cluster:
-    def __init__(self, tmp: Path, *, clock: Clock | None = None, **settings: object) -> None:
+    def __init__(self, tmp: Path, **settings: object) -> None:
         self.tmp = tmp
-        self.clock = clock  # the brokers' (a test in virtual time gives a VirtualClock)
+        self.clock: Clock | None = None
+        """The brokers' clock (a test in virtual time sets a VirtualClock before ``start``)."""
         self.network = MemoryNetwork()
         self.settings = settings
         self.namesrv: NameServer | None = None

@@ -46,7 +46,8 @@ CLIENT = "10.0.9.9:4321"
 
 def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
     async def main() -> None:
-        cluster = Cluster(tmp, clock=virtual_time.current_clock(), **settings)
+        cluster = Cluster(tmp, **settings)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
