@@ -4,6 +4,7 @@ timers fire in order at their virtual times, and time stands still while a threa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -33,8 +34,11 @@ def test_an_hour_of_sleeps_passes_at_once_and_in_order() -> None:
     started = time.monotonic()
     end = virtual_time.run(main(), start_s=100.0)
     assert time.monotonic() - started < 5  # an hour and ten seconds of virtual time
-    assert fired == [("a", 100.5), ("b", 102.5), ("c", 3699.0), ("later", 3700.0)]
-    assert end == 3709.0
+    assert [name for name, _ in fired] == ["a", "b", "c", "later"]
+    # each fires just past its time (a deadline that woke it is then passed)
+    assert [at for _, at in fired] == pytest.approx([100.5, 102.5, 3699.0, 3700.0], abs=1e-9)
+    assert all(at > due for (_, at), due in zip(fired, [100.5, 102.5, 3699.0, 3700.0], strict=True))
+    assert end == pytest.approx(3709.0, abs=1e-9)
 
 
 def test_wait_for_times_out_in_virtual_time() -> None:
@@ -45,7 +49,7 @@ def test_wait_for_times_out_in_virtual_time() -> None:
             await asyncio.wait_for(never, 110)
         return loop.time()
 
-    assert virtual_time.run(main()) == 110.0
+    assert virtual_time.run(main()) == pytest.approx(110.0, abs=1e-9)
 
 
 def test_time_stands_still_while_a_thread_works() -> None:
@@ -84,7 +88,7 @@ def test_the_clock_reads_the_loop() -> None:
         return (*first, clock.monotonic_ms(), clock.wall_time_s())
 
     got = virtual_time.run(main(), start_s=10.0, wall_origin_s=1_700_000_000.0)
-    assert got == (10_000, 1_700_000_000.0, 12_500, 1_700_000_002.5)
+    assert got == pytest.approx((10_000, 1_700_000_000.0, 12_500, 1_700_000_002.5), abs=1e-6)
     assert virtual_time.run(_now_of_two_clocks()) == 0  # every clock of one loop agrees
 
 
@@ -92,6 +96,29 @@ async def _now_of_two_clocks() -> float:
     first = virtual_time.current_clock()
     await asyncio.sleep(1)
     return first.wall_time_s() - virtual_time.current_clock().wall_time_s()
+
+
+def test_a_poll_loop_reaches_its_deadline() -> None:
+    """The POP long poll's shape: wait for an event at most the time left before a deadline;
+    virtual time must carry the loop past the deadline (with asyncio's early firing within the
+    clock resolution, tests/broker/test_pop_service.py's long poll spun for ever)."""
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        rounds = 0
+        for start in (0.1, 2.01, 1e6 + 0.3):
+            loop.call_later(start - loop.time(), lambda: None)
+            await asyncio.sleep(start - loop.time())
+            deadline = loop.time() + 0.3
+            while (left := deadline - loop.time()) > 0:
+                rounds += 1
+                assert rounds < 100, "the poll loop does not reach its deadline"
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(left, 0.07))
+        return rounds
+
+    assert virtual_time.run(main()) <= 3 * 6
 
 
 def test_virtual_time_needs_its_loop() -> None:

@@ -22,6 +22,7 @@ real time that the loop cannot see, so a virtual loop would not wait for them. `
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,6 +55,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """The wall time (Unix seconds) at virtual time 0: by default, the loop starts now."""
         self._in_threads = 0
         super().__init__(_VirtualSelector(self))
+        # Timers fire once their time is passed, never "within the clock's resolution" early:
+        # virtual time does not move by itself, so an early timer would find its time not come.
+        self._clock_resolution = 0.0
 
     def time(self) -> float:
         return self._virtual_now
@@ -80,8 +84,23 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def _thread_done(self, _future: asyncio.Future[Any]) -> None:
         self._in_threads -= 1
 
+    def _idle(self) -> bool:
+        """Nothing is ready to run (the loop asked its selector to wait)."""
+        return not self._ready and not self._stopping  # type: ignore[attr-defined]
+
     def _jump(self, seconds: float) -> None:
-        self._virtual_now += seconds
+        """Every task is idle: move to just past the next timer, ``seconds`` at most.
+
+        Just past it, not onto it: a timer fires when its time is passed, and code that woke
+        for a deadline must then see it passed (with ``now + (deadline - now)`` a rounding
+        below ``deadline`` a poll loop would wait for a vanishing remainder for ever).
+        """
+        now = self._virtual_now
+        target = now + seconds
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        if scheduled and scheduled[0].when() <= target:
+            target = scheduled[0].when()
+        self._virtual_now = max(now, math.nextafter(target, math.inf))
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -105,11 +124,15 @@ class _VirtualSelector(selectors.BaseSelector):
         return self._real.modify(fileobj, events, data)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        # The loop passes 0 when callbacks are ready, the time to its next timer otherwise, and
-        # None when it has neither.
-        if timeout is not None and timeout <= 0:
+        # The loop passes 0 when callbacks are ready (or a timer is due now), the time to its
+        # next timer otherwise, and None when it has neither.
+        loop = self._loop
+        if not loop._idle():
             return self._real.select(0)
-        if self._loop.threads_busy:
+        if timeout is not None and timeout <= 0:
+            loop._jump(0)  # a timer due now: just past it
+            return self._real.select(0)
+        if loop.threads_busy:
             # A thread's work takes real time: wait for it for real, time standing still.
             wait = _THREAD_POLL_S if timeout is None else min(timeout, _THREAD_POLL_S)
             return self._real.select(wait)
@@ -117,7 +140,7 @@ class _VirtualSelector(selectors.BaseSelector):
         if events or timeout is None:
             # Something to do now, or nothing will ever happen but I/O: wait for it for real.
             return events or self._real.select(None)
-        self._loop._jump(timeout)
+        loop._jump(timeout)
         return []
 
     def close(self) -> None:
