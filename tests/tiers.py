@@ -6,10 +6,10 @@ collection, so that tests need not be marked by hand, file by file:
 
 - a test that uses a fixture starting real processes (``REAL_PROCESS_FIXTURES``) is
   ``integration``, wherever it lives;
-- a test named in ``tests/slow_tests.txt`` (measured at more than a second on the 2-core
-  machine under a load of 7 to 15: property tests with many examples, model checks,
-  simulations, C-against-Python references, in-process clusters that wait in real time,
-  commands run as processes) is ``slow``.
+- a test named in ``tests/slow_tests.txt`` (measured at more than a second, or half a second
+  in a run of the whole fast tier, on the 2-core machine under load: property tests with
+  many examples, model checks, simulations, C-against-Python references, in-process
+  clusters that wait in real time, commands run as processes) is ``slow``.
 
 A line of ``slow_tests.txt`` is a test file (every test in it) or a test (every parametrisation
 of it), as a node id from the repository root, then ``#`` and the seconds measured.
