@@ -15,7 +15,9 @@ ages). ``VirtualClock`` is a ``Clock`` that reads the loop's virtual time, so bo
 to the ``BrokerServer`` (``clock=``) and take due times in the test from it too.
 
 Use it with the in-memory network (``ledgermq.net.MemoryNetwork``): bytes on a real socket take
-real time that the loop cannot see, so a virtual loop would not wait for them. ``run`` is the
+real time that the loop cannot see, so a virtual loop would not wait for them. A thread must not
+wait for something the loop's timers do (``to_thread(event.wait)`` for a housekeeping pass): time
+stands still while it runs, so it waits until its own real timeout. ``run`` is the
 ``asyncio.run`` of this loop.
 """
 
