@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from ledgermq.testing.broker_cluster import BrokerCluster
 from ledgermq.testing.processes import ReplicaGroup
 from ledgermq.testing.tls_certs import CertificateSet, make_certificates, openssl_available
+from tests import tiers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator
@@ -33,6 +34,22 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("LEDGERMQ_HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by the markers given here
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tiers' rules (tests/tiers.py): real-process fixtures make a test ``integration``,
+    the measured slow tests are ``slow``; the fast tier leaves both out."""
+    tiers.apply(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection imported (a few hundred thousand module-level objects) so that
+    the collection after each test scans only what tests made: it is then about 100 times
+    cheaper, and a test that leaks is caught exactly as before."""
+    del session
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
+    from ledgermq.clock import Clock
+
 NAMESRV = "10.0.1.1:9876"
 LEDGER_PEERS = {"n0": ("10.0.0.1", 40911), "n1": ("10.0.0.2", 40911), "n2": ("10.0.0.3", 40911)}
 BROKER_HOSTS = {"n0": "10.0.0.1", "n1": "10.0.0.2", "n2": "10.0.0.3"}
@@ -26,6 +28,8 @@ BROKER_HOSTS = {"n0": "10.0.0.1", "n1": "10.0.0.2", "n2": "10.0.0.3"}
 class Cluster:
     def __init__(self, tmp: Path, **settings: object) -> None:
         self.tmp = tmp
+        self.clock: Clock | None = None
+        """The brokers' clock (a test in virtual time sets a VirtualClock before ``start``)."""
         self.network = MemoryNetwork()
         self.settings = settings
         self.namesrv: NameServer | None = None
@@ -59,7 +63,7 @@ class Cluster:
             await self.start_broker(node)
 
     async def start_broker(self, node: str) -> BrokerServer:
-        broker = BrokerServer(self.config(node), network=self.network)
+        broker = BrokerServer(self.config(node), network=self.network, clock=self.clock)
         await broker.start()
         self.brokers[node] = broker
         return broker

@@ -17,6 +17,7 @@ import pytest
 
 from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.state.topics import SCHEDULE_TOPIC
+from ledgermq.testing import virtual_time
 from ledgermq.wire.message import MessageProperty, decode_records, encode_properties
 
 from .harness import Cluster
@@ -44,6 +45,7 @@ def test_a_poisoned_head_of_delay_level_3_does_not_hold_back_the_good_message_be
 ) -> None:
     async def main() -> None:
         cluster = Cluster(tmp_path)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             master = await cluster.master()
@@ -86,7 +88,7 @@ def test_a_poisoned_head_of_delay_level_3_does_not_hold_back_the_good_message_be
             await cluster.close()
 
     with caplog.at_level(logging.ERROR):
-        asyncio.run(asyncio.wait_for(main(), 80))
+        virtual_time.run(asyncio.wait_for(main(), 80))
     dropped = [r.getMessage() for r in caplog.records if "can never be delivered" in r.getMessage()]
     assert len(dropped) == 3
     assert "delay scheduler" in dropped[0]

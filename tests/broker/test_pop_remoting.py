@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
 
@@ -26,13 +27,14 @@ pytestmark = pytest.mark.timeout(120)
 def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
     async def main() -> None:
         cluster = Cluster(tmp)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
         finally:
             await cluster.close()
 
-    asyncio.run(asyncio.wait_for(main(), 110))
+    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _pop(cluster: Cluster, address: str, **fields: str) -> RemotingCommand:

@@ -24,6 +24,7 @@ from ledgermq.broker.service.pop import PopHandle, PopRequest
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.testing import virtual_time
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
@@ -44,13 +45,14 @@ CLIENT = "10.0.9.9:4321"
 def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
     async def main() -> None:
         cluster = Cluster(tmp)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
         finally:
             await cluster.close()
 
-    asyncio.run(asyncio.wait_for(main(), 110))
+    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _master(

@@ -3,13 +3,13 @@ invisible in the timer topic, delivered once into their topic when due (keeping 
 properties, with ``TIMER_OUT_MS``), recalled, refused beyond ``timerMaxDelaySec``, delivered at
 once when due in the past, and the pending set surviving the master's loss and a restart.
 
-An in-process 3-replica group (``harness.Cluster``); due times are a second or so away.
+An in-process 3-replica group (``harness.Cluster``) in virtual time
+(``ledgermq.testing.virtual_time``): due times are a second or so away, and cost no wall time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import zlib
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.send import SendRequest, SendResult
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
+from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import MessageExt, decode_records, encode_batch, encode_properties
 from ledgermq.wire.route import TopicConfig
@@ -46,13 +47,14 @@ CLIENT = "10.0.9.9:4321"
 def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
     async def main() -> None:
         cluster = Cluster(tmp, **settings)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
         finally:
             await cluster.close()
 
-    asyncio.run(asyncio.wait_for(main(), 110))
+    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _master(
@@ -64,7 +66,7 @@ async def _master(
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return virtual_time.current_clock().wall_ms()
 
 
 async def _send(
@@ -95,9 +97,9 @@ def _messages(broker: BrokerServer, topic: str) -> list[MessageExt]:
 
 
 async def _wait_for(broker: BrokerServer, topic: str, count: int, timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
+    deadline = asyncio.get_running_loop().time() + timeout_s
     while len(_messages(broker, topic)) < count:
-        if time.monotonic() > deadline:
+        if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"{topic} has {len(_messages(broker, topic))} of {count}")
         await asyncio.sleep(0.02)
 
@@ -252,13 +254,15 @@ def test_failover_and_restart_keep_the_pending_set(tmp_path: Path) -> None:
         restarted = await cluster.start_broker(node)
         assert restarted.state is not None
         assert successor.state is not None
-        deadline = time.monotonic() + 10
+        deadline = asyncio.get_running_loop().time() + 10
         while (
             restarted.state.metadata.timers.snapshot()["wheel"]
             != (successor.state.metadata.timers.snapshot()["wheel"])
             or len(_messages(restarted, "T")) < 25
         ):
-            assert time.monotonic() < deadline, "the restarted replica did not catch up"
+            assert asyncio.get_running_loop().time() < deadline, (
+                "the restarted replica did not catch up"
+            )
             await asyncio.sleep(0.05)
         assert len(restarted.state.metadata.timers) == 0
 
@@ -348,14 +352,16 @@ def test_a_timer_that_can_never_be_delivered_is_dropped_and_the_others_go_on(
             await writer.put(TIMER_TOPIC, 0, [(b"poison", 0, encode_properties(props))])
         await _send(services, "T", b"good", {"TIMER_DELAY_MS": "800", "UNIQ_KEY": "G"})
         await _wait_for(master, "T", 1, timeout_s=4)
-        deadline = time.monotonic() + 5
+        deadline = asyncio.get_running_loop().time() + 5
         while any(
             b.state is None
             or len(b.state.metadata.timers)
             or b.state.metadata.timers.wheel.firing()
             for b in cluster.brokers.values()
         ):
-            assert time.monotonic() < deadline, "a timer that cannot be delivered stays pending"
+            assert asyncio.get_running_loop().time() < deadline, (
+                "a timer that cannot be delivered stays pending"
+            )
             await asyncio.sleep(0.02)
         assert state.stats.scheduler_dropped == {"timer": 2}
         assert [m.body for m in _messages(master, "T")] == [b"good"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.net import ConnectionPool
+from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.message import decode_offset_message_id, decode_records
 from ledgermq.wire.route import TopicConfig
@@ -35,13 +36,14 @@ TOPIC = "TxnT"
 def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
     async def main() -> None:
         cluster = Cluster(tmp, transaction_time_out=200)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
         finally:
             await cluster.close()
 
-    asyncio.run(asyncio.wait_for(main(), 110))
+    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _half(cluster: Cluster, address: str, uniq: str) -> RemotingCommand:

@@ -26,6 +26,7 @@ from ledgermq.broker.service.transactions import (
     TransactionCheck,
 )
 from ledgermq.broker.state.transactions import TransactionTable, txn_op
+from ledgermq.testing import virtual_time
 from ledgermq.wire.message import (
     decode_offset_message_id,
     decode_records,
@@ -52,13 +53,14 @@ TIMEOUT_MS = 300
 def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
     async def main() -> None:
         cluster = Cluster(tmp, transaction_time_out=TIMEOUT_MS, **settings)
+        cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
         finally:
             await cluster.close()
 
-    asyncio.run(asyncio.wait_for(main(), 110))
+    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _services(cluster: Cluster, exclude: str | None = None) -> BrokerServices:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ledgermq.client import ConsumeStatus, MessageQueue, Producer, PushConsumer
+from ledgermq.testing import virtual_time
 from ledgermq.wire import MessageExt, MQRequestCode, MQResponseCode
 
 from .conftest import NAMESRV, Env, arun, cluster, eventually
@@ -332,9 +333,10 @@ def test_a_result_that_comes_after_its_queue_was_dropped_is_ignored() -> None:
             await eventually(lambda: len(calls) == 3)
             await c.shutdown()  # the queue is dropped while the three calls still run
             release.set()
-            await asyncio.sleep(0.1)
+            await eventually(lambda: c.stats["consumed"] == 3)  # the three calls returned
+            await asyncio.sleep(0.1)  # virtual: every task went idle, nothing was sent back
             assert broker.count(MQRequestCode.CONSUMER_SEND_MSG_BACK) == 0
             assert c.stats["retried_locally"] == 0
             assert broker.store.offsets[("g", "T", 0)] == 0  # nothing acknowledged
 
-    arun(main())
+    virtual_time.run(asyncio.wait_for(main(), 10))
