@@ -80,7 +80,8 @@ def send_one(cluster: BrokerCluster, body: bytes) -> None:
         producer = Producer("forged-registration-producer", cluster.namesrv_addr)
         await producer.start()
         try:
-            await producer.send("ForgedRegistrationProbe", body)  # auto-created; TBW102 takes no sends
+            # a topic of its own, auto-created: TBW102 takes no sends
+            await producer.send("ForgedRegistrationProbe", body)
         finally:
             await producer.shutdown()
 
