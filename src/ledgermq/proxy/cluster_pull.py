@@ -54,13 +54,13 @@ class ClusterPullRpcs:
 
     _forward: Forwarder
 
-    def _deadline_s(self, context: Context) -> float:
-        raise NotImplementedError  # ClusterServicer's
+    if TYPE_CHECKING:  # the servicer's (proxy.door.DoorServicer)
 
-    def _admit(
-        self, context: Context, request: str, needs: Needs | None = None
-    ) -> definition_pb2.Status | None:
-        raise NotImplementedError  # ClusterServicer's
+        def _deadline_s(self, context: Context) -> float: ...
+
+        def _admit(
+            self, context: Context, request: str, needs: Needs | None = None
+        ) -> definition_pb2.Status | None: ...
 
     async def _queue_call(
         self,

@@ -60,10 +60,11 @@ class PullConsumerRpcs:
     _services: BrokerServices
     _state: BrokerState
 
-    def _admit(
-        self, context: Context, request: str, needs: Needs | None = None
-    ) -> definition_pb2.Status | None:
-        raise NotImplementedError  # MessagingServicer's
+    if TYPE_CHECKING:  # the servicer's (proxy.door.DoorServicer)
+
+        def _admit(
+            self, context: Context, request: str, needs: Needs | None = None
+        ) -> definition_pb2.Status | None: ...
 
     # ------------------------------------------------------------------ the RPCs
     async def PullMessage(  # noqa: N802 - the generated servicer's names
