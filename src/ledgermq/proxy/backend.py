@@ -12,7 +12,7 @@ failures mean (a broker service's error, a master's remoting code), and ``proxy.
 ``proxy.remote_status`` are the two tables that say it.
 
 Served through the protocol so far: acknowledgements, invisible-time changes, dead letters,
-transaction ends and recalls. Routes, sends, receives, the pull set and Telemetry are still
+transaction ends, recalls, pulls and offsets. Routes, sends, receives and Telemetry are still
 served by each mode's servicer (``proxy.servicer``, ``proxy.cluster_servicer``).
 """
 
@@ -26,8 +26,20 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ledgermq.proxy.refusal import Refusal
+    from ledgermq.wire.message import MessageExt
 
-__all__ = ["AckEntry", "Backend", "Caller", "EndTransaction", "Resolution"]
+__all__ = [
+    "AckEntry",
+    "Backend",
+    "Caller",
+    "EndTransaction",
+    "OffsetPolicy",
+    "PullOutcome",
+    "PullQuery",
+    "Pulled",
+    "QueueRef",
+    "Resolution",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +86,63 @@ class EndTransaction:
     """The answer to a check-back."""
 
 
+@dataclass(frozen=True, slots=True)
+class QueueRef:
+    """One queue of a topic."""
+
+    topic: str
+    broker_name: str
+    """Its broker group; "" when the request names none (a replica's door: its own)."""
+    queue_id: int
+
+
+class PullOutcome(enum.Enum):
+    """What a pull found."""
+
+    FOUND = "found"
+    NOT_FOUND = "not found"
+    """Nothing new at the offset: pull it again later."""
+    FILTERED = "filtered"
+    """Nothing the filter wanted: go on from the next offset."""
+    OFFSET_MOVED = "offset moved"
+    """The offset is outside the queue: go on from the next offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class PullQuery:
+    """Read a queue from an offset."""
+
+    group: str
+    queue: QueueRef
+    offset: int
+    max_messages: int
+    expression: str
+    expression_type: str
+    """``TAG`` or ``SQL92``."""
+    poll_ms: int
+    """How long to wait for a message when there is none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pulled:
+    """A pull's answer: the messages as stored, and where the next pull starts."""
+
+    outcome: PullOutcome
+    records: Sequence[MessageExt]
+    next_offset: int
+    min_offset: int = 0
+    max_offset: int = 0
+    """The queue's bounds, for an offset outside it."""
+
+
+class OffsetPolicy(enum.Enum):
+    """Where QueryOffset looks: a queue's beginning, its end, or a time."""
+
+    BEGINNING = "beginning"
+    END = "end"
+    TIMESTAMP = "timestamp"
+
+
 class Backend(Protocol):
     """The operations behind the door (module docstring). ``deadline_s``: how long the call may
     take (a remote backend retries across a failover until then)."""
@@ -104,4 +173,24 @@ class Backend(Protocol):
 
     async def recall(self, topic: str, recall_handle: str, deadline_s: float) -> str:
         """Cancel the pending timer message the handle names; its message id."""
+        ...
+
+    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
+        """Read a queue from an offset."""
+        ...
+
+    async def commit_offset(
+        self, group: str, queue: QueueRef, offset: int, deadline_s: float
+    ) -> None:
+        """Store ``group``'s progress in the queue."""
+        ...
+
+    async def consumer_offset(self, group: str, queue: QueueRef, deadline_s: float) -> int | None:
+        """Where ``group`` goes on in the queue; None when it has no offset there."""
+        ...
+
+    async def query_offset(
+        self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
+    ) -> int:
+        """The queue's first or next offset, or the first stored at or after ``at_ms``."""
         ...

@@ -15,10 +15,10 @@ exchange), SendMessage (the properties ``proxy.messages`` makes pass through to 
 send as they are), and POP's ReceiveMessage over the remoting POP code 200050. A receipt handle
 is the broker's ``POP_CK``, which names its broker group, so an ack goes to that group's master
 whichever proxy or master handed the message out (``proxy.remote_backend``: AckMessage,
-ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, EndTransaction, RecallMessage).
-Elsewhere: the PullConsumer set (``proxy.cluster_pull``), transactional sends and the masters'
-check-backs relayed to a producer's Telemetry stream (``proxy.cluster_transactions``).
-SyncLiteSubscription answers NOT_IMPLEMENTED in its status (never a dropped stream).
+ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, EndTransaction, RecallMessage, and
+the PullConsumer set). Elsewhere: transactional sends and the masters' check-backs relayed to
+a producer's Telemetry stream (``proxy.cluster_transactions``). SyncLiteSubscription answers
+NOT_IMPLEMENTED in its status (never a dropped stream).
 
 Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
 flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import topic_resource
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
-from ledgermq.proxy.cluster_pull import ClusterPullRpcs
 from ledgermq.proxy.cluster_topic_types import TopicTypes
 from ledgermq.proxy.cluster_transactions import (
     ClusterProducers,
@@ -45,6 +44,7 @@ from ledgermq.proxy.cluster_transactions import (
     transaction_id,
 )
 from ledgermq.proxy.door import DoorServicer
+from ledgermq.proxy.door_pull import consume_needs
 from ledgermq.proxy.forward import write_queues
 from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.message_types import accepted_message_types, message_type_of, type_conflict
@@ -57,7 +57,6 @@ from ledgermq.proxy.name_status import (
     topic_refusal,
 )
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
-from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_backend import RemoteBackend
 from ledgermq.proxy.remote_status import remote_status
@@ -102,7 +101,7 @@ _ALL_TYPES: Final = (
 )
 
 
-class ClusterServicer(ClusterPullRpcs, DoorServicer):
+class ClusterServicer(DoorServicer):
     """The stand-alone proxy's servicer (module docstring)."""
 
     def __init__(

@@ -7,7 +7,9 @@ must pass before a backend is asked lives here, once: the ACL's permissions (``_
 ``proxy.admission`` has authenticated the call), the name checks (``proxy.name_status``), the
 duration checks (``proxy.timestamps``). The RPCs served here so far: Heartbeat,
 NotifyClientTermination, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
-EndTransaction, RecallMessage, SyncLiteSubscription; each mode's subclass serves the rest.
+EndTransaction, RecallMessage, SyncLiteSubscription, and the PullConsumer set (PullMessage,
+UpdateOffset, GetOffset, QueryOffset: ``proxy.door_pull``); each mode's subclass serves the
+rest.
 
 Every answer carries its outcome in ``status`` (the gRPC status stays OK, as the Java proxy
 answers); an unexpected failure is logged and answered INTERNAL_ERROR, never a bare UNKNOWN.
@@ -22,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import topic_resource
 from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction, Resolution
+from ledgermq.proxy.door_pull import PullRpcs, consume_needs
 from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.name_status import consume_refusal, group_refusal, topic_refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
-from ledgermq.proxy.pull_rpcs import consume_needs
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.route_answers import peer_address
 from ledgermq.proxy.status import Code, not_implemented, ok, status
@@ -98,7 +100,7 @@ def deadline_s(context: Context) -> float:
     return _DEFAULT_DEADLINE_S if left is None else max(0.1, left - _MARGIN_S)
 
 
-class DoorServicer(service_pb2_grpc.MessagingServiceServicer):
+class DoorServicer(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The RPCs both doors serve alike (module docstring)."""
 
     def __init__(

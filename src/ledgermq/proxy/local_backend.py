@@ -5,8 +5,10 @@ follower. While this replica is not the master, what only the master serves goes
 a ``RemoteBackend`` (the stand-alone proxy's way, over remoting, signed with the broker's own
 account: the call was authorized at this door): acknowledgements, invisible-time changes and
 dead letters (POP's state is the master's), transaction ends, and recalls (also those whose
-handle names another broker group, whatever this replica's role). A door with no NameServer to
-find its master by has no remote backend, and a follower answers as its services do.
+handle names another broker group, whatever this replica's role), and a group's committed
+offsets (a follower's copy may lag). Pulls and QueryOffset are served here in any role (queues
+hold only committed messages). A door with no NameServer to find its master by has no remote
+backend, and a follower answers as its services do.
 
 A transaction id is the half message's offset message id (``proxy.transactions``); a service's
 refusal becomes a status through ``proxy.status``, its one table.
@@ -14,19 +16,21 @@ refusal becomes a status through ``proxy.status``, its one table.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NotMasterError, ServiceError
 from ledgermq.broker.service.access import OPEN_ACCESS
+from ledgermq.broker.service.pull import MAX_SUSPEND_MS, PullRequest, PullStatus
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.service.transactions import EndTransactionRequest
 from ledgermq.broker.service.transactions import Resolution as ServiceResolution
-from ledgermq.errors import MessageFormatError
-from ledgermq.proxy.backend import Resolution
+from ledgermq.errors import LedgerMQError, MessageFormatError
+from ledgermq.proxy.backend import OffsetPolicy, Pulled, PullOutcome, Resolution
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.replica_access import GrpcAccess
 from ledgermq.proxy.status import Code, error_status, status
-from ledgermq.wire.message import decode_offset_message_id
+from ledgermq.wire.message import decode_offset_message_id, decode_records
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
-    from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction
+    from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction, PullQuery, QueueRef
     from ledgermq.proxy.remote_backend import RemoteBackend
     from ledgermq.security import AclGate
 
@@ -44,6 +48,12 @@ _RESOLUTIONS: Final = {
     Resolution.COMMIT: ServiceResolution.COMMIT,
     Resolution.ROLLBACK: ServiceResolution.ROLLBACK,
     Resolution.UNKNOWN: ServiceResolution.UNKNOWN,
+}
+
+_PULL_OUTCOMES: Final = {
+    PullStatus.FOUND: PullOutcome.FOUND,
+    PullStatus.OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
+    PullStatus.RETRY_IMMEDIATELY: PullOutcome.FILTERED,
 }
 
 
@@ -175,3 +185,94 @@ class LocalBackend:
                 )
             )
         return await self._remote.recall(topic, recall_handle, deadline_s)
+
+    # ------------------------------------------------------------------ pull and offsets
+    def _queue(self, queue: QueueRef) -> tuple[str, int]:
+        """(topic, queue id) of a queue of this broker group; ``Refusal`` for another group's,
+        a topic this replica does not have, or a queue id the topic has not."""
+        topic, mine = queue.topic, self._state.config.broker_name
+        if queue.broker_name and queue.broker_name != mine:
+            raise Refusal(
+                status(
+                    Code.BAD_REQUEST,
+                    f"the queue belongs to broker {queue.broker_name}; this is broker {mine} "
+                    "(send the request to the endpoint the route gives that broker)",
+                )
+            )
+        config = self._state.topics.find(topic)
+        if config is None:
+            raise Refusal(status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist"))
+        if not 0 <= queue.queue_id < config.read_queue_nums:
+            raise Refusal(
+                status(
+                    Code.BAD_REQUEST,
+                    f"queue id {queue.queue_id} is not one of topic {topic}'s "
+                    f"{config.read_queue_nums} read queues",
+                )
+            )
+        return topic, queue.queue_id
+
+    def _named(self, queue: QueueRef) -> QueueRef:
+        """``queue`` with this replica's group named, for the master's door."""
+        if queue.broker_name:
+            return queue
+        return dataclasses.replace(queue, broker_name=self._state.config.broker_name)
+
+    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
+        topic, queue_id = self._queue(query.queue)
+        request = PullRequest(
+            group=query.group,
+            topic=topic,
+            queue_id=queue_id,
+            offset=query.offset,
+            max_nums=query.max_messages,
+            subscription=(query.expression, query.expression_type),
+            suspend_ms=min(query.poll_ms, MAX_SUSPEND_MS),
+        )
+        try:
+            result = await self._services.pull.pull(request)
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
+        return Pulled(
+            outcome=_PULL_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
+            records=decode_records(result.body) if result.count else [],
+            next_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        )
+
+    async def commit_offset(
+        self, group: str, queue: QueueRef, offset: int, deadline_s: float
+    ) -> None:
+        if (remote := self._master_elsewhere()) is not None:
+            await remote.commit_offset(group, self._named(queue), offset, deadline_s)
+            return
+        topic, queue_id = self._queue(queue)
+        try:
+            await self._services.offsets.commit(group, topic, queue_id, offset)
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
+        except LedgerMQError as exc:
+            raise Refusal(status(Code.INTERNAL_ERROR, str(exc))) from None
+
+    async def consumer_offset(self, group: str, queue: QueueRef, deadline_s: float) -> int | None:
+        if (remote := self._master_elsewhere()) is not None:
+            return await remote.consumer_offset(group, self._named(queue), deadline_s)
+        topic, queue_id = self._queue(queue)
+        try:
+            return self._services.offsets.consumer_offset(group, topic, queue_id)
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
+
+    async def query_offset(
+        self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
+    ) -> int:
+        topic, queue_id = self._queue(queue)
+        offsets = self._services.offsets
+        try:
+            if policy is OffsetPolicy.TIMESTAMP and at_ms is not None:
+                return offsets.search_offset_by_timestamp(topic, queue_id, at_ms)
+            low, high = offsets.queue_bounds(topic, queue_id)
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
+        return low if policy is OffsetPolicy.BEGINNING else high

@@ -18,6 +18,10 @@ while it is not the master (``proxy.local_backend``).
   back after its invisible time), never lost; at worst it is a dead letter delivered once more.
 - END_TRANSACTION goes to the group the transaction id names: the proxy answers a
   transactional send with ``"<brokerName>:<offset msgId>"``.
+- The PullConsumer set is what a remoting pull consumer sends (PULL_MESSAGE 11,
+  UPDATE_CONSUMER_OFFSET 15, QUERY_CONSUMER_OFFSET 14, GET_MIN_OFFSET 31 / GET_MAX_OFFSET 30,
+  SEARCH_OFFSET_BY_TIMESTAMP 29) to the master of the queue's broker group, which the request
+  must name (the route's queues all carry it); each is safe to repeat, so retried.
 - RECALL_MESSAGE (370, RocketMQ 5.3) goes to the group the recall handle names (RocketMQ 5.3's
   ``RecallMessageHandle.HandleV1``: URL-safe base64 of ``"v1 <topic> <brokerName> <due ms>
   <message id>"``); the handle is forwarded as it is and the master decides.
@@ -33,7 +37,7 @@ import binascii
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import LedgerMQError, MessageFormatError, MQResponseError, TopicNotFoundError
-from ledgermq.proxy.backend import Resolution
+from ledgermq.proxy.backend import OffsetPolicy, Pulled, PullOutcome, Resolution
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.remote_status import remote_status
@@ -42,14 +46,31 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import SysFlag, decode_offset_message_id, decode_records
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
-    from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction
-    from ledgermq.proxy.forward import Forwarder
+    from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction, PullQuery, QueueRef
+    from ledgermq.proxy.forward import Forwarded, Forwarder
 
 __all__ = ["RemoteBackend", "end_fields", "handle_broker", "recall_broker", "transaction_at"]
 
+_FLAG_SUSPEND: Final = 2
 _FLAG_SUBSCRIPTION: Final = 4
+_PULL_CODES: Final = (
+    MQResponseCode.SUCCESS,
+    MQResponseCode.PULL_NOT_FOUND,
+    MQResponseCode.PULL_RETRY_IMMEDIATELY,
+    MQResponseCode.PULL_OFFSET_MOVED,
+)
+_PULL_OUTCOMES: Final[dict[int, PullOutcome]] = {
+    MQResponseCode.SUCCESS: PullOutcome.FOUND,
+    MQResponseCode.PULL_OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
+    MQResponseCode.PULL_RETRY_IMMEDIATELY: PullOutcome.FILTERED,
+}
+_OFFSET_CODES: Final = {
+    OffsetPolicy.BEGINNING: MQRequestCode.GET_MIN_OFFSET,
+    OffsetPolicy.END: MQRequestCode.GET_MAX_OFFSET,
+    OffsetPolicy.TIMESTAMP: MQRequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+}
 _FLAGS: Final = {
     Resolution.COMMIT: SysFlag.TRANSACTION_COMMIT,
     Resolution.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK,
@@ -76,6 +97,28 @@ def recall_broker(handle: str) -> str | None:
     if len(fields) < 5 or fields[0] != "v1" or not fields[2] or not fields[3].isdigit():
         return None
     return fields[2]
+
+
+def _queue_fields(queue: QueueRef, group: str | None) -> dict[str, str]:
+    """The remoting fields naming a queue (and group); ``Refusal`` for a queue that names no
+    broker group or a negative id."""
+    if not queue.broker_name:
+        raise Refusal(
+            status(Code.BAD_REQUEST, "the queue names no broker (take it from QueryRoute)")
+        )
+    if queue.queue_id < 0:
+        raise Refusal(status(Code.BAD_REQUEST, f"queue id {queue.queue_id} is negative"))
+    fields = {"topic": queue.topic, "queueId": str(queue.queue_id)}
+    if group:
+        fields["consumerGroup"] = group
+    return fields
+
+
+def _int(fields: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        return int(fields.get(name) or default)
+    except ValueError:
+        return default
 
 
 def end_fields(request: EndTransaction, commit_log_offset: int) -> dict[str, str]:
@@ -277,3 +320,80 @@ class RemoteBackend:
         except LedgerMQError as exc:
             raise Refusal(remote_status(exc)) from None
         return forwarded.response.ext_fields.get("msgId", "")
+
+    # ------------------------------------------------------------------ pull and offsets
+    async def _queue_call(
+        self,
+        queue: QueueRef,
+        code: int,
+        fields: Mapping[str, str],
+        deadline_s: float,
+        *,
+        expect: tuple[int, ...] = (MQResponseCode.SUCCESS,),
+        extra_s: float = 0.0,
+    ) -> Forwarded:
+        """``code`` to the master of the queue's group; ``Refusal`` when it fails."""
+        try:
+            return await self._forward.call(
+                queue.topic, queue.broker_name, code, fields,
+                deadline_s=max(deadline_s, extra_s + 0.5), timeout_s=3.0 + extra_s,
+                expect=expect,
+            )  # fmt: skip
+        except TopicNotFoundError:
+            raise Refusal(
+                status(Code.TOPIC_NOT_FOUND, f"topic {queue.topic} does not exist")
+            ) from None
+        except LedgerMQError as exc:
+            raise Refusal(remote_status(exc)) from None
+
+    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
+        fields = _queue_fields(query.queue, query.group)
+        fields.update(
+            queueOffset=str(query.offset),
+            maxMsgNums=str(query.max_messages),
+            sysFlag=str(_FLAG_SUBSCRIPTION | (_FLAG_SUSPEND if query.poll_ms else 0)),
+            commitOffset="-1",
+            suspendTimeoutMillis=str(query.poll_ms),
+            subscription=query.expression,
+            subVersion="0",
+            expressionType=query.expression_type,
+        )
+        forwarded = await self._queue_call(
+            query.queue, MQRequestCode.PULL_MESSAGE, fields, deadline_s,
+            expect=_PULL_CODES, extra_s=query.poll_ms / 1000,
+        )  # fmt: skip
+        response = forwarded.response
+        ext = response.ext_fields
+        outcome = _PULL_OUTCOMES.get(response.code, PullOutcome.NOT_FOUND)
+        return Pulled(
+            outcome=outcome,
+            records=decode_records(response.body) if outcome is PullOutcome.FOUND else [],
+            next_offset=_int(ext, "nextBeginOffset", query.offset),
+            min_offset=_int(ext, "minOffset", 0),
+            max_offset=_int(ext, "maxOffset", 0),
+        )
+
+    async def commit_offset(
+        self, group: str, queue: QueueRef, offset: int, deadline_s: float
+    ) -> None:
+        fields = _queue_fields(queue, group)
+        fields["commitOffset"] = str(offset)
+        await self._queue_call(queue, MQRequestCode.UPDATE_CONSUMER_OFFSET, fields, deadline_s)
+
+    async def consumer_offset(self, group: str, queue: QueueRef, deadline_s: float) -> int | None:
+        forwarded = await self._queue_call(
+            queue, MQRequestCode.QUERY_CONSUMER_OFFSET, _queue_fields(queue, group), deadline_s,
+            expect=(MQResponseCode.SUCCESS, MQResponseCode.QUERY_NOT_FOUND),
+        )  # fmt: skip
+        if forwarded.response.code == MQResponseCode.QUERY_NOT_FOUND:
+            return None
+        return _int(forwarded.response.ext_fields, "offset", -1)
+
+    async def query_offset(
+        self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
+    ) -> int:
+        fields = _queue_fields(queue, None)
+        if at_ms is not None:
+            fields["timestamp"] = str(at_ms)
+        forwarded = await self._queue_call(queue, _OFFSET_CODES[policy], fields, deadline_s)
+        return _int(forwarded.response.ext_fields, "offset", 0)

@@ -3,14 +3,14 @@
 Routes name every replica's door (``proxy.routes``), so consumers reach followers too. While
 this replica is not the master, what only the master serves goes there over remoting, as the
 stand-alone proxy forwards it (its ``ClusterServicer``, over the same ``Forwarder``): POP's
-ReceiveMessage of the assignment's group, and the committed offsets (UpdateOffset, GetOffset: a
-follower's copy may lag). Sends take ``proxy.master_link`` inside ``MessagingServicer`` (placed
-and answered as the master's door would); acknowledgements, invisible-time changes, dead
-letters, EndTransaction and RecallMessage go through the door's ``LocalBackend``, which hands
-them to a ``RemoteBackend`` while this replica is not the master (``proxy.local_backend``).
-The rest is served here in any role: routes, assignments, settings and Telemetry (a producer's
-stream stays on the door it opened, which carries check-backs once its replica is master),
-PullMessage, QueryOffset.
+ReceiveMessage of the assignment's group. Sends take ``proxy.master_link`` inside
+``MessagingServicer`` (placed and answered as the master's door would); acknowledgements,
+invisible-time changes, dead letters, EndTransaction, RecallMessage and the committed offsets
+(UpdateOffset, GetOffset: a follower's copy may lag) go through the door's ``LocalBackend``,
+which hands them to a ``RemoteBackend`` while this replica is not the master
+(``proxy.local_backend``). The rest is served here in any role: routes, assignments, settings
+and Telemetry (a producer's stream stays on the door it opened, which carries check-backs once
+its replica is master), PullMessage, QueryOffset.
 
 The call is authorized here, at the door it arrives at, with the same ACL as the master's door
 (``ClusterServicer._admit`` and ``MessagingServicer._admit`` make the same decision), and the
@@ -42,12 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplicaServicer"]
 
-_QueueRequest = TypeVar(
-    "_QueueRequest",
-    "service_pb2.ReceiveMessageRequest",
-    "service_pb2.UpdateOffsetRequest",
-    "service_pb2.GetOffsetRequest",
-)
+_QueueRequest = TypeVar("_QueueRequest", bound="service_pb2.ReceiveMessageRequest")
 
 
 class ReplicaServicer(MessagingServicer):
@@ -91,17 +86,3 @@ class ReplicaServicer(MessagingServicer):
         )
         async for answer in answers:
             yield answer
-
-    async def UpdateOffset(  # noqa: N802
-        self, request: service_pb2.UpdateOffsetRequest, context: Context
-    ) -> service_pb2.UpdateOffsetResponse:
-        if self._follows():
-            return await self._forwarding.UpdateOffset(self._own_group(request), context)
-        return await super().UpdateOffset(request, context)
-
-    async def GetOffset(  # noqa: N802
-        self, request: service_pb2.GetOffsetRequest, context: Context
-    ) -> service_pb2.GetOffsetResponse:
-        if self._follows():
-            return await self._forwarding.GetOffset(self._own_group(request), context)
-        return await super().GetOffset(request, context)

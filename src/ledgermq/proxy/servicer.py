@@ -17,7 +17,7 @@ QueryAssignment, Telemetry (settings exchange; the stream stays open until the c
 and NotifyClientTermination; POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue) over ``broker.service.pop``, the same state the remoting POP
 codes use; the PullConsumer set (PullMessage, UpdateOffset, GetOffset, QueryOffset) in
-``proxy.pull_rpcs`` over the pull and offset services; transactions (transactional sends,
+``proxy.door_pull`` over the pull and offset services; transactions (transactional sends,
 EndTransaction, check-backs over Telemetry) over ``broker.service.transactions``
 (``proxy.transactions``), RecallMessage over ``broker.service.timers``.
 
@@ -39,6 +39,7 @@ from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.door import DoorServicer, internal_error_answered
 from ledgermq.proxy.door import deadline_s as door_deadline_s
+from ledgermq.proxy.door_pull import consume_needs
 from ledgermq.proxy.local_backend import LocalBackend
 from ledgermq.proxy.master_link import MasterLink
 from ledgermq.proxy.message_types import (
@@ -56,7 +57,6 @@ from ledgermq.proxy.name_status import (
 )
 from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
-from ledgermq.proxy.pull_rpcs import PullConsumerRpcs, consume_needs
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.route_answers import (
     assignments,
@@ -89,7 +89,7 @@ _log = logging.getLogger(__name__)
 _PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
 
 
-class MessagingServicer(PullConsumerRpcs, DoorServicer):
+class MessagingServicer(DoorServicer):
     """One replica's gRPC door (local mode)."""
 
     def __init__(
