@@ -34,8 +34,6 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import topic_resource
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.cluster_topic_types import TopicTypes
 from ledgermq.proxy.cluster_transactions import (
@@ -51,9 +49,7 @@ from ledgermq.proxy.message_types import accepted_message_types, message_type_of
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.name_status import (
     consume_refusal,
-    group_refusal,
     send_topic_refusal,
-    settings_refusal,
     topic_refusal,
 )
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
@@ -61,7 +57,6 @@ from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.remote_backend import RemoteBackend
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.route_answers import (
-    assignments,
     broker_at,
     peer_address,
     route_queues,
@@ -73,7 +68,7 @@ from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES, decode_properties, 
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable
 
     import grpc.aio
 
@@ -103,6 +98,8 @@ _ALL_TYPES: Final = (
 
 class ClusterServicer(DoorServicer):
     """The stand-alone proxy's servicer (module docstring)."""
+
+    _producers: ClusterProducers
 
     def __init__(
         self,
@@ -176,7 +173,7 @@ class ClusterServicer(DoorServicer):
                 raise
             return cached
 
-    async def _queues(
+    async def _route_queues(
         self, topic: str
     ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
         if not topic:
@@ -207,70 +204,6 @@ class ClusterServicer(DoorServicer):
     def _broker(self, name: str) -> definition_pb2.Broker:
         """Every broker group is reached through this proxy (cluster mode)."""
         return broker_at(name, self._endpoint.host, self._endpoint.port)
-
-    async def QueryRoute(  # noqa: N802 - the generated servicer's names
-        self, request: service_pb2.QueryRouteRequest, context: Context
-    ) -> service_pb2.QueryRouteResponse:
-        if (refused := self._admit(context, "QueryRoute")) is not None:
-            return service_pb2.QueryRouteResponse(status=refused)
-        queues, answer = await self._queues(request.topic.name)
-        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
-
-    async def QueryAssignment(  # noqa: N802
-        self, request: service_pb2.QueryAssignmentRequest, context: Context
-    ) -> service_pb2.QueryAssignmentResponse:
-        """One assignment per broker group with readable queues, queue id -1 (POP's "any
-        queue of this group"), as the Java proxy answers."""
-        if (refused := self._admit(context, "QueryAssignment")) is not None:
-            return service_pb2.QueryAssignmentResponse(status=refused)
-        if request.HasField("group") and (refused := group_refusal(request.group.name)):
-            return service_pb2.QueryAssignmentResponse(status=refused)
-        queues, answer = await self._queues(request.topic.name)
-        if answer.code != Code.OK:
-            return service_pb2.QueryAssignmentResponse(status=answer)
-        return assignments(request.topic.name, queues)
-
-    async def Telemetry(  # noqa: N802
-        self,
-        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
-        | Iterator[service_pb2.TelemetryCommand],
-        context: Context,
-    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
-        """Each client ``settings`` is answered with them merged with the proxy's; the stream
-        stays open until the client closes it, and carries the masters' check-backs to a
-        producer publishing the topic (``proxy.cluster_transactions``)."""
-        if (refused := self._admit(context, "Telemetry")) is not None:
-            yield service_pb2.TelemetryCommand(status=refused)
-            return
-        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
-        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
-        key = self._producers.open(outbox, self._may_publish(context))
-
-        async def read() -> None:
-            try:
-                async for command in request_iterator:
-                    if command.HasField("settings"):
-                        if (refused := settings_refusal(command.settings)) is not None:
-                            outbox.put_nowait(service_pb2.TelemetryCommand(status=refused))
-                            continue
-                        self._settings(key, command.settings)
-                        outbox.put_nowait(
-                            service_pb2.TelemetryCommand(
-                                status=ok(), settings=await self._server_settings(command.settings)
-                            )
-                        )
-            finally:
-                outbox.put_nowait(None)
-
-        reader = asyncio.get_running_loop().create_task(read())
-        try:
-            while (command := await outbox.get()) is not None:
-                yield command
-        finally:
-            self._producers.close(key)
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
 
     async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
         fifo = False
@@ -303,7 +236,7 @@ class ClusterServicer(DoorServicer):
         config = table.get(group) if isinstance(table, dict) else None
         return isinstance(config, dict) and config.get("consumeMessageOrderly") is True
 
-    def _settings(self, key: int, settings: definition_pb2.Settings) -> None:
+    def _on_settings(self, key: int, settings: definition_pb2.Settings) -> None:
         if settings.client_type != definition_pb2.PRODUCER:
             return
         topics = [t.name for t in settings.publishing.topics if t.name]
@@ -315,34 +248,16 @@ class ClusterServicer(DoorServicer):
             self._heartbeat_soon()
 
     # ------------------------------------------------------------------ send
-    async def SendMessage(  # noqa: N802
-        self, request: service_pb2.SendMessageRequest, context: Context
-    ) -> service_pb2.SendMessageResponse:
-        """One entry per message, in order; the response's status is the first failure's."""
-        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
-        if (refused := self._admit(context, "SendMessage", needs)) is not None:
-            return service_pb2.SendMessageResponse(status=refused)
-        if not request.messages:
-            return service_pb2.SendMessageResponse(
-                status=status(Code.BAD_REQUEST, "the request holds no message")
-            )
-        deadline_s = self._deadline_s(context)
-        peer_host = _peer_host(context)
-        entries = []
-        first_failure: definition_pb2.Status | None = None
-        for message in request.messages:
-            entry = await self._send_one(message, peer_host, deadline_s)
-            if first_failure is None and entry.status.code != Code.OK:
-                first_failure = entry.status
-            entries.append(entry)
-        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
+    def _send_peer(self, context: Context) -> str:
+        """The client's host, as grpcio reports it."""
+        return peer_address(context).rpartition(":")[0]
 
     async def _send_one(
-        self, message: definition_pb2.Message, peer_host: str, deadline_s: float
+        self, message: definition_pb2.Message, peer: str, deadline_s: float
     ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id
         try:
-            send, body = send_request(message, peer_host, 4, self._max_body)
+            send, body = send_request(message, peer, 4, self._max_body)
             if (refused := send_topic_refusal(send.topic)) is not None:
                 raise Refusal(refused)  # noqa: TRY301 - answered below, as every refusal
             route = await self._route(send.topic)
@@ -472,8 +387,3 @@ class ClusterServicer(DoorServicer):
             if is_readable(data.perm):
                 return data.broker_name
         raise Refusal(status(Code.FORBIDDEN, f"topic {topic} has no readable queue"))
-
-
-def _peer_host(context: Context) -> str:
-    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1``."""
-    return peer_address(context).rpartition(":")[0]

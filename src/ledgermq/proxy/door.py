@@ -5,7 +5,9 @@ A replica's door (``proxy.servicer``, over ``proxy.local_backend``) and the stan
 must pass before a backend is asked lives here, once: the ACL's permissions (``_admit``: with
 ``aclEnable`` the RocketMQ 5 clients' ``authorization`` metadata against the ACL, after
 ``proxy.admission`` has authenticated the call), the name checks (``proxy.name_status``), the
-duration checks (``proxy.timestamps``). The RPCs served here so far: Heartbeat,
+duration checks (``proxy.timestamps``). The RPCs served here so far: QueryRoute and
+QueryAssignment (over the mode's ``_route_queues``), Telemetry (over the mode's settings),
+SendMessage's request (each message stored by the mode's ``_send_one``), Heartbeat,
 NotifyClientTermination, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
 EndTransaction, RecallMessage, SyncLiteSubscription, and the PullConsumer set (PullMessage,
 UpdateOffset, GetOffset, QueryOffset: ``proxy.door_pull``); each mode's subclass serves the
@@ -17,6 +19,8 @@ answers); an unexpected failure is logged and answered INTERNAL_ERROR, never a b
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
@@ -26,15 +30,21 @@ from ledgermq.acl.resources import topic_resource
 from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction, Resolution
 from ledgermq.proxy.door_pull import PullRpcs, consume_needs
 from ledgermq.proxy.grpc_access import signed_in_publisher
-from ledgermq.proxy.name_status import consume_refusal, group_refusal, topic_refusal
+from ledgermq.proxy.name_status import (
+    DEFAULT_MAX_SUBSCRIPTIONS,
+    consume_refusal,
+    group_refusal,
+    settings_refusal,
+    topic_refusal,
+)
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
 from ledgermq.proxy.refusal import Refusal
-from ledgermq.proxy.route_answers import peer_address
+from ledgermq.proxy.route_answers import assignments, peer_address
 from ledgermq.proxy.status import Code, not_implemented, ok, status
 from ledgermq.proxy.timestamps import duration_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 
     import grpc.aio
 
@@ -57,6 +67,20 @@ _RESOLUTIONS: Final = {
     definition_pb2.ROLLBACK: Resolution.ROLLBACK,
     definition_pb2.TRANSACTION_RESOLUTION_UNSPECIFIED: Resolution.UNKNOWN,
 }
+
+
+class TelemetryStreams(Protocol):
+    """The open Telemetry streams of v5 producers and the topics each publishes."""
+
+    def open(
+        self,
+        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None],
+        may_publish: Callable[[str], bool] | None = None,
+    ) -> int: ...
+
+    def publishes(self, key: int, topics: Iterable[str]) -> None: ...
+
+    def close(self, key: int) -> None: ...
 
 
 class _Answer(Protocol):
@@ -118,6 +142,8 @@ class DoorServicer(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         self._acl = acl
         self._real_peer = real_peer or (lambda address: address)
         self._wall_time_s = wall_time_s
+        self._producers: TelemetryStreams
+        """v5 producers' Telemetry streams: where check-backs go (each mode's registry)."""
 
     # ------------------------------------------------------------------ the caller
     def _metadata(self, context: Context) -> dict[str, str]:
@@ -157,7 +183,132 @@ class DoorServicer(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
         address = self._real_peer(peer_address(context))
         return signed_in_publisher(self._acl, address, self._metadata(context))
 
+    # ------------------------------------------------------------------ the mode's hooks
+    async def _route_queues(
+        self, topic: str
+    ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
+        """The topic's queues as this door answers them (each mode's endpoints), or the
+        status refusing the route."""
+        raise NotImplementedError
+
+    def _settings_limit(self) -> int:
+        """The most subscriptions one client's settings may hold."""
+        return DEFAULT_MAX_SUBSCRIPTIONS
+
+    def _on_settings(self, key: int, settings: definition_pb2.Settings) -> None:
+        """A client's checked settings arrived on Telemetry stream ``key``."""
+        if settings.client_type == definition_pb2.PRODUCER:
+            self._producers.publishes(key, [t.name for t in settings.publishing.topics])
+
+    async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
+        """The client's settings merged with the door's."""
+        raise NotImplementedError
+
+    def _send_peer(self, context: Context) -> str:
+        """Who sends, as the mode's ``_send_one`` takes it (the born host comes from it)."""
+        return self._real_peer(peer_address(context))
+
+    async def _send_one(
+        self, message: definition_pb2.Message, peer: str, deadline_s: float
+    ) -> service_pb2.SendResultEntry:
+        """Store one message; its entry of the answer."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ send
+    @internal_error_answered(service_pb2.SendMessageResponse)
+    async def SendMessage(  # noqa: N802
+        self, request: service_pb2.SendMessageRequest, context: Context
+    ) -> service_pb2.SendMessageResponse:
+        """One entry per message, in order (the client checks there is exactly one per
+        message it sent); the response's status is the first failure's, else OK."""
+        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
+        if (refused := self._admit(context, "SendMessage", needs)) is not None:
+            return service_pb2.SendMessageResponse(status=refused)
+        if not request.messages:
+            return service_pb2.SendMessageResponse(
+                status=status(Code.BAD_REQUEST, "the request holds no message")
+            )
+        peer, deadline = self._send_peer(context), deadline_s(context)
+        entries = []
+        first_failure: definition_pb2.Status | None = None
+        for message in request.messages:
+            entry = await self._send_one(message, peer, deadline)
+            if first_failure is None and entry.status.code != Code.OK:
+                first_failure = entry.status
+            entries.append(entry)
+        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
+
+    # ------------------------------------------------------------------ routes
+    @internal_error_answered(service_pb2.QueryRouteResponse)
+    async def QueryRoute(  # noqa: N802 - the generated servicer's names
+        self, request: service_pb2.QueryRouteRequest, context: Context
+    ) -> service_pb2.QueryRouteResponse:
+        if (refused := self._admit(context, "QueryRoute")) is not None:
+            return service_pb2.QueryRouteResponse(status=refused)
+        queues, answer = await self._route_queues(request.topic.name)
+        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
+
+    @internal_error_answered(service_pb2.QueryAssignmentResponse)
+    async def QueryAssignment(  # noqa: N802
+        self, request: service_pb2.QueryAssignmentRequest, context: Context
+    ) -> service_pb2.QueryAssignmentResponse:
+        """One assignment per broker group with readable queues, queue id -1 ("any queue of
+        this broker", POP), as the Java proxy answers."""
+        if (refused := self._admit(context, "QueryAssignment")) is not None:
+            return service_pb2.QueryAssignmentResponse(status=refused)
+        if request.HasField("group") and (refused := group_refusal(request.group.name)):
+            return service_pb2.QueryAssignmentResponse(status=refused)
+        queues, answer = await self._route_queues(request.topic.name)
+        if answer.code != Code.OK:
+            return service_pb2.QueryAssignmentResponse(status=answer)
+        return assignments(request.topic.name, queues)
+
     # ------------------------------------------------------------------ clients
+    async def Telemetry(  # noqa: N802
+        self,
+        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
+        | Iterator[service_pb2.TelemetryCommand],
+        context: Context,
+    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
+        """Each client ``settings`` is answered with the settings merged with the server's
+        (the Java proxy's ``GrpcClientSettingsManager``); the stream stays open until the
+        client closes it. A producer's stream also carries the check-backs of its topics'
+        half messages (``RecoverOrphanedTransactionCommand``; with the ACL on, only to a
+        stream whose account may publish the topic). Other commands (thread stack traces,
+        verification results) need no answer."""
+        if (refused := self._admit(context, "Telemetry")) is not None:
+            yield service_pb2.TelemetryCommand(status=refused)
+            return
+        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
+        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
+        key = self._producers.open(outbox, self._may_publish(context))
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if not command.HasField("settings"):
+                        continue
+                    settings = command.settings
+                    refused = settings_refusal(settings, self._settings_limit())
+                    if refused is not None:
+                        outbox.put_nowait(service_pb2.TelemetryCommand(status=refused))
+                        continue
+                    self._on_settings(key, settings)
+                    merged = await self._server_settings(settings)
+                    outbox.put_nowait(service_pb2.TelemetryCommand(status=ok(), settings=merged))
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            self._producers.close(key)
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
     async def Heartbeat(  # noqa: N802 - the generated servicer's names
         self, request: service_pb2.HeartbeatRequest, context: Context
     ) -> service_pb2.HeartbeatResponse:

@@ -28,17 +28,12 @@ against the broker's ACL.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import topic_resource
 from ledgermq.broker.errors import ServiceError
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.door import DoorServicer, internal_error_answered
-from ledgermq.proxy.door import deadline_s as door_deadline_s
+from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.door_pull import consume_needs
 from ledgermq.proxy.local_backend import LocalBackend
 from ledgermq.proxy.master_link import MasterLink
@@ -50,18 +45,14 @@ from ledgermq.proxy.message_types import (
 from ledgermq.proxy.messages import Refusal, receive_request, send_request
 from ledgermq.proxy.name_status import (
     consume_refusal,
-    group_refusal,
     send_topic_refusal,
-    settings_refusal,
     topic_refusal,
 )
 from ledgermq.proxy.placement import place
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import received_message
 from ledgermq.proxy.route_answers import (
-    assignments,
     broker_at,
-    peer_address,
     replica_route_queues,
     server_settings,
 )
@@ -70,7 +61,7 @@ from ledgermq.proxy.status import Code, error_status, ok, status
 from ledgermq.proxy.transactions import TelemetryProducers, transaction_id
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable
 
     import grpc.aio
 
@@ -84,9 +75,6 @@ if TYPE_CHECKING:
 __all__ = ["MessagingServicer"]
 
 _log = logging.getLogger(__name__)
-
-
-_PRODUCERS: Final = frozenset({definition_pb2.PRODUCER})
 
 
 class MessagingServicer(DoorServicer):
@@ -151,79 +139,10 @@ class MessagingServicer(DoorServicer):
             )
         return queues, ok()
 
-    @internal_error_answered(service_pb2.QueryRouteResponse)
-    async def QueryRoute(  # noqa: N802 - the generated servicer's names
-        self, request: service_pb2.QueryRouteRequest, context: Context
-    ) -> service_pb2.QueryRouteResponse:
-        if (refused := self._admit(context, "QueryRoute")) is not None:
-            return service_pb2.QueryRouteResponse(status=refused)
-        queues, answer = await self._route_queues(request.topic.name)
-        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
+    def _settings_limit(self) -> int:
+        return self._state.config.heartbeat_max_subscriptions
 
-    @internal_error_answered(service_pb2.QueryAssignmentResponse)
-    async def QueryAssignment(  # noqa: N802
-        self, request: service_pb2.QueryAssignmentRequest, context: Context
-    ) -> service_pb2.QueryAssignmentResponse:
-        """One assignment per broker group with readable queues, queue id -1 ("any queue of
-        this broker", POP), as the Java proxy answers."""
-        if (refused := self._admit(context, "QueryAssignment")) is not None:
-            return service_pb2.QueryAssignmentResponse(status=refused)
-        if request.HasField("group") and (refused := group_refusal(request.group.name)):
-            return service_pb2.QueryAssignmentResponse(status=refused)
-        queues, answer = await self._route_queues(request.topic.name)
-        if answer.code != Code.OK:
-            return service_pb2.QueryAssignmentResponse(status=answer)
-        return assignments(request.topic.name, queues)
-
-    async def Telemetry(  # noqa: N802
-        self,
-        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
-        | Iterator[service_pb2.TelemetryCommand],
-        context: Context,
-    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
-        """Each client ``settings`` is answered with the settings merged with the server's
-        (the Java proxy's ``GrpcClientSettingsManager``); the stream stays open until the
-        client closes it. A producer's stream also carries the broker's check-backs of its
-        topics' half messages (``RecoverOrphanedTransactionCommand``, ``proxy.transactions``).
-        Other commands (thread stack traces, verification results) need no answer."""
-        if (refused := self._admit(context, "Telemetry")) is not None:
-            yield service_pb2.TelemetryCommand(status=refused)
-            return
-        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
-        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
-        key = self._producers.open(outbox, self._may_publish(context))
-
-        async def read() -> None:
-            try:
-                async for command in request_iterator:
-                    if command.HasField("settings"):
-                        settings = command.settings
-                        limit = self._state.config.heartbeat_max_subscriptions
-                        if (refused := settings_refusal(settings, limit)) is not None:
-                            outbox.put_nowait(service_pb2.TelemetryCommand(status=refused))
-                            continue
-                        if settings.client_type in _PRODUCERS:
-                            topics = [t.name for t in settings.publishing.topics]
-                            self._producers.publishes(key, topics)
-                        outbox.put_nowait(
-                            service_pb2.TelemetryCommand(
-                                status=ok(), settings=self._server_settings(settings)
-                            )
-                        )
-            finally:
-                outbox.put_nowait(None)
-
-        reader = asyncio.get_running_loop().create_task(read())
-        try:
-            while (command := await outbox.get()) is not None:
-                yield command
-        finally:
-            self._producers.close(key)
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
-
-    def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
+    async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
         config = self._state.config
         # The Java proxy's mergeSubscriptionData: a group with consumeMessageOrderly is a FIFO
         # group (its PushConsumer then consumes each message group in order).
@@ -236,30 +155,6 @@ class MessagingServicer(DoorServicer):
         )
 
     # ------------------------------------------------------------------ send
-    @internal_error_answered(service_pb2.SendMessageResponse)
-    async def SendMessage(  # noqa: N802
-        self, request: service_pb2.SendMessageRequest, context: Context
-    ) -> service_pb2.SendMessageResponse:
-        """One entry per message, in order (the client checks there is exactly one per
-        message it sent); the response's status is the first failure's, else OK."""
-        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
-        if (refused := self._admit(context, "SendMessage", needs)) is not None:
-            return service_pb2.SendMessageResponse(status=refused)
-        if not request.messages:
-            return service_pb2.SendMessageResponse(
-                status=status(Code.BAD_REQUEST, "the request holds no message")
-            )
-        peer = self._real_peer(peer_address(context))
-        deadline_s = door_deadline_s(context)
-        entries = []
-        first_failure: definition_pb2.Status | None = None
-        for message in request.messages:
-            entry = await self._send_one(message, peer, deadline_s)
-            if first_failure is None and entry.status.code != Code.OK:
-                first_failure = entry.status
-            entries.append(entry)
-        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
-
     async def _send_one(
         self, message: definition_pb2.Message, peer: str, deadline_s: float
     ) -> service_pb2.SendResultEntry:
