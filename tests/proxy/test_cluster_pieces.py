@@ -18,14 +18,14 @@ from ledgermq.errors import (
     NoRouteError,
     RequestTimeoutError,
 )
+from ledgermq.proxy.backend import EndTransaction, Resolution
 from ledgermq.proxy.cluster import parse_listen
-from ledgermq.proxy.cluster_recall import recall_broker
-from ledgermq.proxy.cluster_servicer import handle_broker
-from ledgermq.proxy.cluster_transactions import ClusterProducers, end_fields, transaction_id
+from ledgermq.proxy.cluster_transactions import ClusterProducers, transaction_id
 from ledgermq.proxy.forward import WriteQueue, write_queues
 from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.messages import Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
+from ledgermq.proxy.remote_backend import end_fields, handle_broker, recall_broker, transaction_at
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.security import AclFiles, AclGate
 from ledgermq.wire.message import create_offset_message_id
@@ -59,34 +59,27 @@ def test_a_handle_names_its_broker_group() -> None:
     assert handle_broker("") is None
 
 
-def _end(
-    tid: str,
-    resolution: definition_pb2.TransactionResolution.ValueType,
-    source: definition_pb2.TransactionSource.ValueType = definition_pb2.SOURCE_CLIENT,
-) -> service_pb2.EndTransactionRequest:
-    request = service_pb2.EndTransactionRequest(
-        transaction_id=tid, message_id="M1", resolution=resolution, source=source
-    )
-    request.topic.name = "T"
-    return request
+def _end(tid: str, resolution: Resolution, *, from_check: bool = False) -> EndTransaction:
+    return EndTransaction(
+        topic="T", transaction_id=tid, message_id="M1", resolution=resolution,
+        from_check=from_check,
+    )  # fmt: skip
 
 
 def test_transaction_ids_name_the_group_and_where_the_half_message_is() -> None:
     offset_msg_id = create_offset_message_id("10.0.0.7", 10911, 123_456)
     tid = transaction_id("broker-a", offset_msg_id)
-    broker, fields = end_fields(
-        _end(tid, resolution=definition_pb2.COMMIT, source=definition_pb2.SOURCE_SERVER_CHECK)
-    )
-    assert broker == "broker-a"
+    assert transaction_at(tid) == ("broker-a", 123_456)
+    fields = end_fields(_end(tid, Resolution.COMMIT, from_check=True), 123_456)
     assert fields["commitLogOffset"] == "123456"
     assert fields["commitOrRollback"] == "8"
     assert fields["fromTransactionCheck"] == "true"
     assert (fields["msgId"], fields["topic"], fields["transactionId"]) == ("M1", "T", tid)
-    _, rolled = end_fields(_end(tid, resolution=definition_pb2.ROLLBACK))
+    rolled = end_fields(_end(tid, Resolution.ROLLBACK), 123_456)
     assert (rolled["commitOrRollback"], rolled["fromTransactionCheck"]) == ("12", "false")
     for bad in ("", offset_msg_id, "broker-a:", "broker-a:nothex", ":" + offset_msg_id):
         with pytest.raises(Refusal) as refused:
-            end_fields(_end(bad, resolution=definition_pb2.COMMIT))
+            transaction_at(bad)
         assert refused.value.status.code == Code.INVALID_TRANSACTION_ID, bad
 
 

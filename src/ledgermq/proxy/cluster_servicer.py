@@ -1,6 +1,9 @@
 """``MessagingService`` of the stand-alone proxy (RocketMQ's "cluster" mode): v5 RPCs forwarded
 to the brokers' masters over remoting (``proxy.forward``), translation only.
 
+A ``proxy.door.DoorServicer`` over ``proxy.remote_backend`` (which holds what the RPCs written
+once ask of the masters); this class serves the RPCs not moved there yet.
+
 Routes answer the topic's queues with the broker group names kept and **this proxy's endpoint**
 for every group (as the Java proxy does in cluster mode), so a client never needs a new route
 after a failover: the proxy finds the new master and the client's address stays good. The
@@ -9,14 +12,13 @@ v5 message <-> RocketMQ message mappings are the in-replica door's (``proxy.mess
 
 Served: QueryRoute, QueryAssignment, Heartbeat, NotifyClientTermination, Telemetry (settings
 exchange), SendMessage (the properties ``proxy.messages`` makes pass through to the remoting
-send as they are), and POP (ReceiveMessage, AckMessage, ChangeInvisibleDuration) over the
-remoting POP codes 200050 / 200051 / 200053. A receipt handle is the broker's ``POP_CK``, which
-names its broker group, so an ack goes to that group's master whichever proxy or master handed
-the message out. Elsewhere: the PullConsumer set (``proxy.cluster_pull``),
-ForwardMessageToDeadLetterQueue (``proxy.cluster_dead_letters``), transactions: transactional
-sends, EndTransaction, the masters' check-backs relayed to a producer's Telemetry stream
-(``proxy.cluster_transactions``), RecallMessage (``proxy.cluster_recall``).
-SyncLiteSubscription answers NOT_IMPLEMENTED in its status (never a dropped stream).
+send as they are), and POP's ReceiveMessage over the remoting POP code 200050. A receipt handle
+is the broker's ``POP_CK``, which names its broker group, so an ack goes to that group's master
+whichever proxy or master handed the message out (``proxy.remote_backend``: AckMessage,
+ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue, EndTransaction, RecallMessage, and
+the PullConsumer set). Elsewhere: transactional sends and the masters' check-backs relayed to
+a producer's Telemetry stream (``proxy.cluster_transactions``). SyncLiteSubscription answers
+NOT_IMPLEMENTED in its status (never a dropped stream).
 
 Sends are at-least-once: a send whose outcome is unknown (the master died with the request in
 flight) is sent again to the new master, as our ``Producer`` does, so a message acknowledged to
@@ -32,50 +34,41 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import topic_resource
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
-from ledgermq.proxy.cluster_dead_letters import forward_to_dead_letters
-from ledgermq.proxy.cluster_pull import ClusterPullRpcs
-from ledgermq.proxy.cluster_recall import recall
 from ledgermq.proxy.cluster_topic_types import TopicTypes
 from ledgermq.proxy.cluster_transactions import (
     ClusterProducers,
-    end_fields,
     orphaned_command,
     transaction_id,
 )
+from ledgermq.proxy.door import DoorServicer
+from ledgermq.proxy.door_pull import consume_needs
 from ledgermq.proxy.forward import write_queues
-from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.message_types import accepted_message_types, message_type_of, type_conflict
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal, receive_request, send_request
 from ledgermq.proxy.name_status import (
     consume_refusal,
-    group_refusal,
     send_topic_refusal,
-    settings_refusal,
     topic_refusal,
 )
-from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
-from ledgermq.proxy.pull_rpcs import consume_needs
+from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
+from ledgermq.proxy.remote_backend import RemoteBackend
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.route_answers import (
-    assignments,
     broker_at,
     peer_address,
     route_queues,
     server_settings,
 )
-from ledgermq.proxy.status import Code, not_implemented, ok, status
-from ledgermq.proxy.timestamps import duration_ms
+from ledgermq.proxy.status import Code, ok, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES, decode_properties, decode_records
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable
 
     import grpc.aio
 
@@ -95,10 +88,6 @@ _log = logging.getLogger(__name__)
 POP_CK: Final = "POP_CK"
 """``MessageConst.PROPERTY_POP_CK``: where a popped record carries its receipt handle."""
 _DEFAULT_TOPIC: Final = "TBW102"
-_DEFAULT_DEADLINE_S: Final = 3.0
-"""How long a forwarded call may take when the client set no deadline (its usual timeout)."""
-_MARGIN_S: Final = 0.2
-"""Answered this long before the client's deadline, so the client reads our status."""
 _ALL_TYPES: Final = (
     definition_pb2.NORMAL,
     definition_pb2.FIFO,
@@ -107,8 +96,10 @@ _ALL_TYPES: Final = (
 )
 
 
-class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer):
+class ClusterServicer(DoorServicer):
     """The stand-alone proxy's servicer (module docstring)."""
+
+    _producers: ClusterProducers
 
     def __init__(
         self,
@@ -123,8 +114,8 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         """``acl``: check the clients' ``authorization`` metadata (``aclEnable``);
         ``real_peer``: the client behind a peer address grpcio reports (``permissive`` TLS,
         where connections reach grpcio through the proxy's own front)."""
-        self._acl = acl
-        self._real_peer = real_peer or (lambda address: address)
+        clock = lambda: forwarder.client.clock.wall_time_s()  # noqa: E731, PLW0108 - read when asked
+        super().__init__(RemoteBackend(forwarder), acl, real_peer, clock)
         self._forward = forwarder
         self._endpoint = endpoint
         self._check_type = check_message_type
@@ -139,39 +130,6 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         self._tasks: set[asyncio.Task[None]] = set()
         forwarder.client.on_check_transaction = self._on_check
         forwarder.after_failover = self._heartbeat_soon
-
-    def _admit(
-        self, context: Context, request: str, needs: Needs | None = None
-    ) -> definition_pb2.Status | None:
-        """None if the call may go on, else the status answering it: with ``aclEnable`` the
-        RocketMQ 5 clients' ``authorization`` metadata is checked against the proxy's ACL
-        files (the same accounts and permissions as the brokers'), as the in-replica door
-        checks it: UNAUTHORIZED when the credentials are missing or wrong, FORBIDDEN when a
-        permission is."""
-        if self._acl is None:
-            return None
-        metadata = {
-            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
-        }
-        peer = context.peer() or ""
-        address = self._real_peer(peer.partition(":")[2] or peer)
-        now_s = self._forward.client.clock.wall_time_s()
-        decision = self._acl.check_grpc(address, metadata, request, needs or Needs(), now_s)
-        if decision.allowed:
-            return None
-        code = Code.FORBIDDEN if decision.authenticated else Code.UNAUTHORIZED
-        return status(code, decision.remark)
-
-    def _may_publish(self, context: Context) -> Callable[[str], bool] | None:
-        """For a Telemetry stream: whether its account may publish a topic (None: no ACL)."""
-        if self._acl is None:
-            return None
-        metadata = {
-            k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)
-        }
-        peer = context.peer() or ""
-        address = self._real_peer(peer.partition(":")[2] or peer)
-        return signed_in_publisher(self._acl, address, metadata)
 
     def _heartbeat_soon(self) -> None:
         """Tell the masters now that this proxy is a producer of ``GRPC_PRODUCER_GROUP`` (the
@@ -204,12 +162,6 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             _log.info("no producer of %s is connected for a check-back from %s",
                       topic, conn.address)  # fmt: skip
 
-    def _deadline_s(self, context: Context) -> float:
-        left: float | None = context.time_remaining()  # None: the client set no deadline
-        if left is None:
-            return _DEFAULT_DEADLINE_S
-        return max(0.1, left - _MARGIN_S)
-
     # ------------------------------------------------------------------ routes
     async def _route(self, topic: str) -> TopicRouteData:
         """A NameServer's route now, else the cached one (a NameServer restart)."""
@@ -221,7 +173,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
                 raise
             return cached
 
-    async def _queues(
+    async def _route_queues(
         self, topic: str
     ) -> tuple[list[definition_pb2.MessageQueue], definition_pb2.Status]:
         if not topic:
@@ -252,87 +204,6 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
     def _broker(self, name: str) -> definition_pb2.Broker:
         """Every broker group is reached through this proxy (cluster mode)."""
         return broker_at(name, self._endpoint.host, self._endpoint.port)
-
-    async def QueryRoute(  # noqa: N802 - the generated servicer's names
-        self, request: service_pb2.QueryRouteRequest, context: Context
-    ) -> service_pb2.QueryRouteResponse:
-        if (refused := self._admit(context, "QueryRoute")) is not None:
-            return service_pb2.QueryRouteResponse(status=refused)
-        queues, answer = await self._queues(request.topic.name)
-        return service_pb2.QueryRouteResponse(status=answer, message_queues=queues)
-
-    async def QueryAssignment(  # noqa: N802
-        self, request: service_pb2.QueryAssignmentRequest, context: Context
-    ) -> service_pb2.QueryAssignmentResponse:
-        """One assignment per broker group with readable queues, queue id -1 (POP's "any
-        queue of this group"), as the Java proxy answers."""
-        if (refused := self._admit(context, "QueryAssignment")) is not None:
-            return service_pb2.QueryAssignmentResponse(status=refused)
-        if request.HasField("group") and (refused := group_refusal(request.group.name)):
-            return service_pb2.QueryAssignmentResponse(status=refused)
-        queues, answer = await self._queues(request.topic.name)
-        if answer.code != Code.OK:
-            return service_pb2.QueryAssignmentResponse(status=answer)
-        return assignments(request.topic.name, queues)
-
-    # ------------------------------------------------------------------ clients
-    async def Heartbeat(  # noqa: N802
-        self, request: service_pb2.HeartbeatRequest, context: Context
-    ) -> service_pb2.HeartbeatResponse:
-        if (refused := self._admit(context, "Heartbeat")) is not None:
-            return service_pb2.HeartbeatResponse(status=refused)
-        if request.HasField("group") and (refused := group_refusal(request.group.name)):
-            return service_pb2.HeartbeatResponse(status=refused)
-        return service_pb2.HeartbeatResponse(status=ok())
-
-    async def NotifyClientTermination(  # noqa: N802
-        self, request: service_pb2.NotifyClientTerminationRequest, context: Context
-    ) -> service_pb2.NotifyClientTerminationResponse:
-        if (refused := self._admit(context, "NotifyClientTermination")) is not None:
-            return service_pb2.NotifyClientTerminationResponse(status=refused)
-        return service_pb2.NotifyClientTerminationResponse(status=ok())
-
-    async def Telemetry(  # noqa: N802
-        self,
-        request_iterator: AsyncIterator[service_pb2.TelemetryCommand]
-        | Iterator[service_pb2.TelemetryCommand],
-        context: Context,
-    ) -> AsyncIterator[service_pb2.TelemetryCommand]:
-        """Each client ``settings`` is answered with them merged with the proxy's; the stream
-        stays open until the client closes it, and carries the masters' check-backs to a
-        producer publishing the topic (``proxy.cluster_transactions``)."""
-        if (refused := self._admit(context, "Telemetry")) is not None:
-            yield service_pb2.TelemetryCommand(status=refused)
-            return
-        assert hasattr(request_iterator, "__aiter__"), "grpc.aio passes an async iterator"
-        outbox: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
-        key = self._producers.open(outbox, self._may_publish(context))
-
-        async def read() -> None:
-            try:
-                async for command in request_iterator:
-                    if command.HasField("settings"):
-                        if (refused := settings_refusal(command.settings)) is not None:
-                            outbox.put_nowait(service_pb2.TelemetryCommand(status=refused))
-                            continue
-                        self._settings(key, command.settings)
-                        outbox.put_nowait(
-                            service_pb2.TelemetryCommand(
-                                status=ok(), settings=await self._server_settings(command.settings)
-                            )
-                        )
-            finally:
-                outbox.put_nowait(None)
-
-        reader = asyncio.get_running_loop().create_task(read())
-        try:
-            while (command := await outbox.get()) is not None:
-                yield command
-        finally:
-            self._producers.close(key)
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
 
     async def _server_settings(self, client: definition_pb2.Settings) -> definition_pb2.Settings:
         fifo = False
@@ -365,7 +236,7 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
         config = table.get(group) if isinstance(table, dict) else None
         return isinstance(config, dict) and config.get("consumeMessageOrderly") is True
 
-    def _settings(self, key: int, settings: definition_pb2.Settings) -> None:
+    def _on_settings(self, key: int, settings: definition_pb2.Settings) -> None:
         if settings.client_type != definition_pb2.PRODUCER:
             return
         topics = [t.name for t in settings.publishing.topics if t.name]
@@ -377,34 +248,16 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             self._heartbeat_soon()
 
     # ------------------------------------------------------------------ send
-    async def SendMessage(  # noqa: N802
-        self, request: service_pb2.SendMessageRequest, context: Context
-    ) -> service_pb2.SendMessageResponse:
-        """One entry per message, in order; the response's status is the first failure's."""
-        needs = Needs(resources={topic_resource(m.topic.name): Perm.PUB for m in request.messages})
-        if (refused := self._admit(context, "SendMessage", needs)) is not None:
-            return service_pb2.SendMessageResponse(status=refused)
-        if not request.messages:
-            return service_pb2.SendMessageResponse(
-                status=status(Code.BAD_REQUEST, "the request holds no message")
-            )
-        deadline_s = self._deadline_s(context)
-        peer_host = _peer_host(context)
-        entries = []
-        first_failure: definition_pb2.Status | None = None
-        for message in request.messages:
-            entry = await self._send_one(message, peer_host, deadline_s)
-            if first_failure is None and entry.status.code != Code.OK:
-                first_failure = entry.status
-            entries.append(entry)
-        return service_pb2.SendMessageResponse(status=first_failure or ok(), entries=entries)
+    def _send_peer(self, context: Context) -> str:
+        """The client's host, as grpcio reports it."""
+        return peer_address(context).rpartition(":")[0]
 
     async def _send_one(
-        self, message: definition_pb2.Message, peer_host: str, deadline_s: float
+        self, message: definition_pb2.Message, peer: str, deadline_s: float
     ) -> service_pb2.SendResultEntry:
         message_id = message.system_properties.message_id
         try:
-            send, body = send_request(message, peer_host, 4, self._max_body)
+            send, body = send_request(message, peer, 4, self._max_body)
             if (refused := send_topic_refusal(send.topic)) is not None:
                 raise Refusal(refused)  # noqa: TRY301 - answered below, as every refusal
             route = await self._route(send.topic)
@@ -534,164 +387,3 @@ class ClusterServicer(ClusterPullRpcs, service_pb2_grpc.MessagingServiceServicer
             if is_readable(data.perm):
                 return data.broker_name
         raise Refusal(status(Code.FORBIDDEN, f"topic {topic} has no readable queue"))
-
-    async def AckMessage(  # noqa: N802
-        self, request: service_pb2.AckMessageRequest, context: Context
-    ) -> service_pb2.AckMessageResponse:
-        """ACK_MESSAGE per entry, to the master of the group its handle names; the response's
-        status is the entries' common one, else MULTIPLE_RESULTS."""
-        needs = consume_needs(request.topic.name, request.group.name)
-        if (refused := self._admit(context, "AckMessage", needs)) is not None:
-            return service_pb2.AckMessageResponse(status=refused)
-        if (refused := consume_refusal(request.topic.name, request.group.name)) is not None:
-            return service_pb2.AckMessageResponse(status=refused)
-        if not request.entries:
-            return service_pb2.AckMessageResponse(
-                status=status(Code.BAD_REQUEST, "the request holds no entry")
-            )
-        deadline_s = self._deadline_s(context)
-        entries = []
-        for entry in request.entries:
-            answer = await self._ack(
-                request.group.name, request.topic.name, entry.receipt_handle, deadline_s
-            )
-            entries.append(
-                service_pb2.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=answer
-                )
-            )
-        codes = {e.status.code for e in entries}
-        overall = (
-            entries[0].status
-            if len(codes) == 1
-            else status(Code.MULTIPLE_RESULTS, "the entries have different results")
-        )
-        return service_pb2.AckMessageResponse(status=overall, entries=entries)
-
-    async def _ack(
-        self, group: str, topic: str, handle: str, deadline_s: float
-    ) -> definition_pb2.Status:
-        broker_name = handle_broker(handle)
-        if broker_name is None:
-            return status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
-        fields = {"consumerGroup": group, "topic": topic, "extraInfo": handle}
-        try:
-            forwarded = await self._forward.call(
-                topic, broker_name, MQRequestCode.ACK_MESSAGE, fields, deadline_s=deadline_s,
-                expect=(MQResponseCode.SUCCESS, MQResponseCode.NO_MESSAGE),
-            )  # fmt: skip
-        except LedgerMQError as exc:
-            return remote_status(exc)
-        if forwarded.response.code == MQResponseCode.NO_MESSAGE and not forwarded.unknown_before:
-            return status(Code.INVALID_RECEIPT_HANDLE, forwarded.response.remark or "stale handle")
-        # NO_MESSAGE after an attempt whose outcome is unknown: that attempt acked it
-        return ok()
-
-    async def ChangeInvisibleDuration(  # noqa: N802
-        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
-    ) -> service_pb2.ChangeInvisibleDurationResponse:
-        """CHANGE_MESSAGE_INVISIBLETIME; not retried when its outcome is unknown (a change that
-        was made makes the handle stale, so the retry would fail anyway)."""
-        needs = consume_needs(request.topic.name, request.group.name)
-        if (refused := self._admit(context, "ChangeInvisibleDuration", needs)) is not None:
-            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
-        if (refused := consume_refusal(request.topic.name, request.group.name)) is not None:
-            return service_pb2.ChangeInvisibleDurationResponse(status=refused)
-        handle = request.receipt_handle
-        broker_name = handle_broker(handle)
-        if broker_name is None:
-            return service_pb2.ChangeInvisibleDurationResponse(
-                status=status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
-            )
-        if not request.HasField("invisible_duration"):
-            return service_pb2.ChangeInvisibleDurationResponse(
-                status=status(Code.ILLEGAL_INVISIBLE_TIME, "the request has no invisible_duration")
-            )
-        try:
-            invisible_ms = duration_ms(
-                request.invisible_duration, "invisible_duration", Code.ILLEGAL_INVISIBLE_TIME
-            )
-        except Refusal as refusal:
-            return service_pb2.ChangeInvisibleDurationResponse(status=refusal.status)
-        fields = {
-            "consumerGroup": request.group.name, "topic": request.topic.name,
-            "extraInfo": handle, "invisibleTime": str(invisible_ms),
-        }  # fmt: skip
-        try:
-            forwarded = await self._forward.call(
-                request.topic.name, broker_name, MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-                fields, deadline_s=self._deadline_s(context), retry_unknown=False,
-            )  # fmt: skip
-        except LedgerMQError as exc:
-            return service_pb2.ChangeInvisibleDurationResponse(status=remote_status(exc))
-        return service_pb2.ChangeInvisibleDurationResponse(
-            status=ok(), receipt_handle=forwarded.response.ext_fields.get("extraInfo", "")
-        )
-
-    # ------------------------------------------------------------------ not here yet
-    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
-        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
-    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
-        """To ``%DLQ%<group>`` (``proxy.cluster_dead_letters``), then acknowledged."""
-        needs = consume_needs(request.topic.name, request.group.name)
-        if (refused := self._admit(context, "ForwardMessageToDeadLetterQueue", needs)) is not None:
-            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
-        if (refused := consume_refusal(request.topic.name, request.group.name)) is not None:
-            return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=refused)
-        answer = await forward_to_dead_letters(self._forward, request, self._deadline_s(context))
-        return service_pb2.ForwardMessageToDeadLetterQueueResponse(status=answer)
-
-    async def EndTransaction(  # noqa: N802
-        self, request: service_pb2.EndTransactionRequest, context: Context
-    ) -> service_pb2.EndTransactionResponse:
-        """END_TRANSACTION to the master of the group the transaction id names; retried
-        across a failover (the same end again is accepted; the other one is refused)."""
-        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
-        if (refused := self._admit(context, "EndTransaction", needs)) is not None:
-            return service_pb2.EndTransactionResponse(status=refused)
-        if request.topic.name and (refused := topic_refusal(request.topic.name)):
-            return service_pb2.EndTransactionResponse(status=refused)
-        try:
-            broker_name, fields = end_fields(request)
-            await self._forward.call(
-                request.topic.name, broker_name, MQRequestCode.END_TRANSACTION, fields,
-                deadline_s=self._deadline_s(context),
-            )  # fmt: skip
-        except Refusal as refusal:
-            return service_pb2.EndTransactionResponse(status=refusal.status)
-        except LedgerMQError as exc:
-            return service_pb2.EndTransactionResponse(status=remote_status(exc))
-        return service_pb2.EndTransactionResponse(status=ok())
-
-    async def RecallMessage(  # noqa: N802
-        self, request: service_pb2.RecallMessageRequest, context: Context
-    ) -> service_pb2.RecallMessageResponse:
-        """Cancel a pending timer message (``proxy.cluster_recall``); PUB on the topic."""
-        needs = Needs(resources={topic_resource(request.topic.name): Perm.PUB})
-        if (refused := self._admit(context, "RecallMessage", needs)) is not None:
-            return service_pb2.RecallMessageResponse(status=refused)
-        refusal, message_id = await recall(self._forward, request, self._deadline_s(context))
-        if refusal is not None:
-            return service_pb2.RecallMessageResponse(status=refusal)
-        return service_pb2.RecallMessageResponse(status=ok(), message_id=message_id)
-
-    async def SyncLiteSubscription(  # noqa: N802
-        self, request: service_pb2.SyncLiteSubscriptionRequest, context: Context
-    ) -> service_pb2.SyncLiteSubscriptionResponse:
-        return service_pb2.SyncLiteSubscriptionResponse(
-            status=not_implemented("SyncLiteSubscription")
-        )
-
-
-def handle_broker(handle: str) -> str | None:
-    """The broker group a receipt handle (the broker's ``POP_CK``: ``"<seq> <popTime>
-    <invisibleTime> 0 0 <brokerName> <queueId> <offset>"``) names; None if it is not one."""
-    fields = handle.split(" ")
-    if len(fields) != 8 or not fields[5]:
-        return None
-    return fields[5]
-
-
-def _peer_host(context: Context) -> str:
-    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1``."""
-    return peer_address(context).rpartition(":")[0]

@@ -8,7 +8,8 @@ Telemetry stream as a ``RecoverOrphanedTransactionCommand``.
   current master (the offset msgId alone names a host, which a failover changes), and the
   offset msgId, which names where the half message is stored, the same on every replica.
   Broker names never hold a ``:`` (RocketMQ allows letters, digits, ``%|_-``).
-- EndTransaction is END_TRANSACTION with RocketMQ's ``EndTransactionRequestHeader`` fields.
+- EndTransaction is END_TRANSACTION with RocketMQ's ``EndTransactionRequestHeader`` fields
+  (``proxy.remote_backend``).
 - Check-backs: the proxy heartbeats the masters of the topics v5 producers publish as a
   producer of ``GRPC_PRODUCER_GROUP`` (as RocketMQ's proxy registers its clients' groups), so a
   master checks a half message back over the proxy's connection; the proxy hands it to the
@@ -21,14 +22,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from ledgermq.errors import MessageFormatError
-from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
-from ledgermq.proxy.status import Code, status
-from ledgermq.wire.message import SysFlag, decode_offset_message_id, decode_records
+from ledgermq.wire.message import decode_records
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,52 +35,14 @@ if TYPE_CHECKING:
 
     from ledgermq.wire import RemotingCommand
 
-__all__ = ["ClusterProducers", "end_fields", "orphaned_command", "transaction_id"]
+__all__ = ["ClusterProducers", "orphaned_command", "transaction_id"]
 
 _log = logging.getLogger(__name__)
-
-_FLAGS: Final = {
-    definition_pb2.COMMIT: SysFlag.TRANSACTION_COMMIT,
-    definition_pb2.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK,
-    definition_pb2.TRANSACTION_RESOLUTION_UNSPECIFIED: SysFlag.TRANSACTION_NOT_TYPE,
-}
 
 
 def transaction_id(broker_name: str, offset_msg_id: str) -> str:
     """The id a transactional send through the proxy answers (module docstring)."""
     return f"{broker_name}:{offset_msg_id}"
-
-
-def end_fields(request: service_pb2.EndTransactionRequest) -> tuple[str, dict[str, str]]:
-    """(broker group, END_TRANSACTION fields) for an EndTransaction; ``Refusal`` for an id this
-    proxy did not give or an unknown resolution."""
-    broker_name, _, offset_msg_id = request.transaction_id.partition(":")
-    try:
-        offset = decode_offset_message_id(offset_msg_id)[2]
-    except (MessageFormatError, ValueError):
-        offset = -1
-    if not broker_name or offset < 0:
-        raise Refusal(
-            status(
-                Code.INVALID_TRANSACTION_ID,
-                f"transaction_id {request.transaction_id!r} is not one this proxy gave",
-            )
-        )
-    flag = _FLAGS.get(request.resolution)
-    if flag is None:
-        raise Refusal(status(Code.BAD_REQUEST, f"unknown resolution {request.resolution}"))
-    if not request.topic.name:
-        raise Refusal(status(Code.ILLEGAL_TOPIC, "the request names no topic"))
-    fields = {
-        "producerGroup": GRPC_PRODUCER_GROUP,
-        "commitLogOffset": str(offset),
-        "commitOrRollback": str(flag),
-        "fromTransactionCheck": str(request.source == definition_pb2.SOURCE_SERVER_CHECK).lower(),
-        "msgId": request.message_id,
-        "transactionId": request.transaction_id,
-        "topic": request.topic.name,
-    }
-    return broker_name, fields
 
 
 def orphaned_command(command: RemotingCommand) -> service_pb2.TelemetryCommand | None:

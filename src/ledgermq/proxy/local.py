@@ -32,6 +32,7 @@ from ledgermq.proxy.cluster_servicer import ClusterServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.master_link import MasterLink
 from ledgermq.proxy.protocol import service_pb2_grpc
+from ledgermq.proxy.remote_backend import RemoteBackend
 from ledgermq.proxy.replica_servicer import ReplicaServicer
 from ledgermq.proxy.routes import Endpoint, RouteFinder
 from ledgermq.proxy.server_options import server_options
@@ -160,7 +161,10 @@ class GrpcDoor:
             max_body_size=config.max_message_size,
         )  # fmt: skip
         link = MasterLink(state, services, forwarder)
-        return ReplicaServicer(services, state, routes, broker.acl, real_peer, link, forwarding)
+        return ReplicaServicer(
+            services, state, routes, broker.acl, real_peer, link, forwarding,
+            RemoteBackend(forwarder),
+        )  # fmt: skip
 
     async def close(self) -> None:
         if self._unifier is not None:

@@ -15,8 +15,9 @@ route lookups are: the client's ``authorization`` (an HMAC of a date, over the g
 cannot be replayed as a remoting signature, so the door that received the call is the one that
 authorizes it (PUB on each message's topic), and the master trusts the broker's account. What
 the master checks beyond the ACL still holds for a forwarded request: a send never creates its
-topic (no default topic is named), and an EndTransaction names the topic the door granted, which
-the master compares with the half message's real one.
+topic (no default topic is named), and an EndTransaction (forwarded by ``proxy.local_backend``
+through ``proxy.remote_backend``) names the topic the door granted, which the master compares
+with the half message's real one.
 
 Send is at-least-once across the failover, as through the stand-alone proxy: a send whose
 outcome is unknown (the master died with it in flight) is sent again to the new master.
@@ -39,10 +40,8 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import SysFlag
 
 if TYPE_CHECKING:
-    from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.send import SendRequest
     from ledgermq.broker.service.services import BrokerServices
-    from ledgermq.broker.service.transactions import EndTransactionRequest
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.proxy.forward import Forwarder
 
@@ -66,7 +65,7 @@ _FLAGS: Final = {
 
 
 class MasterLink:
-    """``send`` / ``end``: the service here when this replica is the master, else forwarded to
+    """``send``: the service here when this replica is the master, else forwarded to
     the group's master (module docstring). ``forwarder`` None: nothing is forwarded (a broker
     with no NameServer), and a follower answers as its services do."""
 
@@ -133,42 +132,3 @@ class MasterLink:
             unique_key=ext.get("transactionId"),
             recall_handle=ext.get("recallHandle") or None,
         )
-
-    async def end(self, request: EndTransactionRequest, access: Access, deadline_s: float) -> None:
-        """Commit or roll back a half message; ``access``: the caller, who needs PUB on the half
-        message's real topic (checked here on the master; a forwarded end names the topic the
-        door granted PUB on, and the master checks that it is the half message's).
-        ``Refusal`` with the status of a forwarded end that failed."""
-        if not self._forwards():
-            try:
-                await self._services.transactions.end(request, access)
-            except NotMasterError:
-                if self._forwarder is None:
-                    raise
-            else:
-                return
-        assert self._forwarder is not None
-        fields = {
-            "producerGroup": request.producer_group,
-            "commitLogOffset": str(request.commit_log_offset),
-            "commitOrRollback": str(_FLAGS[request.resolution]),
-            "fromTransactionCheck": str(request.from_check).lower(),
-        }
-        if request.msg_id:
-            fields["msgId"] = fields["transactionId"] = request.msg_id
-        if request.topic:
-            fields["topic"] = request.topic
-        if request.queue_offset is not None:
-            fields["tranStateTableOffset"] = str(request.queue_offset)
-        topic = request.topic or ""
-        if not topic:
-            raise Refusal(status(Code.ILLEGAL_TOPIC, "the request names no topic"))
-        try:
-            await self._forwarder.call(
-                topic, self._state.config.broker_name, MQRequestCode.END_TRANSACTION, fields,
-                deadline_s=deadline_s,
-            )  # fmt: skip
-        except TopicNotFoundError:
-            raise Refusal(status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist")) from None
-        except LedgerMQError as exc:
-            raise Refusal(remote_status(exc)) from None

@@ -2,15 +2,15 @@
 
 Routes name every replica's door (``proxy.routes``), so consumers reach followers too. While
 this replica is not the master, what only the master serves goes there over remoting, as the
-stand-alone proxy forwards it (its ``ClusterServicer``, over the same ``Forwarder``): POP
-(ReceiveMessage of the assignment's group, AckMessage and ChangeInvisibleDuration to the group
-the receipt handle names, ForwardMessageToDeadLetterQueue), and the committed offsets
-(UpdateOffset, GetOffset: a follower's copy may lag). Sends and
-EndTransaction take ``proxy.master_link`` inside ``MessagingServicer`` (placed and answered as
-the master's door would). The rest is served here in any role: routes, assignments, settings
+stand-alone proxy forwards it (its ``ClusterServicer``, over the same ``Forwarder``): POP's
+ReceiveMessage of the assignment's group. Sends take ``proxy.master_link`` inside
+``MessagingServicer`` (placed and answered as the master's door would); acknowledgements,
+invisible-time changes, dead letters, EndTransaction, RecallMessage and the committed offsets
+(UpdateOffset, GetOffset: a follower's copy may lag) go through the door's ``LocalBackend``,
+which hands them to a ``RemoteBackend`` while this replica is not the master
+(``proxy.local_backend``). The rest is served here in any role: routes, assignments, settings
 and Telemetry (a producer's stream stays on the door it opened, which carries check-backs once
-its replica is master), PullMessage, QueryOffset, RecallMessage (which forwards by
-itself).
+its replica is master), PullMessage, QueryOffset.
 
 The call is authorized here, at the door it arrives at, with the same ACL as the master's door
 (``ClusterServicer._admit`` and ``MessagingServicer._admit`` make the same decision), and the
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ledgermq.proxy.cluster_servicer import ClusterServicer
     from ledgermq.proxy.master_link import MasterLink
     from ledgermq.proxy.protocol import service_pb2
+    from ledgermq.proxy.remote_backend import RemoteBackend
     from ledgermq.proxy.routes import RouteFinder
     from ledgermq.security import AclGate
 
@@ -41,12 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ReplicaServicer"]
 
-_QueueRequest = TypeVar(
-    "_QueueRequest",
-    "service_pb2.ReceiveMessageRequest",
-    "service_pb2.UpdateOffsetRequest",
-    "service_pb2.GetOffsetRequest",
-)
+_QueueRequest = TypeVar("_QueueRequest", bound="service_pb2.ReceiveMessageRequest")
 
 
 class ReplicaServicer(MessagingServicer):
@@ -61,8 +57,9 @@ class ReplicaServicer(MessagingServicer):
         real_peer: Callable[[str], str] | None,
         link: MasterLink,
         forwarding: ClusterServicer,
+        remote: RemoteBackend,
     ) -> None:
-        super().__init__(services, state, routes, acl, real_peer, link)
+        super().__init__(services, state, routes, acl, real_peer, link, remote)
         self._forwarding = forwarding
 
     def _follows(self) -> bool:
@@ -89,38 +86,3 @@ class ReplicaServicer(MessagingServicer):
         )
         async for answer in answers:
             yield answer
-
-    async def AckMessage(  # noqa: N802
-        self, request: service_pb2.AckMessageRequest, context: Context
-    ) -> service_pb2.AckMessageResponse:
-        if self._follows():
-            return await self._forwarding.AckMessage(request, context)
-        return await super().AckMessage(request, context)
-
-    async def ChangeInvisibleDuration(  # noqa: N802
-        self, request: service_pb2.ChangeInvisibleDurationRequest, context: Context
-    ) -> service_pb2.ChangeInvisibleDurationResponse:
-        if self._follows():
-            return await self._forwarding.ChangeInvisibleDuration(request, context)
-        return await super().ChangeInvisibleDuration(request, context)
-
-    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
-        self, request: service_pb2.ForwardMessageToDeadLetterQueueRequest, context: Context
-    ) -> service_pb2.ForwardMessageToDeadLetterQueueResponse:
-        if self._follows():
-            return await self._forwarding.ForwardMessageToDeadLetterQueue(request, context)
-        return await super().ForwardMessageToDeadLetterQueue(request, context)
-
-    async def UpdateOffset(  # noqa: N802
-        self, request: service_pb2.UpdateOffsetRequest, context: Context
-    ) -> service_pb2.UpdateOffsetResponse:
-        if self._follows():
-            return await self._forwarding.UpdateOffset(self._own_group(request), context)
-        return await super().UpdateOffset(request, context)
-
-    async def GetOffset(  # noqa: N802
-        self, request: service_pb2.GetOffsetRequest, context: Context
-    ) -> service_pb2.GetOffsetResponse:
-        if self._follows():
-            return await self._forwarding.GetOffset(self._own_group(request), context)
-        return await super().GetOffset(request, context)

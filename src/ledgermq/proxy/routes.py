@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
-from ledgermq.wire.route import MASTER_ID, TopicRouteData
+from ledgermq.wire.route import TopicRouteData
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -101,22 +101,6 @@ class RouteFinder:
             return TopicRouteData.from_json(response.body)
         assert last is not None
         raise last
-
-    async def ask_master(
-        self, topic: str, broker_name: str, code: int, fields: dict[str, str]
-    ) -> RemotingCommand:
-        """Send a remoting request to the master of ``broker_name`` (found in ``topic``'s
-        route), signed like the route lookups: what a door that is not that master forwards
-        (a RecallMessage reaching a slave). ``LedgerMQError`` when the route names no master
-        of that broker, a ``NetworkError`` when it does not answer."""
-        route = await self.route(topic)
-        for broker in route.broker_datas:
-            if broker.broker_name == broker_name:
-                address = broker.broker_addrs.get(MASTER_ID)
-                if address is not None:
-                    command = RemotingCommand(code=code, opaque=0, ext_fields=self._sign(fields))
-                    return await self._pool.request(address, command, _TIMEOUT_S)
-        raise LedgerMQError(f"the route of {topic} names no master of broker {broker_name}")
 
     async def group_endpoints(self, route: TopicRouteData) -> dict[str, list[Endpoint]]:
         """broker name -> the gRPC endpoints of every replica the route names (the master

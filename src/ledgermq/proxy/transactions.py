@@ -7,7 +7,7 @@ Translation only; ``broker.service.transactions`` holds what ending a transactio
   half message's offset msgId (``transaction_id``), which names where it is stored. So the id
   needs no table in the door, and it means the same on every replica: a commit after a
   failover reaches the half message at the same commit-log offset on the new master.
-- ``EndTransaction`` (``end_request``): the id back to the offset, ``COMMIT`` / ``ROLLBACK``
+- ``EndTransaction`` (``proxy.local_backend``): the id back to the offset, ``COMMIT`` / ``ROLLBACK``
   to the service's resolutions, ``SOURCE_SERVER_CHECK`` to an answer to a check-back; the
   ``message_id`` and ``topic`` must be the half message's. An id that does not decode answers
   INVALID_TRANSACTION_ID.
@@ -22,15 +22,11 @@ Translation only; ``broker.service.transactions`` holds what ending a transactio
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
-from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
-from ledgermq.errors import MessageFormatError
-from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
-from ledgermq.proxy.status import Code, status
-from ledgermq.wire.message import decode_offset_message_id
 
 if TYPE_CHECKING:
     import asyncio
@@ -38,41 +34,12 @@ if TYPE_CHECKING:
 
     from ledgermq.broker.service.transactions import TransactionCheck
 
-__all__ = ["TelemetryProducers", "end_request", "orphaned_command", "transaction_id"]
-
-_RESOLUTIONS: Final = {
-    definition_pb2.COMMIT: Resolution.COMMIT,
-    definition_pb2.ROLLBACK: Resolution.ROLLBACK,
-    definition_pb2.TRANSACTION_RESOLUTION_UNSPECIFIED: Resolution.UNKNOWN,
-}
+__all__ = ["TelemetryProducers", "orphaned_command", "transaction_id"]
 
 
 def transaction_id(offset_msg_id: str) -> str:
     """The ``transaction_id`` a transactional send answers: the half message's offset msgId."""
     return offset_msg_id
-
-
-def end_request(request: service_pb2.EndTransactionRequest) -> EndTransactionRequest:
-    """The service's request for an ``EndTransaction``; ``Refusal`` for a bad id or value."""
-    try:
-        offset = decode_offset_message_id(request.transaction_id)[2]
-    except (MessageFormatError, ValueError):
-        raise Refusal(
-            status(
-                Code.INVALID_TRANSACTION_ID,
-                f"transaction_id {request.transaction_id!r} is not one this broker gave",
-            )
-        ) from None
-    resolution = _RESOLUTIONS.get(request.resolution)
-    if resolution is None:
-        raise Refusal(status(Code.BAD_REQUEST, f"unknown resolution {request.resolution}"))
-    return EndTransactionRequest(
-        commit_log_offset=offset,
-        resolution=resolution,
-        msg_id=request.message_id or None,
-        from_check=request.source == definition_pb2.SOURCE_SERVER_CHECK,
-        topic=request.topic.name or None,
-    )
 
 
 def orphaned_command(check: TransactionCheck) -> service_pb2.TelemetryCommand:
