@@ -320,3 +320,24 @@ def test_locks_and_offsets_of_another_group_are_refused(tmp_path: Path) -> None:
         assert stats.code == MQResponseCode.SUCCESS, stats.remark
 
     _run(tmp_path, test)
+
+
+def test_a_groups_clients_need_sub_on_the_group(tmp_path: Path) -> None:
+    """GET_CONSUMER_CONNECTION_LIST names a group's clients and their addresses, and
+    GET_CONSUMER_RUNNING_INFO asks one of them what it holds: SUB on the group, not any
+    account (issue 26 item 2)."""
+
+    async def test(cluster: Cluster, master: BrokerServer) -> None:
+        asks: list[tuple[int, dict[str, str]]] = [
+            (C.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "b-group"}),
+            (C.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "b-group", "clientId": "b-client"}),
+        ]
+        for asked, fields in asks:
+            refused = await _ask(cluster, "a-consumer", asked, fields)
+            assert refused.code == MQResponseCode.NO_PERMISSION, (asked, refused.remark)
+            # the owner is let through: the group has no client online, which it is told
+            owner = await _ask(cluster, "b-owner", asked, fields)
+            assert owner.code == MQResponseCode.SYSTEM_ERROR, (asked, owner.remark)
+            assert "online" in (owner.remark or ""), owner.remark
+
+    _run(tmp_path, test)

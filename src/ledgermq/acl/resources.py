@@ -2,7 +2,8 @@
 
 Sends and END_TRANSACTION need PUB on the topic (a send to a retry topic, SUB on its group);
 pulls, POP (pop, ack, change invisible time), offsets and consumer bookkeeping need SUB on the
-group and the topic;
+group and the topic; a group's clients (GET_CONSUMER_CONNECTION_LIST, GET_CONSUMER_RUNNING_INFO)
+SUB on the group;
 heartbeats SUB on every consumer group and subscribed topic; queue locks (LOCK_BATCH_MQ,
 UNLOCK_BATCH_MQ) SUB on the body's group and on each queue's topic. Requests that change the
 cluster (topics, groups, broker config, registrations, offsets resets, leadership) need an admin
@@ -100,6 +101,8 @@ RESOURCE_CODES: Final = frozenset(
         _C.GET_CONSUME_STATS,
         _C.GET_TOPIC_STATS_INFO,
         _C.VIEW_MESSAGE_BY_ID,
+        _C.GET_CONSUMER_CONNECTION_LIST,
+        _C.GET_CONSUMER_RUNNING_INFO,
     }
 )
 """Codes that need a permission on a topic or group (sends: ``send_needs``; HEART_BEAT:
@@ -119,9 +122,7 @@ ACCOUNT_ONLY_CODES: Final = frozenset(
         _C.GET_ROUTEINFO_BY_TOPIC,
         _C.GET_BROKER_CLUSTER_INFO,
         _C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-        _C.GET_CONSUMER_CONNECTION_LIST,
         _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-        _C.GET_CONSUMER_RUNNING_INFO,
     }
 )
 """Codes any valid account may send: route and cluster lookups, cluster-wide lists, client
@@ -240,7 +241,12 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
     ):
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
         _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
-    elif code in (_C.UNREGISTER_CLIENT, _C.GET_CONSUMER_LIST_BY_GROUP):
+    elif code in (
+        _C.UNREGISTER_CLIENT,
+        _C.GET_CONSUMER_LIST_BY_GROUP,
+        _C.GET_CONSUMER_CONNECTION_LIST,  # reveals the group's clients and their addresses
+        _C.GET_CONSUMER_RUNNING_INFO,  # and what one of them holds
+    ):
         _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
     elif code in (
         _C.QUERY_MESSAGE,
