@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import GetConsumerConnectionListRequestHeader
 
 __all__ = ["AdminProcessor", "json_body", "message_id_offset"]
 
@@ -179,10 +180,14 @@ class AdminProcessor:
         return command.response(MQResponseCode.SUCCESS)
 
 
-def consumer_connections(consumers: ConsumerManager, command: RemotingCommand) -> RemotingCommand:
+def consumer_connections(
+    consumers: ConsumerManager,
+    command: RemotingCommand,
+    header: GetConsumerConnectionListRequestHeader,
+) -> RemotingCommand:
     """GET_CONSUMER_CONNECTION_LIST (203): the remoting clients of a group, from the registry
     their heartbeats keep (``broker.remoting.consumers``)."""
-    group = ext_str(command.ext_fields, "consumerGroup")
+    group = header.consumer_group
     info = consumers.groups.get(group)
     if info is None:
         raise RequestRejectedError(

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.remoting.admin import json_body
-from ledgermq.broker.remoting.consumers import parse_check_client_body, parse_heartbeat
+from ledgermq.broker.remoting.consumers import parse_check_client_body
 from ledgermq.errors import BadRequestError, RequestRejectedError
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.consumers import (
         ConsumerManager,
+        Heartbeat,
         LockRequest,
         QueueLockManager,
     )
@@ -42,8 +43,10 @@ class ClientProcessor:
         self._watched: set[Connection] = set()
         """Connections whose closing removes their clients (one close callback each)."""
 
-    async def heartbeat(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        heartbeat = parse_heartbeat(command.body)
+    async def heartbeat(
+        self, conn: Connection, command: RemotingCommand, heartbeat: Heartbeat
+    ) -> RemotingCommand:
+        """HEART_BEAT, from the body the door parsed (and checked) once."""
         self._service.check_heartbeat(
             heartbeat.producer_groups,
             [(data.group, data.subscriptions.keys()) for data in heartbeat.consumers],
