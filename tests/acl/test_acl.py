@@ -274,7 +274,9 @@ def test_needs() -> None:
         MQRequestCode.ACK_MESSAGE,
         MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
     ):
-        pop = request_needs(code, {"topic": "T", "consumerGroup": "G", "extraInfo": "x"})
+        pop_fields = {"topic": "T", "consumerGroup": "G", "extraInfo": "x"}
+        pop_fields |= {"maxMsgNums": "1", "invisibleTime": "1000"}
+        pop = request_needs(code, pop_fields)
         assert pop.resources == {topic: Perm.SUB, group: Perm.SUB}
     end = {"producerGroup": "P", "commitLogOffset": "1", "commitOrRollback": "8", "topic": "T"}
     assert request_needs(MQRequestCode.END_TRANSACTION, end).resources == {topic: Perm.PUB}

@@ -32,11 +32,14 @@ from ledgermq.errors import BadRequestError
 from ledgermq.wire.codes import MQRequestCode
 from ledgermq.wire.ext_fields import send_v2_topic
 from ledgermq.wire.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    PopMessageRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     RecallMessageRequestHeader,
@@ -252,12 +255,7 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
     elif code == _C.CONSUMER_SEND_MSG_BACK:
         # and, once the record is read, SUB on its topic (``record_needs``)
         _add(resources, group_resource(get("group") or ""), Perm.SUB)
-    elif code in (
-        _C.POP_MESSAGE,
-        _C.ACK_MESSAGE,
-        _C.CHANGE_MESSAGE_INVISIBLETIME,
-        _C.GET_CONSUME_STATS,
-    ):
+    elif code == _C.GET_CONSUME_STATS:
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
         _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
     elif code in (_C.UNREGISTER_CLIENT, _C.GET_CONSUMER_LIST_BY_GROUP):
@@ -280,16 +278,20 @@ def heartbeat_needs(consumers: Iterable[tuple[str, Iterable[str]]]) -> Needs:
 
 def header_needs(header: Header) -> Needs:
     """What a typed header (``ledgermq.wire.headers``) needs: the one table of the requests
-    the door parses into headers. Pulls and a group's offsets need SUB on the group and the
-    topic, a queue's offsets SUB on the topic, a recall PUB on the topic (as RocketMQ's), a
-    group's clients (connections, running info) SUB on the group. A header missing here needs
-    an admin account (tests/acl checks every registered header has its entry)."""
+    the door parses into headers. Pulls, POP (pop, ack, change invisible time) and a group's
+    offsets need SUB on the group and the topic, a queue's offsets SUB on the topic, a recall
+    PUB on the topic (as RocketMQ's), a group's clients (connections, running info) SUB on the
+    group. A header missing here needs an admin account (tests/acl checks every registered
+    header has its entry)."""
     resources: dict[Resource, Perm] = {}
     if isinstance(
         header,
         PullMessageRequestHeader
         | QueryConsumerOffsetRequestHeader
-        | UpdateConsumerOffsetRequestHeader,
+        | UpdateConsumerOffsetRequestHeader
+        | PopMessageRequestHeader
+        | AckMessageRequestHeader
+        | ChangeInvisibleTimeRequestHeader,
     ):
         _add(resources, topic_resource(header.topic), Perm.SUB)
         _add(resources, group_resource(header.consumer_group), Perm.SUB)

@@ -921,7 +921,6 @@ class BrokerServer:
         send_back = self._send_back
         admin, clients = self._admin, self._clients
         assert self.services is not None
-        pop = PopProcessor(self.services.pop)
         transactions = EndTransactionProcessor(self.services.transactions)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
@@ -954,9 +953,6 @@ class BrokerServer:
 
         code = MQRequestCode
         return {
-            code.POP_MESSAGE: asynchronous(pop.pop),
-            code.ACK_MESSAGE: asynchronous(pop.ack),
-            code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.CONSUMER_SEND_MSG_BACK: send_back_one,
             code.END_TRANSACTION: end,
             code.UNREGISTER_CLIENT: clients.unregister,
@@ -988,6 +984,7 @@ class BrokerServer:
         assert self.services is not None
         pull, offsets = self._pull, self._offsets
         recall = RecallProcessor(self.services.timers)
+        pop = PopProcessor(self.services.pop)
         consumers = self.consumers
 
         def sync(fn: Callable[[RemotingCommand, Any], RemotingCommand]) -> _Serve:
@@ -1028,6 +1025,9 @@ class BrokerServer:
             code.GET_EARLIEST_MSG_STORETIME: sync(offsets.earliest_store_time),
             code.SEARCH_OFFSET_BY_TIMESTAMP: sync(offsets.search_offset_by_timestamp),
             code.RECALL_MESSAGE: asynchronous(recall.process),
+            code.POP_MESSAGE: asynchronous(pop.pop),
+            code.ACK_MESSAGE: asynchronous(pop.ack),
+            code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.GET_CONSUMER_RUNNING_INFO: running_info,
         }

@@ -18,19 +18,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
 from ledgermq.wire.codes import MQRequestCode
-from ledgermq.wire.ext_fields import ext_int, ext_str
+from ledgermq.wire.ext_fields import ext_bool, ext_int, ext_str
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
     "HEADER_TYPES",
+    "AckMessageRequestHeader",
+    "ChangeInvisibleTimeRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetConsumerRunningInfoRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMinOffsetRequestHeader",
     "Header",
+    "PopMessageRequestHeader",
     "PullMessageRequestHeader",
     "QueryConsumerOffsetRequestHeader",
     "RecallMessageRequestHeader",
@@ -305,6 +308,126 @@ class GetConsumerRunningInfoRequestHeader:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class PopMessageRequestHeader:
+    """POP_MESSAGE (200050): up to ``max_msg_nums`` messages, invisible for a while."""
+
+    CODE: ClassVar[int] = MQRequestCode.POP_MESSAGE
+
+    consumer_group: str
+    topic: str
+    max_msg_nums: int
+    invisible_time: int
+    """Milliseconds."""
+    queue_id: int = -1
+    """-1: any queue."""
+    poll_time: int = 0
+    """Milliseconds the broker may wait for a message."""
+    born_time: int | None = None
+    init_mode: int | None = None
+    exp_type: str | None = None
+    exp: str | None = None
+    """None or empty: every message (``*``)."""
+    order: bool = False
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> PopMessageRequestHeader:
+        return cls(
+            ext_str(fields, "consumerGroup"),
+            ext_str(fields, "topic"),
+            ext_int(fields, "maxMsgNums"),
+            ext_int(fields, "invisibleTime"),
+            ext_int(fields, "queueId", -1),
+            ext_int(fields, "pollTime", 0),
+            _optional_int(fields, "bornTime"),
+            _optional_int(fields, "initMode"),
+            fields.get("expType"),
+            fields.get("exp"),
+            ext_bool(fields, "order"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        fields = {
+            "consumerGroup": self.consumer_group,
+            "topic": self.topic,
+            "queueId": str(self.queue_id),
+            "maxMsgNums": str(self.max_msg_nums),
+            "invisibleTime": str(self.invisible_time),
+            "pollTime": str(self.poll_time),
+        }
+        _put(fields, "bornTime", self.born_time)
+        _put(fields, "initMode", self.init_mode)
+        _put(fields, "expType", self.exp_type)
+        _put(fields, "exp", self.exp)
+        fields["order"] = "true" if self.order else "false"
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class AckMessageRequestHeader:
+    """ACK_MESSAGE (200051): the delivery ``extra_info`` (its receipt handle) is done."""
+
+    CODE: ClassVar[int] = MQRequestCode.ACK_MESSAGE
+
+    consumer_group: str
+    topic: str
+    extra_info: str
+    queue_id: int | None = None
+    offset: int | None = None
+    """Sent by RocketMQ's clients; the handle is the whole truth here."""
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> AckMessageRequestHeader:
+        return cls(
+            ext_str(fields, "consumerGroup"),
+            ext_str(fields, "topic"),
+            ext_str(fields, "extraInfo"),
+            _optional_int(fields, "queueId"),
+            _optional_int(fields, "offset"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        fields = {"consumerGroup": self.consumer_group, "topic": self.topic}
+        _put(fields, "queueId", self.queue_id)
+        _put(fields, "offset", self.offset)
+        fields["extraInfo"] = self.extra_info
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeInvisibleTimeRequestHeader:
+    """CHANGE_MESSAGE_INVISIBLETIME (200053): the delivery ``extra_info`` names becomes
+    invisible for ``invisible_time`` ms from now."""
+
+    CODE: ClassVar[int] = MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME
+
+    consumer_group: str
+    topic: str
+    extra_info: str
+    invisible_time: int
+    queue_id: int | None = None
+    offset: int | None = None
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> ChangeInvisibleTimeRequestHeader:
+        return cls(
+            ext_str(fields, "consumerGroup"),
+            ext_str(fields, "topic"),
+            ext_str(fields, "extraInfo"),
+            ext_int(fields, "invisibleTime"),
+            _optional_int(fields, "queueId"),
+            _optional_int(fields, "offset"),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        fields = {"consumerGroup": self.consumer_group, "topic": self.topic}
+        _put(fields, "queueId", self.queue_id)
+        _put(fields, "offset", self.offset)
+        fields["extraInfo"] = self.extra_info
+        fields["invisibleTime"] = str(self.invisible_time)
+        return fields
+
+
 class _HeaderType(Protocol):
     def from_ext_fields(self, fields: Mapping[str, str], /) -> Header: ...
 
@@ -322,6 +445,9 @@ HEADER_TYPES: Final[Mapping[int, _HeaderType]] = {
         RecallMessageRequestHeader,
         GetConsumerConnectionListRequestHeader,
         GetConsumerRunningInfoRequestHeader,
+        PopMessageRequestHeader,
+        AckMessageRequestHeader,
+        ChangeInvisibleTimeRequestHeader,
     )
 }
 """Request code -> its typed header (the registry ``parse_header`` reads)."""
