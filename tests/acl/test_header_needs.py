@@ -22,7 +22,7 @@ FULL = {
     "consumerGroup": "G", "topic": "T", "queueId": "1", "queueOffset": "5",
     "commitOffset": "3", "timestamp": "1700000000000", "recallHandle": "h",
     "producerGroup": "P", "clientId": "c1", "maxMsgNums": "4", "invisibleTime": "60000",
-    "extraInfo": "handle",
+    "extraInfo": "handle", "clientID": "c1",
 }  # fmt: skip
 """Every field any registered header requires."""
 EXPECTED: dict[int, dict[Resource, Perm]] = {
@@ -39,6 +39,8 @@ EXPECTED: dict[int, dict[Resource, Perm]] = {
     C.POP_MESSAGE: {T: Perm.SUB, G: Perm.SUB},
     C.ACK_MESSAGE: {T: Perm.SUB, G: Perm.SUB},
     C.CHANGE_MESSAGE_INVISIBLETIME: {T: Perm.SUB, G: Perm.SUB},
+    C.UNREGISTER_CLIENT: {G: Perm.SUB},
+    C.GET_CONSUMER_LIST_BY_GROUP: {G: Perm.SUB},
 }
 
 OPTIONAL: dict[int, set[str]] = {
@@ -46,6 +48,8 @@ OPTIONAL: dict[int, set[str]] = {
     C.POP_MESSAGE: {"queueId"},
     C.ACK_MESSAGE: {"queueId"},
     C.CHANGE_MESSAGE_INVISIBLETIME: {"queueId"},
+    C.UNREGISTER_CLIENT: {"consumerGroup"},
+    C.GET_CONSUMER_LIST_BY_GROUP: {"consumerGroup"},
 }
 """Fields a header reads but may lack (a default, or not needed by the broker)."""
 

@@ -35,6 +35,7 @@ from ledgermq.wire.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
@@ -44,6 +45,7 @@ from ledgermq.wire.headers import (
     QueryConsumerOffsetRequestHeader,
     RecallMessageRequestHeader,
     SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     parse_header,
 )
@@ -258,8 +260,6 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
     elif code == _C.GET_CONSUME_STATS:
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
         _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
-    elif code in (_C.UNREGISTER_CLIENT, _C.GET_CONSUMER_LIST_BY_GROUP):
-        _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
     elif code in (_C.QUERY_MESSAGE, _C.GET_TOPIC_STATS_INFO):
         _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
     return Needs(resources=resources)
@@ -280,9 +280,10 @@ def header_needs(header: Header) -> Needs:
     """What a typed header (``ledgermq.wire.headers``) needs: the one table of the requests
     the door parses into headers. Pulls, POP (pop, ack, change invisible time) and a group's
     offsets need SUB on the group and the topic, a queue's offsets SUB on the topic, a recall
-    PUB on the topic (as RocketMQ's), a group's clients (connections, running info) SUB on the
-    group. A header missing here needs an admin account (tests/acl checks every registered
-    header has its entry)."""
+    PUB on the topic (as RocketMQ's), a group's clients (connections, running info, client
+    ids) SUB on the group, a client's leaving SUB on the consumer group it leaves. A header
+    missing here needs an admin account (tests/acl checks every registered header has its
+    entry)."""
     resources: dict[Resource, Perm] = {}
     if isinstance(
         header,
@@ -305,8 +306,15 @@ def header_needs(header: Header) -> Needs:
         _add(resources, topic_resource(header.topic), Perm.SUB)
     elif isinstance(header, RecallMessageRequestHeader):
         _send(resources, header.topic)
+    elif isinstance(header, UnregisterClientRequestHeader):
+        # a consumer leaves only the group named (producers need nothing, as in RocketMQ)
+        if header.consumer_group is not None:
+            _add(resources, group_resource(header.consumer_group), Perm.SUB)
     elif isinstance(
-        header, GetConsumerConnectionListRequestHeader | GetConsumerRunningInfoRequestHeader
+        header,
+        GetConsumerConnectionListRequestHeader
+        | GetConsumerRunningInfoRequestHeader
+        | GetConsumerListByGroupRequestHeader,
     ):
         # the group's clients and their addresses, and what one of them holds
         _add(resources, group_resource(header.consumer_group), Perm.SUB)

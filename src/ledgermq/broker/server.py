@@ -955,8 +955,6 @@ class BrokerServer:
         return {
             code.CONSUMER_SEND_MSG_BACK: send_back_one,
             code.END_TRANSACTION: end,
-            code.UNREGISTER_CLIENT: clients.unregister,
-            code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
             code.CHECK_CLIENT_CONFIG: clients.check_client_config,
             code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
             code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
@@ -982,7 +980,8 @@ class BrokerServer:
         assert self._pull is not None
         assert self._offsets is not None
         assert self.services is not None
-        pull, offsets = self._pull, self._offsets
+        assert self._clients is not None
+        pull, offsets, clients = self._pull, self._offsets, self._clients
         recall = RecallProcessor(self.services.timers)
         pop = PopProcessor(self.services.pop)
         consumers = self.consumers
@@ -1028,6 +1027,8 @@ class BrokerServer:
             code.POP_MESSAGE: asynchronous(pop.pop),
             code.ACK_MESSAGE: asynchronous(pop.ack),
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
+            code.UNREGISTER_CLIENT: clients.unregister,
+            code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
             code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.GET_CONSUMER_RUNNING_INFO: running_info,
         }

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol
 
+from ledgermq.errors import BadRequestError
 from ledgermq.wire.codes import MQRequestCode
 from ledgermq.wire.ext_fields import ext_bool, ext_int, ext_str
 
@@ -28,6 +29,7 @@ __all__ = [
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
     "GetConsumerConnectionListRequestHeader",
+    "GetConsumerListByGroupRequestHeader",
     "GetConsumerRunningInfoRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetMaxOffsetRequestHeader",
@@ -38,6 +40,7 @@ __all__ = [
     "QueryConsumerOffsetRequestHeader",
     "RecallMessageRequestHeader",
     "SearchOffsetRequestHeader",
+    "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
     "parse_header",
 ]
@@ -428,6 +431,51 @@ class ChangeInvisibleTimeRequestHeader:
         return fields
 
 
+@dataclass(frozen=True, slots=True)
+class UnregisterClientRequestHeader:
+    """UNREGISTER_CLIENT (35): a client leaves, as the producer of ``producer_group`` and the
+    consumer of ``consumer_group`` (either may be absent: empty is read as absent)."""
+
+    CODE: ClassVar[int] = MQRequestCode.UNREGISTER_CLIENT
+
+    client_id: str
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> UnregisterClientRequestHeader:
+        client_id = fields.get("clientID")
+        if not client_id:
+            raise BadRequestError("the request header lacks the field 'clientID'")
+        return cls(
+            client_id, fields.get("producerGroup") or None, fields.get("consumerGroup") or None
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return {
+            "clientID": self.client_id,
+            "producerGroup": self.producer_group or "",
+            "consumerGroup": self.consumer_group or "",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumerListByGroupRequestHeader:
+    """GET_CONSUMER_LIST_BY_GROUP (38): the client ids of a group's consumers."""
+
+    CODE: ClassVar[int] = MQRequestCode.GET_CONSUMER_LIST_BY_GROUP
+
+    consumer_group: str
+    """Absent: empty, a group no consumer is in (answered so)."""
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> GetConsumerListByGroupRequestHeader:
+        return cls(fields.get("consumerGroup", ""))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return {"consumerGroup": self.consumer_group}
+
+
 class _HeaderType(Protocol):
     def from_ext_fields(self, fields: Mapping[str, str], /) -> Header: ...
 
@@ -448,6 +496,8 @@ HEADER_TYPES: Final[Mapping[int, _HeaderType]] = {
         PopMessageRequestHeader,
         AckMessageRequestHeader,
         ChangeInvisibleTimeRequestHeader,
+        UnregisterClientRequestHeader,
+        GetConsumerListByGroupRequestHeader,
     )
 }
 """Request code -> its typed header (the registry ``parse_header`` reads)."""
