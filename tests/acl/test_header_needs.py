@@ -22,7 +22,7 @@ FULL = {
     "consumerGroup": "G", "topic": "T", "queueId": "1", "queueOffset": "5",
     "commitOffset": "3", "timestamp": "1700000000000", "recallHandle": "h",
     "producerGroup": "P", "clientId": "c1", "maxMsgNums": "4", "invisibleTime": "60000",
-    "extraInfo": "handle", "clientID": "c1",
+    "extraInfo": "handle", "clientID": "c1", "key": "k",
 }  # fmt: skip
 """Every field any registered header requires."""
 EXPECTED: dict[int, dict[Resource, Perm]] = {
@@ -41,6 +41,9 @@ EXPECTED: dict[int, dict[Resource, Perm]] = {
     C.CHANGE_MESSAGE_INVISIBLETIME: {T: Perm.SUB, G: Perm.SUB},
     C.UNREGISTER_CLIENT: {G: Perm.SUB},
     C.GET_CONSUMER_LIST_BY_GROUP: {G: Perm.SUB},
+    C.GET_TOPIC_STATS_INFO: {T: Perm.SUB},
+    C.GET_CONSUME_STATS: {T: Perm.SUB, G: Perm.SUB},
+    C.QUERY_MESSAGE: {T: Perm.SUB},
 }
 
 OPTIONAL: dict[int, set[str]] = {
@@ -50,6 +53,7 @@ OPTIONAL: dict[int, set[str]] = {
     C.CHANGE_MESSAGE_INVISIBLETIME: {"queueId"},
     C.UNREGISTER_CLIENT: {"consumerGroup"},
     C.GET_CONSUMER_LIST_BY_GROUP: {"consumerGroup"},
+    C.GET_CONSUME_STATS: {"topic"},
 }
 """Fields a header reads but may lack (a default, or not needed by the broker)."""
 

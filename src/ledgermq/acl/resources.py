@@ -37,12 +37,15 @@ from ledgermq.wire.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetTopicStatsInfoRequestHeader,
     PopMessageRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
     RecallMessageRequestHeader,
     SearchOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -257,11 +260,6 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
     elif code == _C.CONSUMER_SEND_MSG_BACK:
         # and, once the record is read, SUB on its topic (``record_needs``)
         _add(resources, group_resource(get("group") or ""), Perm.SUB)
-    elif code == _C.GET_CONSUME_STATS:
-        _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
-        _add(resources, group_resource(get("consumerGroup") or ""), Perm.SUB)
-    elif code in (_C.QUERY_MESSAGE, _C.GET_TOPIC_STATS_INFO):
-        _add(resources, topic_resource(get("topic") or ""), Perm.SUB)
     return Needs(resources=resources)
 
 
@@ -279,7 +277,9 @@ def heartbeat_needs(consumers: Iterable[tuple[str, Iterable[str]]]) -> Needs:
 def header_needs(header: Header) -> Needs:
     """What a typed header (``ledgermq.wire.headers``) needs: the one table of the requests
     the door parses into headers. Pulls, POP (pop, ack, change invisible time) and a group's
-    offsets need SUB on the group and the topic, a queue's offsets SUB on the topic, a recall
+    offsets need SUB on the group and the topic, a group's consume statistics SUB on the group
+    (and the topic named), a queue's offsets, a topic's statistics and a search of its
+    messages SUB on the topic, a recall
     PUB on the topic (as RocketMQ's), a group's clients (connections, running info, client
     ids) SUB on the group, a client's leaving SUB on the consumer group it leaves. A header
     missing here needs an admin account (tests/acl checks every registered header has its
@@ -301,9 +301,14 @@ def header_needs(header: Header) -> Needs:
         GetMaxOffsetRequestHeader
         | GetMinOffsetRequestHeader
         | GetEarliestMsgStoretimeRequestHeader
-        | SearchOffsetRequestHeader,
+        | SearchOffsetRequestHeader
+        | GetTopicStatsInfoRequestHeader
+        | QueryMessageRequestHeader,
     ):
         _add(resources, topic_resource(header.topic), Perm.SUB)
+    elif isinstance(header, GetConsumeStatsRequestHeader):
+        _add(resources, topic_resource(header.topic or ""), Perm.SUB)
+        _add(resources, group_resource(header.consumer_group), Perm.SUB)
     elif isinstance(header, RecallMessageRequestHeader):
         _send(resources, header.topic)
     elif isinstance(header, UnregisterClientRequestHeader):

@@ -963,10 +963,7 @@ class BrokerServer:
             code.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: sync(admin.all_groups),
             code.DELETE_SUBSCRIPTIONGROUP: asynchronous(admin.delete_group),
             code.GET_ALL_CONSUMER_OFFSET: sync(admin.all_offsets),
-            code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
-            code.GET_CONSUME_STATS: sync(admin.consume_stats),
             code.VIEW_MESSAGE_BY_ID: view,
-            code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
             code.UPDATE_BROKER_CONFIG: update_config,
@@ -981,7 +978,8 @@ class BrokerServer:
         assert self._offsets is not None
         assert self.services is not None
         assert self._clients is not None
-        pull, offsets, clients = self._pull, self._offsets, self._clients
+        assert self._admin is not None
+        pull, offsets, clients, admin = self._pull, self._offsets, self._clients, self._admin
         recall = RecallProcessor(self.services.timers)
         pop = PopProcessor(self.services.pop)
         consumers = self.consumers
@@ -1029,6 +1027,9 @@ class BrokerServer:
             code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
             code.UNREGISTER_CLIENT: clients.unregister,
             code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
+            code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
+            code.GET_CONSUME_STATS: sync(admin.consume_stats),
+            code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.GET_CONSUMER_RUNNING_INFO: running_info,
         }

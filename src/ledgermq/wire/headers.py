@@ -28,16 +28,19 @@ __all__ = [
     "HEADER_TYPES",
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
+    "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
     "GetConsumerListByGroupRequestHeader",
     "GetConsumerRunningInfoRequestHeader",
     "GetEarliestMsgStoretimeRequestHeader",
     "GetMaxOffsetRequestHeader",
     "GetMinOffsetRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
     "Header",
     "PopMessageRequestHeader",
     "PullMessageRequestHeader",
     "QueryConsumerOffsetRequestHeader",
+    "QueryMessageRequestHeader",
     "RecallMessageRequestHeader",
     "SearchOffsetRequestHeader",
     "UnregisterClientRequestHeader",
@@ -476,6 +479,74 @@ class GetConsumerListByGroupRequestHeader:
         return {"consumerGroup": self.consumer_group}
 
 
+@dataclass(frozen=True, slots=True)
+class GetTopicStatsInfoRequestHeader:
+    """GET_TOPIC_STATS_INFO (202): a topic's queues and their offsets."""
+
+    CODE: ClassVar[int] = MQRequestCode.GET_TOPIC_STATS_INFO
+
+    topic: str
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> GetTopicStatsInfoRequestHeader:
+        return cls(ext_str(fields, "topic"))
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return {"topic": self.topic}
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumeStatsRequestHeader:
+    """GET_CONSUME_STATS (208): a group's progress, on one topic or all it consumes."""
+
+    CODE: ClassVar[int] = MQRequestCode.GET_CONSUME_STATS
+
+    consumer_group: str
+    topic: str | None = None
+    """None (absent or empty): every topic of the group."""
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> GetConsumeStatsRequestHeader:
+        return cls(ext_str(fields, "consumerGroup"), fields.get("topic") or None)
+
+    def to_ext_fields(self) -> dict[str, str]:
+        fields = {"consumerGroup": self.consumer_group}
+        _put(fields, "topic", self.topic)
+        return fields
+
+
+@dataclass(frozen=True, slots=True)
+class QueryMessageRequestHeader:
+    """QUERY_MESSAGE (12): a topic's messages by key (or unique id), newest first."""
+
+    CODE: ClassVar[int] = MQRequestCode.QUERY_MESSAGE
+
+    topic: str
+    key: str
+    max_num: int = 32
+    begin_timestamp: int = 0
+    end_timestamp: int = 1 << 62
+
+    @classmethod
+    def from_ext_fields(cls, fields: Mapping[str, str]) -> QueryMessageRequestHeader:
+        return cls(
+            ext_str(fields, "topic"),
+            ext_str(fields, "key"),
+            ext_int(fields, "maxNum", 32),
+            ext_int(fields, "beginTimestamp", 0),
+            ext_int(fields, "endTimestamp", 1 << 62),
+        )
+
+    def to_ext_fields(self) -> dict[str, str]:
+        return {
+            "topic": self.topic,
+            "key": self.key,
+            "maxNum": str(self.max_num),
+            "beginTimestamp": str(self.begin_timestamp),
+            "endTimestamp": str(self.end_timestamp),
+        }
+
+
 class _HeaderType(Protocol):
     def from_ext_fields(self, fields: Mapping[str, str], /) -> Header: ...
 
@@ -498,6 +569,9 @@ HEADER_TYPES: Final[Mapping[int, _HeaderType]] = {
         ChangeInvisibleTimeRequestHeader,
         UnregisterClientRequestHeader,
         GetConsumerListByGroupRequestHeader,
+        GetTopicStatsInfoRequestHeader,
+        GetConsumeStatsRequestHeader,
+        QueryMessageRequestHeader,
     )
 }
 """Request code -> its typed header (the registry ``parse_header`` reads)."""
