@@ -264,14 +264,19 @@ def test_needs() -> None:
     assert request_needs(MQRequestCode.SEND_MESSAGE, {"topic": "T"}).resources == {topic: Perm.PUB}
     retry = request_needs(MQRequestCode.SEND_MESSAGE_V2, {"a": "G", "b": "%RETRY%G"})
     assert retry.resources == {group: Perm.SUB}
-    pull = request_needs(MQRequestCode.PULL_MESSAGE, {"topic": "T", "consumerGroup": "G"})
+    pull_fields = {"topic": "T", "consumerGroup": "G", "queueId": "0", "queueOffset": "0"}
+    pull = request_needs(MQRequestCode.PULL_MESSAGE, pull_fields)
     assert pull.resources == {topic: Perm.SUB, group: Perm.SUB}
+    # a header that does not parse is refused by its parser: nothing to allow here
+    assert request_needs(MQRequestCode.PULL_MESSAGE, {"topic": "T", "consumerGroup": "G"}).admin
     for code in (
         MQRequestCode.POP_MESSAGE,
         MQRequestCode.ACK_MESSAGE,
         MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
     ):
-        pop = request_needs(code, {"topic": "T", "consumerGroup": "G", "extraInfo": "x"})
+        pop_fields = {"topic": "T", "consumerGroup": "G", "extraInfo": "x"}
+        pop_fields |= {"maxMsgNums": "1", "invisibleTime": "1000"}
+        pop = request_needs(code, pop_fields)
         assert pop.resources == {topic: Perm.SUB, group: Perm.SUB}
     end = {"producerGroup": "P", "commitLogOffset": "1", "commitOrRollback": "8", "topic": "T"}
     assert request_needs(MQRequestCode.END_TRANSACTION, end).resources == {topic: Perm.PUB}
@@ -349,7 +354,10 @@ def test_admin_codes_need_an_admin_account() -> None:
 def test_group_permissions_and_defaults() -> None:
     def pull(group: str) -> bool:
         fields = sign_request(
-            {"topic": "topicB", "consumerGroup": group}, None, "RocketMQ", "12345678"
+            {"topic": "topicB", "consumerGroup": group, "queueId": "0", "queueOffset": "0"},
+            None,
+            "RocketMQ",
+            "12345678",
         )
         return bool(_decide(fields, b"", code=MQRequestCode.PULL_MESSAGE).allowed)
 

@@ -13,6 +13,7 @@ from ledgermq.broker.remoting.consumers import ConsumerManager, parse_heartbeat
 from ledgermq.broker.remoting.running_info import consumer_running_info
 from ledgermq.errors import RequestTimeoutError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import GetConsumerRunningInfoRequestHeader
 
 if TYPE_CHECKING:
     from ledgermq.net import Connection
@@ -52,6 +53,14 @@ def ask(group: str = "watchers", client_id: str = "10.0.0.1@42#1") -> RemotingCo
     return RemotingCommand(MQRequestCode.GET_CONSUMER_RUNNING_INFO, 77, ext_fields=fields)
 
 
+def running_info(
+    consumers: ConsumerManager, request: RemotingCommand, timeout_s: float = 5.0
+) -> RemotingCommand:
+    """The door's call: the header parsed from the request, then the translator."""
+    header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+    return asyncio.run(consumer_running_info(consumers, request, header, timeout_s=timeout_s))
+
+
 def manager_with(client: FakeClient | None) -> ConsumerManager:
     consumers = ConsumerManager()
     request = RemotingCommand(MQRequestCode.HEART_BEAT, 1)
@@ -62,7 +71,7 @@ def manager_with(client: FakeClient | None) -> ConsumerManager:
 
 def test_the_clients_answer_comes_back_unchanged() -> None:
     client = FakeClient(RemotingCommand(0, 5, flag=1, remark="fine", body=b'{"properties":{}}'))
-    response = asyncio.run(consumer_running_info(manager_with(client), ask()))
+    response = running_info(manager_with(client), ask())
     assert (response.code, response.opaque, response.remark) == (0, 77, "fine")
     assert response.is_response
     assert response.body == b'{"properties":{}}'
@@ -73,7 +82,7 @@ def test_the_clients_answer_comes_back_unchanged() -> None:
 
 def test_a_client_error_is_passed_on() -> None:
     refused = RemotingCommand(MQResponseCode.SYSTEM_ERROR, 5, flag=1, remark="not here")
-    response = asyncio.run(consumer_running_info(manager_with(FakeClient(refused)), ask()))
+    response = running_info(manager_with(FakeClient(refused)), ask())
     assert (response.code, response.remark) == (MQResponseCode.SYSTEM_ERROR, "not here")
 
 
@@ -84,10 +93,10 @@ def test_not_a_member_not_connected_or_silent_say_which() -> None:
         (ask(client_id="someone"), "The Consumer <watchers> <someone> not online"),
         (ask(), "consumer <watchers> <10.0.0.1@42#1> did not answer: no answer in 0.01 s"),
     ):
-        response = asyncio.run(consumer_running_info(consumers, request, timeout_s=0.01))
+        response = running_info(consumers, request, timeout_s=0.01)
         assert (response.code, response.remark) == (MQResponseCode.SYSTEM_ERROR, remark)
     for gone in (manager_with(None), manager_with(FakeClient(None, closed=True))):
-        response = asyncio.run(consumer_running_info(gone, ask()))
+        response = running_info(gone, ask())
         assert response.code == MQResponseCode.SYSTEM_ERROR
         assert response.remark == (
             "consumer <watchers> <10.0.0.1@42#1> has no open connection to this broker"

@@ -322,3 +322,74 @@ def test_locks_and_offsets_of_another_group_are_refused(tmp_path: Path) -> None:
         assert stats.code == MQResponseCode.SUCCESS, stats.remark
 
     _run(tmp_path, test)
+
+
+def test_a_groups_clients_need_sub_on_the_group(tmp_path: Path) -> None:
+    """GET_CONSUMER_CONNECTION_LIST names a group's clients and their addresses, and
+    GET_CONSUMER_RUNNING_INFO asks one of them what it holds: SUB on the group, not any
+    account (issue 26 item 2)."""
+
+    async def test(cluster: Cluster, master: BrokerServer) -> None:
+        asks: list[tuple[int, dict[str, str]]] = [
+            (C.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "b-group"}),
+            (C.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "b-group", "clientId": "b-client"}),
+        ]
+        for asked, fields in asks:
+            refused = await _ask(cluster, "a-consumer", asked, fields)
+            assert refused.code == MQResponseCode.NO_PERMISSION, (asked, refused.remark)
+            # the owner is let through: the group has no client online, which it is told
+            owner = await _ask(cluster, "b-owner", asked, fields)
+            assert owner.code == MQResponseCode.SYSTEM_ERROR, (asked, owner.remark)
+            assert "online" in (owner.remark or ""), owner.remark
+
+    _run(tmp_path, test)
+
+
+def test_unregistering_another_groups_client_is_refused(tmp_path: Path) -> None:
+    """UNREGISTER_CLIENT without a consumer group needed only an account and removed the
+    client from every consumer group and released its queue locks: an account with PUB on
+    its own topic alone could throw another tenant's consumer out of its group and take its
+    orderly queues. Now a consumer is removed only from the group named (SUB on it); a request
+    without one unregisters the producer only, as RocketMQ's broker does (issue 26 item 2)."""
+
+    async def test(cluster: Cluster, master: BrokerServer) -> None:
+        beat = json.dumps({
+            "clientID": "b-client", "producerDataSet": [],
+            "consumerDataSet": [{
+                "groupName": "b-group", "consumeType": "CONSUME_ACTIVELY",
+                "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": [{"topic": "TopicB", "subString": "*"}],
+            }],
+        }).encode()  # fmt: skip
+        joined = await _ask(cluster, "b-owner", C.HEART_BEAT, {}, beat)
+        assert joined.code == MQResponseCode.SUCCESS, joined.remark
+        lock = json.dumps({
+            "consumerGroup": "b-group", "clientId": "b-client",
+            "mqSet": [{"topic": "TopicB", "brokerName": "broker-a", "queueId": 0}],
+        }).encode()  # fmt: skip
+        held = await _ask(cluster, "b-owner", C.LOCK_BATCH_MQ, {}, lock)
+        assert len(json.loads(held.body)["lockOKMQSet"]) == 1
+        members = {"consumerGroup": "b-group"}
+        for fields in (
+            {"clientID": "b-client", "producerGroup": "pg", "consumerGroup": ""},
+            {"clientID": "b-client", "producerGroup": "pg"},
+        ):
+            answer = await _ask(cluster, "a-producer", C.UNREGISTER_CLIENT, fields)
+            assert answer.code == MQResponseCode.SUCCESS, answer.remark  # its producer only
+            listed = await _ask(cluster, "b-owner", C.GET_CONSUMER_LIST_BY_GROUP, members)
+            assert listed.code == MQResponseCode.SUCCESS, listed.remark
+            assert json.loads(listed.body)["consumerIdList"] == ["b-client"]
+        named = {"clientID": "b-client", "consumerGroup": "b-group"}
+        refused = await _ask(cluster, "a-producer", C.UNREGISTER_CLIENT, named)
+        assert refused.code == MQResponseCode.NO_PERMISSION, refused.remark
+        # the lock is still b-client's: another client of the group cannot take the queue
+        other = lock.replace(b'"b-client"', b'"b-other"')
+        taken = await _ask(cluster, "b-owner", C.LOCK_BATCH_MQ, {}, other)
+        assert json.loads(taken.body)["lockOKMQSet"] == []
+        # the owner's own consumer leaves its group, and its locks go with it
+        left = await _ask(cluster, "b-owner", C.UNREGISTER_CLIENT, named)
+        assert left.code == MQResponseCode.SUCCESS, left.remark
+        taken = await _ask(cluster, "b-owner", C.LOCK_BATCH_MQ, {}, other)
+        assert len(json.loads(taken.body)["lockOKMQSet"]) == 1
+
+    _run(tmp_path, test)

@@ -13,6 +13,7 @@ from ledgermq.acl.permission import Perm, parse_perm, perm_allows
 from ledgermq.acl.resources import (
     Needs,
     Resource,
+    header_needs,
     heartbeat_needs,
     lock_needs,
     record_needs,
@@ -31,6 +32,7 @@ __all__ = [
     "Needs",
     "Perm",
     "Resource",
+    "header_needs",
     "heartbeat_needs",
     "lock_needs",
     "parse_acl_config",

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from ledgermq.acl import Needs, heartbeat_needs, lock_needs, send_needs
+from ledgermq.acl import Needs, header_needs, heartbeat_needs, lock_needs, send_needs
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.live_config import RETENTION_KEYS, LiveConfig
 from ledgermq.broker.metrics import BrokerMetrics
@@ -92,11 +92,13 @@ from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
 from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.headers import HEADER_TYPES, parse_header
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Mapping
 
     from ledgermq.broker.config import BrokerConfig
+    from ledgermq.broker.remoting.consumers import Heartbeat
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.send import SendRequest, SendResult
     from ledgermq.net import Connection, Listener, Network
@@ -138,8 +140,13 @@ _REQUEST_KINDS: Final[dict[int, str]] = {
 }
 """Requests whose latency is kept per topic (``ledgermq_broker_request_latency_seconds``)."""
 _LOCK_CODES: Final = frozenset({MQRequestCode.LOCK_BATCH_MQ, MQRequestCode.UNLOCK_BATCH_MQ})
-_PARSED_CODES: Final = _SEND_CODES | _LOCK_CODES
-"""Requests parsed once, before the ACL (``_Parsed``)."""
+_PARSED_CODES: Final = (
+    _SEND_CODES | _LOCK_CODES | frozenset(HEADER_TYPES) | {MQRequestCode.HEART_BEAT}
+)
+"""Requests parsed once, before the ACL (``_Parsed``): sends, typed headers
+(``ledgermq.wire.headers``), heartbeats and locks (their bodies)."""
+_Serve = Callable[["Connection", "RemotingCommand", Any], "Awaitable[RemotingCommand]"]
+"""The handler of a typed header's code: served from the header the door parsed."""
 _NO_NEEDS: Final = Needs()
 """A send's needs when there is no ACL to ask (not computed: sends are the hot path)."""
 
@@ -176,6 +183,9 @@ DoorFactory = Callable[["BrokerServer"], FrontDoor]
 
 class BrokerServer:
     """``await start()``, serve until ``close()``."""
+
+    _typed: dict[int, _Serve]
+    """Request code -> translator of its typed header (``_typed_table``), set by ``start``."""
 
     def __init__(
         self,
@@ -372,7 +382,7 @@ class BrokerServer:
         dispatcher.on_progress = self._role.check
         self.ledger.add_role_listener(self._role.on_role_change)
         self._role.follow_current_role()  # one taken before the listener was there
-        self._handlers = self._handler_table()
+        self._handlers, self._typed = self._handler_table(), self._typed_table()
         self._registrar.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
         _log.info("broker %s replica %s serving on %s (ledger %s:%d)", config.broker_name,
@@ -690,13 +700,21 @@ class BrokerServer:
         task.add_done_callback(self._tasks.discard)
 
     def _parse(self, command: RemotingCommand) -> _Parsed:
-        """Parse a send's header or a lock's body once (``_Parsed``)."""
+        """Parse a send's header, a typed header, a heartbeat's or a lock's body once
+        (``_Parsed``): what the request needs is computed from the object its handler gets."""
         code = command.code
         try:
             if code in _SEND_CODES:
                 request = parse_send_request(command)
                 needs = _NO_NEEDS if self.acl is None else send_needs(request.topic)
                 return _Parsed(needs, send=request)
+            header = parse_header(code, command.ext_fields)
+            if header is not None:
+                return self._bind(
+                    code, header, _NO_NEEDS if self.acl is None else header_needs(header)
+                )
+            if code == MQRequestCode.HEART_BEAT:
+                return self._heartbeat(parse_heartbeat(command.body))
             body = parse_lock_body(command.body)
         except RequestRejectedError as exc:
             error = exc
@@ -713,6 +731,27 @@ class BrokerServer:
             return serve(command, body)
 
         return _Parsed(lock_needs(body[1], {queue.topic for queue in body[2]}), handle)
+
+    def _bind(self, code: int, header: object, needs: Needs) -> _Parsed:
+        """A typed header's handler (``_typed``), bound to the header the door parsed."""
+        serve = self._typed[code]
+
+        async def handle(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await serve(conn, command, header)
+
+        return _Parsed(needs, handle)
+
+    def _heartbeat(self, beat: Heartbeat) -> _Parsed:
+        """HEART_BEAT: SUB on each consumer group and subscribed topic of the parsed body,
+        which is what the client registry is then given."""
+        clients = self._clients
+        assert clients is not None
+
+        async def handle(conn: Connection, command: RemotingCommand) -> RemotingCommand:
+            return await clients.heartbeat(conn, command, beat)
+
+        needs = heartbeat_needs((c.group, c.subscriptions.keys()) for c in beat.consumers)
+        return _Parsed(needs, handle)
 
     def _send_handler(self, request: SendRequest) -> Handler:
         """The task path of ``request`` (a send ``_start_send`` did not take)."""
@@ -734,13 +773,6 @@ class BrokerServer:
         acl = self.acl
         assert acl is not None
         needs = None if parsed is None else parsed.needs
-        if command.code == MQRequestCode.HEART_BEAT:
-            try:
-                beat = parse_heartbeat(command.body)
-            except RequestRejectedError:
-                needs = Needs()  # any account; the handler then refuses the body
-            else:
-                needs = heartbeat_needs((c.group, c.subscriptions.keys()) for c in beat.consumers)
         refusal = acl.check(conn.address, command, needs)
         if refusal is None:
             if command.code == MQRequestCode.HEART_BEAT and self._signed_in is not None:
@@ -895,17 +927,13 @@ class BrokerServer:
     def _handler_table(self) -> dict[int, Handler]:
         """Request code -> translator (``broker.remoting``), each over its service."""
         assert self._send is not None
-        assert self._pull is not None
         assert self._send_back is not None
-        assert self._offsets is not None
         assert self._admin is not None
         assert self._clients is not None
-        pull, send_back = self._pull, self._send_back
-        offsets, admin, clients = self._offsets, self._admin, self._clients
+        send_back = self._send_back
+        admin, clients = self._admin, self._clients
         assert self.services is not None
-        pop = PopProcessor(self.services.pop)
         transactions = EndTransactionProcessor(self.services.transactions)
-        recall = RecallProcessor(self.services.timers)
 
         def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
             async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -928,14 +956,8 @@ class BrokerServer:
         async def end(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return await transactions.end(command, self._access(conn, command))
 
-        async def connections(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return consumer_connections(self.consumers, command)
-
         async def producers(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             return producer_connections(self.consumers, command)
-
-        async def running_info(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-            return await consumer_running_info(self.consumers, command)
 
         async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
             lines = [f"{k}={v}" for k, v in self.config.to_properties().items()]
@@ -946,22 +968,8 @@ class BrokerServer:
 
         code = MQRequestCode
         return {
-            code.PULL_MESSAGE: asynchronous(pull.process),
-            code.POP_MESSAGE: asynchronous(pop.pop),
-            code.ACK_MESSAGE: asynchronous(pop.ack),
-            code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
-            code.RECALL_MESSAGE: asynchronous(recall.process),
             code.CONSUMER_SEND_MSG_BACK: send_back_one,
             code.END_TRANSACTION: end,
-            code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
-            code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
-            code.GET_MAX_OFFSET: sync(offsets.max_offset),
-            code.GET_MIN_OFFSET: sync(offsets.min_offset),
-            code.GET_EARLIEST_MSG_STORETIME: sync(offsets.earliest_store_time),
-            code.SEARCH_OFFSET_BY_TIMESTAMP: sync(offsets.search_offset_by_timestamp),
-            code.HEART_BEAT: clients.heartbeat,
-            code.UNREGISTER_CLIENT: clients.unregister,
-            code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
             code.CHECK_CLIENT_CONFIG: clients.check_client_config,
             code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
             code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
@@ -970,18 +978,76 @@ class BrokerServer:
             code.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: sync(admin.all_groups),
             code.DELETE_SUBSCRIPTIONGROUP: asynchronous(admin.delete_group),
             code.GET_ALL_CONSUMER_OFFSET: sync(admin.all_offsets),
-            code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
-            code.GET_CONSUME_STATS: sync(admin.consume_stats),
-            code.GET_CONSUMER_CONNECTION_LIST: connections,
             code.GET_PRODUCER_CONNECTION_LIST: producers,
-            code.GET_CONSUMER_RUNNING_INFO: running_info,
             code.VIEW_MESSAGE_BY_ID: view,
-            code.QUERY_MESSAGE: sync(admin.query_message),
             code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
             code.GET_BROKER_CONFIG: broker_config,
             code.UPDATE_BROKER_CONFIG: update_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
             code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
+        }
+
+    def _typed_table(self) -> dict[int, _Serve]:
+        """Request code -> translator of its typed header (``ledgermq.wire.headers``): every
+        code of ``HEADER_TYPES``, served from the header the door parsed and checked."""
+        assert self._pull is not None
+        assert self._offsets is not None
+        assert self.services is not None
+        assert self._clients is not None
+        assert self._admin is not None
+        pull, offsets, clients, admin = self._pull, self._offsets, self._clients, self._admin
+        recall = RecallProcessor(self.services.timers)
+        pop = PopProcessor(self.services.pop)
+        consumers = self.consumers
+
+        def sync(fn: Callable[[RemotingCommand, Any], RemotingCommand]) -> _Serve:
+            async def run(
+                conn: Connection, command: RemotingCommand, header: Any
+            ) -> RemotingCommand:
+                return fn(command, header)
+
+            return run
+
+        def asynchronous(
+            fn: Callable[[RemotingCommand, Any], Awaitable[RemotingCommand]],
+        ) -> _Serve:
+            async def run(
+                conn: Connection, command: RemotingCommand, header: Any
+            ) -> RemotingCommand:
+                return await fn(command, header)
+
+            return run
+
+        async def connections(
+            conn: Connection, command: RemotingCommand, header: Any
+        ) -> RemotingCommand:
+            return consumer_connections(consumers, command, header)
+
+        async def running_info(
+            conn: Connection, command: RemotingCommand, header: Any
+        ) -> RemotingCommand:
+            return await consumer_running_info(consumers, command, header)
+
+        code = MQRequestCode
+        return {
+            code.PULL_MESSAGE: asynchronous(pull.process),
+            code.QUERY_CONSUMER_OFFSET: sync(offsets.query_consumer_offset),
+            code.UPDATE_CONSUMER_OFFSET: asynchronous(offsets.update_consumer_offset),
+            code.GET_MAX_OFFSET: sync(offsets.max_offset),
+            code.GET_MIN_OFFSET: sync(offsets.min_offset),
+            code.GET_EARLIEST_MSG_STORETIME: sync(offsets.earliest_store_time),
+            code.SEARCH_OFFSET_BY_TIMESTAMP: sync(offsets.search_offset_by_timestamp),
+            code.RECALL_MESSAGE: asynchronous(recall.process),
+            code.POP_MESSAGE: asynchronous(pop.pop),
+            code.ACK_MESSAGE: asynchronous(pop.ack),
+            code.CHANGE_MESSAGE_INVISIBLETIME: asynchronous(pop.change_invisible_time),
+            code.UNREGISTER_CLIENT: clients.unregister,
+            code.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
+            code.GET_TOPIC_STATS_INFO: sync(admin.topic_stats),
+            code.GET_CONSUME_STATS: sync(admin.consume_stats),
+            code.QUERY_MESSAGE: sync(admin.query_message),
+            code.GET_CONSUMER_CONNECTION_LIST: connections,
+            code.GET_CONSUMER_RUNNING_INFO: running_info,
         }
 
 

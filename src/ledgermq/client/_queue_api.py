@@ -17,6 +17,15 @@ from ledgermq.client._routing import MessageQueue, master_address, pull_address
 from ledgermq.client._selector import as_selector
 from ledgermq.errors import MQResponseError, NetworkError, NoRouteError
 from ledgermq.wire import MQRequestCode, MQResponseCode, decode_records, tags_match
+from ledgermq.wire.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -160,19 +169,19 @@ class QueueApi:
         attempts: int = 2,
     ) -> RecordsPullResult:
         selector = as_selector(subscription)
-        ext = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": str(mq.queue_id),
-            "queueOffset": str(offset),
-            "maxMsgNums": str(max_nums),
-            "sysFlag": str(sys_flag),
-            "commitOffset": str(commit_offset),
-            "suspendTimeoutMillis": str(suspend_ms),
-            "subscription": selector.expression,
-            "subVersion": "0",
-            "expressionType": selector.expression_type,
-        }
+        ext = PullMessageRequestHeader(
+            self.group,
+            mq.topic,
+            mq.queue_id,
+            offset,
+            max_nums,
+            sys_flag,
+            commit_offset,
+            suspend_ms,
+            selector.expression,
+            0,
+            selector.expression_type,
+        ).to_ext_fields()
         response = await self.call(
             mq,
             MQRequestCode.PULL_MESSAGE,
@@ -225,30 +234,30 @@ class QueueApi:
             raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages
         )
 
-    async def _offset_call(self, mq: MessageQueue, code: int, **extra: str) -> int:
-        ext = {"topic": mq.topic, "queueId": str(mq.queue_id), **extra}
+    async def _offset_call(self, mq: MessageQueue, code: int, ext: Mapping[str, str]) -> int:
         response = await self.call(mq, code, ext)
         return _int(response.ext_fields, "offset")
 
     async def max_offset(self, mq: MessageQueue) -> int:
-        return await self._offset_call(mq, MQRequestCode.GET_MAX_OFFSET)
+        header = GetMaxOffsetRequestHeader(mq.topic, mq.queue_id)
+        return await self._offset_call(mq, header.CODE, header.to_ext_fields())
 
     async def min_offset(self, mq: MessageQueue) -> int:
-        return await self._offset_call(mq, MQRequestCode.GET_MIN_OFFSET)
+        header = GetMinOffsetRequestHeader(mq.topic, mq.queue_id)
+        return await self._offset_call(mq, header.CODE, header.to_ext_fields())
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return await self._offset_call(
-            mq, MQRequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp_ms)
-        )
+        header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        return await self._offset_call(mq, header.CODE, header.to_ext_fields())
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
-        ext = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+        ext = GetEarliestMsgStoretimeRequestHeader(mq.topic, mq.queue_id).to_ext_fields()
         response = await self.call(mq, MQRequestCode.GET_EARLIEST_MSG_STORETIME, ext)
         return _int(response.ext_fields, "timestamp")
 
     async def committed_offset(self, mq: MessageQueue) -> int | None:
         """The group's committed offset of ``mq``; None if it has none (QUERY_NOT_FOUND)."""
-        ext = {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id)}
+        ext = QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id).to_ext_fields()
         response = await self.call(
             mq,
             MQRequestCode.QUERY_CONSUMER_OFFSET,
@@ -262,13 +271,8 @@ class QueueApi:
         return offset if offset >= 0 else None
 
     async def commit_offset(self, mq: MessageQueue, offset: int) -> None:
-        ext = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": str(mq.queue_id),
-            "commitOffset": str(offset),
-        }
-        await self.call(mq, MQRequestCode.UPDATE_CONSUMER_OFFSET, ext, master=True)
+        header = UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, offset)
+        await self.call(mq, header.CODE, header.to_ext_fields(), master=True)
 
     async def send_back(
         self, mq: MessageQueue, message: MessageExt, *, delay_level: int, max_reconsume_times: int

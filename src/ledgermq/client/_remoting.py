@@ -49,6 +49,7 @@ from ledgermq.errors import (
 )
 from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import UnregisterClientRequestHeader
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
@@ -424,11 +425,9 @@ class ClientInstance:
 
     async def unregister(self, producer_group: str = "", consumer_group: str = "") -> None:
         """UNREGISTER_CLIENT (35) to every broker of the topics in use; failures are logged."""
-        ext = {
-            "clientID": self.client_id,
-            "producerGroup": producer_group,
-            "consumerGroup": consumer_group,
-        }
+        ext = UnregisterClientRequestHeader(
+            self.client_id, producer_group or None, consumer_group or None
+        ).to_ext_fields()
         for address in self.broker_addresses():
             try:
                 await self.invoke(address, MQRequestCode.UNREGISTER_CLIENT, ext, timeout_s=1.0)

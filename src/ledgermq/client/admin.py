@@ -45,6 +45,10 @@ from ledgermq.wire import (
     read_message_id,
     validate_topic,
 )
+from ledgermq.wire.headers import (
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
 from ledgermq.wire.names import GROUP_MAX_LENGTH
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
 from ledgermq.wire.running_info import ConsumerRunningInfo
@@ -709,7 +713,7 @@ class Admin:
             response = await self._client.invoke(
                 address,
                 MQRequestCode.GET_CONSUMER_CONNECTION_LIST,
-                {"consumerGroup": group},
+                GetConsumerConnectionListRequestHeader(group).to_ext_fields(),
                 expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
             )
             if response.code != MQResponseCode.SUCCESS:
@@ -770,7 +774,7 @@ class Admin:
         response = await self._client.invoke(
             broker_address,
             MQRequestCode.GET_CONSUMER_RUNNING_INFO,
-            {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"},
+            GetConsumerRunningInfoRequestHeader(group, client_id).to_ext_fields(),
             # the broker waits up to 5 s for the client: wait for the broker's answer
             timeout_s=max(self._client.request_timeout_s, 8.0),
             expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),

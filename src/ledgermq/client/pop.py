@@ -22,6 +22,11 @@ from typing import TYPE_CHECKING, Final
 from ledgermq.client._group_client import GroupClient
 from ledgermq.client._routing import MessageQueue, subscribe_queues
 from ledgermq.wire import MQRequestCode, MQResponseCode, decode_records
+from ledgermq.wire.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
 
 if TYPE_CHECKING:
     from ledgermq.wire import MessageExt
@@ -102,19 +107,18 @@ class PopConsumer(GroupClient):
         ``queue_id``, -1: any), invisible to the group for ``invisible_s``; the broker waits
         up to ``poll_s`` for one when none is due. Raises what the broker refused with
         (``MQResponseError``) or a network error."""
-        fields = {
-            "consumerGroup": self.group,
-            "topic": topic,
-            "queueId": str(queue_id),
-            "maxMsgNums": str(max_messages),
-            "invisibleTime": str(round(invisible_s * 1000)),
-            "pollTime": str(round(poll_s * 1000)),
-            "bornTime": str(self._client.wall_ms()),
-            "initMode": "0",
-            "expType": "TAG",
-            "exp": expression,
-            "order": "false",
-        }
+        fields = PopMessageRequestHeader(
+            self.group,
+            topic,
+            max_messages,
+            round(invisible_s * 1000),
+            queue_id,
+            round(poll_s * 1000),
+            born_time=self._client.wall_ms(),
+            init_mode=0,
+            exp_type="TAG",
+            exp=expression,
+        ).to_ext_fields()
         answer = await self._api.call(
             MessageQueue(topic, broker_name, max(queue_id, 0)),
             MQRequestCode.POP_MESSAGE,
@@ -141,13 +145,9 @@ class PopConsumer(GroupClient):
         Raises ``MQResponseError`` (NO_MESSAGE: a stale handle, the message was handed out
         again since) or a network error (the ack may or may not have taken effect)."""
         broker_name, queue_id, offset = handle_position(handle)
-        fields = {
-            "consumerGroup": self.group,
-            "topic": topic,
-            "queueId": str(queue_id),
-            "offset": str(offset),
-            "extraInfo": handle,
-        }
+        fields = AckMessageRequestHeader(
+            self.group, topic, handle, queue_id, offset
+        ).to_ext_fields()
         await self._api.call(
             MessageQueue(topic, broker_name, queue_id), MQRequestCode.ACK_MESSAGE, fields,
             master=True,
@@ -157,14 +157,9 @@ class PopConsumer(GroupClient):
         """Make the delivery ``handle`` names invisible for ``invisible_s`` from now; the new
         handle (the old one is stale once this succeeded)."""
         broker_name, queue_id, offset = handle_position(handle)
-        fields = {
-            "consumerGroup": self.group,
-            "topic": topic,
-            "queueId": str(queue_id),
-            "offset": str(offset),
-            "extraInfo": handle,
-            "invisibleTime": str(round(invisible_s * 1000)),
-        }
+        fields = ChangeInvisibleTimeRequestHeader(
+            self.group, topic, handle, round(invisible_s * 1000), queue_id, offset
+        ).to_ext_fields()
         answer = await self._api.call(
             MessageQueue(topic, broker_name, queue_id),
             MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME,

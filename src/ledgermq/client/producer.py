@@ -75,6 +75,7 @@ from ledgermq.wire import (
     encode_properties,
     validate_message,
 )
+from ledgermq.wire.headers import RecallMessageRequestHeader
 from ledgermq.wire.names import check_send_topic, group_name_problem
 from ledgermq.wire.route import MASTER_ID, is_writable
 
@@ -631,7 +632,7 @@ class Producer:
         address = master_address(info.route, broker)
         if address is None:
             raise NoRouteError(f"broker group {broker} has no master in the route of {topic} now")
-        fields = {"producerGroup": self.group, "topic": topic, "recallHandle": recall_handle}
+        fields = RecallMessageRequestHeader(topic, recall_handle, self.group).to_ext_fields()
         response = await self._client.invoke(
             address, MQRequestCode.RECALL_MESSAGE, fields, timeout_s=self.send_timeout_s
         )

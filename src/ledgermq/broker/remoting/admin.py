@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import (
+        GetConsumerConnectionListRequestHeader,
+        GetConsumeStatsRequestHeader,
+        GetTopicStatsInfoRequestHeader,
+        QueryMessageRequestHeader,
+    )
 
 __all__ = ["AdminProcessor", "json_body", "message_id_offset"]
 
@@ -103,7 +109,9 @@ class AdminProcessor:
         }
         return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": table}))
 
-    def topic_stats(self, command: RemotingCommand) -> RemotingCommand:
+    def topic_stats(
+        self, command: RemotingCommand, header: GetTopicStatsInfoRequestHeader
+    ) -> RemotingCommand:
         rows = [
             {
                 "topic": row.topic,
@@ -112,15 +120,15 @@ class AdminProcessor:
                 "minOffset": row.min_offset,
                 "maxOffset": row.max_offset,
             }
-            for row in self._service.topic_stats(ext_str(command.ext_fields, "topic"))
+            for row in self._service.topic_stats(header.topic)
         ]
         return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
-    def consume_stats(self, command: RemotingCommand) -> RemotingCommand:
+    def consume_stats(
+        self, command: RemotingCommand, header: GetConsumeStatsRequestHeader
+    ) -> RemotingCommand:
         """Per queue: the broker's max offset and the group's committed offset (lag is the
         difference)."""
-        fields = command.ext_fields
-        group = ext_str(fields, "consumerGroup")
         rows = [
             {
                 "topic": row.topic,
@@ -129,7 +137,7 @@ class AdminProcessor:
                 "brokerOffset": row.broker_offset,
                 "consumerOffset": row.consumer_offset,
             }
-            for row in self._service.consume_stats(group, fields.get("topic") or None)
+            for row in self._service.consume_stats(header.consumer_group, header.topic)
         ]
         return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
@@ -138,17 +146,13 @@ class AdminProcessor:
         record = self._service.view_message(ext_int(command.ext_fields, "offset"), access)
         return command.response(MQResponseCode.SUCCESS, body=record)
 
-    def query_message(self, command: RemotingCommand) -> RemotingCommand:
+    def query_message(
+        self, command: RemotingCommand, header: QueryMessageRequestHeader
+    ) -> RemotingCommand:
         """QUERY_MESSAGE (12): messages of a topic by key (or unique id), newest first."""
-        fields = command.ext_fields
-        topic = ext_str(fields, "topic")
-        key = ext_str(fields, "key")
+        topic, key = header.topic, header.key
         records = self._service.query_message(
-            topic,
-            key,
-            ext_int(fields, "maxNum", 32),
-            ext_int(fields, "beginTimestamp", 0),
-            ext_int(fields, "endTimestamp", 1 << 62),
+            topic, key, header.max_num, header.begin_timestamp, header.end_timestamp
         )
         if not records:
             raise RequestRejectedError(
@@ -179,10 +183,14 @@ class AdminProcessor:
         return command.response(MQResponseCode.SUCCESS)
 
 
-def consumer_connections(consumers: ConsumerManager, command: RemotingCommand) -> RemotingCommand:
+def consumer_connections(
+    consumers: ConsumerManager,
+    command: RemotingCommand,
+    header: GetConsumerConnectionListRequestHeader,
+) -> RemotingCommand:
     """GET_CONSUMER_CONNECTION_LIST (203): the remoting clients of a group, from the registry
     their heartbeats keep (``broker.remoting.consumers``)."""
-    group = ext_str(command.ext_fields, "consumerGroup")
+    group = header.consumer_group
     info = consumers.groups.get(group)
     if info is None:
         raise RequestRejectedError(

@@ -13,19 +13,24 @@ from typing import TYPE_CHECKING
 
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.remoting.admin import json_body
-from ledgermq.broker.remoting.consumers import parse_check_client_body, parse_heartbeat
-from ledgermq.errors import BadRequestError, RequestRejectedError
+from ledgermq.broker.remoting.consumers import parse_check_client_body
+from ledgermq.errors import RequestRejectedError
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.consumers import (
         ConsumerManager,
+        Heartbeat,
         LockRequest,
         QueueLockManager,
     )
     from ledgermq.broker.service.clients import ClientService
     from ledgermq.net import Connection
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import (
+        GetConsumerListByGroupRequestHeader,
+        UnregisterClientRequestHeader,
+    )
 
 __all__ = ["ClientProcessor"]
 
@@ -42,8 +47,10 @@ class ClientProcessor:
         self._watched: set[Connection] = set()
         """Connections whose closing removes their clients (one close callback each)."""
 
-    async def heartbeat(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        heartbeat = parse_heartbeat(command.body)
+    async def heartbeat(
+        self, conn: Connection, command: RemotingCommand, heartbeat: Heartbeat
+    ) -> RemotingCommand:
+        """HEART_BEAT, from the body the door parsed (and checked) once."""
         self._service.check_heartbeat(
             heartbeat.producer_groups,
             [(data.group, data.subscriptions.keys()) for data in heartbeat.consumers],
@@ -69,13 +76,17 @@ class ClientProcessor:
         changed = self._consumers.connection_closed(conn)
         self._consumers.notify_changed(changed)
 
-    async def unregister(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        client_id = fields.get("clientID", "")
-        if not client_id:
-            raise BadRequestError("the request header lacks the field 'clientID'")
-        changed = self._consumers.unregister(client_id, fields.get("consumerGroup") or None)
-        self._locks.release_client(client_id)
+    async def unregister(
+        self, conn: Connection, command: RemotingCommand, header: UnregisterClientRequestHeader
+    ) -> RemotingCommand:
+        """UNREGISTER_CLIENT: the client leaves the consumer group the header names (the ACL
+        checked SUB on it) and its locks there go; without one, only its producer
+        registrations go, as in RocketMQ's broker (issue 26: an unregister without a group
+        removed a client from every group and released all its locks, for any account)."""
+        client_id, group = header.client_id, header.consumer_group
+        changed = self._consumers.unregister(client_id, group)
+        if group is not None:
+            self._locks.release_client(client_id, group)
         self._consumers.notify_changed(changed)
         return command.response(MQResponseCode.SUCCESS)
 
@@ -95,8 +106,13 @@ class ClientProcessor:
                 raise
         return command.response(MQResponseCode.SUCCESS)
 
-    async def consumer_list(self, conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        group = command.ext_fields.get("consumerGroup", "")
+    async def consumer_list(
+        self,
+        conn: Connection,
+        command: RemotingCommand,
+        header: GetConsumerListByGroupRequestHeader,
+    ) -> RemotingCommand:
+        group = header.consumer_group
         ids = self._consumers.client_ids(group)
         if not ids:
             raise RequestRejectedError(

@@ -179,9 +179,11 @@ class ConsumerManager:
         return {name for name, info in self.groups.items() if client_id in info.members}
 
     def unregister(self, client_id: str, consumer_group: str | None) -> list[str]:
+        """Remove ``client_id`` from ``consumer_group`` (None: from no consumer group) and
+        from every producer group; the consumer groups it left."""
         changed = []
         for name, info in list(self.groups.items()):
-            if consumer_group and name != consumer_group:
+            if name != consumer_group:
                 continue
             if info.members.pop(client_id, None) is not None:
                 changed.append(name)
@@ -335,10 +337,11 @@ class QueueLockManager:
             if owner is not None and owner[0] == client_id:
                 del table[queue]
 
-    def release_client(self, client_id: str) -> None:
-        for table in self._locks.values():
-            for queue in [q for q, (c, _) in table.items() if c == client_id]:
-                del table[queue]
+    def release_client(self, client_id: str, group: str) -> None:
+        """Release the queues ``client_id`` holds for ``group``."""
+        table = self._locks.get(group, {})
+        for queue in [q for q, (c, _) in table.items() if c == client_id]:
+            del table[queue]
 
 
 @dataclass(frozen=True, slots=True)

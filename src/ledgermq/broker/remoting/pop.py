@@ -26,12 +26,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.service.pop import PopRequest
-from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import encode_properties, encode_record
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.pop import PoppedMessage, PopService
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import (
+        AckMessageRequestHeader,
+        ChangeInvisibleTimeRequestHeader,
+        PopMessageRequestHeader,
+    )
 
 __all__ = ["POP_CK", "PopProcessor"]
 
@@ -40,21 +45,23 @@ POP_CK: Final = "POP_CK"
 
 
 class PopProcessor:
+    """Each method serves its request from the header the door parsed (and checked)."""
+
     def __init__(self, service: PopService) -> None:
         self._service = service
 
-    async def pop(self, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        expression = fields.get("exp") or "*"
+    async def pop(
+        self, command: RemotingCommand, asked: PopMessageRequestHeader
+    ) -> RemotingCommand:
         request = PopRequest(
-            group=ext_str(fields, "consumerGroup"),
-            topic=ext_str(fields, "topic"),
-            queue_id=ext_int(fields, "queueId", -1),
-            max_messages=ext_int(fields, "maxMsgNums"),
-            invisible_ms=ext_int(fields, "invisibleTime"),
-            subscription=(expression, fields.get("expType") or None),
-            poll_ms=ext_int(fields, "pollTime", 0),
-            order=ext_bool(fields, "order"),
+            group=asked.consumer_group,
+            topic=asked.topic,
+            queue_id=asked.queue_id,
+            max_messages=asked.max_msg_nums,
+            invisible_ms=asked.invisible_time,
+            subscription=(asked.exp or "*", asked.exp_type or None),
+            poll_ms=asked.poll_time,
+            order=asked.order,
         )
         result = await self._service.receive(request)
         header = {
@@ -70,20 +77,17 @@ class PopProcessor:
         body = b"".join(_record(m) for m in result.messages)
         return command.response(MQResponseCode.SUCCESS, ext_fields=header, body=body)
 
-    async def ack(self, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        await self._service.ack(
-            ext_str(fields, "consumerGroup"), ext_str(fields, "topic"), ext_str(fields, "extraInfo")
-        )
+    async def ack(
+        self, command: RemotingCommand, header: AckMessageRequestHeader
+    ) -> RemotingCommand:
+        await self._service.ack(header.consumer_group, header.topic, header.extra_info)
         return command.response(MQResponseCode.SUCCESS)
 
-    async def change_invisible_time(self, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
+    async def change_invisible_time(
+        self, command: RemotingCommand, header: ChangeInvisibleTimeRequestHeader
+    ) -> RemotingCommand:
         handle = await self._service.change_invisible(
-            ext_str(fields, "consumerGroup"),
-            ext_str(fields, "topic"),
-            ext_str(fields, "extraInfo"),
-            ext_int(fields, "invisibleTime"),
+            header.consumer_group, header.topic, header.extra_info, header.invisible_time
         )
         return command.response(
             MQResponseCode.SUCCESS,

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.service.pull import MAX_BYTES_PER_PULL, PullRequest, PullStatus
-from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.pull import PullService
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import PullMessageRequestHeader
 
 __all__ = ["PullProcessor", "pull_code"]
 
@@ -39,34 +40,29 @@ class PullProcessor:
     def __init__(self, service: PullService) -> None:
         self._service = service
 
-    async def process(self, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        group = ext_str(fields, "consumerGroup")
-        topic = ext_str(fields, "topic")
-        queue_id = ext_int(fields, "queueId")
-        offset = ext_int(fields, "queueOffset")
-        max_nums = ext_int(fields, "maxMsgNums", 32)
-        max_bytes = ext_int(fields, "maxMsgBytes", MAX_BYTES_PER_PULL)
-        sys_flag = ext_int(fields, "sysFlag", 0)
-        commit_offset = ext_int(fields, "commitOffset", -1)
-        suspend_ms = ext_int(fields, "suspendTimeoutMillis", 15_000)
-        expression = fields.get("subscription")
+    async def process(
+        self, command: RemotingCommand, header: PullMessageRequestHeader
+    ) -> RemotingCommand:
+        """Serve the pull the door parsed (and checked) as ``header``."""
+        sys_flag = header.sys_flag
+        expression = header.subscription
         subscription = (
-            (expression or "*", fields.get("expressionType"))
+            (expression or "*", header.expression_type)
             if sys_flag & FLAG_SUBSCRIPTION or expression is not None
             else None
         )
+        max_bytes = header.max_msg_bytes
         result = await self._service.pull(
             PullRequest(
-                group,
-                topic,
-                queue_id,
-                offset,
-                max_nums,
-                max_bytes,
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.queue_offset,
+                header.max_msg_nums,
+                MAX_BYTES_PER_PULL if max_bytes is None else max_bytes,
                 subscription,
-                commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
-                suspend_ms if sys_flag & FLAG_SUSPEND else 0,
+                header.commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
+                header.suspend_timeout_millis if sys_flag & FLAG_SUSPEND else 0,
             )
         )
         ext = {

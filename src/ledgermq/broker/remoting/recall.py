@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.wire import MQResponseCode, ext_str
+from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.timers import TimerService
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import RecallMessageRequestHeader
 
 __all__ = ["RecallProcessor"]
 
@@ -20,9 +21,8 @@ class RecallProcessor:
     def __init__(self, service: TimerService) -> None:
         self._service = service
 
-    async def process(self, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        message_id = await self._service.recall(
-            ext_str(fields, "topic"), ext_str(fields, "recallHandle")
-        )
+    async def process(
+        self, command: RemotingCommand, header: RecallMessageRequestHeader
+    ) -> RemotingCommand:
+        message_id = await self._service.recall(header.topic, header.recall_handle)
         return command.response(MQResponseCode.SUCCESS, ext_fields={"msgId": message_id})

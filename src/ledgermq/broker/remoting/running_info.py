@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import NetworkError
-from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand, ext_str
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import GetConsumerRunningInfoRequestHeader
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.consumers import ConsumerManager
@@ -28,12 +29,12 @@ CLIENT_ANSWER_TIMEOUT_S: Final = 5.0
 async def consumer_running_info(
     consumers: ConsumerManager,
     command: RemotingCommand,
+    header: GetConsumerRunningInfoRequestHeader,
     timeout_s: float = CLIENT_ANSWER_TIMEOUT_S,
 ) -> RemotingCommand:
-    """The answer of client ``clientId`` of group ``consumerGroup`` (see the module docstring)."""
-    fields = command.ext_fields
-    group = ext_str(fields, "consumerGroup")
-    client_id = ext_str(fields, "clientId")
+    """The answer of client ``clientId`` of group ``consumerGroup`` (see the module docstring),
+    as the door parsed (and checked) them in ``header``."""
+    group, client_id = header.consumer_group, header.client_id
     info = consumers.groups.get(group)
     member = info.members.get(client_id) if info is not None else None
     if member is None:
@@ -50,11 +51,9 @@ async def consumer_running_info(
     ask = RemotingCommand(
         code=MQRequestCode.GET_CONSUMER_RUNNING_INFO,
         opaque=0,
-        ext_fields={
-            "consumerGroup": group,
-            "clientId": client_id,
-            "jstackEnable": fields.get("jstackEnable", "false"),
-        },
+        ext_fields=GetConsumerRunningInfoRequestHeader(
+            group, client_id, header.jstack_enable
+        ).to_ext_fields(),
     )
     try:
         answer = await conn.request(ask, timeout_s)

@@ -1,0 +1,36 @@
+"""Every request code the remoting door serves has its needs (issue 26 item 2): a code whose
+header the door parses into a typed header (``ledgermq.wire.headers``) is served from that
+header and its needs come from ``acl.header_needs``; every other served code is classified in
+the ACL's lists, so an unmapped code is refused to all but an admin, never allowed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ledgermq.acl.resources import ACCOUNT_ONLY_CODES, ADMIN_CODES, RESOURCE_CODES
+from ledgermq.wire.headers import HEADER_TYPES
+from tests.broker.harness import Cluster
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_every_served_code_is_classified_and_typed_codes_are_served_from_their_header(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        try:
+            await cluster.start()
+            master = await cluster.master()
+            typed, untyped = set(master._typed), set(master._handlers)
+            assert typed == set(HEADER_TYPES)
+            assert not typed & untyped  # one way to serve each code
+            for code in typed | untyped:
+                homes = [code in ADMIN_CODES, code in RESOURCE_CODES, code in ACCOUNT_ONLY_CODES]
+                assert homes.count(True) == 1, code
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
