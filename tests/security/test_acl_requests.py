@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING
+import secrets
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ledgermq.acl.signature import sign_request
+from ledgermq.acl.strong import sign_strong
 from ledgermq.net import ConnectionPool
 from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
@@ -63,7 +65,9 @@ SECRETS = {
 C = MQRequestCode
 
 
-def _run(tmp: Path, test: Callable[[Cluster, BrokerServer], Awaitable[None]]) -> None:
+def _run(
+    tmp: Path, test: Callable[[Cluster, BrokerServer], Awaitable[None]], *, strong: bool = False
+) -> None:
     acl = tmp / "plain_acl.yml"
     acl.write_text(ACL)
 
@@ -75,6 +79,7 @@ def _run(tmp: Path, test: Callable[[Cluster, BrokerServer], Awaitable[None]]) ->
             acl_access_key="ops-admin",
             acl_secret_key="ops-admin-secret",
             transaction_time_out=200,
+            acl_require_strong_signature=strong,
         )
         cluster.clock = virtual_time.current_clock()
         try:
@@ -174,6 +179,39 @@ def test_view_by_id_needs_sub_on_the_messages_topic(tmp_path: Path) -> None:
         assert b"secret of b" in seen.body
 
     _run(tmp_path, test)
+
+
+def test_a_strong_signed_request_is_checked_again_without_spending_its_nonce_twice(
+    tmp_path: Path,
+) -> None:
+    """The check made once a record is read (view by id, send-back, end of a transaction) asks
+    the ACL about the record's topic; it used to run the whole gate again on the same request,
+    which found the strong signature's nonce already spent and refused the owner's own view as
+    a replay (and counted a failed sign-in)."""
+
+    async def test(cluster: Cluster, master: BrokerServer) -> None:
+        assert cluster.clock is not None
+        now_s = cluster.clock.wall_time_s()
+
+        async def ask(who: str, code: int, fields: Mapping[str, str], body: bytes = b"") -> Any:
+            signed = sign_strong(
+                code, fields, body or None, who, SECRETS[who], now_s=now_s,
+                nonce=secrets.token_hex(16),
+            )  # fmt: skip
+            command = RemotingCommand(code=code, opaque=0, ext_fields=signed, body=body)
+            return await cluster.pool.request(master.address, command, 5.0)
+
+        sent = await ask("b-owner", C.SEND_MESSAGE_V2, _send_fields("TopicB"), b"b's own")
+        assert sent.code == MQResponseCode.SUCCESS, sent.remark
+        fields = {"offset": str(_offset(sent))}
+        seen = await ask("b-owner", C.VIEW_MESSAGE_BY_ID, fields)
+        assert seen.code == MQResponseCode.SUCCESS, seen.remark
+        assert b"b's own" in seen.body
+        refused = await ask("a-consumer", C.VIEW_MESSAGE_BY_ID, fields)
+        assert refused.code == MQResponseCode.NO_PERMISSION, refused.remark
+        assert "needs SUB on its topic" in (refused.remark or "")
+
+    _run(tmp_path, test, strong=True)
 
 
 # ---------------------------------------------------------------------------- item 4

@@ -178,6 +178,30 @@ class AclGate:
                 self.files.current(), ip, code, fields, command.body, needs
             )
             self._count_sign_in(ip, decision)
+        return self.answer(address, command, decision)
+
+    def check_again(self, address: str, command: RemotingCommand, needs: Needs) -> Decision:
+        """The decision on more ``needs`` of a request ``check`` already admitted (a record's
+        topic, known once the record is read): its signature was verified then, so it is not
+        verified again (a strong signature's nonce is spent, and the throttle counted the
+        sign-in); a refusal is audited and logged as ``check``'s are (``answer``)."""
+        fields = command.ext_fields
+        decision = authorize(
+            self.files.current(), remote_ip(address), fields.get(ACCESS_KEY),
+            lambda _secret: True, f"request code {command.code}", needs,
+        )  # fmt: skip
+        if not decision.allowed:
+            self.answer(address, command, decision)
+        return decision
+
+    def answer(
+        self, address: str, command: RemotingCommand, decision: Decision
+    ) -> RemotingCommand | None:
+        """Audit ``decision`` (refusals and admin requests), count and log a refusal, and
+        return its NO_PERMISSION answer (None when allowed)."""
+        code = command.code
+        fields = command.ext_fields
+        ip = remote_ip(address)
         if self.audit is not None and (not decision.allowed or code in ADMIN_CODES):
             self.audit.record(
                 server=self.server,

@@ -1,8 +1,9 @@
 """The ACL's side of the remoting door once a request was admitted (``AclGate.check``).
 
 ``GateAccess``: a request's ``Access`` (``broker.service.access``) for the checks made after
-reading a record; it asks the gate again with the same (already verified) request and the new
-needs, so a refusal is answered, logged and audited like any other.
+reading a record; it asks the gate again with the same request and the new needs, without
+verifying its signature a second time (``AclGate.check_again``), so a refusal is logged and
+audited like any other.
 
 ``SignedIn``: who each connection signed in as when its last HEART_BEAT was admitted (its
 address and ``AccessKey``), so that the broker sends a transaction's check-back, which carries
@@ -37,8 +38,8 @@ class GateAccess:
         self._command = command
 
     def require(self, needs: Needs, rule: str) -> None:
-        refusal = self._gate.check(self._address, self._command, needs)
-        if refusal is not None:
+        decision = self._gate.check_again(self._address, self._command, needs)
+        if not decision.allowed:
             who = self._command.ext_fields.get(ACCESS_KEY) or "this client"
             raise ForbiddenError(f"{who} is refused: {rule}")
 
