@@ -14,6 +14,7 @@ from typing import Any
 from ledgermq.cli.credentials_args import credentials_from
 from ledgermq.cli.tls_args import tls_from
 from ledgermq.client import Admin
+from ledgermq.errors import LedgerMQError
 
 __all__ = ["emit", "json_arg", "namesrv_arg", "table", "with_admin"]
 
@@ -73,3 +74,18 @@ def table(header: tuple[str, ...], rows: list[tuple[object, ...]], *, indent: st
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         print(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+async def replicas_of(
+    admin: Admin, cluster: str | None, broker: str | None
+) -> dict[str, dict[int, str]]:
+    """Broker group -> replica id -> address, from the NameServer: every group of ``cluster``
+    (None: all), or only ``broker``, refused with the known names when it is not registered."""
+    replicas = await admin.broker_addresses(cluster)
+    if broker is None:
+        return replicas
+    if broker not in replicas:
+        raise LedgerMQError(
+            f"broker group {broker!r} is not registered; known: {', '.join(replicas) or 'none'}"
+        )
+    return {broker: replicas[broker]}

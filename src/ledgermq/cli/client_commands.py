@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ledgermq.cli.admin_common import emit as _emit
 from ledgermq.cli.admin_common import json_arg as _json_arg
-from ledgermq.cli.admin_common import namesrv_arg
+from ledgermq.cli.admin_common import namesrv_arg, replicas_of
 from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
@@ -657,14 +657,7 @@ _STATUS_KEYS = (
 
 def cmd_broker_status(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        replicas = await admin.broker_addresses(args.cluster)
-        if args.broker is not None:
-            if args.broker not in replicas:
-                raise LedgerMQError(
-                    f"broker group {args.broker!r} is not registered; known: "
-                    f"{', '.join(replicas) or 'none'}"
-                )
-            replicas = {args.broker: replicas[args.broker]}
+        replicas = await replicas_of(admin, args.cluster, args.broker)
         rows: list[tuple[object, ...]] = []
         for name, by_id in replicas.items():
             for broker_id, address in by_id.items():

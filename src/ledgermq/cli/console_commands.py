@@ -10,6 +10,7 @@ its own, off by default.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING, Final
 
@@ -100,6 +101,6 @@ async def _serve(args: argparse.Namespace) -> int:
         await wait_for_stop()
     finally:
         if metrics is not None:
-            metrics.close()
+            await asyncio.to_thread(metrics.close)  # joins its thread: not on the loop
         await server.close()
     return 0

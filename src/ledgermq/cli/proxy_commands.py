@@ -24,6 +24,7 @@ with the flag that sets them here); any other key is an error that names it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from typing import Final
 
@@ -184,6 +185,6 @@ async def _serve(proxy: ClusterProxy, listen: str, metrics_listen: str | None = 
         await wait_for_stop()
     finally:
         if metrics is not None:
-            metrics.close()
+            await asyncio.to_thread(metrics.close)  # joins its thread: not on the loop
         await proxy.close()
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.cli.admin_common import emit, with_admin
+from ledgermq.cli.admin_common import emit, replicas_of, with_admin
 from ledgermq.errors import LedgerMQError
 from ledgermq.net import run
 
@@ -39,14 +39,7 @@ def register_quarantine(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 def cmd_quarantined_entries(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        replicas = await admin.broker_addresses(args.cluster)
-        if args.broker is not None:
-            if args.broker not in replicas:
-                raise LedgerMQError(
-                    f"broker group {args.broker!r} is not registered; known: "
-                    f"{', '.join(replicas) or 'none'}"
-                )
-            replicas = {args.broker: replicas[args.broker]}
+        replicas = await replicas_of(admin, args.cluster, args.broker)
         rows: list[tuple[object, ...]] = []
         status = 0
         for name, by_id in replicas.items():

@@ -177,7 +177,7 @@ class NameServer:
             await self._listener.wait_closed()
         if self._audit is not None:
             self._audit.close()
-        self.metrics.close()
+        await asyncio.to_thread(self.metrics.close)  # joins its thread: not on the loop
         logger.info("namesrv stopped")
 
     @property
