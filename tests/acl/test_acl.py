@@ -433,3 +433,18 @@ def test_the_nonce_cache_refuses_replays_and_stays_bounded() -> None:
         later.remember("ak", f"n{i}", now_ms + i * 2_000, now_ms + i * 2_000)
     assert len(later) == 1
     assert later.floor_ms == -1
+
+
+def test_one_account_flooding_the_nonce_cache_does_not_refuse_another_accounts_requests() -> None:
+    """Found in review: the floor was one for all keys, so an account that filled the cache
+    with requests dated nearly 300 s ahead made every other account's honest requests "older
+    than the replays this server can still tell apart" for about 5 minutes."""
+    from ledgermq.acl.strong import NonceCache
+
+    cache = NonceCache(skew_s=300, max_nonces=100)
+    now_ms = 1_800_000_000_000
+    cache.remember("honest", "h0", now_ms, now_ms)
+    for i in range(1_000):
+        cache.remember("flooder", f"f{i}", now_ms + 299_000, now_ms)
+    assert "older than the replays" in (cache.problem("flooder", "new", now_ms + 1) or "")
+    assert cache.problem("honest", "h1", now_ms + 1) is None

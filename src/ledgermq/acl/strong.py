@@ -156,9 +156,11 @@ class NonceCache:
     """The nonces of strong requests accepted in the last ``skew_s``, per access key.
 
     Bounded: past ``max_nonces``, the oldest remembered nonce is forgotten and every request
-    whose time is not later than its time is refused from then on (``floor_ms``): what cannot
-    be checked against replays any more is not accepted. Clients with fresh clocks never
-    notice; memory stays under ``max_nonces`` entries whatever the request rate.
+    of the same access key whose time is not later than its time is refused from then on (that
+    key's floor): what cannot be checked against replays any more is not accepted. The floor is
+    per key, so that one account flooding the cache with requests dated ahead of the clock
+    cannot make every other account's requests look too old. Clients with fresh clocks never
+    notice; memory stays under ``max_nonces`` entries (and one floor per key) whatever the rate.
     """
 
     def __init__(self, skew_s: float = SKEW_S, max_nonces: int = MAX_NONCES) -> None:
@@ -166,8 +168,13 @@ class NonceCache:
         self.max_nonces = max_nonces
         self._seen: dict[tuple[str, str], int] = {}
         """(access key, nonce) -> the request's time (ms), in the order accepted."""
-        self.floor_ms = -1
-        """Requests whose time is at or before this are refused (see the class docstring)."""
+        self._floors: dict[str, int] = {}
+        """Access key -> its requests whose time is at or before this are refused."""
+
+    @property
+    def floor_ms(self) -> int:
+        """The highest key's floor (-1: no nonce was forgotten while still acceptable)."""
+        return max(self._floors.values(), default=-1)
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -176,7 +183,7 @@ class NonceCache:
         """Why this request may be a replay (None: it is not)."""
         if (access_key, nonce) in self._seen:
             return f"this request's {STRONG_NONCE} was used before: a replayed request"
-        if time_ms <= self.floor_ms:
+        if time_ms <= self._floors.get(access_key, -1):
             return (
                 f"this request's {STRONG_TIME} is older than the replays this server can "
                 "still tell apart: send it again"
@@ -193,5 +200,6 @@ class NonceCache:
                 break
             del seen[first]
             if first_ms + self.skew_ms >= now_ms:  # evicted while still acceptable
-                self.floor_ms = max(self.floor_ms, first_ms)
+                key = first[0]
+                self._floors[key] = max(self._floors.get(key, -1), first_ms)
         seen[access_key, nonce] = time_ms
