@@ -226,6 +226,18 @@ def test_a_lone_forged_jump_is_not_confirmed_by_repeating_it_or_by_old_claims() 
     assert table.master_term("broker-a") == 5
 
 
+def test_a_claim_cannot_confirm_itself_when_its_claimant_is_the_only_member_left() -> None:
+    """Found in review: the claimant counted as one backer of a majority sized from the
+    members with a term, so once the master had left and one follower remained, one forged
+    registration in that follower's name (id 0, a term far above the group's) was believed."""
+    table = RouteTable()
+    group_of_three(table, term=7)
+    table.unregister_broker("c1", "broker-a", A, 0)
+    table.unregister_broker("c1", "broker-a", C, 3)
+    assert not table.register_broker("c1", "broker-a", B, 0, term=999999, now_ms=1).accepted
+    assert table.master_term("broker-a") == 7
+
+
 def test_a_forged_claim_with_a_credible_term_cannot_keep_id_0() -> None:
     """A forged claim one term ahead is believed for a moment, but the real master's next
     registration takes id 0 back (no third replica has gone past its term), and failover still

@@ -437,11 +437,13 @@ def _refusal(
 
 
 def _confirmed(group: _Group, broker_addr: str, term: int, now_ms: int) -> bool:
-    """A majority of the group's members recently claimed terms near ``term`` (rule 1)."""
+    """A majority of the group's members recently claimed terms near ``term`` (rule 1), and
+    at least one of them is not the claimant: a claim never confirms itself, even when its
+    claimant is the only member with a term left."""
     members = set(group.terms) | {broker_addr}
     backers = 1  # the claimant
     for addr in members - {broker_addr}:
         claim = group.claims.get(addr)
         if claim is not None and now_ms - claim[1] <= CLAIM_MEMORY_MS:
             backers += abs(claim[0] - term) <= MAX_TERM_LEAD
-    return backers > len(members) // 2
+    return backers >= 2 and backers > len(members) // 2
