@@ -395,7 +395,8 @@ class LedgerServer:
         follower and waits, at most ``timeout_s``, until that one leads; the new leader's id, or
         None (not a leader, a group of one, a refusal or no success in time: the stop goes on,
         and the followers elect as after any leader's loss). Without it a stopping leader costs
-        its group an election timeout (1.4 s without an acknowledged send in the process test;
+        its group an election timeout (1,404 ms without an acknowledged send in
+        tests/broker/test_graceful_stop_processes.py before the hand-over, 2026-11-29;
         a rolling restart pays it once per group), with it the time of one transfer.
         """
         core = self.core

@@ -31,13 +31,11 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NotMasterError
 from ledgermq.broker.service.send import SendResult
-from ledgermq.broker.service.transactions import Resolution
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
 from ledgermq.proxy.messages import Refusal
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.status import Code, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
-from ledgermq.wire.message import SysFlag
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.send import SendRequest
@@ -57,11 +55,6 @@ _SEND_ANSWERS: Final = (
 )
 """A stored send's answers (the last three: stored, a durability wait not met), as the
 stand-alone proxy takes them."""
-_FLAGS: Final = {
-    Resolution.COMMIT: SysFlag.TRANSACTION_COMMIT,
-    Resolution.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK,
-    Resolution.UNKNOWN: SysFlag.TRANSACTION_NOT_TYPE,
-}
 
 
 class MasterLink:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ledgermq.broker.state.topics import RETRY_PREFIX
+from ledgermq.broker.state.topics import DLQ_PREFIX, RETRY_PREFIX
 from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from ledgermq.wire.message import MessageExt
 
 __all__ = ["OPEN_ACCESS", "Access", "record_topic"]
-
-_DLQ_PREFIX: Final = "%DLQ%"
 
 
 class Access(Protocol):
@@ -49,6 +47,6 @@ def record_topic(message: MessageExt) -> str:
     (delay, timer, transaction half) its ``REAL_TOPIC``, else the topic it is stored under."""
     properties = message.properties
     topic = message.topic
-    if topic.startswith((RETRY_PREFIX, _DLQ_PREFIX)):
+    if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
         return properties.get(MessageProperty.RETRY_TOPIC) or topic
     return properties.get(MessageProperty.REAL_TOPIC) or topic

@@ -27,8 +27,8 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import IllegalMessageError, InvalidArgumentError
-from ledgermq.broker.storage.consume_queue import is_topic_name
 from ledgermq.errors import InvalidMessageError, MessageFormatError
+from ledgermq.wire.names import topic_name_problem
 
 if TYPE_CHECKING:
     from ledgermq.broker.state.broker_state import BrokerState
@@ -60,11 +60,9 @@ def target_problem(topic: str | None, queue_id: int | str | None) -> str | None:
     every replica's dispatcher makes (a valid topic name, a queue id 0 .. 2^31-1)."""
     if not topic:
         return "it names no target topic"
-    if not is_topic_name(topic):
-        return (
-            f"its target topic {topic!r} is not a valid topic name (1 to 127 characters from "
-            "a-z A-Z 0-9 % | _ -)"
-        )
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        return f"its target topic breaks the rule: {problem}"
     if queue_id is None:
         return "it names no target queue"
     try:
