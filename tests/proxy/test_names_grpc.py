@@ -247,3 +247,23 @@ def test_the_stand_alone_proxy_refuses_bad_names_before_forwarding() -> None:
         assert sent.status.code == Code.FORBIDDEN, sent.status
 
     asyncio.run(main())
+
+
+def test_a_recall_names_a_valid_topic_at_either_door() -> None:
+    """Found in review: RecallMessage checked only that a topic was named, so a bad name went on
+    to the route lookup (the stand-alone proxy) or the timer service (a replica) and came back
+    as whatever those said; now it is ILLEGAL_TOPIC with the rule, before anything is asked."""
+
+    async def main() -> None:
+        servicer = ClusterServicer(_NoForwarding(), Endpoint("127.0.0.1", 8081))  # type: ignore[arg-type]
+        context: Any = _Context()
+        answer = await servicer.RecallMessage(
+            service_pb2.RecallMessageRequest(
+                topic=definition_pb2.Resource(name="bad.topic"), recall_handle="h"
+            ),
+            context,
+        )
+        assert answer.status.code == Code.ILLEGAL_TOPIC, answer.status
+        assert "may contain only the characters" in answer.status.message
+
+    asyncio.run(main())

@@ -448,6 +448,8 @@ class DoorServicer(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
             return service_pb2.RecallMessageResponse(
                 status=status(Code.ILLEGAL_TOPIC, "the request names no topic")
             )
+        if (refused := topic_refusal(topic)) is not None:
+            return service_pb2.RecallMessageResponse(status=refused)
         try:
             message_id = await self._backend.recall(
                 topic, request.recall_handle, deadline_s(context)
