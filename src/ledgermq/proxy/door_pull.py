@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import group_resource, topic_resource
 from ledgermq.proxy.backend import OffsetPolicy, PullOutcome, PullQuery, QueueRef
-from ledgermq.proxy.messages import DEFAULT_LONG_POLLING_MS
+from ledgermq.proxy.messages import long_polling_ms
 from ledgermq.proxy.name_status import group_refusal, topic_refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.status import Code, ok, status
-from ledgermq.proxy.timestamps import duration_ms, timestamp_ms
+from ledgermq.proxy.timestamps import timestamp_ms
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -88,15 +88,7 @@ def _pull_query(request: service_pb2.PullMessageRequest) -> PullQuery:
         raise Refusal(
             status(Code.BAD_REQUEST, f"batch_size must be positive, got {request.batch_size}")
         )
-    poll_ms = (
-        duration_ms(request.long_polling_timeout, "long_polling_timeout", Code.ILLEGAL_POLLING_TIME)
-        if request.HasField("long_polling_timeout")
-        else DEFAULT_LONG_POLLING_MS
-    )
-    if poll_ms < 0:
-        raise Refusal(
-            status(Code.ILLEGAL_POLLING_TIME, f"long_polling_timeout is negative: {poll_ms} ms")
-        )
+    poll_ms = long_polling_ms(request)
     expression = request.filter_expression
     sql = expression.type == definition_pb2.SQL
     return PullQuery(

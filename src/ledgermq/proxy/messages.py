@@ -34,8 +34,8 @@ from ledgermq.proxy.timestamps import delivery_time_ms, duration_ms, timestamp_m
 from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
 
 __all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "PROPERTY_TRACE_CONTEXT",
-           "RESERVED_PROPERTIES", "Refusal", "message_properties", "receive_request",
-           "send_request"]  # fmt: skip
+           "RESERVED_PROPERTIES", "Refusal", "long_polling_ms", "message_properties",
+           "receive_request", "send_request"]  # fmt: skip
 
 PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
 """``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
@@ -203,15 +203,7 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
                 f"invisible_duration must be positive, got {invisible_ms} ms",
             )
         )
-    poll_ms = (
-        duration_ms(request.long_polling_timeout, "long_polling_timeout", Code.ILLEGAL_POLLING_TIME)
-        if request.HasField("long_polling_timeout")
-        else DEFAULT_LONG_POLLING_MS
-    )
-    if poll_ms < 0:
-        raise Refusal(
-            status(Code.ILLEGAL_POLLING_TIME, f"long_polling_timeout is negative: {poll_ms} ms")
-        )
+    poll_ms = long_polling_ms(request)
     expression = request.filter_expression
     if expression.type == definition_pb2.SQL:
         subscription: tuple[str, str | None] = (expression.expression, "SQL92")
@@ -230,3 +222,20 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
         subscription=subscription,
         poll_ms=min(poll_ms, MAX_POLL_MS),
     )
+
+
+def long_polling_ms(
+    request: service_pb2.ReceiveMessageRequest | service_pb2.PullMessageRequest,
+) -> int:
+    """A receive's or pull's ``long_polling_timeout`` in ms (``DEFAULT_LONG_POLLING_MS`` when
+    absent); ``Refusal`` ILLEGAL_POLLING_TIME for one that is invalid or negative."""
+    if not request.HasField("long_polling_timeout"):
+        return DEFAULT_LONG_POLLING_MS
+    poll_ms = duration_ms(
+        request.long_polling_timeout, "long_polling_timeout", Code.ILLEGAL_POLLING_TIME
+    )
+    if poll_ms < 0:
+        raise Refusal(
+            status(Code.ILLEGAL_POLLING_TIME, f"long_polling_timeout is negative: {poll_ms} ms")
+        )
+    return poll_ms
