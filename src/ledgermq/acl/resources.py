@@ -241,19 +241,21 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
         return Needs(admin=True)
     if code not in RESOURCE_CODES and code not in ACCOUNT_ONLY_CODES:
         return Needs(admin=True)  # unclassified: refused to all but an admin
-    try:
-        header = parse_header(code, fields)
-    except BadRequestError:
-        return Needs(admin=True)  # the handler refuses the header: nothing to allow
-    if header is not None:
-        return header_needs(header)
     resources: dict[Resource, Perm] = {}
     get = fields.get
-    if code in (_C.SEND_MESSAGE_V2, _C.SEND_BATCH_MESSAGE):
-        try:
-            _send(resources, send_v2_topic(fields))  # the header parser's own rule
-        except BadRequestError:
-            return Needs(admin=True)  # the handler refuses the header: nothing to allow
+    try:  # a header the handler would refuse needs an admin: nothing to allow
+        header = parse_header(code, fields)
+        if header is not None:
+            return header_needs(header)
+        v2_topic = (
+            send_v2_topic(fields)  # the header parser's own rule
+            if code in (_C.SEND_MESSAGE_V2, _C.SEND_BATCH_MESSAGE)
+            else None
+        )
+    except BadRequestError:
+        return Needs(admin=True)
+    if v2_topic is not None:
+        _send(resources, v2_topic)
     elif code == _C.SEND_MESSAGE:
         _send(resources, get("topic"))
     elif code == _C.END_TRANSACTION:

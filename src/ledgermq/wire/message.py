@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, final
 
 from ledgermq.errors import InvalidMessageError, MessageFormatError
 from ledgermq.speedups import PURE_PYTHON
-from ledgermq.wire.names import check_topic_name
+from ledgermq.wire.names import NAME_PATTERN, TOPIC_MAX_LENGTH, check_topic_name
 
 try:
     from ledgermq.wire._dispatch_scan import scan_dispatch_records as _c_scan
@@ -119,7 +119,7 @@ MESSAGE_MAGIC_V2: Final = -626843477
 BLANK_MAGIC: Final = -875286124
 """0xCBD43194: the filler at the end of a RocketMQ commitlog file, never a message."""
 
-MAX_TOPIC_LENGTH: Final = 127
+MAX_TOPIC_LENGTH: Final = TOPIC_MAX_LENGTH
 """Longest topic, in bytes: the C++ 1.2 client reads only 1-byte topic lengths, so we always write
 the V1 magic and refuse longer topics rather than write records it would misparse."""
 MAX_PROPERTIES_LENGTH: Final = 32767
@@ -129,7 +129,7 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_INFLATED_BYTES: Final = 64 * 1024 * 1024
 """Largest body ``decode_records`` inflates: a compressed body is at most 4 MiB on the wire but
 could inflate without bound (a zip bomb); a consumer must not be made to allocate that."""
-TOPIC_PATTERN: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
+TOPIC_PATTERN: Final = NAME_PATTERN
 """RocketMQ's ``Validators`` topic rule (``^[%|a-zA-Z0-9_-]+$``), used with ``fullmatch``: ``$``
 would also accept a trailing newline."""
 

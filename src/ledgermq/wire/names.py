@@ -31,6 +31,7 @@ __all__ = [
     "DLQ_GROUP_TOPIC_PREFIX",
     "GROUP_MAX_LENGTH",
     "NAME_CHARACTERS",
+    "NAME_PATTERN",
     "NOT_ALLOWED_SEND_TOPICS",
     "RETRY_GROUP_TOPIC_PREFIX",
     "TOPIC_MAX_LENGTH",
@@ -54,7 +55,7 @@ GROUP_MAX_LENGTH: Final = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
 """Longest group (120): its retry topic, the longer of its two, must be a valid topic."""
 NAME_CHARACTERS: Final = "a-z A-Z 0-9 % | _ -"
 """The allowed characters, as the refusals name them."""
-_NAME: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
+NAME_PATTERN: Final = re.compile(r"[%|a-zA-Z0-9_-]+")
 """Used with ``fullmatch`` (``$`` would also accept a trailing newline)."""
 
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
@@ -90,7 +91,7 @@ def topic_name_problem(topic: str) -> str | None:
             f"the topic name {topic[:40]!r}... is {len(topic)} characters long; "
             f"a topic has at most {TOPIC_MAX_LENGTH}"
         )
-    if _NAME.fullmatch(topic) is None:
+    if NAME_PATTERN.fullmatch(topic) is None:
         return f"the topic name {topic!r} may contain only the characters {NAME_CHARACTERS}"
     return None
 
@@ -100,7 +101,7 @@ def group_name_problem(group: str) -> str | None:
     """The rule ``group`` breaks, as a sentence; None when it is a valid group name."""
     if not group:
         return "the group name is empty"
-    if _NAME.fullmatch(group) is None:
+    if NAME_PATTERN.fullmatch(group) is None:
         return (
             f"the group name {group[:130]!r} may contain only the characters {NAME_CHARACTERS} "
             f"(its retry topic {RETRY_GROUP_TOPIC_PREFIX}<group> must be a valid topic)"
