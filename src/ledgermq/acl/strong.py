@@ -42,6 +42,7 @@ __all__ = [
     "MAX_NONCES",
     "SKEW_S",
     "STRONG_NONCE",
+    "STRONG_REQUIRED",
     "STRONG_SIGNATURE",
     "STRONG_TIME",
     "NonceCache",
@@ -150,6 +151,11 @@ def strong_problem(
             f"{skew_s:.0f} s is accepted): a stale or replayed request, or a clock to set right"
         )
     return None
+
+
+STRONG_REQUIRED: Final = "requires LedgerMQ's strong signature"
+"""The words of the refusal of a request without the strong signature by a server that requires
+it: a client (the console) that sees them in a refusal can tell the user what to turn on."""
 
 
 class NonceCache:

@@ -24,6 +24,7 @@ import asyncio
 import enum
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.acl.strong import STRONG_REQUIRED
 from ledgermq.client import Credentials
 from ledgermq.client.credentials import STRONG_SIGNATURE_ENV, strong_signature_from_env
 from ledgermq.errors import LedgerMQError, MQResponseError
@@ -196,7 +197,7 @@ class ConsoleAccess:
             await link.close()
             if exc.code != MQResponseCode.NO_PERMISSION:
                 raise
-            if "requires LedgerMQ's strong signature" in str(exc):
+            if STRONG_REQUIRED in str(exc):
                 raise SignInRefusedError(
                     "the cluster requires LedgerMQ's strong signature "
                     f"(aclRequireStrongSignature=true): start the console with "

@@ -17,6 +17,7 @@ from ledgermq.acl import validate
 from ledgermq.acl.signature import ACCESS_KEY
 from ledgermq.acl.strong import (
     STRONG_NONCE,
+    STRONG_REQUIRED,
     STRONG_SIGNATURE,
     NonceCache,
     strong_matches,
@@ -87,7 +88,7 @@ class StrongSignatureCheck:
         strong signature while one is required, a time out of bounds, a nonce seen before."""
         if STRONG_SIGNATURE not in fields:
             return (
-                "this server requires LedgerMQ's strong signature (aclRequireStrongSignature="
+                f"this server {STRONG_REQUIRED} (aclRequireStrongSignature="
                 "true): sign with Credentials(..., strong_signature=True); RocketMQ's "
                 "signature alone is not accepted"
             )
