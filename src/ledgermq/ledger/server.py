@@ -402,14 +402,13 @@ class LedgerServer:
         core = self.core
         if self._closing or self.failure is not None or core.role is not Role.LEADER:
             return None
-        lags = core.replication_lags()
-        live = [p for p in sorted(lags) if core.peers_live.get(p, False)] or sorted(lags)
-        if not live:
+        target = self._transfer_target()
+        if target is None:
             return None
-        to = min(live, key=lags.__getitem__)
+        to, behind = target
         _log.info(
             "replica %s of group %s stops: it hands the leadership to %s (%d entries behind)",
-            self.config.self_id, self.config.group, to, lags[to],
+            self.config.self_id, self.config.group, to, behind,
         )  # fmt: skip
         try:
             code = await asyncio.wait_for(self.transfer_leadership(to), timeout_s)
@@ -425,6 +424,18 @@ class LedgerServer:
             )  # fmt: skip
             return None
         return to
+
+    def _transfer_target(self) -> tuple[str, int] | None:
+        """The follower a leader hands over to, and how many entries behind it is: the most
+        caught-up of those it hears from (of all, when it hears from none); None in a group
+        of one. Shared by the planned stop and the step aside of a full disk."""
+        core = self.core
+        lags = core.replication_lags()
+        live = [p for p in sorted(lags) if core.peers_live.get(p, False)] or sorted(lags)
+        if not live:
+            return None
+        to = min(live, key=lags.__getitem__)
+        return to, lags[to]
 
     def _check_bodies(self, bodies: Sequence[bytes]) -> None:
         if not bodies:
@@ -444,20 +455,20 @@ class LedgerServer:
 
     def _step_aside(self) -> None:
         """A leader whose disk is full refuses every append, so its whole group cannot be
-        written while it leads: hand the leadership to the follower furthest along (at most
-        once every ``_STEP_ASIDE_INTERVAL_MS``). A follower with room takes over and the group
-        is writable again; if every disk is full the groups' replicas only take turns
-        refusing. Found by the chaos suite (disk-full on the master: 5.4 s without an
-        acknowledgement, the master staying master)."""
+        written while it leads: hand the leadership to the follower furthest along
+        (``_transfer_target``; at most once every ``_STEP_ASIDE_INTERVAL_MS``). A follower with
+        room takes over and the group is writable again; if every disk is full the groups'
+        replicas only take turns refusing. Found by the chaos suite (disk-full on the master:
+        5.4 s without an acknowledgement, the master staying master)."""
         core = self.core
         now = self._clock.monotonic_ms()
         if core.role is not Role.LEADER or now - self._stepped_aside_ms < _STEP_ASIDE_INTERVAL_MS:
             return
-        lags = core.replication_lags()
-        if not lags:
+        target = self._transfer_target()
+        if target is None:
             return  # a group of one: nobody to hand over to
         self._stepped_aside_ms = now
-        to = min(sorted(lags), key=lags.__getitem__)
+        to, _behind = target
         _log.warning(
             "replica %s of group %s: its disk is full, so it hands the leadership to %s",
             self.config.self_id, self.config.group, to,
