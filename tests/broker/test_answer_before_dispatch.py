@@ -2,9 +2,10 @@
 
 The commit that completes a group of sends queues their answers and schedules the dispatcher's
 pass in the same loop pass; the answers' sockets used to be written only after that pass (on a
-2-vCPU VM, 20-30 µs added to every answer). ``BrokerServer._write_answers`` writes them first
-(``Dispatcher.before_pass``); a message is still dispatched before anything that follows its
-answer can be served, so what a client reads after an acknowledgement does not change.
+2-vCPU VM, 20-30 µs added to every answer). The remoting door writes them first
+(``broker.remoting.answers.AnswerWriter``, told of the commit before the dispatcher is); a
+message is still dispatched before anything that follows its answer can be served, so what a
+client reads after an acknowledgement does not change.
 """
 
 from __future__ import annotations
