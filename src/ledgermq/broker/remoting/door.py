@@ -4,7 +4,8 @@ Every request gets an answer unless it is one-way: a refusal answers with its Ro
 a remark that says why, a malformed request with SYSTEM_ERROR, an unknown code with
 REQUEST_CODE_NOT_SUPPORTED, and an unexpected failure with SYSTEM_ERROR after it is logged.
 
-The way of a request (``on_frame``): parsed once if its code is one of ``PARSED_CODES``
+The way of a request (``on_frame``): its body bounded by its code (``bounds``, from the length
+alone), parsed once if its code is one of ``PARSED_CODES``
 (``parse_once``), admitted by the ACL (``aclEnable``) on what that parse says it needs, then
 either the send fast path (``_start_send``: no task, the answer goes out from the commit's
 completion and is written by ``AnswerWriter`` before the dispatcher's pass) or a task that runs
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.remoting.access import GateAccess
 from ledgermq.broker.remoting.answers import AnswerWriter
+from ledgermq.broker.remoting.bounds import MAX_REQUEST_BODY_BYTES, body_refusal
 from ledgermq.broker.remoting.errors import response_code
 from ledgermq.broker.remoting.handlers import Processors, handler_table, typed_table
 from ledgermq.broker.remoting.parse_once import PARSED_CODES, SEND_CODES, RequestParser
@@ -169,6 +171,8 @@ class RemotingDoor:
     def on_frame(self, conn: Connection, command: RemotingCommand) -> None:
         if command.is_response:
             return  # answers to our one-way notifications: nothing waits for them
+        if len(command.body) > MAX_REQUEST_BODY_BYTES and self._oversized(conn, command):
+            return
         parsed = self._parser.parse(command) if command.code in PARSED_CODES else None
         if self.acl is not None and not self._admitted(conn, command, parsed):
             return
@@ -195,6 +199,18 @@ class RemotingDoor:
         task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command, started))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def _oversized(self, conn: Connection, command: RemotingCommand) -> bool:
+        """Whether ``command``'s body is over its code's bound (``remoting.bounds``); if so it
+        was answered, before the ACL signs or any parser reads the body."""
+        max_message_size = self._house.config.max_message_size
+        refusal = body_refusal(command.code, len(command.body), max_message_size)
+        if refusal is None:
+            return False
+        if not command.is_oneway and not conn.closed:
+            with contextlib.suppress(NetworkError):
+                conn.send(command.response(response_code(refusal), remark=str(refusal)))
+        return True
 
     def _send_handler(self, request: SendRequest) -> Handler:
         """The task path of ``request`` (a send ``_start_send`` did not take)."""
