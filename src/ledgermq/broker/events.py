@@ -7,10 +7,13 @@ waits for one subscribes a listener with one small interface, the replica announ
 room below a door (storage, state, service) ever imports a door to be told.
 
 - ``CommitListener.on_commit``: the ledger committed up to an index. A door subscribes to write
-  the answers of the sends that commit completed before the dispatcher's pass runs (the
-  listeners run in the order they subscribed, and the replica subscribes its dispatcher last).
+  the answers of the sends that commit completed before the dispatcher's pass runs: the
+  replica hands the listeners to the ledger when it opens, in the order they subscribed, and
+  its dispatcher's after them; so they subscribe before it opens (later is refused).
 - ``ArrivalListener.on_arrival``: messages reached a queue (after the dispatcher's pass): held
-  pulls, waiting POP receives, the delay scheduler and the timer wheel look again.
+  pulls, waiting POP receives, the delay scheduler and the timer wheel look again. A listener
+  that waits for one topic only (the delay levels', the timers') says so and is not called for
+  the others.
 - ``FailureListener.on_failure``: the replica stops for good (fail-stop): its assembly closes
   the doors and exits.
 """
@@ -48,25 +51,42 @@ class ReplicaEvents:
 
     def __init__(self) -> None:
         self._commits: list[Callable[[int], None]] = []
+        self._commits_taken = False
         self._arrivals: list[Callable[[str, int, int], None]] = []
+        self._topic_arrivals: dict[str, list[Callable[[str, int, int], None]]] = {}
         self._failures: list[Callable[[BaseException], None]] = []
 
     def subscribe_commits(self, listener: CommitListener) -> None:
+        """Before the replica opens: its ledger calls the commit listeners directly (no
+        dispatch in between: a commit is the hot path), ahead of the dispatcher."""
+        if self._commits_taken:
+            raise RuntimeError(
+                "subscribe to a replica's commits before it opens: the listeners must run "
+                "before its dispatcher"
+            )
         self._commits.append(listener.on_commit)
 
-    def subscribe_arrivals(self, listener: ArrivalListener) -> None:
-        self._arrivals.append(listener.on_arrival)
+    def take_commit_listeners(self) -> list[Callable[[int], None]]:
+        """The commit listeners, for the replica to hand to its ledger as it opens."""
+        self._commits_taken = True
+        return list(self._commits)
+
+    def subscribe_arrivals(self, listener: ArrivalListener, *, topic: str | None = None) -> None:
+        """``topic``: called for arrivals in that topic only; None: in every topic."""
+        if topic is None:
+            self._arrivals.append(listener.on_arrival)
+        else:
+            self._topic_arrivals.setdefault(topic, []).append(listener.on_arrival)
 
     def subscribe_failures(self, listener: FailureListener) -> None:
         self._failures.append(listener.on_failure)
 
-    def committed(self, committed_index: int) -> None:
-        for listener in self._commits:
-            listener(committed_index)
-
     def arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
         for listener in self._arrivals:
             listener(topic, queue_id, max_offset)
+        if topic in self._topic_arrivals:
+            for listener in self._topic_arrivals[topic]:
+                listener(topic, queue_id, max_offset)
 
     def failed(self, failure: BaseException) -> None:
         for listener in self._failures:

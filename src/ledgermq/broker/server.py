@@ -110,8 +110,11 @@ class BrokerServer:
             acl=self.acl,
             signed_in=signed_in,
         )
-        self.replica.connection_count = self.remoting.connection_count
+        # The wiring (broker.events): the door writes the answers a commit completed before
+        # the dispatcher's pass; this assembly closes everything when the replica fails.
+        self.replica.events.subscribe_commits(self.remoting.answers)
         self.replica.events.subscribe_failures(self)
+        self.replica.connection_count = self.remoting.connection_count
         self._grpc_factory = grpc_door
         self.grpc_door: FrontDoor | None = None
         self._failing: asyncio.Task[None] | None = None
@@ -172,7 +175,7 @@ class BrokerServer:
         services = replica.services
         assert services is not None
         grpc_port = await self._open_grpc_door()
-        port = await self.remoting.open(services, replica.events, grpc_port=grpc_port)
+        port = await self.remoting.open(services, grpc_port=grpc_port)
         replica.listening(listen_port=port)
         replica.serve()
         config = self.config

@@ -4,7 +4,7 @@ Why: the commit that completes a group of sends queues their answers (from the a
 completion callbacks) and schedules the dispatcher's pass in the same loop pass; each
 connection's own flush (``Connection.send`` schedules one) comes after that pass, which delayed
 every answer by its length (20-30 µs on a 2-vCPU VM). So the door subscribes to the replica's
-commits (``broker.events.CommitListener``), which the replica tells before it schedules the
+commits (``broker.events.CommitListener``), which the ledger tells it before it tells the
 dispatcher: while sends of the fast path await their commit, a commit schedules ``_write``,
 which runs after the completion callbacks (scheduled earlier, by the ledger) and before the
 pass. It writes each answered connection once: one socket write per connection per commit, as

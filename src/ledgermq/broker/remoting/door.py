@@ -38,7 +38,6 @@ from ledgermq.errors import LedgerMQError, NetworkError, RequestRejectedError
 from ledgermq.wire import MQRequestCode, MQResponseCode
 
 if TYPE_CHECKING:
-    from ledgermq.broker.events import ReplicaEvents
     from ledgermq.broker.metrics import BrokerMetrics
     from ledgermq.broker.remoting.access import SignedIn
     from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
@@ -113,12 +112,16 @@ class RemotingDoor:
         """Requests being served (``close`` lets them finish for a moment, then cancels)."""
 
     # ================================================================== life cycle
-    async def open(
-        self, services: BrokerServices, events: ReplicaEvents, *, grpc_port: int | None
-    ) -> int:
-        """Make the translators over ``services``, subscribe to the replica's commits (the
-        answers' writes), offer producers' check-backs, and listen; returns the port.
-        ``grpc_port``: where a gRPC client that knocks on this port is sent."""
+    @property
+    def answers(self) -> AnswerWriter:
+        """Its answers' writer: a ``CommitListener`` of the replica (``broker.events``), which
+        the composition root subscribes before the replica opens."""
+        return self._answers
+
+    async def open(self, services: BrokerServices, *, grpc_port: int | None) -> int:
+        """Make the translators over ``services``, offer producers' check-backs, and listen;
+        returns the port. ``grpc_port``: where a gRPC client that knocks on this port is
+        sent."""
         consumers = self.consumers
         processors = Processors.over(services, consumers, self.locks)
         self._processors = processors
@@ -126,7 +129,6 @@ class RemotingDoor:
         self._parser = RequestParser(
             typed_table(processors, consumers), processors.clients, acl=self.acl is not None
         )
-        events.subscribe_commits(self._answers)
         broker_name = self._house.config.broker_name
         services.transactions.channels.append(
             RemotingCheckBack(consumers, broker_name, self.signed_in)
