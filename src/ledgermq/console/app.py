@@ -38,6 +38,7 @@ from ledgermq.console import messages as message_views
 from ledgermq.console import views
 from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
 from ledgermq.console.headers import SECURITY_HEADER_FIELDS, SecurityHeaders
+from ledgermq.console.names import reserved_group_problem, reserved_topic_problem
 from ledgermq.console.rates import Rates
 from ledgermq.console.sessions import COOKIE, Session, Sessions
 from ledgermq.errors import (
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from starlette.middleware.base import RequestResponseEndpoint
     from starlette.requests import Request
 
+    from ledgermq.client import Admin
     from ledgermq.clock import Clock
     from ledgermq.console.link import ClusterLink
     from ledgermq.wire import MessageExt
@@ -280,9 +282,14 @@ class _Console:
     async def create_topic(self, request: Request) -> Response:
         fields = await self.form(request)
         name = fields.get("topic", "").strip()
+        admin = self.link_of(request).admin
         try:
             queues = int(fields.get("queues", "8"))
-            groups = await self.link_of(request).admin.create_topic(name, queues, wait_s=5.0)
+            if not fields.get("update") or name not in await admin.topic_list():
+                problem = reserved_topic_problem(name, await _cluster_names(admin))
+                if problem is not None:
+                    raise ConfigError(problem)
+            groups = await admin.create_topic(name, queues, wait_s=5.0)
         except ValueError as exc:
             return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
         except _CLUSTER_ERRORS as exc:
@@ -355,14 +362,21 @@ class _Console:
             settings=GROUP_SETTINGS,
             values=values,
             tps=tps,
+            reserved=None if detail.exists else reserved_group_problem(name),
+            subscriptions=detail.subscriptions,
         )
 
     async def update_group(self, request: Request) -> Response:
         fields = await self.form(request)
         name = fields.get("group", "").strip()
+        admin = self.link_of(request).admin
         try:
             settings = _group_settings(fields)
-            brokers = await self.link_of(request).admin.update_group(name, **settings)
+            if name not in await admin.consumer_groups():
+                problem = reserved_group_problem(name)
+                if problem is not None:
+                    raise ConfigError(problem)
+            brokers = await admin.update_group(name, **settings)
         except _CLUSTER_ERRORS as exc:
             return self.back("/groups", error=f"group {name!r} was not saved: {exc}")
         return self.back(
@@ -494,6 +508,12 @@ def _local_path(target: str) -> str:
     if target.startswith("/") and not target.startswith(("//", "/\\")):
         return target
     return "/"
+
+
+async def _cluster_names(admin: Admin) -> frozenset[str]:
+    """The names of the clusters and broker groups: brokers register a topic of each."""
+    info = await admin.cluster_info()
+    return frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
 
 
 def _title(exc: Exception) -> str:

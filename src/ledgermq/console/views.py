@@ -347,6 +347,14 @@ class GroupDetail:
     def exists(self) -> bool:
         return bool(self.settings)
 
+    @property
+    def subscriptions(self) -> list[str]:
+        """The topics the group consumes: what its online clients subscribe to and where it
+        has committed offsets; its own retry topic last (resetting it is rarely meant)."""
+        topics = {t for c in self.connections for t in c.topics}
+        topics |= {p.topic for p in self.progress}
+        return sorted(topics, key=lambda t: (t.startswith(("%RETRY%", "%DLQ%")), t))
+
 
 async def group_detail(admin: Admin, group: str) -> GroupDetail:
     groups, connections, progress, retry, dlq = await asyncio.gather(
