@@ -35,7 +35,7 @@ from starlette.templating import Jinja2Templates
 
 from ledgermq.clock import SystemClock
 from ledgermq.console import messages as message_views
-from ledgermq.console import views
+from ledgermq.console import search, views
 from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
 from ledgermq.console.headers import SECURITY_HEADER_FIELDS, SecurityHeaders
 from ledgermq.console.names import reserved_group_problem, reserved_topic_problem
@@ -80,7 +80,6 @@ GROUP_SETTINGS: Final = (
 its type and RocketMQ's default."""
 
 _CLUSTER_ERRORS: Final = (LedgerMQError, OSError, TimeoutError)
-_MAX_FOUND: Final = 64
 _MAX_FORM_BYTES: Final = 5 << 20
 """Largest form accepted: a test message up to RocketMQ's default maxMessageSize (4 MiB),
 URL-encoded."""
@@ -416,19 +415,31 @@ class _Console:
         if by == "id" and params.get("id", "").strip():
             return self.back(f"/messages/{quote(params['id'].strip(), safe='')}")
         topic = params.get("topic", "").strip()
+        size = search.page_size(params.get("max"))
+        number = search.page_number(params.get("page"))
+        limit = search.wanted(number, size)
+        admin = self.link_of(request).admin
         if by == "key" and topic:
-            found = await self.link_of(request).admin.query_message(
-                topic, params.get("key", "").strip(), max_num=_MAX_FOUND
-            )
+            found = await search.by_key(admin, topic, params.get("key", "").strip(), limit)
         elif by == "time" and topic:
             now_ms = int(self.clock.wall_time_s() * 1000)
             begin = message_views.parse_local_time(params.get("from") or str(now_ms - 3600_000))
             end = message_views.parse_local_time(params.get("to") or str(now_ms))
-            found = await self.link_of(request).admin.messages_between(
-                topic, begin, end, max_messages=_MAX_FOUND
-            )
-        rows = None if found is None else [message_views.message_view(m) for m in found]
-        return self.render(request, "messages.html", by=by or "time", rows=rows, params=params)
+            found = await admin.messages_between(topic, begin, end, max_messages=limit)
+        page = None if found is None else search.cut(found, number, size)
+        rows = None if page is None else [message_views.message_view(m) for m in page.rows]
+        return self.render(
+            request,
+            "messages.html",
+            by=by or "time",
+            rows=rows,
+            page=page,
+            params=params,
+            next_url=_with_page(request, number + 1),
+            prev_url=_with_page(request, number - 1),
+            page_max=search.PAGE_MAX,
+            search_max=search.SEARCH_MAX,
+        )
 
     async def message(self, request: Request) -> Response:
         msg_id = request.path_params["msg_id"]
@@ -500,6 +511,12 @@ class _Console:
             status_code=500,
             headers=SECURITY_HEADER_FIELDS,
         )
+
+
+def _with_page(request: Request, number: int) -> str:
+    """This search's address at page ``number``."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "page"]
+    return f"{request.url.path}?{urlencode([*query, ('page', str(number))])}"
 
 
 def _local_path(target: str) -> str:
