@@ -121,6 +121,9 @@ class StandInAdmin:
         rows = self.progress.get(group, [])
         return [r for r in rows if topic is None or r.topic == topic]
 
+    async def consumer_lags(self) -> dict[str, list[ConsumerProgress]]:
+        return {g: self.progress.get(g, []) for g in sorted(set(self.groups) | set(self.progress))}
+
     async def consumer_connections(self, group: str) -> list[ConsumerConnection]:
         return list(self.connections.get(group, []))
 

@@ -34,10 +34,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ledgermq.clock import SystemClock
+from ledgermq.console import config_view, search, traces, views
 from ledgermq.console import messages as message_views
-from ledgermq.console import search, views
 from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
 from ledgermq.console.headers import SECURITY_HEADER_FIELDS, SecurityHeaders
+from ledgermq.console.link import PRODUCER_GROUP
 from ledgermq.console.names import reserved_group_problem, reserved_topic_problem
 from ledgermq.console.rates import Rates
 from ledgermq.console.sessions import COOKIE, Session, Sessions
@@ -274,9 +275,15 @@ class _Console:
             return self.render(
                 request, "missing.html", 404, what="topic", name=name, back="/topics"
             )
-        template = "_topic.html" if request.url.path.startswith("/live/") else "topic.html"
+        live = request.url.path.startswith("/live/")
         tps = self.rates.rate(f"topic {name} stored", detail.stored)
-        return self.render(request, template, topic=name, detail=detail, tps=tps)
+        if live:
+            return self.render(request, "_topic.html", topic=name, detail=detail, tps=tps)
+        # not in the live part: finding a topic's groups asks every group's offsets
+        consumers = await views.topic_consumers(self.link_of(request).admin, name)
+        return self.render(
+            request, "topic.html", topic=name, detail=detail, tps=tps, consumers=consumers
+        )
 
     async def create_topic(self, request: Request) -> Response:
         fields = await self.form(request)
@@ -477,6 +484,79 @@ class _Console:
             notice=f"resent to %RETRY%{group}",
         )
 
+    # --------------------------------------------------------------------- brokers
+    async def broker_config(self, request: Request) -> Response:
+        """A replica's settings, read-only; only for an address the NameServer lists, so the
+        page cannot be used to make the console dial anything else."""
+        address = request.path_params["address"]
+        admin = self.link_of(request).admin
+        info = await admin.cluster_info()
+        replica = next(
+            (
+                (data.broker_name, broker_id)
+                for data in info.broker_addr_table.values()
+                for broker_id, addr in data.broker_addrs.items()
+                if addr == address
+            ),
+            None,
+        )
+        if replica is None:
+            return self.render(
+                request, "missing.html", 404, what="broker replica", name=address, back="/"
+            )
+        query = request.query_params.get("q", "")
+        rows = config_view.config_rows(await admin.broker_config(address), query)
+        return self.render(
+            request,
+            "broker_config.html",
+            address=address,
+            broker_name=replica[0],
+            broker_id=replica[1],
+            rows=rows,
+            q=query,
+        )
+
+    # --------------------------------------------------------------------- producers
+    async def producers(self, request: Request) -> Response:
+        group = request.query_params.get("group", "").strip()
+        connections = None
+        if group:
+            connections = await self.link_of(request).admin.producer_connections(group)
+        return self.render(
+            request,
+            "producers.html",
+            group=group,
+            connections=connections,
+            console_group=PRODUCER_GROUP,
+        )
+
+    # --------------------------------------------------------------------- traces
+    async def traces(self, request: Request) -> Response:
+        params = request.query_params
+        by = params.get("by", "id")
+        trace_topic = params.get("trace_topic", "").strip() or traces.TRACE_TOPIC
+        admin = self.link_of(request).admin
+        found: list[traces.Traced] | None = None
+        msg_id = params.get("id", "").strip()
+        topic, key = params.get("topic", "").strip(), params.get("key", "").strip()
+        if by == "id" and msg_id:
+            try:
+                read_message_id(msg_id)
+            except MessageFormatError as exc:
+                raise ConfigError(str(exc)) from None
+            found = await traces.by_id(admin, msg_id, trace_topic)
+        elif by == "key" and topic and key:
+            found = await traces.by_key(admin, topic, key, trace_topic)
+        return self.render(
+            request,
+            "traces.html",
+            by=by,
+            found=found,
+            params=params,
+            trace_topic=trace_topic,
+            traced_max=traces.TRACED_MAX,
+        )
+
     # --------------------------------------------------------------------- errors
     async def cluster_error(self, request: Request, exc: Exception) -> Response:
         """The cluster could not be reached, or refused: the page says so, with the address."""
@@ -598,6 +678,9 @@ def create_app(
         Route("/messages", c.messages),
         Route("/messages/{msg_id}", c.message),
         Route("/messages/{msg_id}/resend", c.resend, methods=["POST"]),
+        Route("/brokers/{address}/config", c.broker_config),
+        Route("/producers", c.producers),
+        Route("/traces", c.traces),
         Mount("/static", StaticFiles(packages=[("ledgermq.console", "static")]), name="static"),
     ]
     middleware = [Middleware(SecurityHeaders)]  # outermost: every response, refusals too
