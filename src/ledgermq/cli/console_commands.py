@@ -56,6 +56,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "brokers refuse unsigned requests and no account is given below, 'on' always, 'off' "
         "never",
     )
+    parser.add_argument(
+        "--history-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the console samples the brokers' put and get counters for the last "
+        "hour's charts (default: 10; at least 1)",
+    )
     add_metrics_listen_arg(parser)
     add_credential_args(parser)
     add_tls_args(parser)
@@ -75,7 +83,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
     host, port = parse_listen(args.listen)
     link = ClusterLink(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
-    server = ConsoleServer(link, host, port, acl=AclMode(args.acl))
+    server = ConsoleServer(
+        link, host, port, acl=AclMode(args.acl), history_interval_s=args.history_interval
+    )
     try:
         await server.start()
     except NetworkError as exc:

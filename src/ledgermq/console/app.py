@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ledgermq.clock import SystemClock
-from ledgermq.console import config_view, search, traces, views
+from ledgermq.console import config_view, history, search, traces, views
 from ledgermq.console import messages as message_views
 from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
 from ledgermq.console.headers import SECURITY_HEADER_FIELDS, SecurityHeaders
@@ -100,12 +100,20 @@ def _environment() -> jinja2.Environment:
 class _Console:
     """The handlers, holding what they share: the cluster link, templates and the form token."""
 
-    def __init__(self, link: ClusterLink, clock: Clock, access: ConsoleAccess) -> None:
+    def __init__(
+        self,
+        link: ClusterLink,
+        clock: Clock,
+        access: ConsoleAccess,
+        history_interval_s: float = history.DEFAULT_INTERVAL_S,
+    ) -> None:
         self.link = link
         self.clock = clock
         self.access = access
         self.sessions = Sessions(clock)
         self.rates = Rates(clock)
+        self.history = history.History(clock, history_interval_s)
+        self.sampler = history.Sampler(link, self.history)
         self.templates = Jinja2Templates(env=_environment())
         self.token = secrets.token_urlsafe(24)
         """The forms' token while nobody signs in (a signed-in session has its own)."""
@@ -248,7 +256,19 @@ class _Console:
             for g in groups
             for r in g.replicas
         }
-        return self.render(request, template, groups=groups, rates=rates)
+        strips = {
+            r.address: self.history.strip(f"broker {r.address} put", f"broker {r.address} get")
+            for g in groups
+            for r in g.replicas
+        }
+        return self.render(
+            request,
+            template,
+            groups=groups,
+            rates=rates,
+            strips=strips,
+            history_error=self.sampler.error,
+        )
 
     async def transfer(self, request: Request) -> Response:
         fields = await self.form(request)
@@ -276,14 +296,18 @@ class _Console:
                 request, "missing.html", 404, what="topic", name=name, back="/topics"
             )
         live = request.url.path.startswith("/live/")
-        tps = self.rates.rate(f"topic {name} stored", detail.stored)
+        shown = {
+            "topic": name,
+            "detail": detail,
+            "tps": self.rates.rate(f"topic {name} stored", detail.stored),
+            "strip": self.history.strip(f"topic {name} put", f"topic {name} get"),
+            "history_error": self.sampler.error,
+        }
         if live:
-            return self.render(request, "_topic.html", topic=name, detail=detail, tps=tps)
+            return self.render(request, "_topic.html", **shown)
         # not in the live part: finding a topic's groups asks every group's offsets
         consumers = await views.topic_consumers(self.link_of(request).admin, name)
-        return self.render(
-            request, "topic.html", topic=name, detail=detail, tps=tps, consumers=consumers
-        )
+        return self.render(request, "topic.html", consumers=consumers, **shown)
 
     async def create_topic(self, request: Request) -> Response:
         fields = await self.form(request)
@@ -645,14 +669,16 @@ def create_app(
     trusted_hosts: list[str] | None = None,
     clock: Clock | None = None,
     acl: AclMode = AclMode.AUTO,
+    history_interval_s: float = history.DEFAULT_INTERVAL_S,
 ) -> Starlette:
     """The console for ``link``'s cluster. ``trusted_hosts``: the Host names served (None:
     any), against DNS rebinding when the console listens on loopback; ``clock``: what "the
     last hour" of the Messages page is counted from, and the sessions' age; ``acl``: whether
-    visitors sign in (``access``). ``app.state.sessions`` holds the signed-in sessions (the
-    server closes them when it stops)."""
+    visitors sign in (``access``); ``history_interval_s``: how often the brokers' counters are
+    sampled for the last hour's strips. ``app.state.sessions`` holds the signed-in sessions
+    and ``app.state.sampler`` the history's sampler (the server starts it, and stops both)."""
     clock = clock or SystemClock()
-    console = _Console(link, clock, ConsoleAccess(link, clock, acl))
+    console = _Console(link, clock, ConsoleAccess(link, clock, acl), history_interval_s)
     c = console
     routes = [
         Route("/login", c.login_page),
@@ -694,4 +720,5 @@ def create_app(
     handlers |= dict.fromkeys(_CLUSTER_ERRORS, c.cluster_error)
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     app.state.sessions = console.sessions
+    app.state.sampler = console.sampler
     return app
