@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,10 +15,27 @@ pytest.importorskip("starlette", reason="the console extra is not installed")
 
 from ledgermq.client import ConsumerProgress
 from ledgermq.console import history
+from ledgermq.console.access import AclMode
 from ledgermq.console.headers import SECURITY_HEADER_FIELDS
 from ledgermq.console.history import History, Sampler, strip
+from ledgermq.errors import LedgerMQError
 from tests.console.stand_in import BROKER, StandInAdmin, StandInLink, client, message
+from tests.console.test_login import FakeAdmin
+from tests.console.test_login import _client as login_client
+from tests.console.test_login import _sign_in as sign_in
 from tests.console.test_rates import FakeClock
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ledgermq.console.link import ClusterLink
+
+
+def _link(link: ClusterLink | None) -> Callable[[], Awaitable[ClusterLink | None]]:
+    async def given() -> ClusterLink | None:
+        return link
+
+    return given
 
 
 def test_rates_per_interval_and_a_counter_that_went_down() -> None:
@@ -83,7 +101,7 @@ def test_the_sampler_reads_brokers_and_topics() -> None:
         runtime={"brokerRole": "SYNC_MASTER", "putMessages": "100", "getMessages": "40"},
     )
     h = History(clock, interval_s=10)
-    sampler = Sampler(StandInLink(admin), h)
+    sampler = Sampler(_link(StandInLink(admin)), h)
     asyncio.run(sampler.sample())
     clock.ms = 10_000
     admin.topics["Orders"] += [message("Orders", n) for n in range(10, 60)]
@@ -102,7 +120,7 @@ def test_the_sampler_keeps_going_and_says_why_it_has_no_history() -> None:
         async def topic_list(self) -> list[str]:
             raise OSError("connection refused")
 
-    sampler = Sampler(StandInLink(Down()), History(FakeClock(), interval_s=1))
+    sampler = Sampler(_link(StandInLink(Down())), History(FakeClock(), interval_s=1))
 
     async def run() -> None:
         sampler.start()
@@ -146,3 +164,30 @@ def test_the_pages_draw_the_strips_inline() -> None:
             assert page.headers[name] == value
         assert "<script>" not in page.text  # the one script is /static/console.js
         assert not re.search(r'(src|href)="(https?:)?//', page.text)  # nothing from elsewhere
+
+
+def test_with_acl_on_the_charts_are_sampled_as_the_signed_in_operator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No account of its own and ACL on: nothing is sampled (the pages say why) until an
+    operator signs in, then the samples are signed with their account."""
+    signed_as: list[str] = []
+
+    async def runtime(self: FakeAdmin, address: str) -> dict[str, str]:
+        signed_as.append(self.credentials.access_key if self.credentials else "nobody")
+        return {"brokerRole": "SYNC_MASTER", "putMessages": "5", "getMessages": "0"}
+
+    async def nothing(self: FakeAdmin, *args: object) -> dict[str, object]:
+        return {}
+
+    monkeypatch.setattr(FakeAdmin, "broker_runtime_info", runtime)
+    monkeypatch.setattr(FakeAdmin, "topic_list", nothing, raising=False)
+    monkeypatch.setattr(FakeAdmin, "consumer_lags", nothing, raising=False)
+    console, _ = login_client(AclMode.ON)
+    sampler: Sampler = console.app.state.sampler  # type: ignore[attr-defined]
+    with pytest.raises(LedgerMQError, match="nobody is signed in now"):
+        asyncio.run(sampler.sample())
+    assert signed_as == []
+    sign_in(console, "ops-admin", "ops-admin-secret")
+    asyncio.run(sampler.sample())
+    assert signed_as[-1] == "ops-admin"

@@ -113,7 +113,7 @@ class _Console:
         self.sessions = Sessions(clock)
         self.rates = Rates(clock)
         self.history = history.History(clock, history_interval_s)
-        self.sampler = history.Sampler(link, self.history)
+        self.sampler = history.Sampler(self.sampling_link, self.history)
         self.templates = Jinja2Templates(env=_environment())
         self.token = secrets.token_urlsafe(24)
         """The forms' token while nobody signs in (a signed-in session has its own)."""
@@ -129,6 +129,13 @@ class _Console:
         """The signed-in operator's link, or the console's own when nobody signs in."""
         session = self.session_of(request)
         return self.link if session is None else session.link
+
+    async def sampling_link(self) -> ClusterLink | None:
+        """The link the charts are sampled through: the console's own, or while visitors
+        sign in, the most recently active operator's (None when nobody is signed in)."""
+        if await self.access.sign_in_required():
+            return self.sessions.newest_link()
+        return self.link
 
     def token_of(self, request: Request) -> str:
         session = self.session_of(request)

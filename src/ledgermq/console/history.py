@@ -26,6 +26,8 @@ from ledgermq.console.views import cluster_view, is_system_topic
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from ledgermq.clock import Clock
     from ledgermq.console.link import ClusterLink
 
@@ -34,6 +36,7 @@ __all__ = [
     "MAX_POINTS",
     "MAX_TOPICS",
     "MIN_INTERVAL_S",
+    "NO_SESSION",
     "WINDOW_S",
     "History",
     "Sampler",
@@ -156,21 +159,36 @@ def strip(put: list[tuple[int, float]], get: list[tuple[int, float]], now_ms: in
 
 
 # ------------------------------------------------------------------------------- sampling
+NO_SESSION: Final = (
+    "the brokers enforce ACL and the console has no account of its own: the charts are "
+    "sampled with a signed-in operator's account, and nobody is signed in now"
+)
+
+
 class Sampler:
     """Reads the counters into ``history`` every ``history.interval_s`` while started.
 
-    Errors (a cluster down, an ACL that refuses the console's own account) are kept in
-    ``error`` for the pages to show, and sampling goes on."""
+    ``link`` says which link to read through at each sample: the console's own, or with ACL
+    on and no account of its own, a signed-in operator's (None: nobody is signed in, no
+    sample). Errors (a cluster down, no account) are kept in ``error`` for the pages to show,
+    and sampling goes on."""
 
-    def __init__(self, link: ClusterLink, history: History) -> None:
+    def __init__(self, link: Callable[[], Awaitable[ClusterLink | None]], history: History) -> None:
         self._link = link
         self.history = history
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def sample(self) -> None:
-        """One reading of every broker replica's and (up to ``MAX_TOPICS``) topic's counters."""
-        admin = self._link.admin
+        """One reading of every broker replica's and (up to ``MAX_TOPICS``) topic's counters.
+
+        Raises:
+            LedgerMQError: no link to read through (``NO_SESSION``), or the cluster's error.
+        """
+        link = await self._link()
+        if link is None:
+            raise LedgerMQError(NO_SESSION)
+        admin = link.admin
         groups = await cluster_view(admin)
         for group in groups:
             for replica in group.replicas:
