@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("httpx2", reason="Starlette's TestClient needs httpx")
 pytest.importorskip("starlette", reason="the console extra is not installed")
 
+from ledgermq.cli.main import build_parser
 from ledgermq.client import ConsumerProgress
 from ledgermq.console import history
 from ledgermq.console.access import AclMode
@@ -191,3 +192,13 @@ def test_with_acl_on_the_charts_are_sampled_as_the_signed_in_operator(
     sign_in(console, "ops-admin", "ops-admin-secret")
     asyncio.run(sampler.sample())
     assert signed_as[-1] == "ops-admin"
+
+
+def test_the_sampling_interval_option_names_its_range(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    assert parser.parse_args(["console", "--history-interval", "2.5"]).history_interval == 2.5
+    assert parser.parse_args(["console"]).history_interval == history.DEFAULT_INTERVAL_S
+    for bad in ("0.5", "nan", "soon", "7200"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["console", "--history-interval", bad])
+        assert "give the seconds between samples, 1 to 3600" in capsys.readouterr().err
