@@ -76,6 +76,9 @@ def test_one_hour_of_points_and_a_bounded_number_of_series() -> None:
         clock.ms += 1000
         h.record(f"topic t{n} put", 1)
     assert len(h) == h.max_series  # the least recently updated were dropped
+    for n in range(3 * h.max_series):  # read once each (topics made and deleted): no series
+        h.record(f"topic once{n} put", 1)
+    assert len(h._last) <= 2 * h.max_series  # and no reading kept for ever either
     assert h.series("busy put") == []
     assert h.series(f"topic t{h.max_series + 9} put") != []
     assert History(clock, interval_s=0.01).interval_s == history.MIN_INTERVAL_S

@@ -72,8 +72,9 @@ class History:
         self.max_series = max(MAX_POINTS // self.points_per_series, 1)
         self._series: OrderedDict[str, deque[tuple[int, float]]] = OrderedDict()
         """key -> (wall ms, per second) points, oldest first; least recently updated first."""
-        self._last: dict[str, tuple[float, int]] = {}
-        """key -> (monotonic s, counter) of the last sample."""
+        self._last: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        """key -> (monotonic s, counter) of the last sample, least recently read first; as
+        bounded as the series (a topic read once and deleted leaves no entry for ever)."""
 
     def record(self, key: str, counter: int | None) -> None:
         """A new reading of ``key``'s counter: a point (the rate since the previous reading)
@@ -85,6 +86,9 @@ class History:
             return
         last = self._last.get(key)
         self._last[key] = (now, counter)
+        self._last.move_to_end(key)
+        while len(self._last) > 2 * self.max_series:
+            self._last.popitem(last=False)
         if last is None or counter < last[1] or now <= last[0]:
             return
         rate = (counter - last[1]) / (now - last[0])
