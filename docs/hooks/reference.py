@@ -131,7 +131,9 @@ _BROKER_MEANINGS = {
     "cleanFileForciblyEnable": "delete committed files early when the disk is nearly full",
     "diskMaxUsedSpaceRatio": "percent of disk above which expired files go at any hour",
     "mappedFileSizeCommitLog": "ledger data file size (equal on all replicas)",
-    "mappedFileSizeConsumeQueue": "ConsumeQueue file size (a multiple of 20; sparse)",
+    "mappedFileSizeConsumeQueue": (
+        "ConsumeQueue file size (a multiple of 20; sparse, so a queue of ten messages takes 24 KiB)"
+    ),
     "maxMessageSize": "largest message (or batch), bytes",
     "autoCreateTopicEnable": "create topics on first send (`TBW102`)",
     "autoCreateSubscriptionGroup": "create subscription groups on first use",

@@ -73,7 +73,8 @@ def snippets(path: Path) -> list[Snippet]:
 
 
 def all_snippets() -> list[Snippet]:
-    return [s for path in pages() for s in snippets(path)]
+    """The snippets of the front page (README.md) and of every page of the site."""
+    return [s for path in [ROOT / "README.md", *pages()] for s in snippets(path)]
 
 
 def reference_hook() -> ModuleType:

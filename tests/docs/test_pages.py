@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.docs.pages import DOCS, ROOT, pages
 
@@ -100,3 +101,63 @@ def test_ci_runs_the_checks_with_the_docs_tools() -> None:
     installed = [d for extra in extras.group(1).split(",") for d in optional[extra]]
     assert any(d.startswith("mkdocs-material") for d in installed)
     assert any(d.startswith("mkdocs-material") for d in optional["docs"])
+
+
+NEWCOMER_TOPICS: dict[str, tuple[str, str]] = {
+    "install": ("getting-started/install.md", "pip install -e"),
+    "quickstart": ("getting-started/quickstart.md", "ledgermq quickstart"),
+    "a first cluster on three machines": ("getting-started/first-cluster.md", "three machines"),
+    "producing": ("guides/producing.md", "ledgermq produce"),
+    "consuming": ("guides/consuming.md", "ledgermq consume"),
+    "POP from Python": ("guides/pop.md", "PopConsumer"),
+    "FIFO": ("guides/fifo.md", "message_group"),
+    "transactions": ("guides/transactions.md", "TransactionProducer"),
+    "timers and delays": ("guides/timers.md", "TIMER_DELIVER_MS"),
+    "SQL92 filters": ("guides/sql92.md", "MessageSelector.by_sql"),
+    "v5 clients": ("guides/v5-clients.md", "rocketmq-python-client"),
+    "the standalone proxy": ("guides/proxy.md", "ledgermq proxy"),
+    "Spark": ("guides/spark.md", 'format("ledgermq")'),
+    "the console": ("guides/console.md", "ledgermq console"),
+    "mqadmin names": ("guides/cli.md", "updateTopic"),
+    "deployment with systemd": ("operations/deployment.md", "systemctl enable"),
+    "configuration": ("operations/configuration.md", "broker.conf"),
+    "what flushDiskType does": ("operations/durability.md", "flushDiskType"),
+    "security": ("operations/security.md", "aclEnable"),
+    "monitoring with Prometheus and Grafana": ("operations/monitoring.md", "grafana"),
+    "durability and failover": ("operations/durability.md", "Failover"),
+    "chaos testing": ("operations/chaos-testing.md", "ledgermq chaos run"),
+    "every CLI command": ("reference/cli.md", ""),
+    "every config key": ("reference/configuration.md", ""),
+    "every metric": ("reference/metrics.md", ""),
+    "request codes and RPCs": ("reference/protocol.md", ""),
+    "errors": ("reference/errors.md", ""),
+    "architecture": ("architecture.md", "layer"),
+    "Raft rules": ("raft-rules.md", "spec"),
+    "storage format": ("design/storage.md", "48-byte header"),
+    "performance budget": ("performance-budget.md", "µs"),
+    "C extensions": ("c-extensions.md", "LEDGERMQ_PURE_PYTHON"),
+    "the latest benchmark table and chart": ("benchmarks/index.md", "peers-2026-11-26.png"),
+}
+"""Issue 28's list of what a newcomer looks for, and the page of the site that answers each (a
+phrase it must contain; the generated Reference pages are checked by test_reference.py).
+Upgrades, backups, scaling out and replacing a replica are pages of their own, under
+docs/operations/, added to the nav with the work they describe."""
+
+
+def _nav_files(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, list):
+        return [f for item in node for f in _nav_files(item)]
+    if isinstance(node, dict):
+        return [f for value in node.values() for f in _nav_files(value)]
+    return []
+
+
+@pytest.mark.parametrize("topic", sorted(NEWCOMER_TOPICS))
+def test_a_newcomer_finds_the_topic_in_the_navigation(topic: str) -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    page, phrase = NEWCOMER_TOPICS[topic]
+    assert page in _nav_files(config["nav"])
+    if phrase:
+        assert phrase.lower() in (DOCS / page).read_text().lower()

@@ -62,7 +62,7 @@ def shell_commands(snippet: Snippet) -> list[list[str]]:
     A line that holds a placeholder (``...``, ``[``, ``<``) is not a command to parse."""
     commands = []
     for line in snippet.code.replace("\\\n", " ").splitlines():
-        text = line.strip()
+        text = line.strip().removeprefix("sudo ")
         if not text.startswith("ledgermq "):
             continue
         words: list[str] = []
