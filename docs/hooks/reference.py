@@ -98,9 +98,6 @@ def cli_page() -> str:
         for name, parser in commands:
             depth = min(name.count(" ") + 1, 4)
             lines += [f"{'#' * (depth + 1)} `{name}`", ""]
-            summary = parser.description or ""
-            if summary:
-                lines += [summary, ""]
             lines += ["```text", parser.format_help().rstrip(), "```", ""]
     lines += [
         "## mqadmin names",
@@ -281,6 +278,23 @@ def ledger_keys() -> list[tuple[str, str]]:
     return [(key, name) for key, name in FILE_KEYS.items() if name != "tls"]
 
 
+def _ledger_default(name: str) -> str:
+    """The default of a ledger config field named as ``ledger.config.FILE_KEYS`` names it
+    (``raft.x``: a ``RaftConfig`` field, ``retention.x``: a ``RetentionConfig`` one)."""
+    from ledgermq.ledger.config import LedgerConfig  # noqa: PLC0415
+    from ledgermq.raft.config import RaftConfig  # noqa: PLC0415
+    from ledgermq.store.retention import RetentionConfig  # noqa: PLC0415
+
+    owner, _, field_name = name.rpartition(".")
+    cls = {"": LedgerConfig, "raft": RaftConfig, "retention": RetentionConfig}[owner]
+    found = {f.name: f for f in dataclasses.fields(cls)}.get(field_name)
+    if found is None:
+        return ""
+    if found.default is dataclasses.MISSING and found.default_factory is dataclasses.MISSING:
+        return "(required)"
+    return _show(_default(found))
+
+
 def tls_keys() -> list[str]:
     from ledgermq.net.tls import TLS_KEYS  # noqa: PLC0415
 
@@ -290,10 +304,8 @@ def tls_keys() -> list[str]:
 def config_page() -> str:
     from ledgermq.broker.config import broker_file_keys  # noqa: PLC0415
     from ledgermq.ledger.config import FILE_KEYS as LEDGER_FILE_KEYS  # noqa: PLC0415
-    from ledgermq.raft.config import RaftConfig  # noqa: PLC0415
     from ledgermq.rocketmq_keys import BROKER_FILE_KEYS, NAMESRV_FILE_KEYS  # noqa: PLC0415
 
-    raft = {f.name: f for f in dataclasses.fields(RaftConfig)}
     lines = [
         "# Configuration keys",
         "",
@@ -345,11 +357,7 @@ def config_page() -> str:
         "|---|---|---|",
     ]
     for key, name in ledger_keys():
-        default = ""
-        if name.startswith("raft."):
-            f = raft.get(name[5:])
-            default = _show(_default(f)) if f is not None else ""
-        lines.append(f"| `{key}` | {_cell(default)} | `{name}` |")
+        lines.append(f"| `{key}` | {_cell(_ledger_default(name))} | `{name}` |")
     lines += [
         "",
         (
