@@ -295,6 +295,17 @@ def _ledger_default(name: str) -> str:
     return _show(_default(found))
 
 
+def proxy_keys() -> list[str]:
+    """The keys ``ledgermq proxy -c FILE`` takes for its own port (``tls.server.*`` spelt out)."""
+    from ledgermq.cli.proxy_commands import _KEYS  # noqa: PLC0415
+    from ledgermq.net.tls import TLS_KEYS  # noqa: PLC0415
+
+    out = []
+    for key in _KEYS:
+        out += sorted(k for k in TLS_KEYS if k.startswith(key)) if key.endswith(".") else [key]
+    return out
+
+
 def tls_keys() -> list[str]:
     from ledgermq.net.tls import TLS_KEYS  # noqa: PLC0415
 
@@ -364,6 +375,18 @@ def config_page() -> str:
             f"Unknown keys are refused at start ({len(LEDGER_FILE_KEYS)} keys are known, "
             "`tls.*` included)."
         ),
+        "",
+        "## ledgermq proxy",
+        "",
+        (
+            "`ledgermq proxy -c FILE` (and `--set KEY=VALUE`) takes these keys for its own gRPC "
+            "port ([The stand-alone proxy](../guides/proxy.md)); the other keys of RocketMQ 5's "
+            "`ProxyConfig` are named in one WARNING line and ignored:"
+        ),
+        "",
+    ]
+    lines += [f"- `{key}`" for key in proxy_keys()]
+    lines += [
         "",
         "## tls.*",
         "",
