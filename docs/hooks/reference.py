@@ -504,10 +504,13 @@ def protocol_page() -> str:
         "## Remoting request codes",
         "",
         (
-            "RocketMQ's remoting protocol, as LedgerMQ's broker, NameServer and clients speak it "
-            "(`ledgermq.wire.codes`). The ACL column is what a request needs when `aclEnable` is "
-            "on ([Security](../operations/security.md)). A code not listed is answered "
-            "`REQUEST_CODE_NOT_SUPPORTED`."
+            "Every code of RocketMQ's remoting protocol LedgerMQ knows (`ledgermq.wire.codes`): "
+            "the requests its brokers and NameServers serve (which server serves which: "
+            "[The broker](../design/broker.md#requests-served)), and the few a broker sends to "
+            "its clients (`CHECK_TRANSACTION_STATE`, `NOTIFY_CONSUMER_IDS_CHANGED`, "
+            "`GET_CONSUMER_RUNNING_INFO` passed on). The ACL column is what a request needs "
+            "when `aclEnable` is on ([Security](../operations/security.md)). A code not listed "
+            "is answered `REQUEST_CODE_NOT_SUPPORTED`."
         ),
         "",
         "| code | name | ACL |",
