@@ -1,0 +1,111 @@
+"""Clients learn route changes within seconds, not at the 30 s refresh (issue 27): new queues,
+a transferred leader (fault avoidance ends), a master found while the NameServers are down;
+and a send that may have been stored is never reported as a plain failure."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ledgermq.client import Producer
+from ledgermq.errors import SendOutcomeUnknownError
+from ledgermq.wire import MQRequestCode
+
+from .conftest import NAMESRV, arun, cluster, eventually
+
+pytestmark = pytest.mark.timeout(20)
+
+
+def _groups(producer: Producer, topic: str) -> set[str]:
+    route = producer._client.cached_route(topic)
+    assert route is not None
+    return {q.broker_name for q in route.queue_datas}
+
+
+def test_new_queues_on_another_group_are_used_within_two_seconds() -> None:
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 2}}) as env:
+            producer = Producer("pg", NAMESRV, network=env.network)
+            await producer.start()
+            assert (await producer.send("T", b"before")).ok
+            assert _groups(producer, "T") == {"broker-a"}
+            b = await env.add_broker("broker-b", {"T": 2})  # the topic expands onto a new group
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await eventually(lambda: _groups(producer, "T") == {"broker-a", "broker-b"}, 3.0)
+            assert loop.time() - started < 2.0
+            for i in range(4):  # round-robin over 4 queues: two of them are broker-b's
+                assert (await producer.send("T", b"%d" % i)).ok
+            assert b.count(MQRequestCode.SEND_MESSAGE_V2) == 2
+            await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_group_whose_leader_moved_is_not_avoided() -> None:
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}, "broker-b": {"T": 1}}) as env:
+            a = next(b for b in env.brokers.values() if b.name == "broker-a")
+            replica = await env.add_slave(a, broker_id=2)
+            producer = Producer("pg", NAMESRV, network=env.network)
+            await producer.start()
+            for i in range(2):
+                assert (await producer.send("T", b"%d" % i)).ok
+            # transfer-leader: the replica becomes the master, the old master a slave
+            await replica.register(broker_id=0)
+            await a.register(broker_id=3)
+            results = [await producer.send("T", b"after %d" % i) for i in range(6)]
+            assert all(r.ok for r in results)
+            # the group is used again at once (it was avoided for 30 s: fault_avoid_ms)
+            assert replica.count(MQRequestCode.SEND_MESSAGE_V2) >= 2
+            await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_new_master_is_found_among_the_replicas_while_the_nameservers_are_down() -> None:
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}}) as env:
+            (a,) = env.brokers.values()
+            replica = await env.add_slave(a, broker_id=2)
+            producer = Producer("pg", NAMESRV, network=env.network)
+            await producer.start()
+            assert (await producer.send("T", b"before")).ok
+            await env.namesrv.close()  # both NameServers down
+            env.network.break_link(NAMESRV)
+            replica.broker_id, a.broker_id = 0, 3  # the master changes; nobody can register
+            result = await producer.send("T", b"after")
+            assert result.ok
+            assert replica.count(MQRequestCode.SEND_MESSAGE_V2) == 1
+            # the cached route now names the new master: the next send goes there at once
+            assert (await producer.send("T", b"again")).ok
+            assert replica.count(MQRequestCode.SEND_MESSAGE_V2) == 2
+            await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_send_that_may_be_stored_is_never_a_plain_failure() -> None:
+    """Attempt 1 is stored but not answered; then the group loses its master, so the later
+    attempts find no route. The message was stored: it must not be reported as NoRouteError."""
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}}) as env:
+            (a,) = env.brokers.values()
+            await env.add_slave(a, broker_id=2)
+            producer = Producer("pg", NAMESRV, network=env.network, send_timeout_s=0.3)
+            await producer.start()
+            assert (await producer.send("T", b"before")).ok
+            a.swallow_sends = 1
+            sending = asyncio.get_running_loop().create_task(producer.send("T", b"maybe"))
+            await eventually(lambda: a.count(MQRequestCode.SEND_MESSAGE_V2) == 2)
+            await a.unregister()  # the group has no master now (its slave stays)
+            with pytest.raises(SendOutcomeUnknownError) as caught:
+                await sending
+            assert caught.value.msg_id
+            assert "may be stored" in str(caught.value)
+            assert len(a.store.queue("T", 0)) == 2  # it was stored indeed
+            await producer.shutdown()
+
+    arun(main())
