@@ -109,3 +109,30 @@ def test_a_send_that_may_be_stored_is_never_a_plain_failure() -> None:
             await producer.shutdown()
 
     arun(main())
+
+
+def test_a_master_elected_after_the_first_probe_is_detected_while_the_nameservers_are_down() -> (
+    None
+):
+    """The real-process trial: the first send refused by the old master came while the group
+    was still electing, so no member took it, and the group was avoided for 30 s."""
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}, "broker-b": {"T": 1}}) as env:
+            a = next(b for b in env.brokers.values() if b.name == "broker-a")
+            replica = await env.add_slave(a, broker_id=2)
+            producer = Producer("pg", NAMESRV, network=env.network)
+            await producer.start()
+            assert (await producer.send("T", b"before")).ok
+            await env.namesrv.close()
+            env.network.break_link(NAMESRV)
+            a.broker_id = 3  # the master steps down; no member is master yet
+            for i in range(4):  # one of them meets broker-a's refusal and goes to broker-b
+                assert (await producer.send("T", b"%d" % i)).ok
+            replica.broker_id = 0  # elected
+            await asyncio.sleep(1.2)  # the members are asked every 0.5 s
+            results = [await producer.send("T", b"after %d" % i) for i in range(4)]
+            assert {r.message_queue.broker_name for r in results} == {"broker-a", "broker-b"}
+            await producer.shutdown()
+
+    arun(main())

@@ -15,7 +15,10 @@ One ``ClientInstance`` per producer, consumer or admin object. It owns:
   the request (RocketMQ's) is not asked again: the 30 s refresh remains. ``master_listeners``
   hear of every group whose master changed in a fresh route (a producer stops avoiding it), and
   ``learn_master`` patches the cached routes when a replica itself turned out to be the master
-  (the NameServers down, the producer found it among the group's members);
+  (the NameServers down, the producer found it among the group's members); ``detect_master``
+  (RocketMQ 5's fault detector, for that case) asks a group's other members every 0.5 s, with
+  GET_BROKER_RUNTIME_INFO, whether one of them is the master now, for as long as the cached
+  route still names the master that failed;
 - heartbeats (34): right after start and every ``heartbeat_interval_s`` (30 s), to every broker
   in the routes of the groups' topics (masters only when there is no consumer), carrying the
   groups and subscriptions (``HeartbeatData``);
@@ -203,6 +206,7 @@ class ClientInstance:
         self._routes: dict[str, TopicRouteData] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._detecting: dict[str, asyncio.Task[None]] = {}
         # The last route version a NameServer answered ("" before the first; None: the
         # NameServers do not offer it, the client relies on the periodic refresh).
         self._route_version: str | None = ""
@@ -244,7 +248,7 @@ class ClientInstance:
         if self._closed:
             return
         self._closed = True
-        tasks = [*self._tasks, *self._refreshing.values()]
+        tasks = [*self._tasks, *self._refreshing.values(), *self._detecting.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -424,6 +428,46 @@ class ClientInstance:
                     logger.info("keeping the cached route of %s: %s", topic, exc)
             except LedgerMQError as exc:
                 logger.debug("periodic route refresh of %s failed: %s", topic, exc)
+
+    def detect_master(self, broker_name: str, failed: str, window_s: float) -> None:
+        """In the background, for up to ``window_s``: while the cached routes still name
+        ``failed`` as ``broker_name``'s master, ask its other members every 0.5 s whether one
+        is the master now, and ``learn_master`` it (one search per group at a time)."""
+        if self._closed or broker_name in self._detecting:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._detect_master(broker_name, failed, window_s)
+        )
+        self._detecting[broker_name] = task
+        task.add_done_callback(lambda _: self._detecting.pop(broker_name, None))
+
+    async def _detect_master(self, broker_name: str, failed: str, window_s: float) -> None:
+        deadline = self.now_ms() + window_s * 1000
+        while self.now_ms() < deadline:
+            await asyncio.sleep(0.5)
+            members = self._members(broker_name)
+            if members is None or members.get(MASTER_ID) != failed:
+                return  # a fresh route names another master (or none), or the group is gone
+            for address in sorted(set(members.values()) - {failed}):
+                try:
+                    response = await self.invoke(
+                        address, MQRequestCode.GET_BROKER_RUNTIME_INFO, timeout_s=0.5
+                    )
+                    table = json.loads(response.body or b"{}").get("table") or {}
+                except (LedgerMQError, ValueError, AttributeError) as exc:
+                    logger.debug("%s of %s: no runtime info (%s)", address, broker_name, exc)
+                    continue
+                if str(table.get("brokerId")) == str(MASTER_ID):
+                    self.learn_master(broker_name, address)
+                    return
+
+    def _members(self, broker_name: str) -> Mapping[int, str] | None:
+        """``broker_name``'s members in the cached routes (broker id -> address), or None."""
+        for route in self._routes.values():
+            for data in route.broker_datas:
+                if data.broker_name == broker_name:
+                    return data.broker_addrs
+        return None
 
     async def poll_route_version(self) -> bool:
         """Ask the NameServer for its route version; refresh every route if it moved. True when

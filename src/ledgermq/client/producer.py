@@ -27,7 +27,9 @@ What a send promises (RocketMQ's ``DefaultMQProducer``, made explicit):
   master any more (SERVICE_NOT_AVAILABLE) or cannot be reached, and a fresh route still names it
   (the NameServers are down, or have not heard yet), the attempt tries the group's other members
   from the route: a slave refuses a send before storing anything, the new master takes it, and
-  the cached routes are patched to name it (``ClientInstance.learn_master``).
+  the cached routes are patched to name it (``ClientInstance.learn_master``). When none takes
+  it (the group is still electing), the group's members are asked in the background, every
+  0.5 s, whether one is the master now (``ClientInstance.detect_master``).
 - ``send_orderly`` never moves to another queue (that would reorder); it retries the *same* queue
   only when nothing was sent (connection refused) or the broker refused it, and raises
   ``SendOutcomeUnknownError`` on an unknown outcome, so the caller decides.
@@ -623,6 +625,10 @@ class Producer:
                             return found
                         if found is not None:
                             unknown = unknown or found
+                        # the group may be electing: look for its new master meanwhile
+                        self._client.detect_master(
+                            mq.broker_name, address, self.fault_avoid_ms / 1000
+                        )
                 continue
             self._faults.mark_ok(mq.broker_name)
             if info.borrowed:
