@@ -88,6 +88,7 @@ class FakeBroker:
         self.send_error_code: int | None = None
         self.swallow_sends = 0
         self.send_back_error_code: int | None = None
+        self.strict_queues = False  # refuse a queue id the topic does not write (as the broker)
         self.requests: list[RemotingCommand] = []
         self.transfers: list[str] = []
 
@@ -190,6 +191,8 @@ class FakeBroker:
                 config = self.store.topics[topic]
             else:
                 return cmd.response(MQResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic}")
+        if self.strict_queues and int(fields["queueId"]) >= config.write_queue_nums:
+            return cmd.response(MQResponseCode.INVALID_PARAMETER, remark="no such write queue")
         queue_id = int(fields["queueId"]) % config.write_queue_nums
         batch = cmd.code == MQRequestCode.SEND_BATCH_MESSAGE or fields.get("batch") in (
             "true",

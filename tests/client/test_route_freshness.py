@@ -11,6 +11,7 @@ import pytest
 from ledgermq.client import Producer
 from ledgermq.errors import SendOutcomeUnknownError
 from ledgermq.wire import MQRequestCode
+from ledgermq.wire.route import TopicConfig
 
 from .conftest import NAMESRV, arun, cluster, eventually
 
@@ -133,6 +134,27 @@ def test_a_master_elected_after_the_first_probe_is_detected_while_the_nameserver
             await asyncio.sleep(1.2)  # the members are asked every 0.5 s
             results = [await producer.send("T", b"after %d" % i) for i in range(4)]
             assert {r.message_queue.broker_name for r in results} == {"broker-a", "broker-b"}
+            await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_send_to_a_queue_the_write_count_just_dropped_goes_to_another() -> None:
+    """``topic-update -w`` shrinks the write count; a producer whose route is a second old
+    sends to a dropped queue, which the broker refuses (nothing stored). That was a failed
+    send; now the route is looked up again and the message goes to a queue that remains."""
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 2}}) as env:
+            (a,) = env.brokers.values()
+            a.strict_queues = True
+            producer = Producer("pg", NAMESRV, network=env.network)
+            await producer.start()
+            assert (await producer.send("T", b"before")).ok
+            a.store.topics["T"] = TopicConfig("T", 2, 1)  # -w 1: queue 1 is drained, not written
+            await a.register()
+            results = [await producer.send("T", b"%d" % i) for i in range(3)]
+            assert {r.message_queue.queue_id for r in results} == {0}
             await producer.shutdown()
 
     arun(main())

@@ -6,10 +6,12 @@ What a send promises (RocketMQ's ``DefaultMQProducer``, made explicit):
   mode, committed by the group's quorum). FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT /
   SLAVE_NOT_AVAILABLE are returned as results too (the broker stored the message but could not
   confirm durability in time); they are not retried, as in RocketMQ.
-- A plain ``send`` makes up to ``1 + retry_times`` attempts. Each attempt picks the next queue
-  round-robin and avoids the group that failed the previous attempt and, for
-  ``fault_avoid_ms``, any group that failed recently. After a failure the topic's route is looked
-  up again before the next attempt, so a new master (DLedger failover) is found.
+- A plain ``send`` makes up to ``1 + retry_times`` attempts (a queue the broker refuses because
+  the topic's write count shrank, and the refreshed route no longer lists, counts as one). Each
+  attempt picks the next queue round-robin and avoids the group that failed the previous
+  attempt and, for ``fault_avoid_ms``, any group that failed recently. After a failure the
+  topic's route is looked up again before the next attempt, so a new master (DLedger failover)
+  is found.
 - **Outcome unknown ("maybe stored").** A timeout, a connection that closes after the request
   went out, or a broker's SYSTEM_ERROR (how a broker says a quorum did not confirm the write in
   time) leaves the outcome unknown: the broker may have stored the message. Like RocketMQ, the
@@ -600,7 +602,11 @@ class Producer:
             try:
                 result = await self._attempt(info, mq, request)
             except (NetworkError, NoRouteError, MQResponseError) as exc:
-                if isinstance(exc, MQResponseError) and not self._retriable(exc):
+                if (
+                    isinstance(exc, MQResponseError)
+                    and not self._retriable(exc)
+                    and not await self._queue_gone(mq, exc)
+                ):
                     if unknown is not None:
                         raise _maybe_stored_error(request.msg_id, unknown, exc) from exc
                     raise
@@ -639,6 +645,19 @@ class Producer:
             raise _maybe_stored_error(request.msg_id, unknown, last) from last
         last.add_note(f"(the producer made {attempts} attempts for message {request.msg_id})")
         raise last
+
+    async def _queue_gone(self, mq: MessageQueue, exc: MQResponseError) -> bool:
+        """Whether a refusal as INVALID_PARAMETER was of a queue the topic no longer offers for
+        writing (its write count shrank; nothing was stored): the route is looked up again, and
+        the send goes on to another queue if ``mq`` is not in it any more."""
+        if exc.code != MQResponseCode.INVALID_PARAMETER:
+            return False
+        await self._refresh(mq.topic)
+        try:
+            info = await self._publish_info(mq.topic)
+        except LedgerMQError:
+            return False
+        return mq not in info.queues
 
     async def _find_master(
         self, mq: MessageQueue, failed: str, request: _SendRequest
