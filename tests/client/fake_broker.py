@@ -89,6 +89,7 @@ class FakeBroker:
         self.swallow_sends = 0
         self.send_back_error_code: int | None = None
         self.strict_queues = False  # refuse a queue id the topic does not write (as the broker)
+        self.send_error_delay_s = 0.0  # answer send_error_code this late
         self.requests: list[RemotingCommand] = []
         self.transfers: list[str] = []
 
@@ -180,7 +181,11 @@ class FakeBroker:
         if self.broker_id != 0:
             return cmd.response(MQResponseCode.SERVICE_NOT_AVAILABLE, remark="slave")
         if self.send_error_code is not None:
-            return cmd.response(self.send_error_code, remark="injected failure")
+            response = cmd.response(self.send_error_code, remark="injected failure")
+            if self.send_error_delay_s <= 0:
+                return response
+            asyncio.get_running_loop().call_later(self.send_error_delay_s, conn.send, response)
+            return None
         topic = fields["topic"]
         config = self.store.topics.get(topic)
         if config is None:

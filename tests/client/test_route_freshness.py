@@ -10,7 +10,7 @@ import pytest
 
 from ledgermq.client import Producer
 from ledgermq.errors import SendOutcomeUnknownError
-from ledgermq.wire import MQRequestCode
+from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.route import TopicConfig
 
 from .conftest import NAMESRV, arun, cluster, eventually
@@ -60,6 +60,31 @@ def test_a_group_whose_leader_moved_is_not_avoided() -> None:
             assert all(r.ok for r in results)
             # the group is used again at once (it was avoided for 30 s: fault_avoid_ms)
             assert replica.count(MQRequestCode.SEND_MESSAGE_V2) >= 2
+            await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_failure_of_the_old_master_after_the_route_named_the_new_one_is_not_held() -> None:
+    """A race of the route poll: the route already names the new master when the old master's
+    refusal of a send made before arrives. The failure is the old master's; the group must not
+    be avoided for 30 s."""
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}, "broker-b": {"T": 1}}) as env:
+            a = next(b for b in env.brokers.values() if b.name == "broker-a")
+            replica = await env.add_slave(a, broker_id=2)
+            producer = Producer("pg", NAMESRV, network=env.network)
+            await producer.start()
+            a.send_error_code, a.send_error_delay_s = MQResponseCode.SERVICE_NOT_AVAILABLE, 0.3
+            sends = [asyncio.create_task(producer.send("T", b"%d" % i)) for i in range(2)]
+            await eventually(lambda: a.count(MQRequestCode.SEND_MESSAGE_V2) == 1)
+            await replica.register(broker_id=0)  # transfer-leader, while the send is in flight
+            await a.register(broker_id=3)
+            await producer._client.refresh_all_routes()  # the poll sees it first
+            assert all(r.ok for r in await asyncio.gather(*sends))
+            results = [await producer.send("T", b"after %d" % i) for i in range(4)]
+            assert {r.message_queue.broker_name for r in results} == {"broker-a", "broker-b"}
             await producer.shutdown()
 
     arun(main())

@@ -625,7 +625,9 @@ class Producer:
                     logger.info("send to %s failed (attempt %d): %s", mq, attempt + 1, exc)
                 if attempt + 1 < attempts:
                     await self._refresh(topic)
-                    if address is not None and _master_may_have_moved(exc):
+                    if self._master_moved(topic, mq.broker_name, address):
+                        self._faults.mark_ok(mq.broker_name)  # the old master failed, not it
+                    elif address is not None and _master_may_have_moved(exc):
                         found = await self._find_master(mq, address, request)
                         if isinstance(found, SendResult):
                             return found
@@ -645,6 +647,16 @@ class Producer:
             raise _maybe_stored_error(request.msg_id, unknown, last) from last
         last.add_note(f"(the producer made {attempts} attempts for message {request.msg_id})")
         raise last
+
+    def _master_moved(self, topic: str, broker_name: str, failed: str | None) -> bool:
+        """Whether the cached route now names another master of ``broker_name`` than
+        ``failed``, the one that failed: the failure says nothing about the group any more
+        (the route may have changed before the failure arrived, so no change is seen now)."""
+        route = self._client.cached_route(topic)
+        if route is None or failed is None:
+            return False
+        master = master_address(route, broker_name)
+        return master is not None and master != failed
 
     async def _queue_gone(self, mq: MessageQueue, exc: MQResponseError) -> bool:
         """Whether a refusal as INVALID_PARAMETER was of a queue the topic no longer offers for
