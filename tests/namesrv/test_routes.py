@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -448,7 +450,7 @@ def test_the_route_version_moves_with_every_route_change_and_only_then() -> None
     seen = table.version
     group_of_three(table)  # the 30 s re-registration
     assert table.version == seen
-    changes = [
+    changes: list[Callable[[], object]] = [
         lambda: table.register_broker("c1", "broker-a", B, 0, topic_configs=TOPICS, term=2,
                                       now_ms=1),  # a transferred leader
         lambda: table.register_broker("c1", "broker-a", B, 0, topic_configs={
