@@ -354,9 +354,9 @@ class ClientInstance:
 
     def learn_master(self, broker_name: str, address: str) -> None:
         """``address``, a member of ``broker_name`` in the cached routes, is its master now (it
-        took a write): patch every cached route so (it takes id 0, the old master its id) and
-        tell the listeners. Used when the NameServers cannot say so (all down, or not yet told);
-        their next answer replaces the patch."""
+        took a write, or said so): patch every cached route so (it takes id 0, the old master
+        its id) and tell the listeners. Used when the NameServers cannot say so (all down, or
+        not yet told); their next answer replaces the patch."""
         patched: list[str] = []
         for topic, route in list(self._routes.items()):
             datas = list(route.broker_datas)
@@ -377,8 +377,8 @@ class ClientInstance:
                 patched.append(topic)
         if patched:
             logger.warning(
-                "broker group %s: %s took a write, so it is the master now; routes of %s "
-                "patched until a NameServer says so",
+                "broker group %s: %s is the master now (it took a write or said so); routes of "
+                "%s patched until a NameServer says so",
                 broker_name, address, ", ".join(sorted(patched)),
             )  # fmt: skip
             self._masters_changed([broker_name])
