@@ -90,6 +90,7 @@ class FakeBroker:
         self.send_back_error_code: int | None = None
         self.strict_queues = False  # refuse a queue id the topic does not write (as the broker)
         self.send_error_delay_s = 0.0  # answer send_error_code this late
+        self.refuse_as_slave = False  # refuse offset commits while not master (as the broker)
         self.requests: list[RemotingCommand] = []
         self.transfers: list[str] = []
 
@@ -356,6 +357,8 @@ class FakeBroker:
         return cmd.response(0, ext_fields={"offset": str(self.store.offsets[key])})
 
     def _code_15(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if self.refuse_as_slave and self.broker_id != 0:
+            return cmd.response(MQResponseCode.SERVICE_NOT_AVAILABLE, remark="slave")
         f = cmd.ext_fields
         self.store.offsets[(f["consumerGroup"], f["topic"], int(f["queueId"]))] = int(
             f["commitOffset"]

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from ledgermq.client import Producer
-from ledgermq.errors import SendOutcomeUnknownError
+from ledgermq.client import Producer, PullConsumer
+from ledgermq.errors import LedgerMQError, SendOutcomeUnknownError
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.route import TopicConfig
 
@@ -181,5 +181,33 @@ def test_a_send_to_a_queue_the_write_count_just_dropped_goes_to_another() -> Non
             results = [await producer.send("T", b"%d" % i) for i in range(3)]
             assert {r.message_queue.queue_id for r in results} == {0}
             await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_consumer_commits_to_a_new_master_found_while_the_nameservers_are_down() -> None:
+    """Offsets go to the master: with the NameServers down, a consumer whose group's leader
+    moved kept committing to the old master, which refused every commit (a restart would then
+    consume again what was consumed)."""
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}}) as env:
+            (a,) = env.brokers.values()
+            replica = await env.add_slave(a, broker_id=2)
+            consumer = PullConsumer("cg", NAMESRV, network=env.network)
+            await consumer.start()
+            (mq,) = await consumer.fetch_queues("T")
+            await consumer.commit_offset(mq, 1)
+            await env.namesrv.close()
+            env.network.break_link(NAMESRV)
+            a.refuse_as_slave = True  # the leader moved: the old master refuses writes
+            replica.broker_id, a.broker_id = 0, 3
+            with pytest.raises(LedgerMQError):  # refused, then no NameServer to ask
+                await consumer.commit_offset(mq, 2)
+            await asyncio.sleep(1.2)  # the members are asked every 0.5 s
+            await consumer.commit_offset(mq, 3)
+            assert a.store.offsets[("cg", "T", 0)] == 3
+            assert replica.count(MQRequestCode.UPDATE_CONSUMER_OFFSET) == 1
+            await consumer.shutdown()
 
     arun(main())

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
     ConfigError,
+    ConnectError,
     LedgerMQError,
     MQResponseError,
     NetworkError,
@@ -71,7 +72,13 @@ if TYPE_CHECKING:
     from ledgermq.net import Connection, Network, TlsClientConfig
     from ledgermq.wire.running_info import ConsumerRunningInfo
 
-__all__ = ["ClientInstance", "ConsumerHandle", "check_response", "parse_namesrv_addr"]
+__all__ = [
+    "ClientInstance",
+    "ConsumerHandle",
+    "check_response",
+    "master_may_have_moved",
+    "parse_namesrv_addr",
+]
 
 logger = logging.getLogger("ledgermq.client")
 
@@ -117,6 +124,14 @@ def check_response(
     if response.code == MQResponseCode.TOPIC_NOT_EXIST:
         raise TopicNotFoundError(message, response.code, address)
     raise MQResponseError(message, response.code, address)
+
+
+def master_may_have_moved(exc: LedgerMQError) -> bool:
+    """A master did not take a request because it is not the master any more
+    (SERVICE_NOT_AVAILABLE) or could not be reached: another member may be the master now."""
+    if isinstance(exc, MQResponseError):
+        return exc.code == MQResponseCode.SERVICE_NOT_AVAILABLE
+    return isinstance(exc, ConnectError)
 
 
 class ConsumerHandle(Protocol):

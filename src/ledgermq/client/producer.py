@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import trace
-from ledgermq.client._remoting import ClientInstance
+from ledgermq.client._remoting import ClientInstance, master_may_have_moved
 from ledgermq.client._routing import (
     DEFAULT_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -627,7 +627,7 @@ class Producer:
                     await self._refresh(topic)
                     if self._master_moved(topic, mq.broker_name, address):
                         self._faults.mark_ok(mq.broker_name)  # the old master failed, not it
-                    elif address is not None and _master_may_have_moved(exc):
+                    elif address is not None and master_may_have_moved(exc):
                         found = await self._find_master(mq, address, request)
                         if isinstance(found, SendResult):
                             return found
@@ -769,14 +769,6 @@ def _maybe_stored(exc: LedgerMQError) -> bool:
     if isinstance(exc, NetworkError):
         return not isinstance(exc, ConnectError)
     return isinstance(exc, MQResponseError) and exc.code == MQResponseCode.SYSTEM_ERROR
-
-
-def _master_may_have_moved(exc: LedgerMQError) -> bool:
-    """The master did not take a send because it is not the master any more
-    (SERVICE_NOT_AVAILABLE) or could not be reached: another member may be the master now."""
-    if isinstance(exc, MQResponseError):
-        return exc.code == MQResponseCode.SERVICE_NOT_AVAILABLE
-    return isinstance(exc, ConnectError)
 
 
 def _maybe_stored_error(
