@@ -102,7 +102,7 @@ async def _scenario(cluster: BrokerCluster, ns: str) -> None:
     traffic.group_of = {cluster.address(g, "n0"): g for g in ("broker-a", "broker-b")}
     producer = Producer("scale-p", ns, send_timeout_s=2.0)
     consumer = PushConsumer(
-        "scale-c", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET", rebalance_interval_s=1.0,
+        "scale-c", ns, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
         persist_interval_s=0.5,
     )  # fmt: skip
     consumer.subscribe(TOPIC)

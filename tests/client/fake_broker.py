@@ -91,6 +91,7 @@ class FakeBroker:
         self.strict_queues = False  # refuse a queue id the topic does not write (as the broker)
         self.send_error_delay_s = 0.0  # answer send_error_code this late
         self.refuse_as_slave = False  # refuse offset commits while not master (as the broker)
+        self.strict_consumer_list = False  # refuse the list of a group it has no member of
         self.requests: list[RemotingCommand] = []
         self.transfers: list[str] = []
 
@@ -425,6 +426,8 @@ class FakeBroker:
         group = cmd.ext_fields["consumerGroup"]
         members = self.store.members.get(group, {})
         ids = sorted(c for c, m in members.items() if not m.closed)
+        if not ids and self.strict_consumer_list:  # as the broker answers
+            return cmd.response(1, remark=f"no consumer of group {group} is online")
         return cmd.response(0, body=json.dumps({"consumerIdList": ids}).encode())
 
     def _code_36(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -5,13 +5,18 @@ and a send that may have been stored is never reported as a plain failure."""
 from __future__ import annotations
 
 import asyncio
+import random
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.client import Producer, PullConsumer
+from ledgermq.client import ConsumeStatus, Producer, PullConsumer, PushConsumer
 from ledgermq.errors import LedgerMQError, SendOutcomeUnknownError
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.route import TopicConfig
+
+if TYPE_CHECKING:
+    from ledgermq.wire import MessageExt
 
 from .conftest import NAMESRV, arun, cluster, eventually
 
@@ -40,6 +45,43 @@ def test_new_queues_on_another_group_are_used_within_two_seconds() -> None:
                 assert (await producer.send("T", b"%d" % i)).ok
             assert b.count(MQRequestCode.SEND_MESSAGE_V2) == 2
             await producer.shutdown()
+
+    arun(main())
+
+
+class _LastChoice(random.Random):
+    """Always the last candidate: the consumer asks the new group for its member list."""
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
+        return (start if stop is None else stop) - 1
+
+
+def test_a_consumer_reads_new_queues_on_a_group_that_has_not_heard_of_it() -> None:
+    """The real-process scale-out: the consumer rebalanced at once on the route change, asked the
+    new group for the group's members, was refused (no consumer of it online yet: the broker
+    had not had a heartbeat) and gave up until the next rebalance, 20 s later."""
+
+    async def main() -> None:
+        async with cluster({"broker-a": {"T": 1}}) as env:
+            got: list[bytes] = []
+
+            def listener(messages: list[MessageExt]) -> ConsumeStatus:
+                got.extend(m.body for m in messages)
+                return ConsumeStatus.CONSUME_SUCCESS
+
+            consumer = PushConsumer(
+                "cg", NAMESRV, network=env.network, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+                rng=_LastChoice(),
+            )  # fmt: skip
+            consumer.subscribe("T")
+            consumer.register_listener(listener)
+            await consumer.start()
+            await eventually(lambda: any(q.topic == "T" for q in consumer.assigned_queues()))
+            b = await env.add_broker("broker-b", {"T": 1})
+            b.strict_consumer_list = True
+            b.append("T", 0, b"on b", "")
+            await eventually(lambda: b"on b" in got, 3.0)
+            await consumer.shutdown()
 
     arun(main())
 
