@@ -383,6 +383,8 @@ async def _queue_counts(admin: Admin, args: argparse.Namespace) -> tuple[int, in
         writes = args.queues if writes is None else writes
     own_reads = own_writes = None
     held_by: list[str] = []
+    if reads is not None and writes is not None and args.admin_command != "topic-update":
+        return reads, writes, held_by  # a create that names its counts needs no lookup
     try:
         route = await admin.topic_route(args.topic)
     except TopicNotFoundError:
