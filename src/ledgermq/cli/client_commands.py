@@ -46,29 +46,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _json_arg(admin)
     add_tls_args(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
-    create = sub.add_parser("topic-create", help="create or update a topic on every master")
-    create.add_argument("-t", "--topic", required=True)
-    create.add_argument("-q", "--queues", type=int, default=8, help="read and write queues")
-    create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
-    create.add_argument("-b", "--broker", action="append", help="only these broker groups")
-    create.add_argument("--order", action="store_true", help="an ordered topic")
-    create.add_argument(
-        "-a",
-        "--attributes",
-        type=_attribute_changes,
-        help="attribute changes as RocketMQ's updateTopic -a: '+message.type=FIFO' (the type "
-        "a v5 client's messages must have: NORMAL, FIFO, DELAY, TRANSACTION, MIXED); "
-        "'-key' removes one",
-    )
-    create.add_argument(
-        "--wait",
-        type=_seconds,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long to wait for broker groups (and their masters) to register, as right "
-        "after a cluster starts (default 30; 0 fails at once)",
-    )
-    create.set_defaults(handler=cmd_topic_create)
+    _topic_parser(sub, "topic-create", "create or update a topic on every master")
     sub.add_parser("topic-list", help="every topic the NameServer knows").set_defaults(
         handler=cmd_topic_list
     )
@@ -81,6 +59,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     delete = sub.add_parser("topic-delete", help="delete a topic from brokers and NameServers")
     delete.add_argument("-t", "--topic", required=True)
     delete.set_defaults(handler=cmd_topic_delete)
+    _topic_parser(
+        sub, "topic-update", "change a topic's queue counts (a shrink: -w first, -r once drained)"
+    )
     sub.add_parser("cluster-list", help="broker groups, their replicas and roles").set_defaults(
         handler=cmd_cluster_list
     )
@@ -103,6 +84,51 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         add_tls_args(subcommand, inherited=True)
         _json_arg(subcommand, inherited=True)
     _mqadmin_aliases(sub)
+
+
+def _topic_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, what: str
+) -> None:
+    """``topic-create`` and ``topic-update``: one command under two names (RocketMQ's
+    ``updateTopic`` does both)."""
+    create = sub.add_parser(name, help=what)
+    create.add_argument("-t", "--topic", required=True)
+    create.add_argument(
+        "-q", "--queues", type=int, help="read and write queues (default 8 for a new topic)"
+    )
+    create.add_argument(
+        "-r",
+        "--read-queues",
+        type=int,
+        help="queues consumers read (readQueueNums; default: -q, else the topic's own)",
+    )
+    create.add_argument(
+        "-w",
+        "--write-queues",
+        type=int,
+        help="queues producers write (writeQueueNums; default: -q, else the topic's own, "
+        "at most the read count)",
+    )
+    create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
+    create.add_argument("-b", "--broker", action="append", help="only these broker groups")
+    create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.add_argument(
+        "-a",
+        "--attributes",
+        type=_attribute_changes,
+        help="attribute changes as RocketMQ's updateTopic -a: '+message.type=FIFO' (the "
+        "type a v5 client's messages must have: NORMAL, FIFO, DELAY, TRANSACTION, MIXED); "
+        "'-key' removes one",
+    )
+    create.add_argument(
+        "--wait",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for broker groups (and their masters) to register, as "
+        "right after a cluster starts (default 30; 0 fails at once)",
+    )
+    create.set_defaults(handler=cmd_topic_create)
 
 
 MQADMIN_NAMES: dict[str, str] = {
@@ -304,22 +330,75 @@ def _attribute_changes(text: str) -> str:
 # ---------------------------------------------------------------------- admin
 def cmd_topic_create(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
+        reads, writes, held_by = await _queue_counts(admin, args)
+        if min(reads, writes) < 1 or writes > reads:
+            raise ConfigError(
+                f"topic {args.topic}: {reads} read and {writes} write queues; a topic needs at "
+                "least one queue of each, and no more write queues than read queues (messages "
+                "in a queue above the read count would be read by no consumer)"
+            )
+        only = args.broker
+        if only is None and args.cluster is None and args.admin_command == "topic-update":
+            only = held_by or None  # an update stays on the groups that hold the topic
         brokers = await admin.create_topic(
             args.topic,
-            args.queues,
+            reads,
             cluster=args.cluster,
-            broker_names=args.broker,
+            broker_names=only,
             order=args.order,
             attributes=args.attributes,
             wait_s=args.wait,
+            read_queue_nums=reads,
+            write_queue_nums=writes,
         )
         if args.json:
-            print(json.dumps({"topic": args.topic, "queues": args.queues, "brokers": brokers}))
+            print(
+                json.dumps(
+                    {
+                        "topic": args.topic,
+                        "queues": writes,
+                        "readQueueNums": reads,
+                        "writeQueueNums": writes,
+                        "brokers": brokers,
+                    }
+                )
+            )
         else:
-            print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
+            counts = (
+                f"{reads} queues" if reads == writes else f"{reads} read / {writes} write queues"
+            )
+            print(f"topic {args.topic} ({counts}) on {', '.join(brokers)}")
         return 0
 
     return run(_with_admin(args, work))
+
+
+async def _queue_counts(admin: Admin, args: argparse.Namespace) -> tuple[int, int, list[str]]:
+    """(read, write) queue counts from -q / -r / -w, and the groups that hold the topic now. A
+    count not given is the topic's own (the largest over its groups), or 8 for a new topic; the
+    write count never exceeds the read count unless asked to (the broker then says why not)."""
+    reads, writes = args.read_queues, args.write_queues
+    if args.queues is not None:
+        reads = args.queues if reads is None else reads
+        writes = args.queues if writes is None else writes
+    own_reads = own_writes = None
+    held_by: list[str] = []
+    if reads is not None and writes is not None and args.admin_command != "topic-update":
+        return reads, writes, held_by  # a create that names its counts needs no lookup
+    try:
+        route = await admin.topic_route(args.topic)
+    except TopicNotFoundError:
+        pass
+    else:
+        held_by = sorted({q.broker_name for q in route.queue_datas})
+        if route.queue_datas:
+            own_reads = max(q.read_queue_nums for q in route.queue_datas)
+            own_writes = max(q.write_queue_nums for q in route.queue_datas)
+    if reads is None:
+        reads = own_reads if own_reads is not None else (writes or 8)
+    if writes is None:
+        writes = min(own_writes, reads) if own_writes is not None else reads
+    return reads, writes, held_by
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:

@@ -363,9 +363,10 @@ class Admin:
             await asyncio.sleep(min(_POLL_S, max(deadline - loop.time(), 0.0)))
 
     async def _wait_routed(
-        self, topic: str, queue_nums: int, names: Iterable[str], timeout_s: float
+        self, topic: str, queue_nums: tuple[int, int], names: Iterable[str], timeout_s: float
     ) -> None:
-        """Until every NameServer that answers routes ``topic`` with ``queue_nums`` queues to
+        """Until every NameServer that answers routes ``topic`` with ``queue_nums`` (read,
+        write) queues to
         a master of each group in ``names``; NoRouteError naming what is missing after
         ``timeout_s``. A NameServer that cannot be reached is not waited for (clients use the
         others), unless none can be."""
@@ -392,7 +393,7 @@ class Admin:
                     routed = {
                         q.broker_name
                         for q in route.queue_datas
-                        if q.write_queue_nums == queue_nums
+                        if (q.read_queue_nums, q.write_queue_nums) == queue_nums
                         and master_address(route, q.broker_name) is not None
                     }
                 if lacking := [name for name in wanted if name not in routed]:
@@ -427,10 +428,18 @@ class Admin:
         attributes: str | None = None,
         wait_s: float = 0.0,
         route_timeout_s: float = 10.0,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
     ) -> list[str]:
         """Create (or update) ``topic`` with ``queue_nums`` queues on every master of
         ``cluster`` or of ``broker_names`` (default: every group); the group names it was
         created on.
+
+        ``read_queue_nums`` / ``write_queue_nums`` set the two counts apart (RocketMQ's
+        ``readQueueNums`` / ``writeQueueNums``; each defaults to ``queue_nums``). A shrink
+        drains first: lower the write count, let the consumers drain the queues above it,
+        then lower the read count; a broker refuses an update that would strand messages
+        (``MQResponseError`` naming the queue and the groups behind, INVALID_PARAMETER).
 
         With no such group (none registered yet, as right after a cluster starts) or a group
         without master, it asks again for up to ``wait_s`` seconds, then raises NoRouteError;
@@ -442,14 +451,21 @@ class Admin:
         removes), checked here first (ValueError), applied to the attributes the topic has."""
         validate_topic(topic)
         changes = parse_changes(attributes or "")
-        if queue_nums < 1:
-            raise ValueError(f"a topic needs at least one queue, not {queue_nums}")
+        reads = queue_nums if read_queue_nums is None else read_queue_nums
+        writes = queue_nums if write_queue_nums is None else write_queue_nums
+        if min(reads, writes) < 1:
+            raise ValueError(f"a topic needs at least one queue, not {min(reads, writes)}")
+        if writes > reads:
+            raise ValueError(
+                f"writeQueueNums {writes} is above readQueueNums {reads}: messages written to "
+                f"queues {reads}..{writes - 1} would be read by no consumer"
+            )
         masters = await self._wait_masters(cluster, broker_names, wait_s)
         ext = {
             "topic": topic,
             "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": str(queue_nums),
-            "writeQueueNums": str(queue_nums),
+            "readQueueNums": str(reads),
+            "writeQueueNums": str(writes),
             "perm": str(perm),
             "topicFilterType": "SINGLE_TAG",
             "topicSysFlag": "0",
@@ -463,7 +479,7 @@ class Admin:
             except LedgerMQError as exc:
                 exc.add_note(f"(creating topic {topic!r} on broker group {name})")
                 raise
-        await self._wait_routed(topic, queue_nums, masters, route_timeout_s)
+        await self._wait_routed(topic, (reads, writes), masters, route_timeout_s)
         return list(masters)
 
     async def wait_for_route(
