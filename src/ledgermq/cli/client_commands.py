@@ -22,6 +22,7 @@ from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
+from ledgermq.cli.leader_commands import register_leaders
 from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
@@ -81,9 +82,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     delete = sub.add_parser("topic-delete", help="delete a topic from brokers and NameServers")
     delete.add_argument("-t", "--topic", required=True)
     delete.set_defaults(handler=cmd_topic_delete)
-    sub.add_parser("cluster-list", help="broker groups, their replicas and roles").set_defaults(
-        handler=cmd_cluster_list
-    )
     progress = sub.add_parser(
         "consumer-progress",
         help="a group's offsets and lag per queue; without -g every group and its total lag",
@@ -91,10 +89,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     progress.add_argument("-g", "--group", help="the consumer group (default: every group)")
     progress.add_argument("-t", "--topic")
     progress.set_defaults(handler=cmd_consumer_progress)
-    transfer = sub.add_parser("transfer-leader", help="move a broker group's master")
-    transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
-    transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
-    transfer.set_defaults(handler=cmd_transfer)
+    register_leaders(sub)
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():
@@ -392,44 +387,6 @@ def cmd_topic_delete(args: argparse.Namespace) -> int:
     return run(_with_admin(args, work))
 
 
-def cmd_cluster_list(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        info = await admin.cluster_info()
-        rows: list[tuple[object, ...]] = []
-        for cluster, names in sorted(info.cluster_addr_table.items()):
-            for name in sorted(names):
-                broker = info.broker_addr_table.get(name)
-                if broker is None:
-                    continue
-                for broker_id, address in sorted(broker.broker_addrs.items()):
-                    try:
-                        table = await admin.broker_runtime_info(address)
-                    except Exception as exc:  # noqa: BLE001 - shown in the table
-                        table = {"brokerRole": f"unreachable ({type(exc).__name__})"}
-                    rows.append(
-                        (
-                            cluster,
-                            name,
-                            broker_id,
-                            address,
-                            table.get("brokerRole", "?"),
-                            table.get("dLegerSelfId", "?"),
-                            table.get("dLegerTerm", "?"),
-                            table.get("committedIndex", "?"),
-                        )
-                    )
-        _emit(
-            args,
-            ("cluster", "broker", "id", "address", "role", "replica", "term", "committed"),
-            ("cluster", "brokerName", "brokerId", "address", "role", "replica", "term",
-             "committedIndex"),
-            rows,
-        )  # fmt: skip
-        return 0
-
-    return run(_with_admin(args, work))
-
-
 def cmd_consumer_progress(args: argparse.Namespace) -> int:
     if args.group is None:
         return _every_group_progress(args)
@@ -470,18 +427,6 @@ def _every_group_progress(args: argparse.Namespace) -> int:
             ("group", "topics", "queues", "lag"),
             rows,
         )
-        return 0
-
-    return run(_with_admin(args, work))
-
-
-def cmd_transfer(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        await admin.transfer_leadership(args.broker, args.to)
-        if args.json:
-            print(json.dumps({"brokerName": args.broker, "leader": args.to}))
-        else:
-            print(f"{args.to} leads broker group {args.broker}")
         return 0
 
     return run(_with_admin(args, work))
