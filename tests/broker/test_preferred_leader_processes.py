@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -134,3 +135,52 @@ def test_restarting_a_preferred_replica_that_is_not_master_keeps_the_group_writa
     gaps = asyncio.run(asyncio.wait_for(main(), 200))
     assert gaps["stop"] < 1.0
     assert _leads(cluster, GROUP, "n1")
+
+
+def test_a_group_that_lost_its_majority_is_shown_and_the_others_are_served(
+    broker_clusters: Callable[..., BrokerCluster],
+) -> None:
+    """Issue 27 item 5: during one group's lost majority ``cluster-list`` showed one SLAVE row
+    and no sign that the group had no master, ``consumer-progress`` failed for every group and
+    ``topic-create`` unless narrowed with ``-b``. Now the group is shown without a master and
+    with its missing members, and the spanning commands serve the other group and name this
+    one (reads exit 0; a topic created on some groups only exits 2)."""
+    cluster = broker_clusters(replicas=3, groups=2)
+    for group in cluster.groups:
+        cluster.wait_master(group)
+    cluster.wait_routable()
+    admin = ("admin", "-n", cluster.namesrv_addr)
+    made = ledgermq(*admin, "topic-create", "-t", "Spread", "-q", "2")
+    assert made.returncode == 0, made.stderr
+    master = cluster.wait_master("broker-b")
+    survivor = next(n for n in cluster.nodes if n != master)
+    for node in cluster.nodes:
+        if node != survivor:
+            cluster.kill9("broker-b", node)
+
+    def masterless() -> bool:
+        listed = ledgermq(*admin, "--json", "cluster-list")
+        rows = json.loads(listed.stdout)
+        return any(r["brokerName"] == "broker-b" and r["role"] == "NO MASTER" for r in rows)
+
+    assert wait_until(masterless, 30.0)
+    rows = json.loads(ledgermq(*admin, "--json", "cluster-list").stdout)
+    group_b = [r for r in rows if r["brokerName"] == "broker-b"]
+    shown = {r["replica"]: r["role"] for r in group_b}
+    assert shown[survivor] == "SLAVE"
+    gone = [n for n in cluster.nodes if n != survivor]
+    assert all(shown.get(n) == "missing" or "unreachable" in str(shown.get(n)) for n in gone), (
+        group_b
+    )
+    assert any(r["brokerName"] == "broker-a" and r["role"].endswith("MASTER") for r in rows)
+
+    progress = ledgermq(*admin, "consumer-progress")
+    assert progress.returncode == 0, progress.stderr
+    assert "broker group broker-b is not in this progress: no master now" in progress.stderr
+    created = ledgermq(*admin, "topic-create", "-t", "Later", "-q", "2", "--wait", "0")
+    assert created.returncode == 2, created.stdout + created.stderr
+    assert created.stdout.strip() == "topic Later (2 queues) on broker-a"
+    assert "broker group broker-b is not in topic Later's groups" in created.stderr
+    stats = ledgermq(*admin, "topic-stats", "-t", "Spread")
+    assert stats.returncode == 0, stats.stderr
+    assert "broker-b is not in these statistics" in stats.stderr

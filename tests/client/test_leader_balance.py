@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ledgermq.cli.leader_commands import _group_rows
 from ledgermq.client.leader_balance import (
     GroupShape,
     GroupSurvey,
@@ -97,3 +98,17 @@ def test_a_survey_shows_no_master_missing_members_and_differing_peers() -> None:
     assert differing.membership_differs
     assert differing.master is not None
     assert list(differing.members) == ["n0", "n1", "n2", "n3"]
+
+
+def test_cluster_list_rows_name_a_differing_membership_and_a_missing_master() -> None:
+    group = GroupSurvey(
+        "c",
+        "a",
+        (_answer(1, "n0", "SLAVE", PEERS3), _answer(2, "n1", "SLAVE", PEERS3 + ";n3-h:1")),
+    )
+    rows = _group_rows(group)
+    notes = [str(r[-1]) for r in rows]
+    assert "membership differs: this replica's peers are n0,n1,n2" in notes
+    assert "membership differs: this replica's peers are n0,n1,n2,n3" in notes
+    assert [r[4] for r in rows] == ["SLAVE", "SLAVE", "missing", "missing", "NO MASTER"]
+    assert [r[5] for r in rows if r[4] == "missing"] == ["n2", "n3"]
