@@ -184,3 +184,10 @@ def test_a_group_that_lost_its_majority_is_shown_and_the_others_are_served(
     stats = ledgermq(*admin, "topic-stats", "-t", "Spread")
     assert stats.returncode == 0, stats.stderr
     assert "broker-b is not in these statistics" in stats.stderr
+    updated = ledgermq(*admin, "subgroup-update", "-g", "Readers", "--retry-max-times", "3")
+    assert updated.returncode == 2, updated.stdout + updated.stderr
+    assert updated.stdout.strip() == "subscription group Readers on broker-a"
+    assert "broker group broker-b is not in this update of Readers" in updated.stderr
+    groups = ledgermq(*admin, "consumer-groups")
+    assert groups.returncode == 0, groups.stderr
+    assert "Readers" in groups.stdout

@@ -316,8 +316,8 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             absent=absent,
         )
         if args.json:
-            print(json.dumps({"topic": args.topic, "queues": args.queues, "brokers": brokers,
-                              "notCreatedOn": absent}))  # fmt: skip
+            out = {"topic": args.topic, "queues": args.queues, "brokers": brokers}
+            print(json.dumps(out | ({"notCreatedOn": absent} if absent else {})))
         else:
             print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
         name_absent(absent, f"topic {args.topic}'s groups (run the command again once it has a "
@@ -392,9 +392,16 @@ def cmd_topic_delete(args: argparse.Namespace) -> int:
                 f"topic {args.topic} does not exist: no NameServer knows it "
                 "(admin topic-list shows the topics)"
             )
-        await admin.delete_topic(args.topic)
-        print(json.dumps({"deleted": args.topic}) if args.json else f"topic {args.topic} deleted")
-        return 0
+        absent: dict[str, str] = {}
+        await admin.delete_topic(args.topic, absent=absent)
+        if args.json:
+            out = {"deleted": args.topic} | ({"notDeletedOn": absent} if absent else {})
+            print(json.dumps(out))
+        else:
+            print(f"topic {args.topic} deleted")
+        name_absent(absent, f"this deletion of {args.topic} (it keeps the topic and registers "
+                    "it again once it has a master: delete it again then)")  # fmt: skip
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
@@ -498,28 +505,34 @@ def cmd_subgroup_update(args: argparse.Namespace) -> int:
     }
 
     async def work(admin: Admin) -> int:
+        absent: dict[str, str] = {}
         brokers = await admin.update_group(
-            args.group, cluster=args.cluster, broker_names=args.broker, **settings
+            args.group, cluster=args.cluster, broker_names=args.broker, absent=absent, **settings
         )
         if args.json:
-            print(json.dumps({"group": args.group, "brokers": brokers, "settings": settings}))
+            out = {"group": args.group, "brokers": brokers, "settings": settings}
+            print(json.dumps(out | ({"notUpdatedOn": absent} if absent else {})))
         else:
             print(f"subscription group {args.group} on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"this update of {args.group} (run it again once it has a master)")
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
 
 def cmd_subgroup_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
+        absent: dict[str, str] = {}
         brokers = await admin.delete_group(
-            args.group, cluster=args.cluster, broker_names=args.broker
+            args.group, cluster=args.cluster, broker_names=args.broker, absent=absent
         )
         if args.json:
-            print(json.dumps({"deleted": args.group, "brokers": brokers}))
+            out = {"deleted": args.group, "brokers": brokers}
+            print(json.dumps(out | ({"notDeletedOn": absent} if absent else {})))
         else:
             print(f"subscription group {args.group} deleted on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"this deletion of {args.group} (run it again once it has a master)")
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 

@@ -527,13 +527,25 @@ class Admin:
                         return route
                 await asyncio.sleep(0.05)
 
-    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        """Delete ``topic`` on every master of ``cluster`` (default all), then on NameServers."""
-        masters = await self._masters(cluster)
-        for address in masters.values():
-            await self._client.invoke(
-                address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
-            )
+    async def delete_topic(
+        self, topic: str, *, cluster: str | None = None, absent: Absent | None = None
+    ) -> None:
+        """Delete ``topic`` on every master of ``cluster`` (default all), then on NameServers.
+
+        ``absent``: delete it on the groups that answer, record the others there (they still
+        hold it, and register it again once they have a master: delete again then)."""
+        masters = await self._masters(cluster, absent=absent)
+        for name, address in masters.items():
+            try:
+                await self._client.invoke(
+                    address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+        if absent is not None and set(masters) <= set(absent):
+            raise _none_answered(f"topic {topic!r} was deleted nowhere", absent)
         ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
         for address in self._client.namesrv_addrs:
             await self._client.invoke(address, MQRequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
@@ -719,6 +731,7 @@ class Admin:
         *,
         cluster: str | None = None,
         broker_names: Iterable[str] | None = None,
+        absent: Absent | None = None,
         **settings: object,
     ) -> list[str]:
         """Create or update subscription group ``group`` on every master (of ``cluster``, or of
@@ -727,31 +740,55 @@ class Admin:
         groups that took it."""
         if not group:
             raise LedgerMQError("the consumer group name must not be empty")
-        masters = await self._masters(cluster, broker_names)
-        current = await self.consumer_groups(cluster=cluster)
+        masters = await self._masters(cluster, broker_names, absent)
+        current = await self.consumer_groups(cluster=cluster, absent=absent)
         done = []
         for name, address in masters.items():
+            if absent is not None and name in absent:
+                continue  # its current settings are unknown: do not overwrite them
             config: dict[str, Any] = dict(current.get(group, {}).get(name, {}))
             config.update(settings)
             config["groupName"] = group
-            await self._client.invoke(
-                address,
-                MQRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                body=json.dumps(config).encode(),
-            )
+            try:
+                await self._client.invoke(
+                    address,
+                    MQRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                    body=json.dumps(config).encode(),
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+                continue
             done.append(name)
+        if absent is not None and not done:
+            raise _none_answered(f"subscription group {group} was updated nowhere", absent)
         return done
 
     async def delete_group(
-        self, group: str, *, cluster: str | None = None, broker_names: Iterable[str] | None = None
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        broker_names: Iterable[str] | None = None,
+        absent: Absent | None = None,
     ) -> list[str]:
-        """Delete subscription group ``group`` (its config; offsets stay) on every master."""
+        """Delete subscription group ``group`` (its config; offsets stay) on every master
+        (``absent``: on those that answer, the others recorded there)."""
         done = []
-        for name, address in (await self._masters(cluster, broker_names)).items():
-            await self._client.invoke(
-                address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
-            )
+        for name, address in (await self._masters(cluster, broker_names, absent)).items():
+            try:
+                await self._client.invoke(
+                    address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+                continue
             done.append(name)
+        if absent is not None and not done:
+            raise _none_answered(f"subscription group {group} was deleted nowhere", absent)
         return done
 
     async def reset_offset(
