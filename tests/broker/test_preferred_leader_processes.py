@@ -78,6 +78,15 @@ def test_set_preferred_leader_transfer_and_balance_on_two_groups_sharing_hosts(
     assert _leads(cluster, "broker-a", "n1")
     assert cluster.master("broker-b") == "n0"
 
+    # --pin makes the placement the groups' preference, where they had none.
+    cleared = ledgermq(*admin, "set-preferred-leader", "-b", "broker-a", "--clear")
+    assert cleared.returncode == 0, cleared.stderr
+    pinned = ledgermq(*admin, "balance-leaders", "--pin")
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    assert "stays; preferred leader n1" in pinned.stdout
+    for node in cluster.nodes:
+        assert "preferredLeaderId=n1" in cluster.conf_path("broker-a", node).read_text()
+
     # The preference outlives a restart of the replica that holds it (read from broker.conf).
     cluster.restart("broker-b", "n0")
     assert _leads(cluster, "broker-b", "n0", 20.0), cluster.log_tails()

@@ -76,6 +76,12 @@ def register_leaders(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     balance.add_argument("-c", "--cluster", help="only this cluster's broker groups")
     balance.add_argument("--dry-run", action="store_true", help="show the moves, make none")
+    balance.add_argument(
+        "--pin",
+        action="store_true",
+        help="also make each group's planned master its preferred leader, so that the groups "
+        "return to this placement by themselves after restarts",
+    )
     balance.set_defaults(handler=cmd_balance_leaders)
 
 
@@ -272,6 +278,17 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- balance
+async def _pin(admin: Admin, group: GroupSurvey, target: str) -> dict[str, str]:
+    """``--pin``: ``target`` becomes the group's preferred leader where it is not yet; the
+    replicas where that failed (also named on stderr)."""
+    if all(p.split(";")[0] == target for p in group.preferred.values()) and not group.missing:
+        return {}
+    failed = await _set_preference(admin, group, target)
+    for replica, why in sorted(failed.items()):
+        print(f"preferredLeaderId not set on {group.name} {replica}: {why}", file=sys.stderr)
+    return failed
+
+
 def cmd_balance_leaders(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         groups = await survey(admin, args.cluster)
@@ -299,6 +316,10 @@ def cmd_balance_leaders(args: argparse.Namespace) -> int:
                     failures += 1
             if target is not None:
                 host = group.hosts().get(target, "-")
+                if args.pin and not args.dry_run:
+                    unset = await _pin(admin, group, target)
+                    outcome += f"; preferred leader {target}" if not unset else ""
+                    failures += bool(unset)
             rows.append((group.name, current or "-", target or "-", host, outcome))
         emit(
             args,
