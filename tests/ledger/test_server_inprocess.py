@@ -327,3 +327,29 @@ def test_a_transfer_to_a_stopped_follower_ends_at_once(tmp_path: Path) -> None:
             await _close(servers)
 
     _run(test)
+
+
+def test_a_stopping_leader_hands_over_to_the_next_follower_when_one_is_stopping_too(
+    tmp_path: Path,
+) -> None:
+    """Two replicas of a group stopped together: the leader's first choice (equally caught
+    up, first by id) refuses the hand-over because it is stopping as well; the leader asks the
+    other one. Before: the leader stopped without a successor and the group paid an election."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        first, second = sorted(n for n in servers if servers[n] is not leader)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        try:
+            await client.append(b"before")
+            await asyncio.sleep(0.5)  # every follower has answered heartbeats: all caught up
+            assert await servers[first].hand_over_leadership() is None  # stopping, a follower
+            assert await leader.hand_over_leadership() == second
+            assert servers[second].core.role is Role.LEADER
+        finally:
+            await client.close()
+            await _close(servers)
+
+    _run(test)

@@ -96,6 +96,9 @@ _STEP_ASIDE_INTERVAL_MS: Final = 5000
 HAND_OVER_TIMEOUT_S: Final = 2.0
 """How long a stopping leader waits for its hand-over (``hand_over_leadership``)."""
 
+_TRY_NEXT: Final = frozenset({ResponseCode.TAKE_LEADERSHIP_FAILED, ResponseCode.NETWORK_ERROR})
+"""Transfer outcomes after which a stopping leader asks its next follower: that one refused
+(it is stopping too) or could not be reached."""
 _RESPONSES: Final = (VoteResponse, HeartBeatResponse, PushEntryResponse, LeadershipTransferResponse)
 _GAUGE_INTERVAL_MS: Final = 1000
 _MAX_REPLY_ROUTES: Final = 100_000
@@ -417,28 +420,33 @@ class LedgerServer:
             await asyncio.sleep(0.01)
         if self._closing or self.failure is not None or core.role is not Role.LEADER:
             return None
-        target = self._transfer_target()
-        if target is None:
-            return None
-        to, behind = target
-        _log.info(
-            "replica %s of group %s stops: it hands the leadership to %s (%d entries behind)",
-            self.config.self_id, self.config.group, to, behind,
-        )  # fmt: skip
-        try:
-            code = await asyncio.wait_for(self.transfer_leadership(to), timeout_s)
-        except (TimeoutError, LedgerMQError) as exc:
+        for to, behind in self._transfer_targets():
+            left = deadline - loop.time()
+            if left <= 0 or core.role is not Role.LEADER:
+                break
+            _log.info(
+                "replica %s of group %s stops: it hands the leadership to %s (%d entries "
+                "behind)",
+                self.config.self_id, self.config.group, to, behind,
+            )  # fmt: skip
+            try:
+                code = await asyncio.wait_for(self.transfer_leadership(to), left)
+            except (TimeoutError, LedgerMQError) as exc:
+                _log.warning(
+                    "replica %s: the hand-over to %s did not finish: %s",
+                    self.config.self_id, to, exc,
+                )  # fmt: skip
+                return None
+            if code == ResponseCode.SUCCESS:
+                return to
             _log.warning(
-                "replica %s: the hand-over to %s did not finish: %s", self.config.self_id, to, exc
-            )
-            return None
-        if code != ResponseCode.SUCCESS:
-            _log.warning(
-                "replica %s: the hand-over to %s ended with %s; it stops anyway",
+                "replica %s: the hand-over to %s ended with %s",
                 self.config.self_id, to, ResponseCode(code).name,
             )  # fmt: skip
-            return None
-        return to
+            if code not in _TRY_NEXT:
+                break
+        _log.warning("replica %s stops without handing its leadership over", self.config.self_id)
+        return None
 
     def _transfer_target(self) -> tuple[str, int] | None:
         """The follower a leader hands over to, and how many entries behind it is: the most
@@ -446,13 +454,19 @@ class LedgerServer:
         of one. Shared by the planned stop and the step aside of a full disk. "Hears from":
         answered a heartbeat within the lease (``RaftCore.hears_from``), so a follower that
         has stopped is not chosen."""
+        targets = self._transfer_targets()
+        return targets[0] if targets else None
+
+    def _transfer_targets(self) -> list[tuple[str, int]]:
+        """The followers in the order ``_transfer_target`` prefers them: those it hears from,
+        most caught-up first (every follower, when it hears from none). The planned stop tries
+        the next one when one refuses (it is stopping too) or cannot be reached."""
         core = self.core
         lags = core.replication_lags()
-        live = [p for p in sorted(lags) if core.hears_from(p)] or sorted(lags)
-        if not live:
-            return None
-        to = min(live, key=lags.__getitem__)
-        return to, lags[to]
+        heard = [p for p in sorted(lags) if core.hears_from(p)]
+        others = [p for p in sorted(lags) if p not in heard]
+        ordered = sorted(heard, key=lags.__getitem__) or sorted(others, key=lags.__getitem__)
+        return [(p, lags[p]) for p in ordered]
 
     def set_preferred_leaders(self, ids: Sequence[str]) -> None:
         """Change this replica's ``preferredLeaderIds`` now (the broker's live
