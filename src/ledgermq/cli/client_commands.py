@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 
 from ledgermq.cli.admin_common import emit as _emit
 from ledgermq.cli.admin_common import json_arg as _json_arg
-from ledgermq.cli.admin_common import namesrv_arg, replicas_of
+from ledgermq.cli.admin_common import name_absent, namesrv_arg, replicas_of
 from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
+from ledgermq.cli.leader_commands import register_leaders
 from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
@@ -62,9 +63,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _topic_parser(
         sub, "topic-update", "change a topic's queue counts (a shrink: -w first, -r once drained)"
     )
-    sub.add_parser("cluster-list", help="broker groups, their replicas and roles").set_defaults(
-        handler=cmd_cluster_list
-    )
     progress = sub.add_parser(
         "consumer-progress",
         help="a group's offsets and lag per queue; without -g every group and its total lag",
@@ -72,10 +70,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     progress.add_argument("-g", "--group", help="the consumer group (default: every group)")
     progress.add_argument("-t", "--topic")
     progress.set_defaults(handler=cmd_consumer_progress)
-    transfer = sub.add_parser("transfer-leader", help="move a broker group's master")
-    transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
-    transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
-    transfer.set_defaults(handler=cmd_transfer)
+    register_leaders(sub)
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():
@@ -328,6 +323,11 @@ def _attribute_changes(text: str) -> str:
 
 
 # ---------------------------------------------------------------------- admin
+_PARTIAL = 2
+"""Exit status of a write that spans groups and was done on some of them only (the others are
+named on stderr); reads exit 0 when any group answered, 1 when none did."""
+
+
 def cmd_topic_create(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
         reads, writes, held_by = await _queue_counts(admin, args)
@@ -340,6 +340,7 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
         only = args.broker
         if only is None and args.cluster is None and args.admin_command == "topic-update":
             only = held_by or None  # an update stays on the groups that hold the topic
+        absent: dict[str, str] = {}
         brokers = await admin.create_topic(
             args.topic,
             reads,
@@ -350,25 +351,25 @@ def cmd_topic_create(args: argparse.Namespace) -> int:
             wait_s=args.wait,
             read_queue_nums=reads,
             write_queue_nums=writes,
+            absent=absent,
         )
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "topic": args.topic,
-                        "queues": writes,
-                        "readQueueNums": reads,
-                        "writeQueueNums": writes,
-                        "brokers": brokers,
-                    }
-                )
-            )
+            out = {
+                "topic": args.topic,
+                "queues": writes,
+                "readQueueNums": reads,
+                "writeQueueNums": writes,
+                "brokers": brokers,
+            }
+            print(json.dumps(out | ({"notCreatedOn": absent} if absent else {})))
         else:
             counts = (
                 f"{reads} queues" if reads == writes else f"{reads} read / {writes} write queues"
             )
             print(f"topic {args.topic} ({counts}) on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"topic {args.topic}'s groups (run the command again once it has a "
+                    "master: it is idempotent)")  # fmt: skip
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
@@ -444,7 +445,9 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
 
 def cmd_topic_stats(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        stats = await admin.topic_stats(args.topic)
+        absent: dict[str, str] = {}
+        stats = await admin.topic_stats(args.topic, absent=absent)
+        name_absent(absent, "these statistics")
         _emit(
             args,
             ("broker", "queue", "min", "max"),
@@ -464,47 +467,16 @@ def cmd_topic_delete(args: argparse.Namespace) -> int:
                 f"topic {args.topic} does not exist: no NameServer knows it "
                 "(admin topic-list shows the topics)"
             )
-        await admin.delete_topic(args.topic)
-        print(json.dumps({"deleted": args.topic}) if args.json else f"topic {args.topic} deleted")
-        return 0
-
-    return run(_with_admin(args, work))
-
-
-def cmd_cluster_list(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        info = await admin.cluster_info()
-        rows: list[tuple[object, ...]] = []
-        for cluster, names in sorted(info.cluster_addr_table.items()):
-            for name in sorted(names):
-                broker = info.broker_addr_table.get(name)
-                if broker is None:
-                    continue
-                for broker_id, address in sorted(broker.broker_addrs.items()):
-                    try:
-                        table = await admin.broker_runtime_info(address)
-                    except Exception as exc:  # noqa: BLE001 - shown in the table
-                        table = {"brokerRole": f"unreachable ({type(exc).__name__})"}
-                    rows.append(
-                        (
-                            cluster,
-                            name,
-                            broker_id,
-                            address,
-                            table.get("brokerRole", "?"),
-                            table.get("dLegerSelfId", "?"),
-                            table.get("dLegerTerm", "?"),
-                            table.get("committedIndex", "?"),
-                        )
-                    )
-        _emit(
-            args,
-            ("cluster", "broker", "id", "address", "role", "replica", "term", "committed"),
-            ("cluster", "brokerName", "brokerId", "address", "role", "replica", "term",
-             "committedIndex"),
-            rows,
-        )  # fmt: skip
-        return 0
+        absent: dict[str, str] = {}
+        await admin.delete_topic(args.topic, absent=absent)
+        if args.json:
+            out = {"deleted": args.topic} | ({"notDeletedOn": absent} if absent else {})
+            print(json.dumps(out))
+        else:
+            print(f"topic {args.topic} deleted")
+        name_absent(absent, f"this deletion of {args.topic} (it keeps the topic and registers "
+                    "it again once it has a master: delete it again then)")  # fmt: skip
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
@@ -514,7 +486,9 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
         return _every_group_progress(args)
 
     async def work(admin: Admin) -> int:
-        rows = await admin.consumer_progress(args.group, args.topic)
+        absent: dict[str, str] = {}
+        rows = await admin.consumer_progress(args.group, args.topic, absent=absent)
+        name_absent(absent, "this progress")
         _emit(
             args,
             ("topic", "broker", "queue", "broker offset", "consumer offset", "lag"),
@@ -535,7 +509,10 @@ def _every_group_progress(args: argparse.Namespace) -> int:
 
     async def work(admin: Admin) -> int:
         rows: list[tuple[object, ...]] = []
-        for group, every in (await admin.consumer_lags()).items():
+        absent: dict[str, str] = {}
+        lags = await admin.consumer_lags(absent=absent)
+        name_absent(absent, "this progress")
+        for group, every in lags.items():
             progress = [p for p in every if args.topic in (None, p.topic)]
             if args.topic is not None and not progress:
                 continue
@@ -554,18 +531,6 @@ def _every_group_progress(args: argparse.Namespace) -> int:
     return run(_with_admin(args, work))
 
 
-def cmd_transfer(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        await admin.transfer_leadership(args.broker, args.to)
-        if args.json:
-            print(json.dumps({"brokerName": args.broker, "leader": args.to}))
-        else:
-            print(f"{args.to} leads broker group {args.broker}")
-        return 0
-
-    return run(_with_admin(args, work))
-
-
 # ---------------------------------------------------------------------- groups
 _GROUP_SETTINGS = (
     ("retry_max_times", "retryMaxTimes"),
@@ -579,7 +544,9 @@ _GROUP_SETTINGS = (
 
 def cmd_consumer_groups(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        groups = await admin.consumer_groups(cluster=args.cluster)
+        absent: dict[str, str] = {}
+        groups = await admin.consumer_groups(cluster=args.cluster, absent=absent)
+        name_absent(absent, "this list")
         rows: list[tuple[object, ...]] = []
         for group, by_broker in groups.items():
             for broker, config in sorted(by_broker.items()):
@@ -613,28 +580,34 @@ def cmd_subgroup_update(args: argparse.Namespace) -> int:
     }
 
     async def work(admin: Admin) -> int:
+        absent: dict[str, str] = {}
         brokers = await admin.update_group(
-            args.group, cluster=args.cluster, broker_names=args.broker, **settings
+            args.group, cluster=args.cluster, broker_names=args.broker, absent=absent, **settings
         )
         if args.json:
-            print(json.dumps({"group": args.group, "brokers": brokers, "settings": settings}))
+            out = {"group": args.group, "brokers": brokers, "settings": settings}
+            print(json.dumps(out | ({"notUpdatedOn": absent} if absent else {})))
         else:
             print(f"subscription group {args.group} on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"this update of {args.group} (run it again once it has a master)")
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
 
 def cmd_subgroup_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
+        absent: dict[str, str] = {}
         brokers = await admin.delete_group(
-            args.group, cluster=args.cluster, broker_names=args.broker
+            args.group, cluster=args.cluster, broker_names=args.broker, absent=absent
         )
         if args.json:
-            print(json.dumps({"deleted": args.group, "brokers": brokers}))
+            out = {"deleted": args.group, "brokers": brokers}
+            print(json.dumps(out | ({"notDeletedOn": absent} if absent else {})))
         else:
             print(f"subscription group {args.group} deleted on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"this deletion of {args.group} (run it again once it has a master)")
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 

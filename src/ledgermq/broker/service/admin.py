@@ -216,6 +216,10 @@ class AdminService:
             "dLegerRole": core.role.value,
             "dLegerTerm": str(core.term),
             "dLegerLeader": core.leader_id or "",
+            "dLegerPeers": ";".join(
+                f"{peer}-{address}" for peer, address in self._ledger.metadata().peers.items()
+            ),
+            "preferredLeaderId": ";".join(core.config.preferred_leader_ids),
             "ledgerBeginIndex": str(store.begin_index),
             "ledgerEndIndex": str(store.end_index),
             "committedIndex": str(store.committed_index),
