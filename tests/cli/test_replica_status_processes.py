@@ -42,6 +42,9 @@ def test_ready_only_when_every_voter_has_caught_up(
     whole = _status(cluster.namesrv_addr, "-b", "broker-a", "--ready", "--wait", "20")
     assert whole.returncode == 0, whole.stdout + whole.stderr
     assert "ready: broker-a can lose a replica" in whole.stdout
+    typo = _status(cluster.namesrv_addr, "-b", "broker-x", "--ready")
+    assert typo.returncode == 1
+    assert "broker group 'broker-x' is not registered; known: broker-a" in typo.stderr
 
     assert cluster.terminate("broker-a", follower) == 0
     down = _status(cluster.namesrv_addr, "-b", "broker-a", "--id", master, "--ready")

@@ -246,6 +246,10 @@ async def replica_status(
         if not addresses:
             raise
         groups = {}  # no NameServer: the replicas named on the command line only
+    if broker_name not in groups and not addresses:
+        raise LedgerMQError(
+            f"broker group {broker_name!r} is not registered; known: {', '.join(groups) or 'none'}"
+        )
     addresses |= set(groups.get(broker_name, {}).values())
     tables: dict[str, Mapping[str, str] | str] = {}
     for address in sorted(addresses):
