@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.bench.processes import child_env, ledgermq_command
-from ledgermq.client import SyncAdmin
+from ledgermq.broker.backup import backup_replica, restore_replica
+from ledgermq.client import SyncAdmin, SyncProducer
 from ledgermq.errors import LedgerMQError
 from ledgermq.ledger.hard_state import read_hard_state
 from ledgermq.testing.chaos.checker import check, format_report
@@ -110,3 +111,31 @@ def test_a_replica_restored_from_an_online_backup_catches_up_from_its_end(
     print(format_report(report))
     assert report.valid, format_report(report)
     assert report.acks > 0
+
+
+def test_a_whole_group_restored_from_one_backup_elects_and_serves_it(
+    broker_clusters: Callable[..., BrokerCluster], tmp_path: Path
+) -> None:
+    """Disaster recovery: every replica restored (rebuilding) from one replica's backup. They
+    may not vote for a log they cannot judge until every peer has shown its own; all three
+    show the same log, so they elect one and serve the backup's messages."""
+    cluster = broker_clusters(replicas=3)
+    cluster.wait_master(GROUP)
+    cluster.wait_routable()
+    with SyncAdmin(cluster.namesrv_addr) as admin:
+        admin.create_topic(TOPIC, QUEUES, wait_s=20.0)
+    with SyncProducer("backup-all", cluster.namesrv_addr) as producer:
+        for i in range(40):
+            producer.send(TOPIC, b"m%d" % i)
+    backup = tmp_path / "backup"
+    backup_replica(str(cluster.store_dir(GROUP, "n1")), str(backup))  # the commands' own calls
+    for node in cluster.nodes:
+        cluster.kill9(GROUP, node)  # every disk is lost
+    for node in cluster.nodes:
+        shutil.rmtree(cluster.store_dir(GROUP, node))
+        restore_replica(str(backup), str(cluster.store_dir(GROUP, node)), self_id=node)
+    cluster.start()  # every replica at once
+    cluster.wait_master(GROUP, timeout_s=60.0)
+    cluster.wait_routable(TOPIC)
+    with SyncAdmin(cluster.namesrv_addr) as admin:
+        assert sum(s.max_offset for s in admin.topic_stats(TOPIC)) == 40
