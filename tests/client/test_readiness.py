@@ -111,5 +111,5 @@ def test_no_leader_or_a_leader_not_yet_master_is_not_ready() -> None:
 
 def test_an_unknown_target_is_named() -> None:
     verdict = assess("broker-a", _group(), target="n7")
-    assert "no replica n7 answered and the leader knows none" in verdict.reasons
+    assert verdict.reasons == ["no replica n7 answered and the leader knows none"]
     assert verdict.as_json()["ready"] is False

@@ -167,12 +167,13 @@ def assess(
             _problem(replica, table, voters, lags, live, result.leader, term, commit, max_lag)
             if table
             else _silence(replica, tables, voters)
+            if replica in voters or not voters
+            else f"no replica {replica} answered and the leader knows none"
         )
         end, committed = _int(table, "ledgerEndIndex"), _int(table, "committedIndex")
         dispatched = _int(table, "dispatchedIndex")
-        behind = None
-        if commit is not None and table:
-            behind = max(0, commit - min(i for i in (end, committed, dispatched) if i is not None))
+        known = [i for i in (end, committed, dispatched) if i is not None]
+        behind = max(0, commit - min(known)) if commit is not None and known else None
         role = table.get("dLegerRole", "?").lower() if table else "unreachable"
         if table and voters and replica not in voters:
             role = "learner" if role == "follower" else role
@@ -181,8 +182,6 @@ def assess(
         )
         if problem is not None and (replica in voters or replica == target):
             result.reasons.append(problem)
-    if target is not None and target not in by_id and target not in voters:
-        result.reasons.append(f"no replica {target} answered and the leader knows none")
     return result
 
 
