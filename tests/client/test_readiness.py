@@ -113,3 +113,10 @@ def test_an_unknown_target_is_named() -> None:
     verdict = assess("broker-a", _group(), target="n7")
     assert verdict.reasons == ["no replica n7 answered and the leader knows none"]
     assert verdict.as_json()["ready"] is False
+
+
+def test_a_table_without_indexes_is_not_caught_up_and_does_not_fail() -> None:
+    bare = {k: v for k, v in _table("n1").items() if not k.endswith("Index")}
+    verdict = assess("broker-a", _group(h_2=bare))
+    assert verdict.reasons == ["n1's log end is unknown behind the leader's commit 100"]
+    assert verdict.replicas[1].behind is None
