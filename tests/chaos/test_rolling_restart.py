@@ -31,7 +31,7 @@ def test_longest_gap_counts_the_edges_of_the_window() -> None:
 def test_every_replica_restarted_under_load_loses_nothing(tmp_path: Path) -> None:
     lines: list[str] = []
     result = run_rolling(
-        RollingOptions(groups=1, producers=3, warmup_s=2.0, pause_s=0.5, base_dir=str(tmp_path)),
+        RollingOptions(groups=1, producers=3, warmup_s=1.5, pause_s=0.2, base_dir=str(tmp_path)),
         lines.append,
     )
     print("\n".join(lines))
