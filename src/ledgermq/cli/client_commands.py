@@ -24,6 +24,7 @@ from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.leader_commands import register_leaders
 from ledgermq.cli.quarantine_commands import register_quarantine
+from ledgermq.cli.replica_status_commands import register_replica_status
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
@@ -71,6 +72,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     progress.add_argument("-t", "--topic")
     progress.set_defaults(handler=cmd_consumer_progress)
     register_leaders(sub)
+    register_replica_status(sub)
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():

@@ -29,6 +29,7 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.ledger.replica_view import replication_fields
 from ledgermq.raft import ResponseCode
 from ledgermq.wire.message import decode_records
 from ledgermq.wire.topic_attributes import apply_changes
@@ -227,6 +228,7 @@ class AdminService:
             "putMessages": str(sum(state.stats.put_messages.values())),
             "getMessages": str(sum(state.stats.get_messages.values())),
             "quarantinedEntries": str(state.dispatcher.quarantine.total),
+            **replication_fields(core),  # what admin replica-status --ready judges
         }
 
     def quarantined_entries(self, since_index: int, limit: int) -> list[QuarantinedEntry]:
