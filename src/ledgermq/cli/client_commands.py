@@ -22,6 +22,7 @@ from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
+from ledgermq.cli.membership_commands import register_membership
 from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
@@ -95,6 +96,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
     transfer.set_defaults(handler=cmd_transfer)
+    register_membership(sub)
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():
