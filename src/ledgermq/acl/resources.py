@@ -95,6 +95,9 @@ ADMIN_CODES: Final = frozenset(
         # plain ACL, so only an admin may list another tenant's
         _C.GET_PRODUCER_CONNECTION_LIST,
         _C.GET_QUARANTINED_ENTRIES,  # names any tenant's topics
+        _C.REPLICA_LIST,  # a group's replicas and their addresses
+        _C.REPLICA_ADD,
+        _C.REPLICA_REMOVE,
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
         _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check
@@ -147,6 +150,7 @@ ACCOUNT_ONLY_CODES: Final = frozenset(
         _C.GET_ALL_DELAY_OFFSET,
         _C.CHECK_CLIENT_CONFIG,
         _C.GET_ROUTEINFO_BY_TOPIC,
+        _C.GET_ROUTE_VERSION,  # ours: a number that moves with the routes
         _C.GET_BROKER_CLUSTER_INFO,
         _C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,

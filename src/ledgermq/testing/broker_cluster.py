@@ -45,7 +45,7 @@ from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from ledgermq.net.tls import TlsClientConfig
 
@@ -228,8 +228,10 @@ class BrokerCluster:
             *settings,
         )  # fmt: skip
 
-    def start(self) -> None:
-        """Start every NameServer, then every replica that is not running, and wait for them."""
+    def start(self, only: Collection[str] | None = None) -> None:
+        """Start every NameServer, then every replica that is not running (of the groups in
+        ``only``, when given: a group left out joins later, as a group added to a running
+        cluster), and wait for them."""
         config: list[str] = []
         if self.namesrv_settings:
             path = self.base_dir / "namesrv.conf"
@@ -248,7 +250,7 @@ class BrokerCluster:
             self._pick_ports()
         for attempt in range(_START_ATTEMPTS):
             try:
-                self._start_brokers()
+                self._start_brokers(only)
             except ClusterStartError as exc:
                 if not exc.address_in_use or self._ever_started or attempt + 1 == _START_ATTEMPTS:
                     raise
@@ -259,10 +261,10 @@ class BrokerCluster:
                 self._ever_started = True
                 return
 
-    def _start_brokers(self) -> None:
+    def _start_brokers(self, only: Collection[str] | None = None) -> None:
         waiting = []
         for (group, node), child in self._brokers.items():
-            if not child.is_running():
+            if not child.is_running() and (only is None or group in only):
                 child.spawn(self.broker_command(group, node))
                 waiting.append(child)
         failure: ClusterStartError | None = None
@@ -281,6 +283,27 @@ class BrokerCluster:
             raise ClusterStartError(f"{child.name} is already running")
         child.spawn(self.broker_command(group, node))
         child.wait_ready(self.start_timeout_s)
+
+    def add_replica(self, group: str, node: str) -> str:
+        """Make room for a new replica ``node`` of ``group`` at new ports, not started; its
+        ledger address ("127.0.0.1:PORT", what ``replica-add --peer`` takes). It is started
+        (``start_replica``) with ``peers(group)``: every replica the harness knows, itself
+        included, as an operator lists the members plus the new one. One group only."""
+        if len(self.groups) != 1 or node in self.nodes:
+            raise ValueError(f"cannot add {node} to {group}: one group, a new id")
+        key = (group, node)
+        self.ports[key], self.ledger_ports[key], self.grpc_ports[key] = free_ports(3)
+        logs = self.base_dir / "logs"
+        self._brokers[key] = ChildProcess(
+            f"{group}/{node}", logs / f"{group}-{node}.log", _BROKER_MARK, ClusterStartError
+        )
+        self.nodes.append(node)
+        return f"{HOST}:{self.ledger_ports[key]}"
+
+    def forget_replica(self, group: str, node: str) -> None:
+        """A removed replica (stopped): later replicas are no longer started listing it."""
+        self._child(group, node).kill()
+        self.nodes.remove(node)
 
     def restart(self, group: str, node: str) -> None:
         """Stop the replica if it runs (SIGTERM, then SIGKILL) and start it again."""
