@@ -107,8 +107,8 @@ class ClientRegistry(Protocol):
 
 
 class BrokerReplica:
-    """``await open()``, ``serve(...)`` once its doors listen, ``close`` in the phases
-    ``BrokerServer.close`` calls them in."""
+    """``await open()``, ``serve()`` once its doors listen, ``close`` in the phases
+    ``BrokerServer.close`` calls them in (``release_lock`` last)."""
 
     def __init__(
         self,
@@ -323,6 +323,10 @@ class BrokerReplica:
             state.queues.close()
             state.keys.close()
         await self._pool.close()
+
+    def release_lock(self) -> None:
+        """Last of all (its doors' connections closed too): another broker may use the store
+        directory from here on."""
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

@@ -234,6 +234,7 @@ class BrokerServer:
         remoting.cancel_tasks()
         await replica.close()
         await remoting.wait_closed()
+        replica.release_lock()
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
