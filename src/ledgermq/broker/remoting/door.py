@@ -129,11 +129,12 @@ class RemotingDoor:
         self._parser = RequestParser(
             typed_table(processors, consumers), processors.clients, acl=self.acl is not None
         )
-        broker_name = self._house.config.broker_name
-        services.transactions.channels.append(
-            RemotingCheckBack(consumers, broker_name, self.signed_in)
-        )
         config = self._house.config
+        # The master's check-backs of open half messages reach producers connected here too
+        # (after the gRPC door's channel, which opened first).
+        services.transactions.channels.append(
+            RemotingCheckBack(consumers, config.broker_name, self.signed_in)
+        )
         self._listener = await self._network.serve(
             config.broker_ip1, config.listen_port, self.on_frame, grpc_port=grpc_port
         )
