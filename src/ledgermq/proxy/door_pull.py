@@ -134,7 +134,7 @@ class PullRpcs:
     """The PullConsumer part of ``DoorServicer`` (a mixin: it uses the servicer's backend,
     ACL check and deadline)."""
 
-    _backend: Backend
+    backend: Backend
 
     if TYPE_CHECKING:  # the servicer's (proxy.door.DoorServicer)
 
@@ -153,7 +153,7 @@ class PullRpcs:
             return
         try:
             query = _pull_query(request)
-            pulled = await self._backend.pull(query, self._deadline_s(context))
+            pulled = await self.backend.pull(query, self._deadline_s(context))
         except Refusal as refusal:
             yield service_pb2.PullMessageResponse(status=refusal.status)
             return
@@ -179,7 +179,7 @@ class PullRpcs:
         try:
             queue = _queue(request.message_queue, group)
             _check_offset(request.offset)
-            await self._backend.commit_offset(
+            await self.backend.commit_offset(
                 group, queue, request.offset, self._deadline_s(context)
             )
         except Refusal as refusal:
@@ -195,7 +195,7 @@ class PullRpcs:
             return service_pb2.GetOffsetResponse(status=refused)
         try:
             queue = _queue(request.message_queue, group)
-            offset = await self._backend.consumer_offset(group, queue, self._deadline_s(context))
+            offset = await self.backend.consumer_offset(group, queue, self._deadline_s(context))
         except Refusal as refusal:
             return service_pb2.GetOffsetResponse(status=refusal.status)
         if offset is None:
@@ -231,7 +231,7 @@ class PullRpcs:
                         status(Code.BAD_REQUEST, "query_offset_policy TIMESTAMP needs a timestamp")
                     )
                 at_ms = timestamp_ms(request.timestamp, "timestamp")
-            offset = await self._backend.query_offset(
+            offset = await self.backend.query_offset(
                 queue, policy, at_ms, self._deadline_s(context)
             )
         except Refusal as refusal:

@@ -8,7 +8,7 @@ code except OK, MULTIPLE_RESULTS and MESSAGE_NOT_FOUND, and retry a send on any 
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import (
     BusyError,
@@ -31,7 +31,10 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.proxy.protocol import definition_pb2
 
-__all__ = ["Code", "error_status", "not_implemented", "ok", "status"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["Code", "common_status", "error_status", "not_implemented", "ok", "status"]
 
 Code = definition_pb2.Code
 
@@ -63,6 +66,14 @@ def status(code: definition_pb2.Code.ValueType, message: str) -> definition_pb2.
 
 def ok() -> definition_pb2.Status:
     return definition_pb2.Status(code=Code.OK, message="OK")
+
+
+def common_status(statuses: Sequence[definition_pb2.Status]) -> definition_pb2.Status:
+    """The status of an answer with one entry per item (a send's messages, an ack's entries):
+    the entries' common one, else MULTIPLE_RESULTS, as the Java proxy answers."""
+    if len({s.code for s in statuses}) == 1:
+        return statuses[0]
+    return status(Code.MULTIPLE_RESULTS, "the entries have different results")
 
 
 def not_implemented(what: str) -> definition_pb2.Status:
