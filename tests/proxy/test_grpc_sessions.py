@@ -16,6 +16,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from ledgermq.broker.remoting.consumers import (
+    CLIENT_EXPIRY_MS,
+    ConsumerData,
+    ConsumerManager,
+    Heartbeat,
+)
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendService
 from ledgermq.client import Admin
@@ -201,3 +207,21 @@ def test_a_requests_messages_for_one_queue_are_one_append(
         assert [r.properties["UNIQ_KEY"] for r in records] == ["B0", "B1", "B2"]
 
     _run(tmp_path, test)
+
+
+def test_a_v5_session_expires_as_a_silent_remoting_client() -> None:
+    """A session has no connection at the broker: it stays while renewed and goes, as a
+    remoting client does, once silent for CLIENT_EXPIRY_MS (120 s)."""
+    registry = ConsumerManager()
+    data = ConsumerData(
+        GROUP, "CONSUME_POP", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", {TOPIC: "*"}, {TOPIC: "TAG"}
+    )
+    heartbeat = Heartbeat("v5-client", (), (data,))
+    assert registry.register(heartbeat, None, "PYTHON", 0, 1_000, "10.0.0.7:5555") == [GROUP]
+    assert registry.groups[GROUP].members["v5-client"].client_address == "10.0.0.7:5555"
+    assert registry.expire(1_000 + CLIENT_EXPIRY_MS) == []
+    assert registry.register(heartbeat, None, "PYTHON", 0, 50_000, "10.0.0.7:5555") == []
+    assert registry.expire(50_000 + CLIENT_EXPIRY_MS) == []
+    assert registry.client_ids(GROUP) == ["v5-client"]
+    assert registry.expire(50_001 + CLIENT_EXPIRY_MS) == [GROUP]
+    assert registry.client_ids(GROUP) == []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError
 from ledgermq.proxy.backend import ClientKind
@@ -29,6 +29,8 @@ from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.telemetry import TelemetryStreams
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from ledgermq.net import Connection
     from ledgermq.proxy.backend import ClientSession
     from ledgermq.proxy.forward import Forwarder
@@ -40,6 +42,8 @@ _log = logging.getLogger(__name__)
 
 RENEW_S: Final = 20.0
 """How often an unchanged v5 consumer's session is told to the brokers again."""
+_FORGET_MS: Final = 130_000
+"""A session not renewed for this long is forgotten here (the brokers forget it after 120 s)."""
 _CONSUME_TYPES: Final = {
     ClientKind.CONSUMER: "CONSUME_POP",
     ClientKind.PULL_CONSUMER: "CONSUME_ACTIVELY",
@@ -96,10 +100,11 @@ class RemoteSessions:
         if told is not None and told[0] == session and now - told[1] < RENEW_S * 1000:
             return
         self._told[session.client_id] = (session, now)
-        with contextlib.suppress(LedgerMQError):
-            await client.heartbeat_for(
-                session.client_id, [consumer_data(session, consume_type)], session.subscriptions
-            )
+        for client_id in [c for c, (_, at) in self._told.items() if now - at > _FORGET_MS]:
+            del self._told[client_id]  # silent for longer than the brokers keep a client
+        data = [consumer_data(session, consume_type)]
+        # in the background: a broker that does not answer must not hold the client's call
+        self._spawn(client.heartbeat_for(session.client_id, data, session.subscriptions))
 
     async def client_gone(self, client_id: str, group: str) -> None:
         if self._told.pop(client_id, None) is not None and group:
@@ -111,7 +116,14 @@ class RemoteSessions:
         failover, so that the new master's check-backs find the proxy."""
         if not self._forward.client.producer_groups:
             return
-        task = asyncio.get_running_loop().create_task(self._heartbeat())
+        self._spawn(self._heartbeat())
+
+    def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
+        async def quietly() -> None:
+            with contextlib.suppress(LedgerMQError):
+                await work
+
+        task = asyncio.get_running_loop().create_task(quietly())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -120,8 +132,7 @@ class RemoteSessions:
         for topic in sorted(client.producer_topics):
             with contextlib.suppress(LedgerMQError):
                 await client.topic_route(topic, refresh=True)
-        with contextlib.suppress(LedgerMQError):
-            await client.send_heartbeat()
+        await client.send_heartbeat()
 
     def _on_check(self, conn: Connection, command: RemotingCommand) -> None:
         """A master's CHECK_TRANSACTION_STATE, to a producer's Telemetry stream; one-way, so
