@@ -1,5 +1,5 @@
-"""Every ``ledgermq ...`` command named in the sources (error messages, help, docstrings) and in
-README.md exists in the real argument parser.
+"""Every ``ledgermq ...`` command named in the sources (error messages, help, docstrings), in
+README.md and in the documentation site's pages exists in the real argument parser.
 
 Issue 13 item 15: the producer's TopicNotFoundError told users to run ``ledgermq admin
 create-topic``, a command that does not exist (it is ``topic-create``).
@@ -16,7 +16,11 @@ import pytest
 from ledgermq.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [*sorted((ROOT / "src" / "ledgermq").rglob("*.py")), ROOT / "README.md"]
+SOURCES = [
+    *sorted((ROOT / "src" / "ledgermq").rglob("*.py")),
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+]
 _MENTION = re.compile(r"\bledgermq((?:[ \t]+[^\s`'\"()]+)+)")
 _WORD = re.compile(r"[a-z][a-z0-9-]*")
 _IMPORT = re.compile(r"^\s*(from|import)\s")
@@ -93,7 +97,7 @@ def test_the_walk_tells_commands_from_typos(words: str, bad: str | None) -> None
     assert unknown_command(words.split()) == bad
 
 
-def test_every_command_named_in_src_and_readme_exists() -> None:
+def test_every_command_named_in_src_readme_and_docs_exists() -> None:
     wrong = [
         f"{where}:{number}: ledgermq {text} (no command {bad!r})"
         for where, number, text in mentions()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -92,3 +92,49 @@ def test_a_poisoned_head_of_delay_level_3_does_not_hold_back_the_good_message_be
     dropped = [r.getMessage() for r in caplog.records if "can never be delivered" in r.getMessage()]
     assert len(dropped) == 3
     assert "delay scheduler" in dropped[0]
+
+
+def test_a_bug_while_delivering_is_retried_not_taken_for_a_poisoned_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain ``KeyError`` / ``ValueError`` / ``TypeError`` out of the write path is a bug of
+    ours, not a property of the head: the head is retried (and delivered once the failure
+    passes), never dropped. They used to count as "deterministic", so a bug dropped a user's
+    delayed message with one ERROR line."""
+
+    async def main() -> None:
+        cluster = Cluster(tmp_path)
+        cluster.clock = virtual_time.current_clock()
+        try:
+            await cluster.start()
+            master = await cluster.master()
+            made = await cluster.send(master.address, "TopicA", b"plain")
+            assert made.code == 0, made.remark
+            state = master.state
+            assert state is not None
+            failures = [KeyError("a bug"), ValueError("another"), TypeError("a third")]
+            real_put = MessageWriter.put
+
+            async def failing_put(self: MessageWriter, topic: str, *args: Any, **kw: Any) -> Any:
+                if topic == "TopicA" and failures:
+                    raise failures.pop(0)
+                return await real_put(self, topic, *args, **kw)
+
+            monkeypatch.setattr(MessageWriter, "put", failing_put)
+            writer = MessageWriter(state)
+            await real_put(writer, SCHEDULE_TOPIC, LEVEL - 1, [_delayed("TopicA", "0", b"late")])
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while loop.time() < deadline:
+                queue = state.queues.find("TopicA", 0)
+                if queue is not None and queue.max_offset >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            assert not failures
+            pulled = await cluster.pull(master.address, "TopicA", 0, 1)
+            assert [m.body for m in decode_records(pulled.body)] == [b"late"]
+            assert state.stats.scheduler_dropped == {}
+        finally:
+            await cluster.close()
+
+    virtual_time.run(asyncio.wait_for(main(), 80))

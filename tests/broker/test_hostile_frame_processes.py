@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.broker.remoting.bounds import MAX_REQUEST_BODY_BYTES
 from ledgermq.client import Admin, Producer
-from ledgermq.wire import FrameDecoder, MQResponseCode
+from ledgermq.wire import FrameDecoder, MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.frame import encode_frame
+from ledgermq.wire.json_fields import MAX_JSON_VALUES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -145,3 +148,75 @@ def test_a_16_mib_header_neither_stalls_others_nor_moves_the_master(
         assert code == MQResponseCode.MESSAGE_ILLEGAL, (code, remark)
         assert remark is not None
         assert "exceeds the limit of 65536 bytes" in remark, remark
+
+
+def _heartbeat_frame(body: bytes) -> bytes:
+    return encode_frame(
+        RemotingCommand(code=MQRequestCode.HEART_BEAT, opaque=9, ext_fields={}, body=body)
+    )
+
+
+def test_large_json_bodies_neither_stall_others_nor_move_the_master(
+    broker_clusters: Callable[..., BrokerCluster],
+) -> None:
+    """The same bystander, against heartbeats: one of 14 MiB of tiny JSON values (parsed on
+    the loop before the fix: over a second each), and the worst a heartbeat may still be (just
+    under 1 MiB and just under ``MAX_JSON_VALUES`` values, which is parsed)."""
+    cluster = broker_clusters(replicas=3)
+    master = cluster.wait_master(GROUP, 30.0)
+    cluster.wait_routable()
+    term = cluster.runtime_info(GROUP)[master]["dLegerTerm"]
+    huge = _heartbeat_frame(
+        b'{"clientID":"c","producerDataSet":[],"consumerDataSet":[],"pad":['
+        + b"0," * (7 * 1024 * 1024)
+        + b"0]}"
+    )
+    worst = _heartbeat_frame(
+        b'{"clientID":"c","producerDataSet":[],"consumerDataSet":[],"pad":['
+        + b"0," * (MAX_JSON_VALUES - 10)
+        + b'0],"x":"'
+        + b"y" * (MAX_REQUEST_BODY_BYTES - 2 * MAX_JSON_VALUES - 200)
+        + b'"}'
+    )
+
+    async def scenario() -> tuple[list[float], list[tuple[int | None, str | None]]]:
+        admin = Admin(cluster.namesrv_addr)
+        await admin.start()
+        try:
+            await admin.create_topic(TOPIC, 4)
+            await admin.wait_for_route(TOPIC)
+        finally:
+            await admin.close()
+        stop, started = asyncio.Event(), asyncio.Event()
+        gaps: list[float] = []
+        bystander = asyncio.ensure_future(
+            _send_sequentially(cluster.namesrv_addr, stop, gaps, started)
+        )
+        answers = []
+        try:
+            await asyncio.wait_for(started.wait(), 20)
+            await asyncio.sleep(0.5)
+            gaps.clear()
+            address = cluster.address(GROUP, master)
+            answers = [
+                await asyncio.to_thread(_attack, address, frame)
+                for frame in (huge, worst, huge, worst)
+            ]
+            await asyncio.sleep(2.0)
+        finally:
+            stop.set()
+            await bystander
+        return gaps, answers
+
+    gaps, answers = asyncio.run(scenario())
+    longest_ms = max(gaps) * 1000
+    _log.warning(
+        "large JSON bodies: %d sequential sends, longest %.1f ms; answers %s",
+        len(gaps), longest_ms, [(code, (remark or "")[:80]) for code, remark in answers],
+    )  # fmt: skip
+    views = cluster.runtime_info(GROUP)
+    assert cluster.master(GROUP) == master, views
+    assert views[master]["dLegerTerm"] == term, views
+    assert longest_ms < STALL_BOUND_S * 1000, f"a sequential send waited {longest_ms:.0f} ms"
+    assert [code for code, _ in answers[::2]] == [MQResponseCode.INVALID_PARAMETER] * 2, answers
+    assert [code for code, _ in answers[1::2]] == [MQResponseCode.SUCCESS] * 2, answers

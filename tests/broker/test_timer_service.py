@@ -20,6 +20,7 @@ from ledgermq.broker.errors import (
     InvalidArgumentError,
     NotFoundError,
     NotRecallableError,
+    UnavailableError,
 )
 from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.send import SendRequest, SendResult
@@ -368,5 +369,40 @@ def test_a_timer_that_can_never_be_delivered_is_dropped_and_the_others_go_on(
         for broker in cluster.brokers.values():
             assert broker.state is not None
             assert len(broker.state.dispatcher.quarantine) == 0
+
+    _run(tmp_path, test)
+
+
+def test_a_dropped_timer_whose_end_must_be_written_again_is_counted_once(tmp_path: Path) -> None:
+    """Found in review of issue 25 item 7: when the ``Fired`` write that ends a dropped timer
+    failed (no quorum for a moment), the next round dropped it again: a second ERROR line and
+    a second count of ``ledgermq_broker_scheduler_dropped_total`` for one timer."""
+
+    async def test(cluster: Cluster) -> None:
+        master, _services = await _master(cluster)
+        state = master.state
+        assert state is not None
+        real_submit = state.writer.submit
+        failed: list[object] = []
+
+        async def failing_once(op: Mapping[str, object]) -> None:
+            records = op.get("records")
+            ends = isinstance(records, list) and any(r.get("kind") == "fired" for r in records)
+            if ends and not failed:
+                failed.append(op)
+                raise UnavailableError("no quorum for a moment")
+            await real_submit(op)
+
+        state.writer.submit = failing_once  # type: ignore[method-assign]
+        writer = MessageWriter(state)
+        props = {"REAL_TOPIC": "%RETRY%orders.v1", "REAL_QID": "0",
+                 "TIMER_OUT_MS": str(_now_ms() + 200), "UNIQ_KEY": "BAD"}  # fmt: skip
+        await writer.put(TIMER_TOPIC, 0, [(b"poison", 0, encode_properties(props))])
+        deadline = asyncio.get_running_loop().time() + 8
+        while len(state.metadata.timers) or state.metadata.timers.wheel.firing():
+            assert asyncio.get_running_loop().time() < deadline, "the dropped timer stays pending"
+            await asyncio.sleep(0.02)
+        assert failed, "the Fired write never failed: the test did not test anything"
+        assert state.stats.scheduler_dropped == {"timer": 1}
 
     _run(tmp_path, test)

@@ -192,6 +192,22 @@ def test_memory_is_bounded() -> None:
     assert len(throttle._trusted) <= 100
 
 
+def test_filling_the_table_with_guesses_at_other_keys_does_not_free_a_locked_key() -> None:
+    """Found in review: records were forgotten oldest first, locked or not, so guesses at
+    ``max_entries`` made-up keys (from many addresses) freed the lock on the key under attack."""
+    from ledgermq.security.throttle import SignInThrottle
+
+    clock = StepClock()
+    throttle = SignInThrottle(clock, ThrottleSettings(max_entries=50, max_key_lock_s=60.0))
+    for _ in range(5):
+        throttle.failed("10.9.9.9", "victim")
+    assert throttle.refusal("10.2.0.1", "victim") is not None
+    for i in range(500):  # each from its own address, at a made-up key
+        throttle.failed(f"10.3.{i // 256}.{i % 256}", f"made-up-{i}")
+    assert len(throttle._records) <= 50
+    assert throttle.refusal("10.2.0.1", "victim") is not None, "the guesses freed the lock"
+
+
 def test_repeated_refusals_are_logged_and_audited_once_with_a_count(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

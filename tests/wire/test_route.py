@@ -348,3 +348,22 @@ def test_a_body_that_is_not_json_skips_the_numeric_key_fix_up(
     assert calls == []
     assert load_json(b'{0:"a"}', "t") == {"0": "a"}
     assert calls == [7]
+
+
+def test_a_registration_with_too_many_values_is_refused_before_it_is_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 25 item 6: a 14 MiB registration of tiny values held a NameServer's loop for
+    1.4 s; now a body over ``MAX_REGISTER_VALUES`` separators is refused without a parse."""
+    pad = b"0," * route_module.MAX_REGISTER_VALUES
+    raw = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{}},"pad":[' + pad + b"0]}"
+
+    def no_parse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(json_fields.json, "loads", no_parse)
+    with pytest.raises(BadRequestError, match="the limit is 1000000"):
+        RegisterBrokerBody.from_json(raw)
+    monkeypatch.undo()
+    small = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{}},"pad":[0,0]}'
+    assert RegisterBrokerBody.from_json(small).topic_configs == {}

@@ -30,6 +30,7 @@ from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.registration import NameServerRegistrar
 from ledgermq.broker.remoting.access import GateAccess, SignedIn
 from ledgermq.broker.remoting.admin import AdminProcessor, consumer_connections
+from ledgermq.broker.remoting.bounds import MAX_REQUEST_BODY_BYTES, body_refusal
 from ledgermq.broker.remoting.clients import ClientProcessor
 from ledgermq.broker.remoting.consumers import (
     ConsumerManager,
@@ -672,6 +673,8 @@ class BrokerServer:
     def _on_frame(self, conn: Connection, command: RemotingCommand) -> None:
         if command.is_response:
             return  # answers to our one-way notifications: nothing waits for them
+        if len(command.body) > MAX_REQUEST_BODY_BYTES and self._oversized(conn, command):
+            return
         parsed = self._parse(command) if command.code in _PARSED_CODES else None
         if self.acl is not None and not self._admitted(conn, command, parsed):
             return
@@ -698,6 +701,17 @@ class BrokerServer:
         task = asyncio.get_running_loop().create_task(self._serve(handler, conn, command, started))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _oversized(self, conn: Connection, command: RemotingCommand) -> bool:
+        """Whether ``command``'s body is over its code's bound (``remoting.bounds``); if so it
+        was answered, before the ACL signs or any parser reads the body."""
+        refusal = body_refusal(command.code, len(command.body), self.config.max_message_size)
+        if refusal is None:
+            return False
+        if not command.is_oneway and not conn.closed:
+            with contextlib.suppress(NetworkError):
+                conn.send(command.response(response_code(refusal), remark=str(refusal)))
+        return True
 
     def _parse(self, command: RemotingCommand) -> _Parsed:
         """Parse a send's header, a typed header, a heartbeat's or a lock's body once

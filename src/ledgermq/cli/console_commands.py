@@ -5,7 +5,8 @@ its URL and serves until Ctrl-C. With ACL on the brokers and no account given, e
 signs in with an admin account (``--acl``, ``ledgermq.console.access``). The console's web
 stack is an extra: without it the command says which one to install, in one line.
 ``--metrics-listen HOST:PORT`` serves Prometheus ``/metrics`` (the process figures) on a port of
-its own, off by default.
+its own, off by default. ``--history-interval SECONDS`` sets how often the last hour's charts
+are sampled (``ledgermq.console.history``).
 """
 
 from __future__ import annotations
@@ -56,10 +57,31 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "brokers refuse unsigned requests and no account is given below, 'on' always, 'off' "
         "never",
     )
+    parser.add_argument(
+        "--history-interval",
+        type=_history_interval,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the console samples the brokers' put and get counters for the last "
+        "hour's charts (default: 10; 1 to 3600)",
+    )
     add_metrics_listen_arg(parser)
     add_credential_args(parser)
     add_tls_args(parser)
     parser.set_defaults(handler=cmd_console)
+
+
+def _history_interval(text: str) -> float:
+    """``--history-interval``: seconds, at least 1 (a sample asks every broker and topic)."""
+    import argparse  # noqa: PLC0415 - only its error type, when a value is refused
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 1.0 <= seconds <= 3600.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r}: give the seconds between samples, 1 to 3600")
+    return seconds
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -75,7 +97,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
     host, port = parse_listen(args.listen)
     link = ClusterLink(args.namesrv_addr, credentials=credentials_from(args), tls=tls_from(args))
-    server = ConsoleServer(link, host, port, acl=AclMode(args.acl))
+    server = ConsoleServer(
+        link, host, port, acl=AclMode(args.acl), history_interval_s=args.history_interval
+    )
     try:
         await server.start()
     except NetworkError as exc:

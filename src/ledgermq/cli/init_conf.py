@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "init-conf",
         help="write the sample configuration (one host; three machines) into DIR",
         description="Write the sample configuration shipped with LedgerMQ into DIR, in the "
-        "layout the README names: DIR/conf/ (one host: namesrv.conf and RocketMQ's three "
+        "layout the documentation names: DIR/conf/ (one host: namesrv.conf and RocketMQ's three "
         "DLedger replicas broker-n0..n2.conf) and DIR/deploy/ (three machines: deploy/conf/, "
         "the systemd units, the Grafana dashboard). The copies are yours to edit, and "
         "`ledgermq admin broker-config update` persists into them.",

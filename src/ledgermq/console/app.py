@@ -34,10 +34,12 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from ledgermq.clock import SystemClock
+from ledgermq.console import config_view, history, search, traces, views
 from ledgermq.console import messages as message_views
-from ledgermq.console import views
 from ledgermq.console.access import AclMode, ConsoleAccess, SignInRefusedError, is_refusal
 from ledgermq.console.headers import SECURITY_HEADER_FIELDS, SecurityHeaders
+from ledgermq.console.link import PRODUCER_GROUP
+from ledgermq.console.names import reserved_group_problem, reserved_topic_problem
 from ledgermq.console.rates import Rates
 from ledgermq.console.sessions import COOKIE, Session, Sessions
 from ledgermq.errors import (
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from starlette.middleware.base import RequestResponseEndpoint
     from starlette.requests import Request
 
+    from ledgermq.client import Admin
     from ledgermq.clock import Clock
     from ledgermq.console.link import ClusterLink
     from ledgermq.wire import MessageExt
@@ -78,7 +81,6 @@ GROUP_SETTINGS: Final = (
 its type and RocketMQ's default."""
 
 _CLUSTER_ERRORS: Final = (LedgerMQError, OSError, TimeoutError)
-_MAX_FOUND: Final = 64
 _MAX_FORM_BYTES: Final = 5 << 20
 """Largest form accepted: a test message up to RocketMQ's default maxMessageSize (4 MiB),
 URL-encoded."""
@@ -98,12 +100,20 @@ def _environment() -> jinja2.Environment:
 class _Console:
     """The handlers, holding what they share: the cluster link, templates and the form token."""
 
-    def __init__(self, link: ClusterLink, clock: Clock, access: ConsoleAccess) -> None:
+    def __init__(
+        self,
+        link: ClusterLink,
+        clock: Clock,
+        access: ConsoleAccess,
+        history_interval_s: float = history.DEFAULT_INTERVAL_S,
+    ) -> None:
         self.link = link
         self.clock = clock
         self.access = access
         self.sessions = Sessions(clock)
         self.rates = Rates(clock)
+        self.history = history.History(clock, history_interval_s)
+        self.sampler = history.Sampler(self.sampling_link, self.history)
         self.templates = Jinja2Templates(env=_environment())
         self.token = secrets.token_urlsafe(24)
         """The forms' token while nobody signs in (a signed-in session has its own)."""
@@ -119,6 +129,13 @@ class _Console:
         """The signed-in operator's link, or the console's own when nobody signs in."""
         session = self.session_of(request)
         return self.link if session is None else session.link
+
+    async def sampling_link(self) -> ClusterLink | None:
+        """The link the charts are sampled through: the console's own, or while visitors
+        sign in, the most recently active operator's (None when nobody is signed in)."""
+        if await self.access.sign_in_required():
+            return self.sessions.newest_link()
+        return self.link
 
     def token_of(self, request: Request) -> str:
         session = self.session_of(request)
@@ -246,7 +263,19 @@ class _Console:
             for g in groups
             for r in g.replicas
         }
-        return self.render(request, template, groups=groups, rates=rates)
+        strips = {
+            r.address: self.history.strip(f"broker {r.address} put", f"broker {r.address} get")
+            for g in groups
+            for r in g.replicas
+        }
+        return self.render(
+            request,
+            template,
+            groups=groups,
+            rates=rates,
+            strips=strips,
+            history_error=self.sampler.error,
+        )
 
     async def transfer(self, request: Request) -> Response:
         fields = await self.form(request)
@@ -273,16 +302,31 @@ class _Console:
             return self.render(
                 request, "missing.html", 404, what="topic", name=name, back="/topics"
             )
-        template = "_topic.html" if request.url.path.startswith("/live/") else "topic.html"
-        tps = self.rates.rate(f"topic {name} stored", detail.stored)
-        return self.render(request, template, topic=name, detail=detail, tps=tps)
+        live = request.url.path.startswith("/live/")
+        shown = {
+            "topic": name,
+            "detail": detail,
+            "tps": self.rates.rate(f"topic {name} stored", detail.stored),
+            "strip": self.history.strip(f"topic {name} put", f"topic {name} get"),
+            "history_error": self.sampler.error,
+        }
+        if live:
+            return self.render(request, "_topic.html", **shown)
+        # not in the live part: finding a topic's groups asks every group's offsets
+        consumers = await views.topic_consumers(self.link_of(request).admin, name)
+        return self.render(request, "topic.html", consumers=consumers, **shown)
 
     async def create_topic(self, request: Request) -> Response:
         fields = await self.form(request)
         name = fields.get("topic", "").strip()
+        admin = self.link_of(request).admin
         try:
             queues = int(fields.get("queues", "8"))
-            groups = await self.link_of(request).admin.create_topic(name, queues, wait_s=5.0)
+            if not fields.get("update") or name not in await admin.topic_list():
+                problem = reserved_topic_problem(name, await _cluster_names(admin))
+                if problem is not None:
+                    raise ConfigError(problem)
+            groups = await admin.create_topic(name, queues, wait_s=5.0)
         except ValueError as exc:
             return self.back("/topics", error=f"topic {name!r} was not created: {exc}")
         except _CLUSTER_ERRORS as exc:
@@ -355,14 +399,21 @@ class _Console:
             settings=GROUP_SETTINGS,
             values=values,
             tps=tps,
+            reserved=None if detail.exists else reserved_group_problem(name),
+            subscriptions=detail.subscriptions,
         )
 
     async def update_group(self, request: Request) -> Response:
         fields = await self.form(request)
         name = fields.get("group", "").strip()
+        admin = self.link_of(request).admin
         try:
             settings = _group_settings(fields)
-            brokers = await self.link_of(request).admin.update_group(name, **settings)
+            if name not in await admin.consumer_groups():
+                problem = reserved_group_problem(name)
+                if problem is not None:
+                    raise ConfigError(problem)
+            brokers = await admin.update_group(name, **settings)
         except _CLUSTER_ERRORS as exc:
             return self.back("/groups", error=f"group {name!r} was not saved: {exc}")
         return self.back(
@@ -402,19 +453,31 @@ class _Console:
         if by == "id" and params.get("id", "").strip():
             return self.back(f"/messages/{quote(params['id'].strip(), safe='')}")
         topic = params.get("topic", "").strip()
+        size = search.page_size(params.get("max"))
+        number = search.page_number(params.get("page"))
+        limit = search.wanted(number, size)
+        admin = self.link_of(request).admin
         if by == "key" and topic:
-            found = await self.link_of(request).admin.query_message(
-                topic, params.get("key", "").strip(), max_num=_MAX_FOUND
-            )
+            found = await search.by_key(admin, topic, params.get("key", "").strip(), limit)
         elif by == "time" and topic:
             now_ms = int(self.clock.wall_time_s() * 1000)
             begin = message_views.parse_local_time(params.get("from") or str(now_ms - 3600_000))
             end = message_views.parse_local_time(params.get("to") or str(now_ms))
-            found = await self.link_of(request).admin.messages_between(
-                topic, begin, end, max_messages=_MAX_FOUND
-            )
-        rows = None if found is None else [message_views.message_view(m) for m in found]
-        return self.render(request, "messages.html", by=by or "time", rows=rows, params=params)
+            found = await admin.messages_between(topic, begin, end, max_messages=limit)
+        page = None if found is None else search.cut(found, number, size)
+        rows = None if page is None else [message_views.message_view(m) for m in page.rows]
+        return self.render(
+            request,
+            "messages.html",
+            by=by or "time",
+            rows=rows,
+            page=page,
+            params=params,
+            next_url=_with_page(request, number + 1),
+            prev_url=_with_page(request, number - 1),
+            page_max=search.PAGE_MAX,
+            search_max=search.SEARCH_MAX,
+        )
 
     async def message(self, request: Request) -> Response:
         msg_id = request.path_params["msg_id"]
@@ -450,6 +513,79 @@ class _Console:
         return self.back(
             f"/messages/{quote(result.offset_msg_id, safe='')}",
             notice=f"resent to %RETRY%{group}",
+        )
+
+    # --------------------------------------------------------------------- brokers
+    async def broker_config(self, request: Request) -> Response:
+        """A replica's settings, read-only; only for an address the NameServer lists, so the
+        page cannot be used to make the console dial anything else."""
+        address = request.path_params["address"]
+        admin = self.link_of(request).admin
+        info = await admin.cluster_info()
+        replica = next(
+            (
+                (data.broker_name, broker_id)
+                for data in info.broker_addr_table.values()
+                for broker_id, addr in data.broker_addrs.items()
+                if addr == address
+            ),
+            None,
+        )
+        if replica is None:
+            return self.render(
+                request, "missing.html", 404, what="broker replica", name=address, back="/"
+            )
+        query = request.query_params.get("q", "")
+        rows = config_view.config_rows(await admin.broker_config(address), query)
+        return self.render(
+            request,
+            "broker_config.html",
+            address=address,
+            broker_name=replica[0],
+            broker_id=replica[1],
+            rows=rows,
+            q=query,
+        )
+
+    # --------------------------------------------------------------------- producers
+    async def producers(self, request: Request) -> Response:
+        group = request.query_params.get("group", "").strip()
+        connections = None
+        if group:
+            connections = await self.link_of(request).admin.producer_connections(group)
+        return self.render(
+            request,
+            "producers.html",
+            group=group,
+            connections=connections,
+            console_group=PRODUCER_GROUP,
+        )
+
+    # --------------------------------------------------------------------- traces
+    async def traces(self, request: Request) -> Response:
+        params = request.query_params
+        by = params.get("by", "id")
+        trace_topic = params.get("trace_topic", "").strip() or traces.TRACE_TOPIC
+        admin = self.link_of(request).admin
+        found: list[traces.Traced] | None = None
+        msg_id = params.get("id", "").strip()
+        topic, key = params.get("topic", "").strip(), params.get("key", "").strip()
+        if by == "id" and msg_id:
+            try:
+                read_message_id(msg_id)
+            except MessageFormatError as exc:
+                raise ConfigError(str(exc)) from None
+            found = await traces.by_id(admin, msg_id, trace_topic)
+        elif by == "key" and topic and key:
+            found = await traces.by_key(admin, topic, key, trace_topic)
+        return self.render(
+            request,
+            "traces.html",
+            by=by,
+            found=found,
+            params=params,
+            trace_topic=trace_topic,
+            traced_max=traces.TRACED_MAX,
         )
 
     # --------------------------------------------------------------------- errors
@@ -488,12 +624,24 @@ class _Console:
         )
 
 
+def _with_page(request: Request, number: int) -> str:
+    """This search's address at page ``number``."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "page"]
+    return f"{request.url.path}?{urlencode([*query, ('page', str(number))])}"
+
+
 def _local_path(target: str) -> str:
     """``target`` if it is a path of this console, else ``/``: the sign-in page's ``next``
     never sends the browser to another site (``//host`` or ``/\\host`` would)."""
     if target.startswith("/") and not target.startswith(("//", "/\\")):
         return target
     return "/"
+
+
+async def _cluster_names(admin: Admin) -> frozenset[str]:
+    """The names of the clusters and broker groups: brokers register a topic of each."""
+    info = await admin.cluster_info()
+    return frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
 
 
 def _title(exc: Exception) -> str:
@@ -528,14 +676,16 @@ def create_app(
     trusted_hosts: list[str] | None = None,
     clock: Clock | None = None,
     acl: AclMode = AclMode.AUTO,
+    history_interval_s: float = history.DEFAULT_INTERVAL_S,
 ) -> Starlette:
     """The console for ``link``'s cluster. ``trusted_hosts``: the Host names served (None:
     any), against DNS rebinding when the console listens on loopback; ``clock``: what "the
     last hour" of the Messages page is counted from, and the sessions' age; ``acl``: whether
-    visitors sign in (``access``). ``app.state.sessions`` holds the signed-in sessions (the
-    server closes them when it stops)."""
+    visitors sign in (``access``); ``history_interval_s``: how often the brokers' counters are
+    sampled for the last hour's strips. ``app.state.sessions`` holds the signed-in sessions
+    and ``app.state.sampler`` the history's sampler (the server starts it, and stops both)."""
     clock = clock or SystemClock()
-    console = _Console(link, clock, ConsoleAccess(link, clock, acl))
+    console = _Console(link, clock, ConsoleAccess(link, clock, acl), history_interval_s)
     c = console
     routes = [
         Route("/login", c.login_page),
@@ -561,6 +711,9 @@ def create_app(
         Route("/messages", c.messages),
         Route("/messages/{msg_id}", c.message),
         Route("/messages/{msg_id}/resend", c.resend, methods=["POST"]),
+        Route("/brokers/{address}/config", c.broker_config),
+        Route("/producers", c.producers),
+        Route("/traces", c.traces),
         Mount("/static", StaticFiles(packages=[("ledgermq.console", "static")]), name="static"),
     ]
     middleware = [Middleware(SecurityHeaders)]  # outermost: every response, refusals too
@@ -574,4 +727,5 @@ def create_app(
     handlers |= dict.fromkeys(_CLUSTER_ERRORS, c.cluster_error)
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     app.state.sessions = console.sessions
+    app.state.sampler = console.sampler
     return app

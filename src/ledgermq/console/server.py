@@ -19,11 +19,13 @@ import uvicorn
 
 from ledgermq.console.access import AclMode
 from ledgermq.console.app import create_app
+from ledgermq.console.history import DEFAULT_INTERVAL_S
 from ledgermq.errors import LedgerMQError, NetworkError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from ledgermq.console.history import Sampler
     from ledgermq.console.link import ClusterLink
     from ledgermq.console.sessions import Sessions
 
@@ -63,7 +65,9 @@ class _Server(uvicorn.Server):
 
 class ConsoleServer:
     """The console of ``link``'s cluster on ``host:port`` (port 0: any free port); ``acl``:
-    whether visitors sign in with an admin account (``console.access``)."""
+    whether visitors sign in with an admin account (``console.access``);
+    ``history_interval_s``: how often the last hour's strips are sampled
+    (``console.history``)."""
 
     def __init__(
         self,
@@ -72,12 +76,15 @@ class ConsoleServer:
         port: int = 8080,
         *,
         acl: AclMode = AclMode.AUTO,
+        history_interval_s: float = DEFAULT_INTERVAL_S,
     ) -> None:
         self.link = link
         self.host = host
         self.port = port
         trusted = ["127.0.0.1", "localhost", "::1", "[::1]"] if _loopback(host) else None
-        self.app = create_app(link, trusted_hosts=trusted, acl=acl)
+        self.app = create_app(
+            link, trusted_hosts=trusted, acl=acl, history_interval_s=history_interval_s
+        )
         self._socket: socket.socket | None = None
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -117,8 +124,12 @@ class ConsoleServer:
                 await self._task  # raises what stopped it
                 raise LedgerMQError("the console stopped while starting")
             await asyncio.sleep(0.01)
+        sampler: Sampler = self.app.state.sampler
+        sampler.start()
 
     async def close(self) -> None:
+        sampler: Sampler = self.app.state.sampler
+        await sampler.stop()
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             with contextlib.suppress(asyncio.CancelledError):

@@ -81,6 +81,17 @@ class Sessions:
         session.last_seen_s = now
         return session
 
+    def newest_link(self) -> ClusterLink | None:
+        """The link of the live session used most recently (not touched by asking), or None:
+        what the console's own work (the charts' sampling) signs with when ACL is on."""
+        now = self._now()
+        live = [
+            s
+            for s in self._sessions.values()
+            if now - s.last_seen_s <= IDLE_S and now - s.started_s <= LIFETIME_S
+        ]
+        return max(live, key=lambda s: s.last_seen_s).link if live else None
+
     async def close(self, session_id: str | None) -> None:
         """End ``session_id`` (unknown ids are ignored: signing out twice is harmless)."""
         session = self._sessions.pop(session_id or "", None)

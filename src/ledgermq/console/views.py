@@ -23,12 +23,14 @@ __all__ = [
     "GroupRow",
     "ReplicaRow",
     "SideTopic",
+    "TopicConsumer",
     "TopicDetail",
     "TopicRow",
     "cluster_view",
     "group_detail",
     "group_rows",
     "is_system_topic",
+    "topic_consumers",
     "topic_detail",
     "topic_rows",
 ]
@@ -347,6 +349,14 @@ class GroupDetail:
     def exists(self) -> bool:
         return bool(self.settings)
 
+    @property
+    def subscriptions(self) -> list[str]:
+        """The topics the group consumes: what its online clients subscribe to and where it
+        has committed offsets; its own retry topic last (resetting it is rarely meant)."""
+        topics = {t for c in self.connections for t in c.topics}
+        topics |= {p.topic for p in self.progress}
+        return sorted(topics, key=lambda t: (t.startswith(("%RETRY%", "%DLQ%")), t))
+
 
 async def group_detail(admin: Admin, group: str) -> GroupDetail:
     groups, connections, progress, retry, dlq = await asyncio.gather(
@@ -357,3 +367,44 @@ async def group_detail(admin: Admin, group: str) -> GroupDetail:
         _side_topic(admin, f"%DLQ%{group}", "dead-letter"),
     )
     return GroupDetail(group, groups.get(group, {}), connections, progress, [retry, dlq])
+
+
+# ------------------------------------------------------------------------------- topic consumers
+@dataclass(frozen=True)
+class TopicConsumer:
+    """A consumer group of a topic: its lag and committed offsets on the topic's queues, and
+    its clients online that subscribe to the topic."""
+
+    group: str
+    lag: int
+    consumed: int
+    queues: int
+    """Queues of the topic where the group has committed an offset."""
+    clients: int
+
+
+async def _topic_consumer(
+    admin: Admin, topic: str, group: str, progress: list[ConsumerProgress]
+) -> TopicConsumer | None:
+    rows = [p for p in progress if p.topic == topic]
+    try:
+        connections = await admin.consumer_connections(group)
+    except (LedgerMQError, OSError, TimeoutError):
+        connections = []
+    clients = sum(1 for c in connections if topic in c.topics)
+    if not rows and not clients:
+        return None
+    lag = sum(p.lag for p in rows)
+    consumed = sum(max(p.consumer_offset, 0) for p in rows)
+    return TopicConsumer(group, lag, consumed, len(rows), clients)
+
+
+async def topic_consumers(admin: Admin, topic: str) -> list[TopicConsumer]:
+    """The groups consuming ``topic``, as RocketMQ's dashboard finds them: every group (a
+    subscription group, or one with committed offsets) whose offsets name the topic or whose
+    online clients subscribe to it."""
+    lags = await admin.consumer_lags()
+    found = await asyncio.gather(
+        *(_topic_consumer(admin, topic, group, rows) for group, rows in lags.items())
+    )
+    return [c for c in found if c is not None]

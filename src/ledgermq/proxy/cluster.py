@@ -28,7 +28,7 @@ from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.remote_backend import RemoteBackend
-from ledgermq.proxy.server_options import server_options
+from ledgermq.proxy.server_options import max_request_bytes, server_options
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
@@ -118,7 +118,11 @@ class ClusterProxy:
 
     async def _start(self) -> None:
         await self._client.start()
-        admission = Admission(self._acl, self._client.clock.wall_time_s)
+        admission = Admission(
+            self._acl,
+            self._client.clock.wall_time_s,
+            max_request_bytes=max_request_bytes(self._max_message_size),
+        )
         server = grpc.aio.server(
             options=server_options(self._max_message_size), interceptors=[admission]
         )

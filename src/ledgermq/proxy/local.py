@@ -34,7 +34,7 @@ from ledgermq.proxy.local_backend import LocalBackend
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.remote_backend import RemoteBackend
 from ledgermq.proxy.routes import RouteFinder
-from ledgermq.proxy.server_options import server_options
+from ledgermq.proxy.server_options import max_request_bytes, server_options
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
 
@@ -81,7 +81,11 @@ class GrpcDoor:
         assert services is not None
         assert state is not None, "the broker starts its door after its services"
         tls = door_tls(config.tls_server())
-        admission = Admission(broker.acl, state.clock.wall_time_s)
+        admission = Admission(
+            broker.acl,
+            state.clock.wall_time_s,
+            max_request_bytes=max_request_bytes(config.max_message_size),
+        )
         server = grpc.aio.server(
             options=server_options(config.max_message_size), interceptors=[admission]
         )

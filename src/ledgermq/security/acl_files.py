@@ -76,7 +76,8 @@ class AclFiles:
         if not files:
             raise ConfigError(
                 f"aclEnable=true but there is no ACL file at {' or '.join(self.paths)}: write a "
-                "plain_acl.yml there (see README, Security) or give its path"
+                "plain_acl.yml there (see the documentation's Security page, "
+                "docs/operations/security.md) or give its path"
             )
         stamp = _stamp(files)
         try:

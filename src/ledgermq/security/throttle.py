@@ -16,7 +16,11 @@ The bounds are what keep the throttle from being a weapon. A source IP locks for
 correctly within ``trusted_for_s``: an attacker guessing a key from elsewhere cannot lock out
 the key's legitimate clients, and one misconfigured client (a wrong secret, retrying) does not
 lock out the other clients of its host (or of the NAT it is behind). Memory is bounded: at
-most ``max_entries`` records of each kind, the oldest forgotten first.
+most ``max_entries`` records. When the table is full, the records that hold no lock and no
+failure within ``window_s`` are forgotten at once (one pass, so a flood of new names costs one
+scan per table's worth); if that frees nothing, the oldest record without a lock goes. A lock
+is forgotten only when every record holds one: an attacker who fills the table with guesses at
+random keys does not free the key it is after.
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ class SignInThrottle:
         record = records.get((kind, name))
         if record is None:
             if len(records) >= settings.max_entries:
-                del records[next(iter(records))]
+                self._make_room(now)
             record = records[kind, name] = _Record(now)
         if now - record.last_failure_s > settings.quiet_s:
             record.strikes = 0
@@ -157,3 +161,20 @@ class SignInThrottle:
             record.strikes += 1
             record.count = 0
             record.window_start_s = now
+
+    def _make_room(self, now: float) -> None:
+        """Forget what no longer matters, or else the oldest record without a lock (the
+        module docstring)."""
+        records = self._records
+        window_s = self.settings.window_s
+        idle = [
+            key
+            for key, record in records.items()
+            if record.locked_until_s <= now and now - record.last_failure_s > window_s
+        ]
+        for key in idle:
+            del records[key]
+        if len(records) < self.settings.max_entries:
+            return
+        unlocked = next((k for k, r in records.items() if r.locked_until_s <= now), None)
+        del records[unlocked if unlocked is not None else next(iter(records))]

@@ -1,6 +1,6 @@
 """The ``ledgermq`` PySpark data source (Python Data Source API, pyspark >= 4.2).
 
-See README.md, section "Spark", for the options and the exactly-once story. ``import
+See docs/guides/spark.md for the options and the exactly-once story. ``import
 ledgermq.spark`` does not import pyspark; ``ledgermq.spark.LedgerMQDataSource`` does.
 """
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MASTER_ID",
     "MAX_REGISTER_BODY_BYTES",
+    "MAX_REGISTER_VALUES",
     "PERM_INHERIT",
     "PERM_PRIORITY",
     "PERM_READ",
@@ -69,6 +70,11 @@ MASTER_ID: Final = 0
 
 MAX_REGISTER_BODY_BYTES: Final = 64 * 1024 * 1024
 """Most bytes a compressed registration may inflate to; a bigger one is refused, not buffered."""
+MAX_REGISTER_VALUES: Final = 1_000_000
+"""Most JSON values (separators, ``json_fields.check_json_budget``) a registration may hold:
+about 60,000 topics, each about 16. A 14 MiB registration of tiny values held a NameServer's
+loop for 1.4 s before it was parsed (issue 25 item 6); at this bound the parse takes tens of
+milliseconds at worst."""
 
 
 def is_readable(perm: int) -> bool:
@@ -84,8 +90,8 @@ def body_crc32(body: bytes) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-def _load_object(raw: bytes, what: str) -> JsonObject:
-    return JsonObject(load_json(raw, what), what)
+def _load_object(raw: bytes, what: str, max_values: int | None = None) -> JsonObject:
+    return JsonObject(load_json(raw, what, max_values), what)
 
 
 # ---------------------------------------------------------------------------------- topics
@@ -330,7 +336,8 @@ class RegisterBrokerBody:
 
     @classmethod
     def from_json(cls, raw: bytes) -> RegisterBrokerBody:
-        obj = _load_object(raw, "RegisterBrokerBody")
+        """Raises ``BadRequestError`` for a body over ``MAX_REGISTER_VALUES`` before parsing it."""
+        obj = _load_object(raw, "RegisterBrokerBody", MAX_REGISTER_VALUES)
         wrapper = obj.child("topicConfigSerializeWrapper")
         configs: dict[str, TopicConfig] = {}
         version = DataVersion()

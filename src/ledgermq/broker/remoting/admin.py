@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
 from ledgermq.errors import BadRequestError, MessageFormatError, RequestRejectedError
 from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire.json_fields import check_json_budget
 from ledgermq.wire.message import decode_offset_message_id
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
 from ledgermq.wire.topic_attributes import parse_changes
@@ -75,6 +76,7 @@ class AdminProcessor:
         return command.response(MQResponseCode.SUCCESS)
 
     async def create_group(self, command: RemotingCommand) -> RemotingCommand:
+        check_json_budget(command.body, "the subscription group body")
         try:
             config = SubscriptionGroupConfig.from_object(json.loads(command.body))
         except (ValueError, TypeError, AttributeError) as exc:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ledgermq.errors import BadRequestError
 from ledgermq.wire import MQRequestCode, RemotingCommand
+from ledgermq.wire.json_fields import check_json_budget
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -84,6 +85,7 @@ def _enum(value: object, names: dict[int, str], default: str) -> str:
 
 def parse_heartbeat(body: bytes) -> Heartbeat:
     """``HeartbeatData`` JSON: Java's enum names or the C++ client's integers, both accepted."""
+    check_json_budget(body, "the heartbeat body")
     try:
         data = json.loads(body)
         client_id = data["clientID"]
@@ -321,6 +323,7 @@ LockRequest: TypeAlias = "tuple[str, str, list[QueueId]]"
 
 def parse_lock_body(body: bytes) -> LockRequest:
     """``LockBatchRequestBody`` / ``UnlockBatchRequestBody``: (clientId, group, queues)."""
+    check_json_budget(body, "the lock request body")
     try:
         data = json.loads(body)
         queues = [QueueId.from_object(q) for q in data.get("mqSet") or ()]
@@ -383,6 +386,7 @@ def parse_check_client_body(body: bytes) -> ClientCheck | None:
     Raises:
         BadRequestError: the body is not that JSON object.
     """
+    check_json_budget(body, "the client check body")
     try:
         data = json.loads(body or b"{}")
         if not isinstance(data, dict):

@@ -201,6 +201,9 @@ class TimerService:
         self._retry_at: dict[int, int] = {}
         self._dropping: set[int] = set()
         """Timers that can never be delivered whose end (``Fired``) is being committed."""
+        self._dropped: set[int] = set()
+        """Timers this master has dropped (``_drop``) since it became master: each is logged
+        and counted once, even when its end must be written again."""
         self.delivered = 0
         """Deliveries written by this replica while master (for tests and metrics)."""
 
@@ -209,6 +212,7 @@ class TimerService:
         if self._task is None or self._task.done():
             self._in_flight.clear()
             self._retry_at.clear()
+            self._dropped.clear()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -375,7 +379,9 @@ class TimerService:
         state = self._state
         if timer_id in self._dropping:
             return
-        drop_head(state, "timer", f"timer {timer_id}", reason)
+        if timer_id not in self._dropped:  # logged and counted once, however often its end fails
+            drop_head(state, "timer", f"timer {timer_id}", reason)
+            self._dropped.add(timer_id)
         self._dropping.add(timer_id)  # no new attempt while its end is being committed
 
         async def end() -> None:

@@ -9,8 +9,11 @@ tells the two kinds of failure apart:
 
 - **deterministic**: the same head fails the same way on any replica at any time (a refusal by
   validation: ``InvalidMessageError``, ``IllegalMessageError``, ``InvalidArgumentError``; bytes
-  that do not decode: ``MessageFormatError``; a property that does not parse: ``ValueError``,
-  ``KeyError``, ``TypeError``). The head is dead-lettered where a dead-letter queue makes sense,
+  that do not decode: ``MessageFormatError``). A scheduler that parses a head's properties
+  itself turns what it cannot parse into one of these where it parses it; a bare ``ValueError``,
+  ``KeyError`` or ``TypeError`` from anywhere else is a bug of ours, not a property of the head,
+  and is retried: dropping a user's message for our bug would lose it. The head is
+  dead-lettered where a dead-letter queue makes sense,
   or else dropped, with one ERROR line and the counter
   ``ledgermq_broker_scheduler_dropped_total{scheduler=...}``, and the scheduler goes on;
 - **transient** (not the master any more, no quorum, the ledger busy or full, an outcome not
@@ -42,9 +45,6 @@ DETERMINISTIC_ERRORS: Final = (
     IllegalMessageError,
     InvalidArgumentError,
     MessageFormatError,
-    ValueError,
-    KeyError,
-    TypeError,
 )
 """Failures that retrying the same head can never fix (the module docstring)."""
 MAX_QUEUE_ID: Final = 0x7FFFFFFF

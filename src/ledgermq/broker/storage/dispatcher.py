@@ -232,6 +232,7 @@ class Dispatcher:
             if self.on_arrival is not None:
                 for (topic, queue_id), max_offset in arrivals.items():
                     self.on_arrival(topic, queue_id, max_offset)
+        self.quarantine.flush()  # one fsync for the pass's quarantines, none for most passes
         return done
 
     def _dispatch_entry(

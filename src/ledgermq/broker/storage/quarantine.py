@@ -14,8 +14,13 @@ the queues: re-dispatching an entry quarantines it again with the same key, whic
 once; a deleted file is rebuilt by re-dispatch only for entries after the dispatch checkpoint.
 
 Layout: ``<storePathRootDir>/quarantine.jsonl``, one JSON object per line (``index``, ``record``,
-``topic``, ``reason``, ``timeMs``), appended and fsynced (quarantines are rare, and an admin
-should find one after a crash). A torn last line (a crash mid-write) is ignored on load.
+``topic``, ``reason``, ``timeMs``), appended and fsynced once per dispatch pass that quarantined
+something (``flush``: an admin should find them after a crash, and a run of bad records must not
+cost the event loop one fsync each). A torn last line (a crash mid-write) is ignored on load.
+
+Items are quarantined in log order (the dispatcher's), so once the oldest kept in memory are
+forgotten (past ``MAX_KEPT``), any item at or before the newest forgotten one was recorded
+already: a re-dispatch after a restart records nothing twice.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ class QuarantineLog:
     def __init__(self, path: str | None = None) -> None:
         self.path = path
         self._items: dict[tuple[int, int], QuarantinedEntry] = {}
+        self._forgotten_up_to: tuple[int, int] = (-1, -1)
+        """The newest key no longer kept in memory (module docstring)."""
+        self._unwritten: list[str] = []
         self.total = 0
         """Distinct items quarantined by this replica, ever (the metric)."""
         if path is not None and os.path.exists(path):
@@ -101,31 +109,41 @@ class QuarantineLog:
 
     def _remember(self, item: QuarantinedEntry) -> bool:
         key = (item.index, item.record)
-        if key in self._items:
+        if key in self._items or key <= self._forgotten_up_to:
             return False
         self._items[key] = item
         self.total += 1
         if len(self._items) > MAX_KEPT:
-            del self._items[next(iter(self._items))]
+            oldest = next(iter(self._items))
+            del self._items[oldest]
+            self._forgotten_up_to = max(self._forgotten_up_to, oldest)
         return True
 
     def add(self, index: int, record: int, topic: str, reason: str, now_ms: int) -> bool:
-        """Record a quarantined item; False if it was already recorded (a re-dispatch).
-
-        Raises ``OSError`` when the file cannot be written: that is this replica's disk, so
-        the caller fails like any other local write failure."""
+        """Record a quarantined item; False if it was already recorded (a re-dispatch). Its
+        line reaches the file at the next ``flush``."""
         item = QuarantinedEntry(index, record, topic, reason, now_ms)
         if not self._remember(item):
             return False
         if self.path is not None:
-            line = json.dumps(item.to_object(), separators=(",", ":")) + "\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            self._unwritten.append(json.dumps(item.to_object(), separators=(",", ":")) + "\n")
         return True
+
+    def flush(self) -> None:
+        """Append and fsync the lines of the items added since the last flush (if any).
+
+        Raises ``OSError`` when the file cannot be written: that is this replica's disk, so
+        the caller fails like any other local write failure."""
+        if not self._unwritten or self.path is None:
+            return
+        data = "".join(self._unwritten).encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unwritten.clear()
 
     def items(self, since_index: int = 0, limit: int = MAX_KEPT) -> list[QuarantinedEntry]:
         """The quarantined items with ``index >= since_index``, oldest first, at most

@@ -39,7 +39,7 @@ from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces
 from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.chaos.pop_workload import MAX_ATTEMPTS, PopGroup, read_dlq
 from ledgermq.testing.chaos.reader import PullReader, final_offsets
-from ledgermq.testing.chaos.timeline import write_timeline
+from ledgermq.testing.chaos.timeline import NO_MATPLOTLIB, write_timeline
 from ledgermq.testing.chaos.workload import Workload, consume_all, read_replica, run_as_client
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     result = RunResult(report, history, base, mode, replay_command(options, faults))
     result.timeline = write_timeline(history, base / "timeline.png")
     if result.timeline is None:
-        result.notes.append("no timeline.png: matplotlib is not installed")
+        result.notes.append(NO_MATPLOTLIB)
     if report.valid and not options.keep and options.base_dir is None:
         shutil.rmtree(base, ignore_errors=True)
         result.timeline = None

@@ -16,7 +16,15 @@ if TYPE_CHECKING:
 
     from ledgermq.testing.chaos.history import History
 
-__all__ = ["write_timeline"]
+__all__ = ["MATPLOTLIB_EXTRA", "NO_MATPLOTLIB", "write_timeline"]
+
+MATPLOTLIB_EXTRA: Final = "bench"
+"""The extra of the ``ledgermq`` package that brings matplotlib."""
+NO_MATPLOTLIB: Final = (
+    "no timeline.png: matplotlib is not installed "
+    f"(pip install 'ledgermq[{MATPLOTLIB_EXTRA}]', or -e '.[{MATPLOTLIB_EXTRA}]' in a clone)"
+)
+"""What a run says when it cannot draw: which extra to install, not only what is missing."""
 
 _COLOURS: Final = {Outcome.OK: "tab:green", Outcome.FAILED: "tab:red", Outcome.UNKNOWN: "orange"}
 _FAULT_COLOURS: Final = ("tab:blue", "tab:purple", "tab:brown", "tab:gray", "tab:olive")
