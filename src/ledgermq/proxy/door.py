@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from ledgermq.acl import Needs, Perm
@@ -56,7 +55,14 @@ from ledgermq.proxy.route_answers import (
     replica_route_queues,
     server_settings,
 )
-from ledgermq.proxy.status import Code, common_status, not_implemented, ok, status
+from ledgermq.proxy.status import (
+    Code,
+    common_status,
+    internal_error,
+    not_implemented,
+    ok,
+    status,
+)
 from ledgermq.proxy.timestamps import duration_ms
 
 if TYPE_CHECKING:
@@ -71,7 +77,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DoorServicer", "internal_error_answered"]
 
-_log = logging.getLogger(__name__)
 
 _DEFAULT_DEADLINE_S: Final = 3.0
 """How long a call may take at a backend when the client set no deadline (its usual timeout)."""
@@ -126,10 +131,7 @@ def internal_error_answered(
             try:
                 return await method(self, *args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
-                _log.exception("gRPC %s failed", method.__name__)
-                return response(
-                    status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-                )
+                return response(status=internal_error(method.__name__, exc))
 
         return guarded
 
@@ -311,10 +313,7 @@ class DoorServicer(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
             yield service_pb2.ReceiveMessageResponse(status=refusal.status)
             return
         except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
-            _log.exception("gRPC ReceiveMessage failed")
-            yield service_pb2.ReceiveMessageResponse(
-                status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-            )
+            yield service_pb2.ReceiveMessageResponse(status=internal_error("ReceiveMessage", exc))
             return
         if not result.messages:
             yield service_pb2.ReceiveMessageResponse(

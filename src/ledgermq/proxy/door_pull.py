@@ -19,7 +19,6 @@ a group's offsets are the master's).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import Needs, Perm
@@ -30,7 +29,7 @@ from ledgermq.proxy.name_status import group_refusal, topic_refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.refusal import Refusal
-from ledgermq.proxy.status import Code, ok, status
+from ledgermq.proxy.status import Code, internal_error, ok, status
 from ledgermq.proxy.timestamps import timestamp_ms
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_PULL_BATCH", "MAX_PULL_SUSPEND_MS", "PullRpcs", "consume_needs"]
 
-_log = logging.getLogger(__name__)
 
 MAX_PULL_BATCH: Final = 1024
 """Messages one PullMessage hands out at most (the pull service's own limit)."""
@@ -158,10 +156,7 @@ class PullRpcs:
             yield service_pb2.PullMessageResponse(status=refusal.status)
             return
         except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
-            _log.exception("gRPC PullMessage failed")
-            yield service_pb2.PullMessageResponse(
-                status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-            )
+            yield service_pb2.PullMessageResponse(status=internal_error("PullMessage", exc))
             return
         yield service_pb2.PullMessageResponse(status=_pull_status(query, pulled))
         if pulled.outcome is PullOutcome.FOUND:
