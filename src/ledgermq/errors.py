@@ -282,6 +282,7 @@ __all__ += [
     "MessageFormatError",
     "NoRouteError",
     "RequestRejectedError",
+    "SendOutcomeUnknownError",
     "TopicNotFoundError",
 ]
 
@@ -350,6 +351,26 @@ class NoRouteError(LedgerMQError):
 
     retriable = True
     refresh_route = True
+
+
+class SendOutcomeUnknownError(LedgerMQError):
+    """A send failed, but the message **may be stored** ("maybe stored"): a request went out and
+    no answer came (timeout, connection lost), or the broker answered that a quorum did not
+    confirm it in time. It may be delivered; sending it again may deliver it twice (consumers
+    deduplicate by ``msg_id``). Every other failure of a send means it was not stored.
+
+    ``msg_id`` is the message's id (its ``UNIQ_KEY``, comma-joined for a batch); the last
+    attempt's error is the ``__cause__``.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, msg_id: str = "") -> None:
+        super().__init__(message)
+        self.msg_id = msg_id
+
+    def __reduce__(self) -> tuple[type[SendOutcomeUnknownError], tuple[str, str]]:
+        return (type(self), (str(self), self.msg_id))
 
 
 class InvalidMessageError(LedgerMQError):

@@ -56,6 +56,7 @@ def test_every_live_key_changes_the_config() -> None:
         "deleteWhen": "02;14",
         "cleanFileForciblyEnable": "false",
         "diskMaxUsedSpaceRatio": "60",
+        "preferredLeaderId": "n0",
     }
     assert set(new_values) == set(LIVE_KEYS)
     updated = plan_update(BASE, BASE, new_values)
@@ -175,3 +176,11 @@ def test_every_shipped_broker_conf_is_marked_and_the_package_is_a_sample() -> No
     assert len(confs) >= 9
     assert all(is_sample_file(str(path)) for path in confs)
     assert is_sample_file(ledgermq.__file__)  # anything inside the installed package
+
+
+def test_a_preferred_leader_that_is_not_a_replica_is_refused() -> None:
+    """Issue 27: ``preferredLeaderId`` changes live (``admin set-preferred-leader``); an id
+    outside ``dLegerPeers`` was silently never honoured, now it is refused with the rule."""
+    with pytest.raises(ConfigError, match="preferredLeaderId n9 is not in dLegerPeers"):
+        plan_update(BASE, BASE, {"preferredLeaderId": "n9"})
+    assert plan_update(BASE, BASE, {"preferredLeaderId": ""}).preferred_leader_ids == ()

@@ -138,3 +138,34 @@ def test_refusals_are_typed(tmp_path: Path) -> None:
             await services.admin.create_topic(TopicConfig("T2", 0, 1))
 
     _run(tmp_path, test)
+
+
+def test_a_queue_shrink_drains_first_and_never_strands_messages(tmp_path: Path) -> None:
+    """Issue 27: shrinking a topic of 8 queues holding 40 messages to 4 was accepted and made
+    the 20 messages of queues 4..7 unreachable. Now the write count shrinks first, consumers
+    drain the queues above it, and only then may the read count follow."""
+
+    async def test(cluster: Cluster) -> None:
+        services, _ = await _services(cluster)
+        await services.admin.create_topic(TopicConfig("Shrink", 8, 8))
+        for i in range(40):
+            await services.send.send(_request("Shrink", queue_id=i % 8), b"m%d" % i, CLIENT)
+        await services.offsets.commit("G", "Shrink", 0, 0)  # G consumes the topic
+        with pytest.raises(InvalidArgumentError, match="shrink the write count first"):
+            await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
+        with pytest.raises(InvalidArgumentError, match="would be read by no consumer"):
+            await services.admin.create_topic(TopicConfig("Shrink", 4, 8))
+        await services.admin.create_topic(TopicConfig("Shrink", 8, 4))  # writes leave 4..7
+        with pytest.raises(InvalidArgumentError, match=r"queue 4 .* not drained by G"):
+            await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
+        consumed = 0
+        for queue_id in range(8):  # the consumers drain every queue they read
+            found = await services.pull.pull(PullRequest("G", "Shrink", queue_id, 0))
+            consumed += found.count
+            await services.offsets.commit("G", "Shrink", queue_id, found.next_begin_offset)
+        assert consumed == 40
+        await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
+        config = services.admin.topics()[0]["Shrink"]
+        assert (config.read_queue_nums, config.write_queue_nums) == (4, 4)
+
+    _run(tmp_path, test)

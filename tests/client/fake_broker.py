@@ -88,6 +88,10 @@ class FakeBroker:
         self.send_error_code: int | None = None
         self.swallow_sends = 0
         self.send_back_error_code: int | None = None
+        self.strict_queues = False  # refuse a queue id the topic does not write (as the broker)
+        self.send_error_delay_s = 0.0  # answer send_error_code this late
+        self.refuse_as_slave = False  # refuse offset commits while not master (as the broker)
+        self.strict_consumer_list = False  # refuse the list of a group it has no member of
         self.requests: list[RemotingCommand] = []
         self.transfers: list[str] = []
 
@@ -179,7 +183,11 @@ class FakeBroker:
         if self.broker_id != 0:
             return cmd.response(MQResponseCode.SERVICE_NOT_AVAILABLE, remark="slave")
         if self.send_error_code is not None:
-            return cmd.response(self.send_error_code, remark="injected failure")
+            response = cmd.response(self.send_error_code, remark="injected failure")
+            if self.send_error_delay_s <= 0:
+                return response
+            asyncio.get_running_loop().call_later(self.send_error_delay_s, conn.send, response)
+            return None
         topic = fields["topic"]
         config = self.store.topics.get(topic)
         if config is None:
@@ -190,6 +198,8 @@ class FakeBroker:
                 config = self.store.topics[topic]
             else:
                 return cmd.response(MQResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic}")
+        if self.strict_queues and int(fields["queueId"]) >= config.write_queue_nums:
+            return cmd.response(MQResponseCode.INVALID_PARAMETER, remark="no such write queue")
         queue_id = int(fields["queueId"]) % config.write_queue_nums
         batch = cmd.code == MQRequestCode.SEND_BATCH_MESSAGE or fields.get("batch") in (
             "true",
@@ -348,6 +358,8 @@ class FakeBroker:
         return cmd.response(0, ext_fields={"offset": str(self.store.offsets[key])})
 
     def _code_15(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        if self.refuse_as_slave and self.broker_id != 0:
+            return cmd.response(MQResponseCode.SERVICE_NOT_AVAILABLE, remark="slave")
         f = cmd.ext_fields
         self.store.offsets[(f["consumerGroup"], f["topic"], int(f["queueId"]))] = int(
             f["commitOffset"]
@@ -414,6 +426,8 @@ class FakeBroker:
         group = cmd.ext_fields["consumerGroup"]
         members = self.store.members.get(group, {})
         ids = sorted(c for c, m in members.items() if not m.closed)
+        if not ids and self.strict_consumer_list:  # as the broker answers
+            return cmd.response(1, remark=f"no consumer of group {group} is online")
         return cmd.response(0, body=json.dumps({"consumerIdList": ids}).encode())
 
     def _code_36(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

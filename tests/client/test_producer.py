@@ -11,6 +11,7 @@ from ledgermq.errors import (
     InvalidMessageError,
     MQResponseError,
     RequestTimeoutError,
+    SendOutcomeUnknownError,
     TopicNotFoundError,
 )
 from ledgermq.wire import MessageProperty, MQRequestCode, MQResponseCode
@@ -162,8 +163,9 @@ def test_timeout_is_an_unknown_outcome_that_is_retried_and_counted() -> None:
             stored = sum(len(q) for br in (a, b) for q in br.store.queues.values())
             assert stored == 3
             a.swallow_sends = b.swallow_sends = 5
-            with pytest.raises(RequestTimeoutError):
+            with pytest.raises(SendOutcomeUnknownError) as caught:
                 await producer.send("T", b"y")
+            assert isinstance(caught.value.__cause__, RequestTimeoutError)
             await producer.shutdown()
 
     arun(main())

@@ -14,6 +14,7 @@ from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.ledger.config import LedgerConfig
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.net import MemoryNetwork
+from ledgermq.raft import ResponseCode, Role
 from ledgermq.store.ledger_store import LedgerStore
 
 if TYPE_CHECKING:
@@ -267,11 +268,86 @@ def test_a_stopping_leader_hands_over_to_its_most_caught_up_live_follower(tmp_pa
             await servers[down].close()
             for i in range(20):
                 await client.append(b"m%d" % i)
-            assert await servers[up].hand_over_leadership() is None  # not the leader
             assert await leader.hand_over_leadership() == up
             assert servers[up].core.role.value == "LEADER"
             assert leader.core.role.value != "LEADER"
+            assert await leader.hand_over_leadership() is None  # not the leader now
             assert (await client.get(await client.append(b"after"))).body == b"after"
+        finally:
+            await client.close()
+            await _close(servers)
+
+    _run(test)
+
+
+def test_a_stopping_follower_refuses_to_take_the_leadership_over(tmp_path: Path) -> None:
+    """Issue 27: a preferred replica being restarted was handed the leadership while it
+    stopped, and its group took no writes for 2.2 s. Once its stop has begun
+    (``hand_over_leadership``) a follower refuses a take-over at once; the leader keeps the
+    group."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        follower = next(s for s in servers.values() if s is not leader)
+        try:
+            assert await follower.hand_over_leadership() is None
+            code = await leader.transfer_leadership(follower.config.self_id)
+            assert code == ResponseCode.TAKE_LEADERSHIP_FAILED
+            assert leader.core.role is Role.LEADER
+            assert follower.core.role is Role.FOLLOWER
+        finally:
+            await _close(servers)
+
+    _run(test)
+
+
+def test_a_transfer_to_a_stopped_follower_ends_at_once(tmp_path: Path) -> None:
+    """The leader cannot reach a follower that has stopped: its take-over request is answered
+    NETWORK_ERROR on the spot (``LedgerServer._unsent``), instead of the leader refusing
+    appends until the transfer's deadline (TIMEOUT after 2.2 s before)."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        gone = next(s for s in servers.values() if s is not leader)
+        try:
+            await gone.close()
+            await asyncio.sleep(0.3)  # the leader's link to it has seen the connection drop
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            code = await leader.transfer_leadership(gone.config.self_id)
+            took = loop.time() - started
+            assert code != ResponseCode.SUCCESS
+            assert took < 0.5, f"the transfer refused appends for {took:.2f} s"
+            assert leader.core.role is Role.LEADER
+        finally:
+            await _close(servers)
+
+    _run(test)
+
+
+def test_a_stopping_leader_hands_over_to_the_next_follower_when_one_is_stopping_too(
+    tmp_path: Path,
+) -> None:
+    """Two replicas of a group stopped together: the leader's first choice (equally caught
+    up, first by id) refuses the hand-over because it is stopping as well; the leader asks the
+    other one. Before: the leader stopped without a successor and the group paid an election."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = await _cluster(tmp_path, network)
+        leader = await _leader(servers)
+        first, second = sorted(n for n in servers if servers[n] is not leader)
+        client = AsyncLedgerClient("g", PEERS, network=network)
+        try:
+            await client.append(b"before")
+            await asyncio.sleep(0.5)  # every follower has answered heartbeats: all caught up
+            assert await servers[first].hand_over_leadership() is None  # stopping, a follower
+            assert await leader.hand_over_leadership() == second
+            assert servers[second].core.role is Role.LEADER
         finally:
             await client.close()
             await _close(servers)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -437,3 +439,28 @@ def test_a_wiped_group_is_routed_read_only_until_write_is_added_back() -> None:
     assert route is not None
     assert route.queue_datas[0].perm & PERM_WRITE
     assert table.wipe_write_perm("no-such-group") == 0
+
+
+def test_the_route_version_moves_with_every_route_change_and_only_then() -> None:
+    """Clients poll ``version`` every second and fetch routes when it moves (issue 27): a
+    periodic re-registration that changes nothing must not move it; a new master, new queues,
+    a wiped write permission, a lost member and a deleted topic must."""
+    table = RouteTable()
+    group_of_three(table)
+    seen = table.version
+    group_of_three(table)  # the 30 s re-registration
+    assert table.version == seen
+    changes: list[Callable[[], object]] = [
+        lambda: table.register_broker("c1", "broker-a", B, 0, topic_configs=TOPICS, term=2,
+                                      now_ms=1),  # a transferred leader
+        lambda: table.register_broker("c1", "broker-a", B, 0, topic_configs={
+            **TOPICS, "T": TopicConfig("T", 8, 8)}, term=2, now_ms=1),  # more queues
+        lambda: table.wipe_write_perm("broker-a"),
+        lambda: table.add_write_perm("broker-a"),
+        lambda: table.channel_closed(C),
+        lambda: table.delete_topic("U"),
+    ]  # fmt: skip
+    for change in changes:
+        change()
+        assert table.version > seen
+        seen = table.version

@@ -362,3 +362,22 @@ def test_register_and_route_over_tcp() -> None:
         await server.close()  # twice is harmless
 
     arun(main())
+
+
+def test_get_route_version_answers_a_version_that_moves_with_the_routes() -> None:
+    async def test(server: NameServer, network: MemoryNetwork, clock: FakeClock) -> None:
+        client = await connect(network, server)
+
+        async def version() -> str:
+            answer = await client.call(MQRequestCode.GET_ROUTE_VERSION)
+            assert answer.code == MQResponseCode.SUCCESS
+            return answer.ext_fields["routeVersion"]
+
+        first = await version()
+        await client.register(A, 0, topics=TOPICS, term=1)
+        second = await version()
+        assert second != first
+        await client.register(A, 0, topics=TOPICS, term=1)  # nothing changed
+        assert await version() == second
+
+    with_server(test)

@@ -361,7 +361,7 @@ def test_a_registration_with_too_many_values_is_refused_before_it_is_parsed(
     def no_parse(*args: object, **kwargs: object) -> object:
         raise AssertionError("parsed")
 
-    monkeypatch.setattr(json_fields.json, "loads", no_parse)
+    monkeypatch.setattr(json, "loads", no_parse)
     with pytest.raises(BadRequestError, match="the limit is 1000000"):
         RegisterBrokerBody.from_json(raw)
     monkeypatch.undo()

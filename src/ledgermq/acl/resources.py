@@ -147,6 +147,7 @@ ACCOUNT_ONLY_CODES: Final = frozenset(
         _C.GET_ALL_DELAY_OFFSET,
         _C.CHECK_CLIENT_CONFIG,
         _C.GET_ROUTEINFO_BY_TOPIC,
+        _C.GET_ROUTE_VERSION,  # ours: a number that moves with the routes
         _C.GET_BROKER_CLUSTER_INFO,
         _C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,

@@ -221,6 +221,13 @@ class BrokerConfig:
                 f"dLegerSelfId {self.dleger_self_id!r} is not in dLegerPeers "
                 f"({', '.join(self.dleger_peers)})"
             )
+        unknown = [p for p in self.preferred_leader_ids if p not in self.dleger_peers]
+        if unknown:
+            raise ConfigError(
+                f"preferredLeaderId {', '.join(unknown)} is not in dLegerPeers "
+                f"({', '.join(self.dleger_peers)}): the preferred leader must be a replica of "
+                "the group"
+            )
         for peer in self.dleger_peers:
             if _SELF_ID.match(peer) is None:
                 raise ConfigError(
@@ -300,6 +307,11 @@ class BrokerConfig:
         """Where the broker's own files (queues, key index, metadata) live."""
         return self.store_path_root_dir
 
+    @property
+    def preferred_leader_ids(self) -> tuple[str, ...]:
+        """``preferredLeaderId`` as DLedger's list (``;``-separated, first live one wins)."""
+        return tuple(p.strip() for p in self.preferred_leader_id.split(";") if p.strip())
+
     def ledger_config(self) -> LedgerConfig:
         """The ledger replica under this broker (spec-broker 1.4's mapping)."""
         retention = RetentionConfig(
@@ -310,10 +322,8 @@ class BrokerConfig:
         )
         raft: dict[str, object] = {"max_wait_ack_time_ms": self.max_wait_ack_time_ms}
         tls_server, tls_client = replica_tls(self.tls)
-        if self.preferred_leader_id:
-            raft["preferred_leader_ids"] = tuple(
-                p.strip() for p in self.preferred_leader_id.split(";") if p.strip()
-            )
+        if self.preferred_leader_ids:
+            raft["preferred_leader_ids"] = self.preferred_leader_ids
         return LedgerConfig(
             group=self.group,
             self_id=self.dleger_self_id,

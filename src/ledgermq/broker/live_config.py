@@ -62,6 +62,7 @@ LIVE_KEYS: Final[Mapping[str, str]] = {
     "deleteWhen": "handed to the ledger store's next retention pass",
     "cleanFileForciblyEnable": "handed to the ledger store's next retention pass",
     "diskMaxUsedSpaceRatio": "handed to the ledger store's next retention pass",
+    "preferredLeaderId": "handed to the ledger, whose leader checks it every second",
 }
 """The keys UPDATE_BROKER_CONFIG changes without a restart, and why that is safe."""
 

@@ -931,6 +931,8 @@ class BrokerServer:
         state.topics.reconfigure(config)
         if RETENTION_KEYS & values.keys():
             self.ledger.set_retention(config.ledger_config().retention)
+        if "preferredLeaderId" in values:
+            self.ledger.set_preferred_leaders(config.preferred_leader_ids)
         if "brokerPermission" in values and self._registrar is not None:
             self._registrar.register_soon()
         _log.info(

@@ -9,14 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 from ledgermq.cli.credentials_args import credentials_from
 from ledgermq.cli.tls_args import tls_from
 from ledgermq.client import Admin
 from ledgermq.errors import LedgerMQError
 
-__all__ = ["emit", "json_arg", "namesrv_arg", "table", "with_admin"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["emit", "json_arg", "name_absent", "namesrv_arg", "table", "with_admin"]
 
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -89,3 +93,10 @@ async def replicas_of(
             f"broker group {broker!r} is not registered; known: {', '.join(replicas) or 'none'}"
         )
     return {broker: replicas[broker]}
+
+
+def name_absent(absent: Mapping[str, str], what: str) -> None:
+    """On stderr, one line per broker group a command that spans groups left out, and why
+    (``Admin``'s ``absent``): the answer on stdout covers the others only."""
+    for name, why in sorted(absent.items()):
+        print(f"broker group {name} is not in {what}: {why}", file=sys.stderr)

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 
 from ledgermq.cli.admin_common import emit as _emit
 from ledgermq.cli.admin_common import json_arg as _json_arg
-from ledgermq.cli.admin_common import namesrv_arg, replicas_of
+from ledgermq.cli.admin_common import name_absent, namesrv_arg, replicas_of
 from ledgermq.cli.admin_common import with_admin as _with_admin
 from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
+from ledgermq.cli.leader_commands import register_leaders
 from ledgermq.cli.quarantine_commands import register_quarantine
+from ledgermq.cli.replica_status_commands import register_replica_status
 from ledgermq.cli.tls_args import add_tls_args
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
@@ -46,29 +48,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _json_arg(admin)
     add_tls_args(admin)
     sub = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
-    create = sub.add_parser("topic-create", help="create or update a topic on every master")
-    create.add_argument("-t", "--topic", required=True)
-    create.add_argument("-q", "--queues", type=int, default=8, help="read and write queues")
-    create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
-    create.add_argument("-b", "--broker", action="append", help="only these broker groups")
-    create.add_argument("--order", action="store_true", help="an ordered topic")
-    create.add_argument(
-        "-a",
-        "--attributes",
-        type=_attribute_changes,
-        help="attribute changes as RocketMQ's updateTopic -a: '+message.type=FIFO' (the type "
-        "a v5 client's messages must have: NORMAL, FIFO, DELAY, TRANSACTION, MIXED); "
-        "'-key' removes one",
-    )
-    create.add_argument(
-        "--wait",
-        type=_seconds,
-        default=30.0,
-        metavar="SECONDS",
-        help="how long to wait for broker groups (and their masters) to register, as right "
-        "after a cluster starts (default 30; 0 fails at once)",
-    )
-    create.set_defaults(handler=cmd_topic_create)
+    _topic_parser(sub, "topic-create", "create or update a topic on every master")
     sub.add_parser("topic-list", help="every topic the NameServer knows").set_defaults(
         handler=cmd_topic_list
     )
@@ -81,8 +61,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     delete = sub.add_parser("topic-delete", help="delete a topic from brokers and NameServers")
     delete.add_argument("-t", "--topic", required=True)
     delete.set_defaults(handler=cmd_topic_delete)
-    sub.add_parser("cluster-list", help="broker groups, their replicas and roles").set_defaults(
-        handler=cmd_cluster_list
+    _topic_parser(
+        sub, "topic-update", "change a topic's queue counts (a shrink: -w first, -r once drained)"
     )
     progress = sub.add_parser(
         "consumer-progress",
@@ -91,10 +71,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     progress.add_argument("-g", "--group", help="the consumer group (default: every group)")
     progress.add_argument("-t", "--topic")
     progress.set_defaults(handler=cmd_consumer_progress)
-    transfer = sub.add_parser("transfer-leader", help="move a broker group's master")
-    transfer.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
-    transfer.add_argument("--to", required=True, help="the replica to lead, e.g. n1")
-    transfer.set_defaults(handler=cmd_transfer)
+    register_leaders(sub)
+    register_replica_status(sub)
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():
@@ -103,6 +81,51 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         add_tls_args(subcommand, inherited=True)
         _json_arg(subcommand, inherited=True)
     _mqadmin_aliases(sub)
+
+
+def _topic_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, what: str
+) -> None:
+    """``topic-create`` and ``topic-update``: one command under two names (RocketMQ's
+    ``updateTopic`` does both)."""
+    create = sub.add_parser(name, help=what)
+    create.add_argument("-t", "--topic", required=True)
+    create.add_argument(
+        "-q", "--queues", type=int, help="read and write queues (default 8 for a new topic)"
+    )
+    create.add_argument(
+        "-r",
+        "--read-queues",
+        type=int,
+        help="queues consumers read (readQueueNums; default: -q, else the topic's own)",
+    )
+    create.add_argument(
+        "-w",
+        "--write-queues",
+        type=int,
+        help="queues producers write (writeQueueNums; default: -q, else the topic's own, "
+        "at most the read count)",
+    )
+    create.add_argument("-c", "--cluster", help="only this cluster's broker groups")
+    create.add_argument("-b", "--broker", action="append", help="only these broker groups")
+    create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.add_argument(
+        "-a",
+        "--attributes",
+        type=_attribute_changes,
+        help="attribute changes as RocketMQ's updateTopic -a: '+message.type=FIFO' (the "
+        "type a v5 client's messages must have: NORMAL, FIFO, DELAY, TRANSACTION, MIXED); "
+        "'-key' removes one",
+    )
+    create.add_argument(
+        "--wait",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long to wait for broker groups (and their masters) to register, as "
+        "right after a cluster starts (default 30; 0 fails at once)",
+    )
+    create.set_defaults(handler=cmd_topic_create)
 
 
 MQADMIN_NAMES: dict[str, str] = {
@@ -302,24 +325,83 @@ def _attribute_changes(text: str) -> str:
 
 
 # ---------------------------------------------------------------------- admin
+_PARTIAL = 2
+"""Exit status of a write that spans groups and was done on some of them only (the others are
+named on stderr); reads exit 0 when any group answered, 1 when none did."""
+
+
 def cmd_topic_create(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
+        reads, writes, held_by = await _queue_counts(admin, args)
+        if min(reads, writes) < 1 or writes > reads:
+            raise ConfigError(
+                f"topic {args.topic}: {reads} read and {writes} write queues; a topic needs at "
+                "least one queue of each, and no more write queues than read queues (messages "
+                "in a queue above the read count would be read by no consumer)"
+            )
+        only = args.broker
+        if only is None and args.cluster is None and args.admin_command == "topic-update":
+            only = held_by or None  # an update stays on the groups that hold the topic
+        absent: dict[str, str] = {}
         brokers = await admin.create_topic(
             args.topic,
-            args.queues,
+            reads,
             cluster=args.cluster,
-            broker_names=args.broker,
+            broker_names=only,
             order=args.order,
             attributes=args.attributes,
             wait_s=args.wait,
+            read_queue_nums=reads,
+            write_queue_nums=writes,
+            absent=absent,
         )
         if args.json:
-            print(json.dumps({"topic": args.topic, "queues": args.queues, "brokers": brokers}))
+            out = {
+                "topic": args.topic,
+                "queues": writes,
+                "readQueueNums": reads,
+                "writeQueueNums": writes,
+                "brokers": brokers,
+            }
+            print(json.dumps(out | ({"notCreatedOn": absent} if absent else {})))
         else:
-            print(f"topic {args.topic} ({args.queues} queues) on {', '.join(brokers)}")
-        return 0
+            counts = (
+                f"{reads} queues" if reads == writes else f"{reads} read / {writes} write queues"
+            )
+            print(f"topic {args.topic} ({counts}) on {', '.join(brokers)}")
+        name_absent(absent, f"topic {args.topic}'s groups (run the command again once it has a "
+                    "master: it is idempotent)")  # fmt: skip
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
+
+
+async def _queue_counts(admin: Admin, args: argparse.Namespace) -> tuple[int, int, list[str]]:
+    """(read, write) queue counts from -q / -r / -w, and the groups that hold the topic now. A
+    count not given is the topic's own (the largest over its groups), or 8 for a new topic; the
+    write count never exceeds the read count unless asked to (the broker then says why not)."""
+    reads, writes = args.read_queues, args.write_queues
+    if args.queues is not None:
+        reads = args.queues if reads is None else reads
+        writes = args.queues if writes is None else writes
+    own_reads = own_writes = None
+    held_by: list[str] = []
+    if reads is not None and writes is not None and args.admin_command != "topic-update":
+        return reads, writes, held_by  # a create that names its counts needs no lookup
+    try:
+        route = await admin.topic_route(args.topic)
+    except TopicNotFoundError:
+        pass
+    else:
+        held_by = sorted({q.broker_name for q in route.queue_datas})
+        if route.queue_datas:
+            own_reads = max(q.read_queue_nums for q in route.queue_datas)
+            own_writes = max(q.write_queue_nums for q in route.queue_datas)
+    if reads is None:
+        reads = own_reads if own_reads is not None else (writes or 8)
+    if writes is None:
+        writes = min(own_writes, reads) if own_writes is not None else reads
+    return reads, writes, held_by
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
@@ -365,7 +447,9 @@ def cmd_topic_route(args: argparse.Namespace) -> int:
 
 def cmd_topic_stats(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        stats = await admin.topic_stats(args.topic)
+        absent: dict[str, str] = {}
+        stats = await admin.topic_stats(args.topic, absent=absent)
+        name_absent(absent, "these statistics")
         _emit(
             args,
             ("broker", "queue", "min", "max"),
@@ -385,47 +469,16 @@ def cmd_topic_delete(args: argparse.Namespace) -> int:
                 f"topic {args.topic} does not exist: no NameServer knows it "
                 "(admin topic-list shows the topics)"
             )
-        await admin.delete_topic(args.topic)
-        print(json.dumps({"deleted": args.topic}) if args.json else f"topic {args.topic} deleted")
-        return 0
-
-    return run(_with_admin(args, work))
-
-
-def cmd_cluster_list(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        info = await admin.cluster_info()
-        rows: list[tuple[object, ...]] = []
-        for cluster, names in sorted(info.cluster_addr_table.items()):
-            for name in sorted(names):
-                broker = info.broker_addr_table.get(name)
-                if broker is None:
-                    continue
-                for broker_id, address in sorted(broker.broker_addrs.items()):
-                    try:
-                        table = await admin.broker_runtime_info(address)
-                    except Exception as exc:  # noqa: BLE001 - shown in the table
-                        table = {"brokerRole": f"unreachable ({type(exc).__name__})"}
-                    rows.append(
-                        (
-                            cluster,
-                            name,
-                            broker_id,
-                            address,
-                            table.get("brokerRole", "?"),
-                            table.get("dLegerSelfId", "?"),
-                            table.get("dLegerTerm", "?"),
-                            table.get("committedIndex", "?"),
-                        )
-                    )
-        _emit(
-            args,
-            ("cluster", "broker", "id", "address", "role", "replica", "term", "committed"),
-            ("cluster", "brokerName", "brokerId", "address", "role", "replica", "term",
-             "committedIndex"),
-            rows,
-        )  # fmt: skip
-        return 0
+        absent: dict[str, str] = {}
+        await admin.delete_topic(args.topic, absent=absent)
+        if args.json:
+            out = {"deleted": args.topic} | ({"notDeletedOn": absent} if absent else {})
+            print(json.dumps(out))
+        else:
+            print(f"topic {args.topic} deleted")
+        name_absent(absent, f"this deletion of {args.topic} (it keeps the topic and registers "
+                    "it again once it has a master: delete it again then)")  # fmt: skip
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
@@ -435,7 +488,9 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
         return _every_group_progress(args)
 
     async def work(admin: Admin) -> int:
-        rows = await admin.consumer_progress(args.group, args.topic)
+        absent: dict[str, str] = {}
+        rows = await admin.consumer_progress(args.group, args.topic, absent=absent)
+        name_absent(absent, "this progress")
         _emit(
             args,
             ("topic", "broker", "queue", "broker offset", "consumer offset", "lag"),
@@ -456,7 +511,10 @@ def _every_group_progress(args: argparse.Namespace) -> int:
 
     async def work(admin: Admin) -> int:
         rows: list[tuple[object, ...]] = []
-        for group, every in (await admin.consumer_lags()).items():
+        absent: dict[str, str] = {}
+        lags = await admin.consumer_lags(absent=absent)
+        name_absent(absent, "this progress")
+        for group, every in lags.items():
             progress = [p for p in every if args.topic in (None, p.topic)]
             if args.topic is not None and not progress:
                 continue
@@ -475,18 +533,6 @@ def _every_group_progress(args: argparse.Namespace) -> int:
     return run(_with_admin(args, work))
 
 
-def cmd_transfer(args: argparse.Namespace) -> int:
-    async def work(admin: Admin) -> int:
-        await admin.transfer_leadership(args.broker, args.to)
-        if args.json:
-            print(json.dumps({"brokerName": args.broker, "leader": args.to}))
-        else:
-            print(f"{args.to} leads broker group {args.broker}")
-        return 0
-
-    return run(_with_admin(args, work))
-
-
 # ---------------------------------------------------------------------- groups
 _GROUP_SETTINGS = (
     ("retry_max_times", "retryMaxTimes"),
@@ -500,7 +546,9 @@ _GROUP_SETTINGS = (
 
 def cmd_consumer_groups(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
-        groups = await admin.consumer_groups(cluster=args.cluster)
+        absent: dict[str, str] = {}
+        groups = await admin.consumer_groups(cluster=args.cluster, absent=absent)
+        name_absent(absent, "this list")
         rows: list[tuple[object, ...]] = []
         for group, by_broker in groups.items():
             for broker, config in sorted(by_broker.items()):
@@ -534,28 +582,34 @@ def cmd_subgroup_update(args: argparse.Namespace) -> int:
     }
 
     async def work(admin: Admin) -> int:
+        absent: dict[str, str] = {}
         brokers = await admin.update_group(
-            args.group, cluster=args.cluster, broker_names=args.broker, **settings
+            args.group, cluster=args.cluster, broker_names=args.broker, absent=absent, **settings
         )
         if args.json:
-            print(json.dumps({"group": args.group, "brokers": brokers, "settings": settings}))
+            out = {"group": args.group, "brokers": brokers, "settings": settings}
+            print(json.dumps(out | ({"notUpdatedOn": absent} if absent else {})))
         else:
             print(f"subscription group {args.group} on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"this update of {args.group} (run it again once it has a master)")
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 
 
 def cmd_subgroup_delete(args: argparse.Namespace) -> int:
     async def work(admin: Admin) -> int:
+        absent: dict[str, str] = {}
         brokers = await admin.delete_group(
-            args.group, cluster=args.cluster, broker_names=args.broker
+            args.group, cluster=args.cluster, broker_names=args.broker, absent=absent
         )
         if args.json:
-            print(json.dumps({"deleted": args.group, "brokers": brokers}))
+            out = {"deleted": args.group, "brokers": brokers}
+            print(json.dumps(out | ({"notDeletedOn": absent} if absent else {})))
         else:
             print(f"subscription group {args.group} deleted on {', '.join(brokers)}")
-        return 0
+        name_absent(absent, f"this deletion of {args.group} (run it again once it has a master)")
+        return _PARTIAL if absent else 0
 
     return run(_with_admin(args, work))
 

@@ -34,7 +34,6 @@ from ledgermq.broker.server import BrokerServer
 from ledgermq.broker.state.topics import AUTO_CREATE_TOPIC
 from ledgermq.cli.secure_setup import SecureSetup, prepare_secure
 from ledgermq.cli.serving import address_in_use, wait_for_stop
-from ledgermq.cli.store_commands import detect_segment_sizes
 from ledgermq.client import Admin, Producer, PullConsumer
 from ledgermq.console import MISSING_EXTRA, console_available
 from ledgermq.errors import LedgerMQError, NetworkError
@@ -42,6 +41,7 @@ from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import run
 from ledgermq.net.tls import TlsServerConfig
 from ledgermq.proxy.local import GrpcDoor
+from ledgermq.store.backup import detect_segment_sizes
 from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 
 if TYPE_CHECKING:

@@ -11,13 +11,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from ledgermq.cli.store_backup_commands import register_backup
 from ledgermq.errors import CorruptLogError, LedgerMQError
-from ledgermq.store import (
-    DEFAULT_DATA_SEGMENT_BYTES,
-    DEFAULT_INDEX_SEGMENT_ENTRIES,
-    LedgerStore,
-)
-from ledgermq.store.entry_format import INDEX_UNIT_SIZE
+from ledgermq.store import LedgerStore
+from ledgermq.store.backup import detect_segment_sizes
 from ledgermq.store.layout import parse_segment_name
 
 if TYPE_CHECKING:
@@ -49,22 +46,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     append.add_argument("--body", help="UTF-8 text body; read from stdin when omitted")
     append.add_argument("--sync", action="store_true", help="open with flush=sync")
     append.set_defaults(handler=cmd_append)
-
-
-def detect_segment_sizes(directory: str) -> tuple[int, int]:
-    """(data_segment_bytes, index_segment_entries) of an existing store, read from its files.
-
-    Falls back to the defaults for a store that has no segment of a kind yet.
-    """
-    sizes = [DEFAULT_DATA_SEGMENT_BYTES, DEFAULT_INDEX_SEGMENT_ENTRIES]
-    for slot, (sub, divisor) in enumerate((("data", 1), ("index", INDEX_UNIT_SIZE))):
-        path = os.path.join(directory, sub)
-        if not os.path.isdir(path):
-            continue
-        names = sorted(n for n in os.listdir(path) if parse_segment_name(n) is not None)
-        if names:
-            sizes[slot] = os.path.getsize(os.path.join(path, names[0])) // divisor
-    return sizes[0], sizes[1]
+    register_backup(sub)
 
 
 def open_existing(directory: str) -> LedgerStore:

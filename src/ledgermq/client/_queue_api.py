@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.client._remoting import master_may_have_moved
 from ledgermq.client._routing import MessageQueue, master_address, pull_address
 from ledgermq.client._selector import as_selector
 from ledgermq.errors import MQResponseError, NetworkError, NoRouteError
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from ledgermq.wire import MessageExt, RemotingCommand
 
 __all__ = ["PullResult", "PullStatus", "PullSysFlag", "QueueApi", "RecordsPullResult"]
+
+_DETECT_WINDOW_S: Final = 30.0
+"""How long a group whose master refused a request is searched for a new master (the route's
+refresh period: by then a NameServer knows, or the next refusal starts another search)."""
 
 _PULL_CODES: Final = (
     MQResponseCode.SUCCESS,
@@ -142,12 +147,16 @@ class QueueApi:
         """``code`` to the broker of ``mq``; with ``attempts`` > 1 retried after a route refresh."""
         refresh = False
         for attempt in range(attempts):
+            address: str | None = None
             try:
                 address = await self.address(mq, master=master, refresh=refresh)
                 return await self.client.invoke(
                     address, code, ext_fields, body, timeout_s=timeout_s, expect=expect
                 )
             except (NetworkError, NoRouteError, MQResponseError) as exc:
+                if master and address is not None and master_may_have_moved(exc):
+                    # the NameServers may not know (or be down): ask the group's members
+                    self.client.detect_master(mq.broker_name, address, _DETECT_WINDOW_S)
                 if attempt + 1 >= attempts or not (exc.retriable or exc.refresh_route):
                     if exc.refresh_route or isinstance(exc, NetworkError):
                         self.client.request_route_refresh(mq.topic)

@@ -8,6 +8,17 @@ One ``ClientInstance`` per producer, consumer or admin object. It owns:
   ``route_refresh_interval_s`` (30 s) for every topic used, and at once on demand (after a send
   fails, after TOPIC_NOT_EXIST or SERVICE_NOT_AVAILABLE); listeners hear about routes that
   changed (a push consumer rebalances);
+- route freshness (ours, issue 27): every ``route_poll_interval_s`` (1 s) the client asks the
+  NameServer for its route version (GET_ROUTE_VERSION, a few bytes) and refreshes every cached
+  route when it moved, so a new master, a transferred leader, new queues and a recovered group
+  are used within about a second, not at the next 30 s refresh. A NameServer that does not know
+  the request (RocketMQ's) is not asked again: the 30 s refresh remains. ``master_listeners``
+  hear of every group whose master changed in a fresh route (a producer stops avoiding it), and
+  ``learn_master`` patches the cached routes when a replica itself turned out to be the master
+  (the NameServers down, the producer found it among the group's members); ``detect_master``
+  (RocketMQ 5's fault detector, for that case) asks a group's other members every 0.5 s, with
+  GET_BROKER_RUNTIME_INFO, whether one of them is the master now, for as long as the cached
+  route still names the master that failed;
 - heartbeats (34): right after start and every ``heartbeat_interval_s`` (30 s), to every broker
   in the routes of the groups' topics (masters only when there is no consumer), carrying the
   groups and subscriptions (``HeartbeatData``);
@@ -30,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -42,6 +54,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
     ConfigError,
+    ConnectError,
     LedgerMQError,
     MQResponseError,
     NetworkError,
@@ -59,7 +72,13 @@ if TYPE_CHECKING:
     from ledgermq.net import Connection, Network, TlsClientConfig
     from ledgermq.wire.running_info import ConsumerRunningInfo
 
-__all__ = ["ClientInstance", "ConsumerHandle", "check_response", "parse_namesrv_addr"]
+__all__ = [
+    "ClientInstance",
+    "ConsumerHandle",
+    "check_response",
+    "master_may_have_moved",
+    "parse_namesrv_addr",
+]
 
 logger = logging.getLogger("ledgermq.client")
 
@@ -107,6 +126,14 @@ def check_response(
     raise MQResponseError(message, response.code, address)
 
 
+def master_may_have_moved(exc: LedgerMQError) -> bool:
+    """A master did not take a request because it is not the master any more
+    (SERVICE_NOT_AVAILABLE) or could not be reached: another member may be the master now."""
+    if isinstance(exc, MQResponseError):
+        return exc.code == MQResponseCode.SERVICE_NOT_AVAILABLE
+    return isinstance(exc, ConnectError)
+
+
 class ConsumerHandle(Protocol):
     """What the instance needs from a consumer it serves."""
 
@@ -145,6 +172,7 @@ class ClientInstance:
         request_timeout_s: default timeout of one request (3 s).
         route_refresh_interval_s: period of the route refresh (30 s).
         heartbeat_interval_s: period of the heartbeat (30 s).
+        route_poll_interval_s: period of the route version poll (1 s; 0: no poll).
         rng: randomness for the first NameServer choice and back-offs.
         credentials: sign every request (a cluster with ACL on).
         tls: dial NameServers and brokers with TLS (``TlsClientConfig``); ignored when
@@ -163,6 +191,7 @@ class ClientInstance:
         request_timeout_s: float = 3.0,
         route_refresh_interval_s: float = 30.0,
         heartbeat_interval_s: float = 30.0,
+        route_poll_interval_s: float = 1.0,
         rng: random.Random | None = None,
         credentials: Credentials | None = None,
         tls: TlsClientConfig | None = None,
@@ -180,6 +209,7 @@ class ClientInstance:
         self.request_timeout_s = request_timeout_s
         self.route_refresh_interval_s = route_refresh_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
+        self.route_poll_interval_s = route_poll_interval_s
         self.tls = tls
         """How this client dials TLS servers (None: plain)."""
         self.network_given = network
@@ -191,6 +221,13 @@ class ClientInstance:
         self._routes: dict[str, TopicRouteData] = {}
         self._route_locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
+        self._detecting: dict[str, asyncio.Task[None]] = {}
+        # The last route version a NameServer answered ("" before the first; None: the
+        # NameServers do not offer it, the client relies on the periodic refresh).
+        self._route_version: str | None = ""
+        self.master_listeners: list[Callable[[str], None]] = []
+        """Called with a broker group's name when a fresh route shows it with another master
+        (or with one again): what was learned about its old master no longer applies."""
         self.producer_groups: set[str] = set()
         self.producer_topics: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
@@ -215,12 +252,18 @@ class ClientInstance:
                 loop.create_task(self._route_loop(), name=f"routes {self.client_id}"),
                 loop.create_task(self._heartbeat_loop(), name=f"heartbeat {self.client_id}"),
             ]
+            if self.route_poll_interval_s > 0:
+                self._tasks.append(
+                    loop.create_task(
+                        self._route_version_loop(), name=f"route version {self.client_id}"
+                    )
+                )
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        tasks = [*self._tasks, *self._refreshing.values()]
+        tasks = [*self._tasks, *self._refreshing.values(), *self._detecting.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -315,8 +358,47 @@ class ClientInstance:
         self._routes[topic] = new
         if old is not None and old != new:
             logger.info("route of %s changed: %s", topic, _route_summary(new))
+            self._masters_changed(_master_changes(old, new))
             self._route_changed(topic)
         return new
+
+    def _masters_changed(self, broker_names: Collection[str]) -> None:
+        for name in broker_names:
+            for listener in list(self.master_listeners):
+                listener(name)
+
+    def learn_master(self, broker_name: str, address: str) -> None:
+        """``address``, a member of ``broker_name`` in the cached routes, is its master now (it
+        took a write, or said so): patch every cached route so (it takes id 0, the old master
+        its id) and tell the listeners. Used when the NameServers cannot say so (all down, or
+        not yet told); their next answer replaces the patch."""
+        patched: list[str] = []
+        for topic, route in list(self._routes.items()):
+            datas = list(route.broker_datas)
+            for i, data in enumerate(datas):
+                if data.broker_name != broker_name or data.master_addr == address:
+                    continue
+                addrs = dict(data.broker_addrs)
+                old_ids = [k for k, v in addrs.items() if v == address]
+                if not old_ids:
+                    continue
+                old_master = addrs.pop(MASTER_ID, None)
+                del addrs[old_ids[0]]
+                if old_master is not None:
+                    addrs[old_ids[0]] = old_master
+                addrs[MASTER_ID] = address
+                datas[i] = dataclasses.replace(data, broker_addrs=dict(sorted(addrs.items())))
+                self._routes[topic] = dataclasses.replace(route, broker_datas=tuple(datas))
+                patched.append(topic)
+        if patched:
+            logger.warning(
+                "broker group %s: %s is the master now (it took a write or said so); routes of "
+                "%s patched until a NameServer says so",
+                broker_name, address, ", ".join(sorted(patched)),
+            )  # fmt: skip
+            self._masters_changed([broker_name])
+            for topic in patched:
+                self._route_changed(topic)
 
     def request_route_refresh(self, topic: str) -> None:
         """Refresh ``topic``'s route soon, in the background (one refresh at a time per topic)."""
@@ -361,6 +443,81 @@ class ClientInstance:
                     logger.info("keeping the cached route of %s: %s", topic, exc)
             except LedgerMQError as exc:
                 logger.debug("periodic route refresh of %s failed: %s", topic, exc)
+
+    def detect_master(self, broker_name: str, failed: str, window_s: float) -> None:
+        """In the background, for up to ``window_s``: while the cached routes still name
+        ``failed`` as ``broker_name``'s master, ask its other members every 0.5 s whether one
+        is the master now, and ``learn_master`` it (one search per group at a time)."""
+        if self._closed or broker_name in self._detecting:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._detect_master(broker_name, failed, window_s)
+        )
+        self._detecting[broker_name] = task
+        task.add_done_callback(lambda _: self._detecting.pop(broker_name, None))
+
+    async def _detect_master(self, broker_name: str, failed: str, window_s: float) -> None:
+        deadline = self.now_ms() + window_s * 1000
+        while self.now_ms() < deadline:
+            await asyncio.sleep(0.5)
+            members = self._members(broker_name)
+            if members is None or members.get(MASTER_ID) != failed:
+                return  # a fresh route names another master (or none), or the group is gone
+            for address in sorted(set(members.values()) - {failed}):
+                try:
+                    response = await self.invoke(
+                        address, MQRequestCode.GET_BROKER_RUNTIME_INFO, timeout_s=0.5
+                    )
+                    table = json.loads(response.body or b"{}").get("table") or {}
+                except (LedgerMQError, ValueError, AttributeError) as exc:
+                    logger.debug("%s of %s: no runtime info (%s)", address, broker_name, exc)
+                    continue
+                if str(table.get("brokerId")) == str(MASTER_ID):
+                    self.learn_master(broker_name, address)
+                    return
+
+    def _members(self, broker_name: str) -> Mapping[int, str] | None:
+        """``broker_name``'s members in the cached routes (broker id -> address), or None."""
+        for route in self._routes.values():
+            for data in route.broker_datas:
+                if data.broker_name == broker_name:
+                    return data.broker_addrs
+        return None
+
+    async def poll_route_version(self) -> bool:
+        """Ask the NameServer for its route version; refresh every route if it moved. True when
+        it moved. A NameServer that does not know the request ends the polling."""
+        if self._route_version is None or not (self.topics_in_use() or self._routes):
+            return False
+        try:
+            response = await self.invoke_namesrv(
+                MQRequestCode.GET_ROUTE_VERSION,
+                expect=(MQResponseCode.SUCCESS, MQResponseCode.REQUEST_CODE_NOT_SUPPORTED),
+            )
+        except LedgerMQError as exc:
+            logger.debug("route version poll failed: %s", exc)
+            return False
+        if response.code == MQResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            logger.info(
+                "the NameServer does not offer route versions; routes are refreshed every %s s",
+                self.route_refresh_interval_s,
+            )
+            self._route_version = None
+            return False
+        version = response.ext_fields.get("routeVersion", "")
+        if version == self._route_version:
+            return False
+        self._route_version = version
+        await self.refresh_all_routes()
+        return True
+
+    async def _route_version_loop(self) -> None:
+        while self._route_version is not None:
+            await asyncio.sleep(self.route_poll_interval_s)
+            try:
+                await self.poll_route_version()
+            except Exception:
+                logger.exception("route version poll failed; retrying next period")
 
     async def _route_loop(self) -> None:
         while True:
@@ -512,6 +669,17 @@ class ClientInstance:
                 remark=f"The Consumer Group <{group}> not exist in this consumer",
             )
         return command.response(MQResponseCode.SUCCESS, body=consumer.running_info().encode())
+
+
+def _master_changes(old: TopicRouteData, new: TopicRouteData) -> list[str]:
+    """Groups whose master in ``new`` is another than in ``old`` (a group that regained one
+    counts; a group that lost it does not: there is nothing new to use)."""
+    before = {b.broker_name: b.master_addr for b in old.broker_datas}
+    return sorted(
+        b.broker_name
+        for b in new.broker_datas
+        if b.master_addr is not None and before.get(b.broker_name) != b.master_addr
+    )
 
 
 def _route_summary(route: TopicRouteData) -> str:

@@ -5,6 +5,12 @@ groups concerned (topic creation, stats, consumer progress); RocketMQ's ``MQAdmi
 Writes that span several groups (create / delete a topic) are not atomic: each group is asked in
 turn and the first failure is raised, naming the group; asking again is safe (both are
 idempotent).
+
+Commands that span groups can instead work for the groups that answer: given an ``absent``
+dict, a group without a master, or whose master does not answer, is recorded there (broker
+group -> why) and the others are served; only when no group answered at all is NoRouteError
+raised, naming each group and why (issue 27: during one group's lost majority,
+``consumer-progress`` failed for every group and ``topic-create`` unless narrowed to the others).
 """
 
 from __future__ import annotations
@@ -94,6 +100,14 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 
 _POLL_S = 0.05
 """How often a wait for groups or routes asks the NameServers again."""
+
+Absent = dict[str, str]
+"""Broker group -> why it was left out of a command that spans groups (no master, no answer)."""
+
+
+def _none_answered(what: str, absent: Mapping[str, str]) -> NoRouteError:
+    shown = "; ".join(f"{name}: {why}" for name, why in sorted(absent.items()))
+    return NoRouteError(f"{what}: no broker group answered ({shown})")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -308,11 +322,15 @@ class Admin:
         return sorted(TopicList.from_json(response.body).topics)
 
     async def _masters(
-        self, cluster: str | None = None, broker_names: Iterable[str] | None = None
+        self,
+        cluster: str | None = None,
+        broker_names: Iterable[str] | None = None,
+        absent: Absent | None = None,
     ) -> dict[str, str]:
         """broker name -> master address, of ``cluster`` (all when None) or of the names given.
 
-        NoRouteError if a group named is unknown, or one of them has no master now."""
+        NoRouteError if a group named is unknown, or one of them has no master now (with
+        ``absent``: that group is recorded there and left out)."""
         info = await self.cluster_info()
         names: set[str]
         if broker_names is not None:
@@ -333,15 +351,24 @@ class Admin:
             data = info.broker_addr_table.get(name)
             address = data.master_addr if data is not None else None
             if address is None:
-                raise NoRouteError(f"broker group {name} has no master now; retry shortly")
+                if absent is None:
+                    raise NoRouteError(f"broker group {name} has no master now; retry shortly")
+                absent[name] = "no master now"
+                continue
             masters[name] = address
         return masters
 
     async def _wait_masters(
-        self, cluster: str | None, broker_names: Iterable[str] | None, wait_s: float
+        self,
+        cluster: str | None,
+        broker_names: Iterable[str] | None,
+        wait_s: float,
+        absent: Absent | None = None,
     ) -> dict[str, str]:
         """``_masters``, asked again for up to ``wait_s`` while it finds no group or no master
-        (a cluster that has just started registers within seconds)."""
+        (a cluster that has just started registers within seconds). With ``absent``, once
+        ``wait_s`` has passed the groups that have a master are returned and the others
+        recorded there (NoRouteError still when none has one)."""
         names = None if broker_names is None else sorted(set(broker_names))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -357,15 +384,23 @@ class Admin:
                 return masters  # noqa: TRY300 - the loop retries on the except branch
             except NoRouteError as exc:
                 if loop.time() >= deadline:
+                    if absent is not None:
+                        left: Absent = {}
+                        with contextlib.suppress(NoRouteError):
+                            masters = await self._masters(cluster, names, left)
+                            if masters:
+                                absent.update(left)
+                                return masters
                     if wait_s > 0:
                         raise NoRouteError(f"{exc} (waited {wait_s:g} s)") from None
                     raise
             await asyncio.sleep(min(_POLL_S, max(deadline - loop.time(), 0.0)))
 
     async def _wait_routed(
-        self, topic: str, queue_nums: int, names: Iterable[str], timeout_s: float
+        self, topic: str, queue_nums: tuple[int, int], names: Iterable[str], timeout_s: float
     ) -> None:
-        """Until every NameServer that answers routes ``topic`` with ``queue_nums`` queues to
+        """Until every NameServer that answers routes ``topic`` with ``queue_nums`` (read,
+        write) queues to
         a master of each group in ``names``; NoRouteError naming what is missing after
         ``timeout_s``. A NameServer that cannot be reached is not waited for (clients use the
         others), unless none can be."""
@@ -392,7 +427,7 @@ class Admin:
                     routed = {
                         q.broker_name
                         for q in route.queue_datas
-                        if q.write_queue_nums == queue_nums
+                        if (q.read_queue_nums, q.write_queue_nums) == queue_nums
                         and master_address(route, q.broker_name) is not None
                     }
                 if lacking := [name for name in wanted if name not in routed]:
@@ -427,10 +462,19 @@ class Admin:
         attributes: str | None = None,
         wait_s: float = 0.0,
         route_timeout_s: float = 10.0,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        absent: Absent | None = None,
     ) -> list[str]:
         """Create (or update) ``topic`` with ``queue_nums`` queues on every master of
         ``cluster`` or of ``broker_names`` (default: every group); the group names it was
         created on.
+
+        ``read_queue_nums`` / ``write_queue_nums`` set the two counts apart (RocketMQ's
+        ``readQueueNums`` / ``writeQueueNums``; each defaults to ``queue_nums``). A shrink
+        drains first: lower the write count, let the consumers drain the queues above it,
+        then lower the read count; a broker refuses an update that would strand messages
+        (``MQResponseError`` naming the queue and the groups behind, INVALID_PARAMETER).
 
         With no such group (none registered yet, as right after a cluster starts) or a group
         without master, it asks again for up to ``wait_s`` seconds, then raises NoRouteError;
@@ -439,17 +483,27 @@ class Admin:
         made right after it finds the topic.
 
         ``attributes``: RocketMQ's attribute changes (``"+message.type=FIFO"``; ``-key``
-        removes), checked here first (ValueError), applied to the attributes the topic has."""
+        removes), checked here first (ValueError), applied to the attributes the topic has.
+
+        ``absent``: create it on the groups that have a master and answer, record the others
+        there (see the module docstring); NoRouteError when it was created on none."""
         validate_topic(topic)
         changes = parse_changes(attributes or "")
-        if queue_nums < 1:
-            raise ValueError(f"a topic needs at least one queue, not {queue_nums}")
-        masters = await self._wait_masters(cluster, broker_names, wait_s)
+        reads = queue_nums if read_queue_nums is None else read_queue_nums
+        writes = queue_nums if write_queue_nums is None else write_queue_nums
+        if min(reads, writes) < 1:
+            raise ValueError(f"a topic needs at least one queue, not {min(reads, writes)}")
+        if writes > reads:
+            raise ValueError(
+                f"writeQueueNums {writes} is above readQueueNums {reads}: messages written to "
+                f"queues {reads}..{writes - 1} would be read by no consumer"
+            )
+        masters = await self._wait_masters(cluster, broker_names, wait_s, absent)
         ext = {
             "topic": topic,
             "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": str(queue_nums),
-            "writeQueueNums": str(queue_nums),
+            "readQueueNums": str(reads),
+            "writeQueueNums": str(writes),
             "perm": str(perm),
             "topicFilterType": "SINGLE_TAG",
             "topicSysFlag": "0",
@@ -457,14 +511,21 @@ class Admin:
         }
         if changes:
             ext["attributes"] = format_changes(changes)
+        created = []
         for name, address in masters.items():
             try:
                 await self._client.invoke(address, MQRequestCode.UPDATE_AND_CREATE_TOPIC, ext)
             except LedgerMQError as exc:
-                exc.add_note(f"(creating topic {topic!r} on broker group {name})")
-                raise
-        await self._wait_routed(topic, queue_nums, masters, route_timeout_s)
-        return list(masters)
+                if absent is None:
+                    exc.add_note(f"(creating topic {topic!r} on broker group {name})")
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+                continue
+            created.append(name)
+        if not created:
+            raise _none_answered(f"topic {topic!r} was created nowhere", absent or {})
+        await self._wait_routed(topic, (reads, writes), created, route_timeout_s)
+        return created
 
     async def wait_for_route(
         self, topic: str, broker_names: Iterable[str] = (), timeout_s: float = 10.0
@@ -482,29 +543,50 @@ class Admin:
                         return route
                 await asyncio.sleep(0.05)
 
-    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> None:
-        """Delete ``topic`` on every master of ``cluster`` (default all), then on NameServers."""
-        masters = await self._masters(cluster)
-        for address in masters.values():
-            await self._client.invoke(
-                address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
-            )
+    async def delete_topic(
+        self, topic: str, *, cluster: str | None = None, absent: Absent | None = None
+    ) -> None:
+        """Delete ``topic`` on every master of ``cluster`` (default all), then on NameServers.
+
+        ``absent``: delete it on the groups that answer, record the others there (they still
+        hold it, and register it again once they have a master: delete again then)."""
+        masters = await self._masters(cluster, absent=absent)
+        for name, address in masters.items():
+            try:
+                await self._client.invoke(
+                    address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+        if absent is not None and set(masters) <= set(absent):
+            raise _none_answered(f"topic {topic!r} was deleted nowhere", absent)
         ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
         for address in self._client.namesrv_addrs:
             await self._client.invoke(address, MQRequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
         self._client.forget_route(topic)
 
-    async def topic_stats(self, topic: str) -> list[QueueStats]:
-        """Every queue of ``topic`` with its min and max offsets."""
+    async def topic_stats(self, topic: str, *, absent: Absent | None = None) -> list[QueueStats]:
+        """Every queue of ``topic`` with its min and max offsets; a group without a master is
+        left out (recorded in ``absent`` when given, with a master that does not answer)."""
         route = await self.topic_route(topic)
         rows: list[QueueStats] = []
         for data in route.broker_datas:
             address = master_address(route, data.broker_name)
             if address is None:
+                if absent is not None:
+                    absent[data.broker_name] = "no master now"
                 continue
-            response = await self._client.invoke(
-                address, MQRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}
-            )
+            try:
+                response = await self._client.invoke(
+                    address, MQRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[data.broker_name] = f"its master {address} did not answer: {exc}"
+                continue
             rows.extend(
                 QueueStats(
                     str(r.get("topic", topic)),
@@ -515,6 +597,9 @@ class Admin:
                 )
                 for r in _rows(response.body)
             )
+        named = {d.broker_name for d in route.broker_datas}
+        if absent is not None and named and named <= set(absent):
+            raise _none_answered(f"statistics of topic {topic}", absent)
         return sorted(rows)
 
     async def stats_all(
@@ -562,31 +647,44 @@ class Admin:
                 rows.append(TopicGroupStats(topic, group, lag, in_tps, (done1 - done0) / elapsed))
         return rows
 
-    async def _groups_with_offsets(self) -> set[str]:
+    async def _groups_with_offsets(self, absent: Absent | None = None) -> set[str]:
         """Groups with committed offsets on some master (GET_ALL_CONSUMER_OFFSET): a group
         consumes without a subscription group of its own where the broker creates none."""
         groups: set[str] = set()
-        for address in (await self._masters()).values():
-            response = await self._client.invoke(address, MQRequestCode.GET_ALL_CONSUMER_OFFSET)
+        for name, address in (await self._masters(absent=absent)).items():
+            try:
+                response = await self._client.invoke(address, MQRequestCode.GET_ALL_CONSUMER_OFFSET)
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} did not answer: {exc}"
+                continue
             table = json.loads(response.body or b"{}").get("offsetTable") or {}
             groups.update(key.rpartition("@")[2] for key in table if "@" in key)
         return groups
 
     # ------------------------------------------------------------------ consumers
     async def consumer_progress(
-        self, group: str, topic: str | None = None
+        self, group: str, topic: str | None = None, *, absent: Absent | None = None
     ) -> list[ConsumerProgress]:
-        """Broker offset, consumer offset and lag of every queue ``group`` consumes."""
-        masters = await self._masters()
+        """Broker offset, consumer offset and lag of every queue ``group`` consumes; with
+        ``absent``, of the broker groups that answer (module docstring)."""
+        masters = await self._masters(absent=absent)
         ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
         rows: list[ConsumerProgress] = []
         for name, address in masters.items():
-            response = await self._client.invoke(
-                address,
-                MQRequestCode.GET_CONSUME_STATS,
-                ext,
-                expect=(MQResponseCode.SUCCESS, MQResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
-            )
+            try:
+                response = await self._client.invoke(
+                    address,
+                    MQRequestCode.GET_CONSUME_STATS,
+                    ext,
+                    expect=(MQResponseCode.SUCCESS, MQResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} did not answer: {exc}"
+                continue
             if response.code != MQResponseCode.SUCCESS:
                 continue
             rows.extend(
@@ -599,30 +697,48 @@ class Admin:
                 )
                 for r in _rows(response.body)
             )
+        if absent is not None and set(masters) <= set(absent):  # none answered
+            raise _none_answered(f"progress of consumer group {group}", absent)
         return sorted(rows)
 
-    async def consumer_lags(self) -> dict[str, list[ConsumerProgress]]:
+    async def consumer_lags(
+        self, *, absent: Absent | None = None
+    ) -> dict[str, list[ConsumerProgress]]:
         """Every consumer group (a subscription group, or one with committed offsets) and its
         progress, as mqadmin's ``consumerProgress`` without ``-g`` lists them; a group that
-        consumes nothing now has an empty list."""
-        groups = set(await self.consumer_groups()) | await self._groups_with_offsets()
-        return {group: await self.consumer_progress(group) for group in sorted(groups)}
+        consumes nothing now has an empty list. With ``absent``: of the broker groups that
+        answer (module docstring)."""
+        groups = set(await self.consumer_groups(absent=absent))
+        groups |= await self._groups_with_offsets(absent)
+        return {
+            group: await self.consumer_progress(group, absent=absent) for group in sorted(groups)
+        }
 
     # ------------------------------------------------------------------ consumer groups
     async def consumer_groups(
-        self, *, cluster: str | None = None
+        self, *, cluster: str | None = None, absent: Absent | None = None
     ) -> dict[str, dict[str, dict[str, Any]]]:
         """Every subscription group: name -> broker group -> its config (RocketMQ's JSON fields:
-        ``consumeEnable``, ``retryMaxTimes``, ...), as each master holds it."""
+        ``consumeEnable``, ``retryMaxTimes``, ...), as each master holds it; with ``absent``,
+        of the broker groups that answer (module docstring)."""
         groups: dict[str, dict[str, dict[str, Any]]] = {}
-        for name, address in (await self._masters(cluster)).items():
-            response = await self._client.invoke(
-                address, MQRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-            )
+        masters = await self._masters(cluster, absent=absent)
+        for name, address in masters.items():
+            try:
+                response = await self._client.invoke(
+                    address, MQRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} did not answer: {exc}"
+                continue
             table = json.loads(response.body or b"{}").get("subscriptionGroupTable") or {}
             for group, config in table.items():
                 if isinstance(config, dict):
                     groups.setdefault(str(group), {})[name] = config
+        if absent is not None and set(masters) <= set(absent):  # none answered
+            raise _none_answered("subscription groups", absent)
         return dict(sorted(groups.items()))
 
     async def update_group(
@@ -631,6 +747,7 @@ class Admin:
         *,
         cluster: str | None = None,
         broker_names: Iterable[str] | None = None,
+        absent: Absent | None = None,
         **settings: object,
     ) -> list[str]:
         """Create or update subscription group ``group`` on every master (of ``cluster``, or of
@@ -639,31 +756,55 @@ class Admin:
         groups that took it."""
         if not group:
             raise LedgerMQError("the consumer group name must not be empty")
-        masters = await self._masters(cluster, broker_names)
-        current = await self.consumer_groups(cluster=cluster)
+        masters = await self._masters(cluster, broker_names, absent)
+        current = await self.consumer_groups(cluster=cluster, absent=absent)
         done = []
         for name, address in masters.items():
+            if absent is not None and name in absent:
+                continue  # its current settings are unknown: do not overwrite them
             config: dict[str, Any] = dict(current.get(group, {}).get(name, {}))
             config.update(settings)
             config["groupName"] = group
-            await self._client.invoke(
-                address,
-                MQRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                body=json.dumps(config).encode(),
-            )
+            try:
+                await self._client.invoke(
+                    address,
+                    MQRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                    body=json.dumps(config).encode(),
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+                continue
             done.append(name)
+        if absent is not None and not done:
+            raise _none_answered(f"subscription group {group} was updated nowhere", absent)
         return done
 
     async def delete_group(
-        self, group: str, *, cluster: str | None = None, broker_names: Iterable[str] | None = None
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        broker_names: Iterable[str] | None = None,
+        absent: Absent | None = None,
     ) -> list[str]:
-        """Delete subscription group ``group`` (its config; offsets stay) on every master."""
+        """Delete subscription group ``group`` (its config; offsets stay) on every master
+        (``absent``: on those that answer, the others recorded there)."""
         done = []
-        for name, address in (await self._masters(cluster, broker_names)).items():
-            await self._client.invoke(
-                address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
-            )
+        for name, address in (await self._masters(cluster, broker_names, absent)).items():
+            try:
+                await self._client.invoke(
+                    address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
+                )
+            except LedgerMQError as exc:
+                if absent is None:
+                    raise
+                absent[name] = f"its master {address} refused or did not answer: {exc}"
+                continue
             done.append(name)
+        if absent is not None and not done:
+            raise _none_answered(f"subscription group {group} was deleted nowhere", absent)
         return done
 
     async def reset_offset(

@@ -677,7 +677,10 @@ class PushConsumer:
             return None
         address = candidates[self._rng.randrange(len(candidates))]
         try:
-            cids = await self._api.consumer_ids(address)
+            try:
+                cids = await self._api.consumer_ids(address)
+            except MQResponseError:  # a broker that knows none of the group refuses the list
+                cids = []
             if self.client_id not in cids:  # the broker has not heard our heartbeat yet
                 await self._client.send_heartbeat()
                 cids = await self._api.consumer_ids(address)

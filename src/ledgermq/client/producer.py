@@ -6,18 +6,35 @@ What a send promises (RocketMQ's ``DefaultMQProducer``, made explicit):
   mode, committed by the group's quorum). FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT /
   SLAVE_NOT_AVAILABLE are returned as results too (the broker stored the message but could not
   confirm durability in time); they are not retried, as in RocketMQ.
-- A plain ``send`` makes up to ``1 + retry_times`` attempts. Each attempt picks the next queue
-  round-robin and avoids the group that failed the previous attempt and, for
-  ``fault_avoid_ms``, any group that failed recently. After a failure the topic's route is looked
-  up again before the next attempt, so a new master (DLedger failover) is found.
-- **Outcome unknown.** A timeout, or a connection that closes after the request went out, leaves
-  the outcome unknown: the broker may have stored the message. Like RocketMQ, the producer retries
-  anyway (at-least-once: the message may be stored twice; consumers deduplicate by ``msg_id``,
-  the ``UNIQ_KEY`` that every copy shares). ``unknown_outcomes`` counts these retries. If the last
-  attempt ends this way its ``RequestTimeoutError`` / ``ConnectionClosedError`` is raised.
+- A plain ``send`` makes up to ``1 + retry_times`` attempts (a queue the broker refuses because
+  the topic's write count shrank, and the refreshed route no longer lists, counts as one). Each
+  attempt picks the next queue round-robin and avoids the group that failed the previous
+  attempt and, for ``fault_avoid_ms``, any group that failed recently. After a failure the
+  topic's route is looked up again before the next attempt, so a new master (DLedger failover)
+  is found.
+- **Outcome unknown ("maybe stored").** A timeout, a connection that closes after the request
+  went out, or a broker's SYSTEM_ERROR (how a broker says a quorum did not confirm the write in
+  time) leaves the outcome unknown: the broker may have stored the message. Like RocketMQ, the
+  producer retries anyway (at-least-once: the message may be stored twice; consumers deduplicate
+  by ``msg_id``, the ``UNIQ_KEY`` that every copy shares). ``unknown_outcomes`` counts these
+  retries. A send whose attempts all failed raises ``SendOutcomeUnknownError`` when any of them
+  had an unknown outcome (even if a later one failed plainly: the first may have stored it), and
+  the last attempt's plain error (``NoRouteError``, ``ConnectError``, ``MQResponseError``) only
+  when none did: **a plain failure means the message was not stored.**
+- **Fault avoidance ends with a new master.** A group is avoided for ``fault_avoid_ms`` after a
+  failure, unless a fresh route shows it with another master (a failover, a transferred leader)
+  or with a master again (a group that regained its majority): then it is used at once. Routes
+  are fresh within about a second (``ClientInstance``'s route version poll).
+- **A master found without the NameServers.** When a group's master answers that it is not the
+  master any more (SERVICE_NOT_AVAILABLE) or cannot be reached, and a fresh route still names it
+  (the NameServers are down, or have not heard yet), the attempt tries the group's other members
+  from the route: a slave refuses a send before storing anything, the new master takes it, and
+  the cached routes are patched to name it (``ClientInstance.learn_master``). When none takes
+  it (the group is still electing), the group's members are asked in the background, every
+  0.5 s, whether one is the master now (``ClientInstance.detect_master``).
 - ``send_orderly`` never moves to another queue (that would reorder); it retries the *same* queue
-  only when nothing was sent (connection refused) or the broker refused it, and raises on an
-  unknown outcome, so the caller decides.
+  only when nothing was sent (connection refused) or the broker refused it, and raises
+  ``SendOutcomeUnknownError`` on an unknown outcome, so the caller decides.
 - A topic with no route borrows the route of ``TBW102`` and sends with ``defaultTopic=TBW102``:
   a broker with ``autoCreateTopicEnable`` creates the topic (RocketMQ's flow).
 
@@ -40,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import trace
-from ledgermq.client._remoting import ClientInstance
+from ledgermq.client._remoting import ClientInstance, master_may_have_moved
 from ledgermq.client._routing import (
     DEFAULT_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -61,6 +78,7 @@ from ledgermq.errors import (
     MQResponseError,
     NetworkError,
     NoRouteError,
+    SendOutcomeUnknownError,
     TopicNotFoundError,
 )
 from ledgermq.wire import (
@@ -224,6 +242,8 @@ class Producer:
             self._client.ip, os.getpid(), secrets.randbits(32), self._client.wall_ms
         )
         self._faults = LatencyFaultTolerance()
+        # A group with a new master (or a master again) is not avoided any more.
+        self._client.master_listeners.append(self._faults.mark_ok)
         self._counters: dict[str, int] = {}
         # Topics that have no route of their own yet: sent with the default topic's queues.
         self._borrowed: dict[str, TopicPublishInfo] = {}
@@ -291,14 +311,14 @@ class Producer:
         if self.trace is None:
             if queue is not None:
                 info = await self._publish_info(topic)
-                return await self._attempt(info, queue, request)
+                return await self._attempt_once(info, queue, request)
             return await self._send_with_retries(topic, request)
         started = self._client.wall_ms()
         result: SendResult | None = None
         try:
             if queue is not None:
                 info = await self._publish_info(topic)
-                result = await self._attempt(info, queue, request)
+                result = await self._attempt_once(info, queue, request)
             else:
                 result = await self._send_with_retries(topic, request)
             return result
@@ -395,7 +415,7 @@ class Producer:
             self._client.wall_ms,
         )
         if queue is not None:
-            return await self._attempt(await self._publish_info(topic), queue, request)
+            return await self._attempt_once(await self._publish_info(topic), queue, request)
         return await self._send_with_retries(topic, request)
 
     async def send_orderly(
@@ -420,7 +440,7 @@ class Producer:
             info = await self._publish_info(topic)
             mq = sharding_queue(info, sharding_key)
             try:
-                return await self._attempt(info, mq, request)
+                return await self._attempt_once(info, mq, request)
             except (ConnectError, NoRouteError, MQResponseError) as exc:
                 if isinstance(exc, MQResponseError) and not self._retriable(exc):
                     raise
@@ -559,10 +579,17 @@ class Producer:
 
     async def _send_with_retries(self, topic: str, request: _SendRequest) -> SendResult:
         last: LedgerMQError | None = None
+        unknown: LedgerMQError | None = None  # the first attempt whose outcome is unknown
         last_failed: str | None = None
         attempts = 1 + self.retry_times
         for attempt in range(attempts):
-            info = await self._publish_info(topic)
+            try:
+                info = await self._publish_info(topic)
+            except NoRouteError as exc:
+                if unknown is None:
+                    raise
+                last = exc
+                break
             now = self._client.now_ms()
             mq = select_queue(
                 info,
@@ -571,38 +598,133 @@ class Producer:
                 faults=self._faults,
                 now_ms=now,
             )
+            address = master_address(info.route, mq.broker_name)
             try:
                 result = await self._attempt(info, mq, request)
             except (NetworkError, NoRouteError, MQResponseError) as exc:
-                if isinstance(exc, MQResponseError) and not self._retriable(exc):
+                if (
+                    isinstance(exc, MQResponseError)
+                    and not self._retriable(exc)
+                    and not await self._queue_gone(mq, exc)
+                ):
+                    if unknown is not None:
+                        raise _maybe_stored_error(request.msg_id, unknown, exc) from exc
                     raise
                 last, last_failed = exc, mq.broker_name
                 self._faults.mark_failed(mq.broker_name, now, self.fault_avoid_ms)
-                unknown = isinstance(exc, NetworkError) and not isinstance(exc, ConnectError)
-                if unknown and attempt + 1 < attempts:
-                    self.unknown_outcomes += 1
-                    logger.warning(
-                        "send of %s to %s: outcome unknown (%s); retrying elsewhere, the "
-                        "message may be stored twice",
-                        request.msg_id, mq, exc,
-                    )  # fmt: skip
+                if _maybe_stored(exc):
+                    unknown = unknown or exc
+                    if attempt + 1 < attempts:
+                        self.unknown_outcomes += 1
+                        logger.warning(
+                            "send of %s to %s: outcome unknown (%s); retrying elsewhere, the "
+                            "message may be stored twice",
+                            request.msg_id, mq, exc,
+                        )  # fmt: skip
                 else:
                     logger.info("send to %s failed (attempt %d): %s", mq, attempt + 1, exc)
                 if attempt + 1 < attempts:
                     await self._refresh(topic)
+                    if self._master_moved(topic, mq.broker_name, address):
+                        self._faults.mark_ok(mq.broker_name)  # the old master failed, not it
+                    elif address is not None and master_may_have_moved(exc):
+                        found = await self._find_master(mq, address, request)
+                        if isinstance(found, SendResult):
+                            return found
+                        if found is not None:
+                            unknown = unknown or found
+                        # the group may be electing: look for its new master meanwhile
+                        self._client.detect_master(
+                            mq.broker_name, address, self.fault_avoid_ms / 1000
+                        )
                 continue
             self._faults.mark_ok(mq.broker_name)
             if info.borrowed:
                 self._client.request_route_refresh(topic)
             return result
         assert last is not None
+        if unknown is not None:
+            raise _maybe_stored_error(request.msg_id, unknown, last) from last
         last.add_note(f"(the producer made {attempts} attempts for message {request.msg_id})")
         raise last
 
-    async def _attempt(
+    def _master_moved(self, topic: str, broker_name: str, failed: str | None) -> bool:
+        """Whether the cached route now names another master of ``broker_name`` than
+        ``failed``, the one that failed: the failure says nothing about the group any more
+        (the route may have changed before the failure arrived, so no change is seen now)."""
+        route = self._client.cached_route(topic)
+        if route is None or failed is None:
+            return False
+        master = master_address(route, broker_name)
+        return master is not None and master != failed
+
+    async def _queue_gone(self, mq: MessageQueue, exc: MQResponseError) -> bool:
+        """Whether a refusal as INVALID_PARAMETER was of a queue the topic no longer offers for
+        writing (its write count shrank; nothing was stored): the route is looked up again, and
+        the send goes on to another queue if ``mq`` is not in it any more."""
+        if exc.code != MQResponseCode.INVALID_PARAMETER:
+            return False
+        await self._refresh(mq.topic)
+        try:
+            info = await self._publish_info(mq.topic)
+        except LedgerMQError:
+            return False
+        return mq not in info.queues
+
+    async def _find_master(
+        self, mq: MessageQueue, failed: str, request: _SendRequest
+    ) -> SendResult | LedgerMQError | None:
+        """Send to the other members of ``mq``'s group when the route just refreshed still
+        names ``failed`` as its master (see the module docstring): the result of the member
+        that took it (the cached routes now name it), else None, or the error of a member
+        whose answer did not come (the message may be stored there)."""
+        route = self._client.cached_route(mq.topic)
+        if route is None or master_address(route, mq.broker_name) != failed:
+            return None  # the route names another master (or none): the next attempt uses it
+        members = [
+            addr
+            for data in route.broker_datas
+            if data.broker_name == mq.broker_name
+            for _, addr in sorted(data.broker_addrs.items())
+            if addr != failed
+        ]
+        unknown: LedgerMQError | None = None
+        for address in members:
+            try:
+                result = await self._attempt(None, mq, request, address=address)
+            except (NetworkError, MQResponseError) as exc:
+                logger.debug("%s of %s did not take the send: %s", address, mq.broker_name, exc)
+                if _maybe_stored(exc):
+                    unknown = unknown or exc
+                continue
+            self._client.learn_master(mq.broker_name, address)
+            self._faults.mark_ok(mq.broker_name)
+            return result
+        return unknown
+
+    async def _attempt_once(
         self, info: TopicPublishInfo, mq: MessageQueue, request: _SendRequest
     ) -> SendResult:
-        address = self._address(info, mq)
+        """One attempt of a send that is not retried here: an unknown outcome is reported as
+        ``SendOutcomeUnknownError`` ("maybe stored"), any other failure as it came."""
+        try:
+            return await self._attempt(info, mq, request)
+        except (NetworkError, MQResponseError) as exc:
+            if _maybe_stored(exc):
+                raise _maybe_stored_error(request.msg_id, exc, exc) from exc
+            raise
+
+    async def _attempt(
+        self,
+        info: TopicPublishInfo | None,
+        mq: MessageQueue,
+        request: _SendRequest,
+        *,
+        address: str | None = None,
+    ) -> SendResult:
+        if address is None:
+            assert info is not None
+            address = self._address(info, mq)
         response = await self._client.invoke(
             address,
             request.code,
@@ -637,6 +759,27 @@ class Producer:
             address, MQRequestCode.RECALL_MESSAGE, fields, timeout_s=self.send_timeout_s
         )
         return response.ext_fields.get("msgId", "")
+
+
+def _maybe_stored(exc: LedgerMQError) -> bool:
+    """Whether an attempt that failed with ``exc`` may have stored the message: the request went
+    out and no answer came, or the broker answered SYSTEM_ERROR (its answer when a quorum did not
+    confirm the write in time; other causes of that code are reported the same way, to be safe).
+    A connection never made, a missing route and every other answer stored nothing."""
+    if isinstance(exc, NetworkError):
+        return not isinstance(exc, ConnectError)
+    return isinstance(exc, MQResponseError) and exc.code == MQResponseCode.SYSTEM_ERROR
+
+
+def _maybe_stored_error(
+    msg_id: str, unknown: LedgerMQError, last: LedgerMQError
+) -> SendOutcomeUnknownError:
+    detail = f"; the last attempt: {last}" if last is not unknown else ""
+    return SendOutcomeUnknownError(
+        f"message {msg_id} may be stored: an attempt's outcome is unknown ({unknown}){detail}. "
+        "It may be delivered; sending it again may deliver it twice",
+        msg_id,
+    )
 
 
 def _recall_handle_broker(handle: str) -> str:

@@ -76,6 +76,13 @@ forged registrations (fake members reporting high terms, or claims in the names 
 of the members) can still mislead the table; only authentication prevents that.
 
 Output is ordered (sorted by group and topic name), so answers do not depend on hash order.
+
+**Route version** (ours, issue 27): ``version`` counts the changes of what any route answers
+(a group's members or master, a topic's queue data or permission, a group or topic gone). A
+re-registration that changes nothing leaves it alone, so clients that poll it (once a second,
+``GET_ROUTE_VERSION``) fetch their routes again only when something changed: they learn a new
+master, a transferred leader, new queues or a recovered group within about a second instead of
+at their 30 s refresh.
 """
 
 from __future__ import annotations
@@ -185,6 +192,8 @@ class RouteTable:
         # queues are routed read-only, whatever their registrations say, until
         # ``add_write_perm``. Not persisted: a restarted NameServer routes them writable again.
         self._write_wiped: set[str] = set()
+        self.version = 0
+        """Bumped by every change of what ``route`` answers (see the module docstring)."""
 
     # ------------------------------------------------------------------ registration
     def register_broker(
@@ -215,8 +224,10 @@ class RouteTable:
                 group.claims[broker_addr] = (term, now_ms)
             master = group.addrs.get(MASTER_ID)
             return RegisterResult(master, self._ha_addr(master), accepted=False, refusal=refusal)
+        changed = group is None
         if group is None:
             group = self._groups[broker_name] = _Group(cluster)
+        old_addrs = dict(group.addrs)
         self._clusters.setdefault(group.cluster, set()).add(broker_name)
 
         if broker_id == MASTER_ID and (term is not None or group.addrs.get(0) != broker_addr):
@@ -225,6 +236,7 @@ class RouteTable:
             if addr == broker_addr and other_id != broker_id:
                 del group.addrs[other_id]
         group.addrs[broker_id] = broker_addr
+        changed = changed or group.addrs != old_addrs
         group.claims.pop(broker_addr, None)
         if term is None:
             group.terms.pop(broker_addr, None)
@@ -234,7 +246,12 @@ class RouteTable:
         if broker_id == MASTER_ID and topic_configs:
             for config in topic_configs.values():
                 queues = self._topics.setdefault(config.topic_name, {})
-                queues[broker_name] = QueueData.of_topic(broker_name, config)
+                data = QueueData.of_topic(broker_name, config)
+                if queues.get(broker_name) != data:
+                    queues[broker_name] = data
+                    changed = True
+        if changed:
+            self.version += 1
 
         self._live[broker_addr] = _Live(
             now_ms, heartbeat_timeout_ms, data_version or DataVersion(), ha_server_addr
@@ -263,6 +280,7 @@ class RouteTable:
         group.terms.pop(broker_addr, None)
         group.claims.pop(broker_addr, None)
         del group.addrs[broker_id]
+        self.version += 1
         removed = [RemovedBroker(group.cluster, broker_name, broker_id, broker_addr)]
         if not group.addrs:
             self._drop_group(broker_name)
@@ -292,6 +310,7 @@ class RouteTable:
             for broker_id, addr in sorted(group.addrs.items()):
                 if addr == broker_addr:
                     del group.addrs[broker_id]
+                    self.version += 1
                     removed.append(RemovedBroker(group.cluster, name, broker_id, addr))
             if not group.addrs:
                 self._drop_group(name)
@@ -349,12 +368,16 @@ class RouteTable:
     def wipe_write_perm(self, broker_name: str) -> int:
         """Route ``broker_name``'s queues read-only (drain it before maintenance: producers go
         to the other groups, consumers still read it); how many topics it serves."""
-        self._write_wiped.add(broker_name)
+        if broker_name not in self._write_wiped:
+            self._write_wiped.add(broker_name)
+            self.version += 1
         return self._topics_of(broker_name)
 
     def add_write_perm(self, broker_name: str) -> int:
         """Undo ``wipe_write_perm``; how many topics it serves."""
-        self._write_wiped.discard(broker_name)
+        if broker_name in self._write_wiped:
+            self._write_wiped.discard(broker_name)
+            self.version += 1
         return self._topics_of(broker_name)
 
     def write_wiped(self, broker_name: str) -> bool:
@@ -368,6 +391,7 @@ class RouteTable:
         queues = self._topics.get(topic)
         if queues is None:
             return False
+        self.version += 1
         if cluster is None:
             del self._topics[topic]
             return True

@@ -8,7 +8,11 @@ Served codes (protocol-remoting-and-grpc.md sections 2.4 to 2.6): 103 REGISTER_B
 104 UNREGISTER_BROKER, 105 GET_ROUTEINFO_BY_TOPIC, 106 GET_BROKER_CLUSTER_INFO,
 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 216 DELETE_TOPIC_IN_NAMESRV, and mqadmin's
 205 WIPE_WRITE_PERM_OF_BROKER / 327 ADD_WRITE_PERM_OF_BROKER (a group routed read-only while it
-is drained for maintenance; not persisted, like the rest of the table). Anything else is answered
+is drained for maintenance; not persisted, like the rest of the table), and our
+1010 GET_ROUTE_VERSION: ``routeVersion`` is ``<boot id>:<RouteTable.version>``, a string that
+changes whenever any route does (the boot id, drawn at start, tells a restarted NameServer's
+count from the previous one's); clients poll it every second and look their routes up again
+when it moves. Anything else is answered
 REQUEST_CODE_NOT_SUPPORTED. Errors become answers in one place (``_on_frame``): a refused or
 malformed request gets its error's code and message; a bug gets SYSTEM_ERROR, is logged, and the
 server keeps serving. Responses to requests flagged one-way are not sent (a registration sent
@@ -34,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -137,7 +142,9 @@ class NameServer:
                 clock=self._clock,
                 require_strong=config.acl_require_strong_signature,
             )
+        self._boot_id = secrets.token_hex(4)
         self._processors: dict[int, _Processor] = {
+            MQRequestCode.GET_ROUTE_VERSION: self._get_route_version,
             MQRequestCode.REGISTER_BROKER: self._register_broker,
             MQRequestCode.UNREGISTER_BROKER: self._unregister_broker,
             MQRequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route,
@@ -325,6 +332,10 @@ class NameServer:
                 MQResponseCode.TOPIC_NOT_EXIST, remark=TOPIC_NOT_EXIST_REMARK + topic
             )
         return cmd.response(MQResponseCode.SUCCESS, body=route.to_json())
+
+    def _get_route_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        version = f"{self._boot_id}:{self.routes.version}"
+        return cmd.response(MQResponseCode.SUCCESS, ext_fields={"routeVersion": version})
 
     def _get_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(MQResponseCode.SUCCESS, body=self.routes.cluster_info().to_json())

@@ -46,6 +46,7 @@ Safety beats fidelity, in four places (each says so where it is implemented):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
@@ -89,6 +90,8 @@ __all__ = ["RaftCore"]
 
 _log: Final = logging.getLogger("ledgermq.raft")
 NEVER: Final = -(1 << 62)
+_PREFERRED_RETRY_CHECKS: Final = 3
+"""A preferred replica whose transfer failed is asked again after this many preferred checks."""
 """The "-1" timestamps of DLedger: long enough ago that every elapsed check passes."""
 NOOP_TYPE: Final = 2
 
@@ -164,6 +167,7 @@ class _Transfer:
     term: int
     rid: int
     deadline_ms: int
+    started_ms: int = NEVER
 
 
 @dataclass(slots=True)
@@ -187,6 +191,13 @@ class _Proposal:
 
 class RaftCore:
     """One replica's Raft state machine. See the module docstring for the contract."""
+
+    peers_live: dict[str, bool]
+    """Leader: DLedger's ``peersLiveTable`` (false after a NETWORK_ERROR answer)."""
+    _heard_ms: dict[str, int]
+    """Leader: when each follower last answered a heartbeat (``hears_from``)."""
+    _preferred_refused_ms: dict[str, int]
+    """Leader: when a transfer to each replica last failed (``_check_preferred_leader``)."""
 
     def __init__(
         self,
@@ -219,7 +230,7 @@ class RaftCore:
         self._blank = self._log.last_index < 0
         self._rebuilding = hard_state.rebuilding
         self._forget_peers()
-        self.peers_live: dict[str, bool] = {}
+        self.peers_live, self._heard_ms, self._preferred_refused_ms = {}, {}, {}
         # Elector (section 2.1); "-1" timestamps are NEVER.
         self._last_leader_heartbeat_ms = NEVER
         self._last_send_heartbeat_ms = NEVER
@@ -352,6 +363,7 @@ class RaftCore:
             self.term,
             rid,
             self._now + cfg.leadership_transfer_wait_timeout_ms + 2 * cfg.rpc_timeout_ms,
+            self._now,
         )
         _log.info("%s: transferring leadership of term %d to %s", cfg.self_id, self.term, to)
         self._send(
@@ -564,6 +576,7 @@ class RaftCore:
         self.role = Role.LEADER
         self.leader_id = self.config.self_id
         self.peers_live.clear()
+        self._heard_ms.clear()
         self._last_send_heartbeat_ms = NEVER
         self._vote_round = None
         self._role_event(term)
@@ -1022,6 +1035,8 @@ class RaftCore:
             # (DLedger's response callbacks run regardless of the latch; the preferred-leader
             # check depends on it).
             self.peers_live[resp.local_id] = resp.code is not ResponseCode.NETWORK_ERROR
+            if resp.code is not ResponseCode.NETWORK_ERROR:
+                self._heard_ms[resp.local_id] = self._now
             if resp.code is ResponseCode.SUCCESS:
                 self._reprobe(resp.local_id)
         round_ = self._heartbeat_round
@@ -1110,8 +1125,43 @@ class RaftCore:
         """``ledgerEndIndex - peerWaterMark`` (section 6.1): entries the peer is missing."""
         return self.last_index - self._dispatchers[peer].match_index
 
+    def set_preferred_leader_ids(self, ids: Sequence[str]) -> None:
+        """Change ``preferredLeaderIds`` while running (the broker's live
+        ``preferredLeaderId``); the next ``checkPreferredLeader`` uses it. Ids that are not
+        members are ignored there, as at start."""
+        self._check_not_in_ready()
+        self.config = dataclasses.replace(self.config, preferred_leader_ids=tuple(ids))
+
+    @property
+    def taking_leadership(self) -> bool:
+        """This replica was asked to take the leadership over and has not answered yet."""
+        return self._take is not None
+
+    def hears_from(self, peer: str) -> bool:
+        """Leader: ``peer`` answered a heartbeat within the lease (``max_heart_beat_leak``
+        heartbeat intervals) and its last answer was not a network error.
+
+        DLedger's ``peersLiveTable`` alone turns false only on a NETWORK_ERROR answer; a peer
+        that is stopped, frozen or cut off without its connection failing stayed "live" for
+        ever, and the preferred-leader check handed the leadership to it: appends were refused
+        (LEADER_TRANSFERRING) until the transfer timed out, 2.2 s (issue 27).
+        """
+        return bool(self.peers_live.get(peer)) and (
+            self._now - self._heard_ms.get(peer, NEVER) <= self._lease_ms()
+        )
+
+    def _lease_ms(self) -> int:
+        cfg = self.config
+        return cfg.max_heart_beat_leak * cfg.heart_beat_time_interval_ms
+
     def _check_preferred_leader(self) -> None:
-        """``checkPreferredLeader`` (section 6.1), every ``check_preferred_leader_interval_ms``."""
+        """``checkPreferredLeader`` (section 6.1), every ``check_preferred_leader_interval_ms``.
+
+        Deviations, both for availability (appends are refused while a transfer runs): the
+        preferred replica must be heard from now (``hears_from``, not only never have failed),
+        and one whose last transfer failed (it refused: it is stopping, or it did not answer)
+        is not asked again for ``_PREFERRED_RETRY_CHECKS`` checks.
+        """
         cfg = self.config
         if self._now < self._next_preferred_check_ms:
             return
@@ -1119,15 +1169,36 @@ class RaftCore:
         preferred = cfg.preferred_leader_ids
         if not preferred or self.transferee is not None or cfg.self_id in preferred:
             return
-        live = [p for p in preferred if p in cfg.peer_ids and self.peers_live.get(p)]
+        backoff = _PREFERRED_RETRY_CHECKS * cfg.check_preferred_leader_interval_ms
+        live = [
+            p
+            for p in preferred
+            if p in cfg.peer_ids
+            and self.hears_from(p)
+            and self._now - self._preferred_refused_ms.get(p, NEVER) >= backoff
+        ]
         if live and self._lag_of(live[0]) < cfg.max_leadership_transfer_wait_index:
             self.transfer_leadership(live[0], self.term)
 
     def _expire_transfer(self) -> None:
-        """The leader's transfer RPC timed out: leadership did not move in time."""
+        """The leader's transfer RPC timed out: leadership did not move in time.
+
+        A leader whose transferee has gone silent (``hears_from``) ends the transfer at once
+        with NETWORK_ERROR instead of refusing appends until the deadline (2.2 s by default):
+        a replica that stops or is cut off will not take over.
+        """
         transfer = self._transfer
-        if transfer is not None and self._now >= transfer.deadline_ms:
+        if transfer is None:
+            return
+        if self._now >= transfer.deadline_ms:
             self._finish_transfer(ResponseCode.TIMEOUT)
+        elif (
+            self.role is Role.LEADER
+            and self.term == transfer.term
+            and self._now - transfer.started_ms > self._lease_ms()
+            and not self.hears_from(transfer.transferee)
+        ):
+            self._finish_transfer(ResponseCode.NETWORK_ERROR)
 
     def _on_transfer_response(self, resp: LeadershipTransferResponse) -> None:
         transfer = self._transfer
@@ -1142,6 +1213,8 @@ class RaftCore:
         self._transfer = None
         if self.role is Role.LEADER and self.term == transfer.term:
             self.transferee = None
+            if code is not ResponseCode.SUCCESS:
+                self._preferred_refused_ms[transfer.transferee] = self._now
         _log.info(
             "%s: leadership transfer to %s in term %d: %s",
             self.config.self_id,

@@ -45,7 +45,7 @@ from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from ledgermq.net.tls import TlsClientConfig
 
@@ -228,8 +228,10 @@ class BrokerCluster:
             *settings,
         )  # fmt: skip
 
-    def start(self) -> None:
-        """Start every NameServer, then every replica that is not running, and wait for them."""
+    def start(self, only: Collection[str] | None = None) -> None:
+        """Start every NameServer, then every replica that is not running (of the groups in
+        ``only``, when given: a group left out joins later, as a group added to a running
+        cluster), and wait for them."""
         config: list[str] = []
         if self.namesrv_settings:
             path = self.base_dir / "namesrv.conf"
@@ -248,7 +250,7 @@ class BrokerCluster:
             self._pick_ports()
         for attempt in range(_START_ATTEMPTS):
             try:
-                self._start_brokers()
+                self._start_brokers(only)
             except ClusterStartError as exc:
                 if not exc.address_in_use or self._ever_started or attempt + 1 == _START_ATTEMPTS:
                     raise
@@ -259,10 +261,10 @@ class BrokerCluster:
                 self._ever_started = True
                 return
 
-    def _start_brokers(self) -> None:
+    def _start_brokers(self, only: Collection[str] | None = None) -> None:
         waiting = []
         for (group, node), child in self._brokers.items():
-            if not child.is_running():
+            if not child.is_running() and (only is None or group in only):
                 child.spawn(self.broker_command(group, node))
                 waiting.append(child)
         failure: ClusterStartError | None = None

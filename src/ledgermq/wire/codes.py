@@ -84,6 +84,7 @@ class MQRequestCode(enum.IntEnum):
     RECALL_MESSAGE = 370  # RocketMQ 5.3: cancel a pending timer message by its recall handle
     TRANSFER_LEADERSHIP = 1000  # ours: move the ledger leadership of a broker group (admin)
     GET_QUARANTINED_ENTRIES = 1001  # ours: committed entries a replica could not apply (admin)
+    GET_ROUTE_VERSION = 1010  # ours: the NameServer's route version, which clients poll
 
 
 class MQResponseCode(enum.IntEnum):

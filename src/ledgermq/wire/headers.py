@@ -56,6 +56,8 @@ class Header(Protocol):
 
     CODE: ClassVar[int]
 
+    def to_ext_fields(self) -> dict[str, str]: ...
+
 
 def _optional_int(fields: Mapping[str, str], name: str) -> int | None:
     """An integer field that may be absent (absent or empty: None), else checked as

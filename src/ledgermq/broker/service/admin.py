@@ -8,6 +8,7 @@ RocketMQ's JSON bodies.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -20,6 +21,7 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
+from ledgermq.broker.service.queue_counts import queue_count_problem
 from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
 from ledgermq.errors import (
     IndexCompactedError,
@@ -27,12 +29,13 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.ledger.replica_view import replication_fields
 from ledgermq.raft import ResponseCode
 from ledgermq.wire.message import decode_records
 from ledgermq.wire.topic_attributes import apply_changes
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.state.broker_state import BrokerState
@@ -79,8 +82,8 @@ class AdminService:
         """Create or update a topic through the ledger. ``attribute_changes`` (``+key=value`` /
         ``-key``, ``wire.topic_attributes``) apply to the attributes the topic has, which an
         update without changes keeps; ``config.attributes`` is ignored. Raises
-        ``InvalidArgumentError`` (name: ``InvalidTopicError``, queue counts, attributes) and
-        ``NotMasterError``."""
+        ``InvalidArgumentError`` (name: ``InvalidTopicError``, queue counts, attributes, a
+        shrink that would strand messages: ``service.queue_counts``) and ``NotMasterError``."""
         require_topic_name(config.topic_name)
         if not (1 <= config.read_queue_nums <= 1024 and 1 <= config.write_queue_nums <= 1024):
             raise InvalidArgumentError(
@@ -89,6 +92,11 @@ class AdminService:
         state = self._state
         state.require_master("creating a topic")
         existing = state.topics.find(config.topic_name)
+        problem = queue_count_problem(
+            existing, config, self._queue_bounds(config.topic_name), self._committed(config)
+        )
+        if problem is not None:
+            raise InvalidArgumentError(problem)
         try:
             attributes = apply_changes(
                 existing.attributes if existing is not None else {},
@@ -98,6 +106,22 @@ class AdminService:
         except ValueError as exc:
             raise InvalidArgumentError(f"topic {config.topic_name}: {exc}") from None
         await state.topics.create(dataclasses.replace(config, attributes=attributes))
+
+    def _queue_bounds(self, topic: str) -> Callable[[int], tuple[int, int]]:
+        queues = self._state.queues
+
+        def bounds(queue_id: int) -> tuple[int, int]:
+            queue = queues.find(topic, queue_id)
+            return (queue.min_offset, queue.max_offset) if queue is not None else (0, 0)
+
+        return bounds
+
+    def _committed(self, config: TopicConfig) -> dict[str, Callable[[int], int | None]]:
+        """Each consumer group with offsets in the topic: its committed offset per queue (the
+        newest this master knows, staged commits included)."""
+        topic, writer = config.topic_name, self._state.writer
+        groups = sorted({g for (t, g) in self._state.metadata.offsets if t == topic})
+        return {g: functools.partial(writer.offset, g, topic) for g in groups}
 
     async def delete_topic(self, topic: str) -> None:
         state = self._state
@@ -143,8 +167,8 @@ class AdminService:
         config = state.topics.find(topic)
         if config is None:
             raise NoSuchTopicError(f"topic[{topic}] not exist")
-        rows = []
-        for queue_id in range(config.write_queue_nums):
+        rows = []  # every queue a consumer reads, a draining one (above the write count) too
+        for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
             queue = state.queues.find(topic, queue_id)
             rows.append(
                 QueueStats(
@@ -193,6 +217,10 @@ class AdminService:
             "dLegerRole": core.role.value,
             "dLegerTerm": str(core.term),
             "dLegerLeader": core.leader_id or "",
+            "dLegerPeers": ";".join(
+                f"{peer}-{address}" for peer, address in self._ledger.metadata().peers.items()
+            ),
+            "preferredLeaderId": ";".join(core.config.preferred_leader_ids),
             "ledgerBeginIndex": str(store.begin_index),
             "ledgerEndIndex": str(store.end_index),
             "committedIndex": str(store.committed_index),
@@ -200,6 +228,7 @@ class AdminService:
             "putMessages": str(sum(state.stats.put_messages.values())),
             "getMessages": str(sum(state.stats.get_messages.values())),
             "quarantinedEntries": str(state.dispatcher.quarantine.total),
+            **replication_fields(core),  # what admin replica-status --ready judges
         }
 
     def quarantined_entries(self, since_index: int, limit: int) -> list[QuarantinedEntry]:
