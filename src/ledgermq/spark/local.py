@@ -2,7 +2,8 @@
 
 The gotchas of anchors-spark.md section 0, in one place: the driver bound to 127.0.0.1 (else
 Spark picks the first NIC), Python workers running this interpreter (``PYSPARK_PYTHON``) with
-this ``ledgermq`` importable (``PYTHONPATH``), no UI or progress bars, few shuffle partitions.
+this ``ledgermq`` importable (``PYTHONPATH``), no UI or progress bars, few shuffle partitions,
+and ``ledgermq`` writes without a save mode appending (``save_modes``).
 Used by the tests and the benchmark; handy for notebooks and local jobs.
 """
 
@@ -35,6 +36,10 @@ def worker_environment() -> dict[str, str]:
 def local_session(app_name: str, *, cores: int = 2, log_level: str = "ERROR") -> SparkSession:
     """``local[cores]`` on 127.0.0.1 (set ``worker_environment()`` in the environment first)."""
     from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark is optional
+
+    from ledgermq.spark.save_modes import install  # noqa: PLC0415 - imports pyspark
+
+    install()  # df.write.format("ledgermq").save() without a mode appends
 
     session = (
         SparkSession.builder.master(f"local[{cores}]")
