@@ -29,6 +29,8 @@ __all__ = [
     "LedgerDiskFullError",
     "LedgerMQError",
     "LedgerRequestError",
+    "MembershipChangeBusyError",
+    "MembershipChangeError",
     "NotLeaderError",
     "OutcomeUnknownError",
     "ProtocolError",
@@ -175,6 +177,21 @@ class OutcomeUnknownError(RaftError):
     def __init__(self, message: str, code: int = 300) -> None:
         super().__init__(message)
         self.code = code  # type: ignore[misc]
+
+
+class MembershipChangeError(RaftError):
+    """A membership change breaks a rule (adding a member twice, removing a non-member or the
+    last voter, promoting a voter): the request is wrong, retrying will not help."""
+
+    code = 411  # DLedger UNEXPECTED_ARGUMENT
+
+
+class MembershipChangeBusyError(RaftError):
+    """A membership change must wait: another change is not committed yet, or the leader has
+    not committed an entry of its own term. Retry shortly (the message says which)."""
+
+    code = 504  # DLedger ILLEGAL_MEMBER_STATE
+    retriable = True
 
 
 class ProtocolError(LedgerMQError):

@@ -22,6 +22,8 @@ from ledgermq.raft import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
+    Membership,
+    MembershipRecord,
     Message,
     PushEntryRequest,
     PushEntryResponse,
@@ -105,6 +107,37 @@ def test_requests_carry_dledger_codes_and_responses_the_result_code() -> None:
     assert response.ext_fields["requestCode"] == str(int(LedgerRequestCode.PUSH))
 
 
+def test_a_restart_truncate_carries_the_leaders_membership() -> None:
+    """A TRUNCATE that begins a follower's log at the leader's oldest entry carries the
+    leader's committed membership (version 2 of the push body); other pushes stay version 1,
+    which a replica of the version before membership changes reads (issue 27)."""
+    membership = Membership(("n0", "n1", "n2")).with_learner("n3", "10.0.0.4:40911")
+    record = MembershipRecord(41, membership, 3)
+    first = tuple(MemoryLedgerStore().append_batch(3, [b"x" * 10]))
+    push = PushEntryRequest(
+        "g",
+        "n0",
+        "n3",
+        1,
+        3,
+        "n0",
+        PushKind.TRUNCATE,
+        0,
+        0,
+        -1,
+        first,
+        record,
+    )
+    command = encode_message(push)
+    assert command.body[0] == 2
+    decoded = decode_message(command)
+    assert isinstance(decoded, PushEntryRequest)
+    assert decoded.membership == record
+    assert list(decoded.entries) == list(first)
+    plain = PushEntryRequest("g", "n0", "n3", 1, 3, "n0", PushKind.COMMIT, 0, 0)
+    assert encode_message(plain).body[0] == 1
+
+
 def test_push_entries_are_the_stored_bytes() -> None:
     entries = _stored_entries(3, 1024)
     push = PushEntryRequest("g", "n0", "n1", 1, 3, "n0", PushKind.APPEND, 0, -1, -1, entries)  # type: ignore[arg-type]
@@ -132,7 +165,7 @@ def test_a_damaged_entry_body_is_refused() -> None:
         (lambda b: b[:-1], "entry header|past the end|bytes follow"),
         (lambda b: b + b"x", "after the last entry"),
         (lambda b: b[:10], "malformed body"),
-        (lambda b: b"\x02" + b[1:], "version"),
+        (lambda b: b"\x07" + b[1:], "version"),
         (lambda b: b[:1] + b"\x09" + b[2:], "push kind"),
     ],
 )

@@ -95,6 +95,9 @@ ADMIN_CODES: Final = frozenset(
         # plain ACL, so only an admin may list another tenant's
         _C.GET_PRODUCER_CONNECTION_LIST,
         _C.GET_QUARANTINED_ENTRIES,  # names any tenant's topics
+        _C.REPLICA_LIST,  # a group's replicas and their addresses
+        _C.REPLICA_ADD,
+        _C.REPLICA_REMOVE,
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
         _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check

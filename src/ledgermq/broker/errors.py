@@ -21,6 +21,7 @@ __all__ = [
     "InvalidFilterError",
     "InvalidGroupError",
     "InvalidHandleError",
+    "InvalidMembershipChangeError",
     "InvalidQueueError",
     "InvalidTopicError",
     "MaybeStoredError",
@@ -102,6 +103,11 @@ class InvalidTopicError(InvalidArgumentError):
 class InvalidGroupError(InvalidArgumentError):
     """A group name breaks the naming rules (``ledgermq.wire.names``; among them, its
     ``%RETRY%`` / ``%DLQ%`` topic must be a valid topic): the message names the rule."""
+
+
+class InvalidMembershipChangeError(InvalidArgumentError):
+    """A replica-add / replica-remove breaks a membership rule (a replica added twice, one that
+    is not a member removed, the last voter removed, a malformed id or address): fix it."""
 
 
 class InvalidQueueError(InvalidArgumentError):

@@ -1001,6 +1001,9 @@ class BrokerServer:
             code.UPDATE_BROKER_CONFIG: update_config,
             code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
             code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
+            code.REPLICA_LIST: sync(admin.replica_list),
+            code.REPLICA_ADD: asynchronous(admin.replica_add),
+            code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
         }
 
     def _typed_table(self) -> dict[int, _Serve]:

@@ -23,6 +23,7 @@ from ledgermq.cli.broker_config_commands import register_broker_config
 from ledgermq.cli.consumer_status_commands import register_consumer_status
 from ledgermq.cli.credentials_args import add_credential_args
 from ledgermq.cli.leader_commands import register_leaders
+from ledgermq.cli.membership_commands import register_membership
 from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.replica_status_commands import register_replica_status
 from ledgermq.cli.tls_args import add_tls_args
@@ -73,6 +74,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     progress.set_defaults(handler=cmd_consumer_progress)
     register_leaders(sub)
     register_replica_status(sub)
+    register_membership(sub)
     _register_groups_and_brokers(sub)
     _register_offsets(sub)
     for subcommand in sub.choices.values():

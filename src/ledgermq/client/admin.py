@@ -1114,6 +1114,35 @@ class Admin:
                 f"{address} answered GET_QUARANTINED_ENTRIES with a malformed body: {exc}"
             ) from None
 
+    async def replica_list(self, broker_name: str) -> list[dict[str, object]]:
+        """``broker_name``'s ledger members as its master sees them: one dict per member with
+        ``id``, ``address``, ``role`` (leader / follower / learner), ``logEnd``, ``lag`` and
+        ``lastContactMs`` (None where unknown)."""
+        (address,) = (await self._masters(broker_names=[broker_name])).values()
+        response = await self._client.invoke(address, MQRequestCode.REPLICA_LIST, timeout_s=10.0)
+        try:
+            replicas = json.loads(response.body or b"{}")["replicas"]
+            return [dict(r) for r in replicas]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MessageFormatError(
+                f"{address} answered REPLICA_LIST with a malformed body: {exc}"
+            ) from None
+
+    async def replica_add(self, broker_name: str, peer: str) -> int:
+        """Add ``peer`` (``nX-HOST:PORT``, its ledger address) to ``broker_name`` as a learner;
+        the log index of the change, once committed. Start the new replica next, with a
+        ``dLegerPeers`` that lists the members (``replica_list``) plus itself."""
+        return await self._membership(broker_name, MQRequestCode.REPLICA_ADD, {"peer": peer})
+
+    async def replica_remove(self, broker_name: str, member: str) -> int:
+        """Remove replica ``member`` from ``broker_name``; the change's log index."""
+        return await self._membership(broker_name, MQRequestCode.REPLICA_REMOVE, {"id": member})
+
+    async def _membership(self, broker_name: str, code: int, fields: dict[str, str]) -> int:
+        (address,) = (await self._masters(broker_names=[broker_name])).values()
+        response = await self._client.invoke(address, code, fields, timeout_s=15.0)
+        return int(response.ext_fields.get("index", "-1"))
+
     async def transfer_leadership(self, broker_name: str, to_self_id: str) -> None:
         """Ask ``broker_name``'s master to hand its ledger leadership to replica ``to_self_id``."""
         (address,) = (await self._masters(broker_names=[broker_name])).values()

@@ -51,6 +51,9 @@ from ledgermq.raft import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
+    Membership,
+    MembershipError,
+    MembershipRecord,
     Message,
     PushEntryRequest,
     PushEntryResponse,
@@ -96,6 +99,10 @@ PEER_REQUEST_CODES: Final = frozenset(
 """Request codes one replica sends another (the rest come from clients)."""
 
 _VERSION: Final = 1
+_VERSION_WITH_MEMBERSHIP: Final = 2
+"""A push that carries the leader's committed membership (a TRUNCATE that begins a follower's
+log again at the leader's oldest entry): a fifth string, its JSON. Only those pushes use it, so
+a replica of the version before membership changes still reads every other push."""
 _PUSH_REQUEST: Final = struct.Struct(">BBqqqqqI")
 _PUSH_RESPONSE: Final = struct.Struct(">BBqqiqqqqq")
 _STR_LEN: Final = struct.Struct(">H")
@@ -191,7 +198,7 @@ def _strings(*values: str) -> bytes:
 
 def _encode_push_request(m: PushEntryRequest) -> bytes:
     head = _PUSH_REQUEST.pack(
-        _VERSION,
+        _VERSION if m.membership is None else _VERSION_WITH_MEMBERSHIP,
         _KIND_NUMBER[m.kind],
         m.rid,
         m.term,
@@ -201,6 +208,18 @@ def _encode_push_request(m: PushEntryRequest) -> bytes:
         len(m.entries),
     )
     ids = _strings(m.group, m.local_id, m.remote_id, m.leader_id)
+    if m.membership is not None:
+        record = m.membership
+        ids += _strings(
+            json.dumps(
+                {
+                    "index": record.index,
+                    "term": record.term,
+                    "membership": json.loads(record.membership.encode()),
+                },
+                sort_keys=True,
+            )
+        )
     if not m.entries:
         return head + ids
     return b"".join((head, ids, encode_entries(m.entries)))
@@ -308,14 +327,30 @@ def _decode_push_request(body: bytes) -> PushEntryRequest:
     version, kind_no, rid, term, index, commit, compare_term, count = _PUSH_REQUEST.unpack_from(
         body, 0
     )
-    _check_version(version)
+    membership = None
+    if version == _VERSION_WITH_MEMBERSHIP:
+        (group, local_id, remote_id, leader_id, text), pos = _read_strings(
+            body, _PUSH_REQUEST.size, 5
+        )
+        membership = _decode_membership(text)
+    else:
+        _check_version(version)
+        (group, local_id, remote_id, leader_id), pos = _read_strings(body, _PUSH_REQUEST.size, 4)
     kind = _kind(kind_no)
-    (group, local_id, remote_id, leader_id), pos = _read_strings(body, _PUSH_REQUEST.size, 4)
     entries = _decode_entries(body, pos, count)
     return PushEntryRequest(
         group, local_id, remote_id, rid, term, leader_id, kind, index, commit, compare_term,
-        entries,
+        entries, membership,
     )  # fmt: skip
+
+
+def _decode_membership(text: str) -> MembershipRecord:
+    try:
+        data = json.loads(text)
+        membership = Membership.decode(json.dumps(data["membership"]).encode())
+        return MembershipRecord(int(data["index"]), membership, int(data["term"]))
+    except (ValueError, KeyError, TypeError, MembershipError) as exc:
+        raise ProtocolError(f"a push's membership does not decode: {exc}") from None
 
 
 def _decode_entries(body: bytes, pos: int, count: int) -> list[Entry]:

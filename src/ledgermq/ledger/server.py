@@ -57,6 +57,7 @@ from ledgermq.errors import (
 from ledgermq.ledger.codec import PEER_REQUEST_CODES, decode_message, encode_entries, encode_message
 from ledgermq.ledger.hard_state import read_hard_state, write_hard_state
 from ledgermq.ledger.log_writer import apply_log_changes
+from ledgermq.ledger.membership import ReplicaMembership
 from ledgermq.ledger.metrics import LedgerMetrics
 from ledgermq.ledger.peer_auth import PeerAuthenticator, authenticate
 from ledgermq.ledger.requests import Metadata, decode_bodies, error_for
@@ -72,6 +73,7 @@ from ledgermq.raft import (
     ResponseCode,
     Role,
     RoleChange,
+    VoteRequest,
     VoteResponse,
 )
 from ledgermq.store import LedgerStore
@@ -79,7 +81,7 @@ from ledgermq.store.entry_format import INDEX_UNIT_SIZE
 from ledgermq.wire import LedgerRequestCode, RemotingCommand
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from ledgermq.clock import Clock
     from ledgermq.ledger.config import LedgerConfig
@@ -165,6 +167,11 @@ class LedgerServer:
         self._core: RaftCore | None = None
         self._listener: Listener | None = None
         self._links: dict[str, PeerLink] = {}
+        self._on_connect: Callable[[Connection], Awaitable[None]] | None = None
+        self.membership: ReplicaMembership | None = None
+        """Persisted membership and peer addresses (``ledger.membership``), once started."""
+        self._last_contact: dict[str, int] = {}
+        """Peer id -> monotonic ms of the last message from it (``replica-list``)."""
         self.peer_auth: PeerAuthenticator | None = None
         """The ledger port's gate when ``peer_secret`` is set (its ``refused`` counts)."""
         self._reply_routes: collections.OrderedDict[tuple[str, int], tuple[Connection, int]] = (
@@ -217,6 +224,14 @@ class LedgerServer:
             self._store = store
             hard_state = read_hard_state(cfg.store_dir)
         store_ = self._store
+        members = ReplicaMembership(
+            cfg.group,
+            cfg.self_id,
+            cfg.peers,
+            cfg.store_dir if self._given_store is None else None,
+        )
+        members.warn_if_config_differs()
+        self.membership = members
         self._core = RaftCore(
             self._raft_config,
             hard_state,
@@ -224,6 +239,7 @@ class LedgerServer:
             self._rng,
             self._clock.monotonic_ms(),
             committed_index=store_.committed_index,
+            membership=members.record,
         )
         if self._sync_mode:
             self._flusher = concurrent.futures.ThreadPoolExecutor(
@@ -240,16 +256,8 @@ class LedgerServer:
             )
             serve = self._on_incoming_frame
         self._listener = await self._network.serve(host, port, serve)
-        for peer in self._raft_config.others:
-            peer_host, peer_port = cfg.peers[peer]
-            self._links[peer] = PeerLink(
-                self._network,
-                peer_host,
-                peer_port,
-                self._on_frame,
-                rng=self._rng,
-                on_connect=on_connect,
-            )
+        self._on_connect = on_connect
+        self._link_members()
         if cfg.metrics_port is not None:
             self.metrics_port = self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         self.metrics.term.set(self._core.term)
@@ -354,7 +362,7 @@ class LedgerServer:
             core.leader_id if core.role is not Role.CANDIDATE else None,
             core.term,
             core.role.value,
-            {peer: f"{h}:{p}" for peer, (h, p) in sorted(self.config.peers.items())},
+            self._member_addresses(),
             store.begin_index,
             store.end_index,
             store.committed_index,
@@ -386,6 +394,37 @@ class LedgerServer:
         self._appends[pid] = _PendingAppend(None, 0, future, time.perf_counter())
         self._kick()
         return future
+
+    async def change_membership(self, action: str, member: str, address: str = "") -> int:
+        """On the leader: ``add`` ``member`` as a learner (reached at ``address``, "host:port"),
+        ``remove`` it, or ``promote`` a learner; returns the change's log index once committed.
+
+        Raises:
+            NotLeaderError, LeaderTransferringError, MembershipChangeError (the request breaks
+            a rule), MembershipChangeBusyError (retry shortly), OutcomeUnknownError (as an
+            append: the change may still commit).
+        """
+        core = self.core
+        if action == "add":
+            pid = core.add_learner(member, address)
+        elif action == "remove":
+            pid = core.remove_member(member)
+        elif action == "promote":
+            pid = core.promote_learner(member)
+        else:
+            raise ValueError(f"unknown membership action {action!r}: add, remove or promote")
+        assert self._loop is not None
+        future: asyncio.Future[AppendResult] = self._loop.create_future()
+        self._appends[pid] = _PendingAppend(None, 0, future, time.perf_counter())
+        self._kick()
+        return (await future).first_index
+
+    def member_rows(self) -> list[dict[str, object]]:
+        """``replica-list``: every member as this replica sees it (the leader knows lags)."""
+        assert self.membership is not None
+        return self.membership.rows(
+            self.core, self.config.self_id, self._last_contact, self._clock.monotonic_ms()
+        )
 
     async def transfer_leadership(self, to: str) -> int:
         """Hand the leadership of this group to ``to`` (this replica must lead); the DLedger
@@ -458,11 +497,13 @@ class LedgerServer:
         return targets[0] if targets else None
 
     def _transfer_targets(self) -> list[tuple[str, int]]:
-        """The followers in the order ``_transfer_target`` prefers them: those it hears from,
-        most caught-up first (every follower, when it hears from none). The planned stop tries
+        """The voting followers (a learner cannot lead) in the order ``_transfer_target``
+        prefers them: those it hears from, most caught-up first (every one, when it hears from
+        none). The planned stop tries
         the next one when one refuses (it is stopping too) or cannot be reached."""
         core = self.core
-        lags = core.replication_lags()
+        voters = core.membership
+        lags = {p: lag for p, lag in core.replication_lags().items() if voters.is_voter(p)}
         heard = [p for p in sorted(lags) if core.hears_from(p)]
         others = [p for p in sorted(lags) if p not in heard]
         ordered = sorted(heard, key=lags.__getitem__) or sorted(others, key=lags.__getitem__)
@@ -597,6 +638,30 @@ class LedgerServer:
             assert self._loop is not None
             self._sync_task = self._loop.create_task(self._group_commit())
 
+    def _link_members(self) -> None:
+        """A link to every member of the configuration in effect (and every configured peer)
+        this replica can reach; a member added later gets one when its entry arrives."""
+        members = self.membership
+        assert members is not None
+        wanted = set(self._raft_config.others) | set(self.core.membership.members)
+        wanted.discard(self.config.self_id)
+        for peer in sorted(wanted - set(self._links)):
+            address = members.addresses.get(peer)
+            if address is None:
+                _log.warning(
+                    "group %s: member %s has no known address; add it with its host:port",
+                    self.config.group, peer,
+                )  # fmt: skip
+                continue
+            self._links[peer] = PeerLink(
+                self._network,
+                address[0],
+                address[1],
+                self._on_frame,
+                rng=self._rng,
+                on_connect=self._on_connect,
+            )
+
     def _persist(self, ready: Ready) -> bool:
         """Steps 1 and 2 of the contract; returns whether the log changed."""
         if ready.hard_state is not None:
@@ -610,6 +675,10 @@ class LedgerServer:
         if wrote:
             apply_log_changes(self.store, ready)
             self._unsynced = True
+        if ready.membership is not None:  # before a commit index past its entry
+            assert self.membership is not None
+            self.membership.persist(ready.membership)
+            self._link_members()
         if ready.committed_index is not None:
             self.store.set_committed_index(ready.committed_index)
         return wrote
@@ -823,6 +892,9 @@ class LedgerServer:
 
     def _on_peer_message(self, conn: Connection, cmd: RemotingCommand) -> None:
         message = decode_message(cmd)
+        self._last_contact[message.local_id] = self._clock.monotonic_ms()
+        if isinstance(message, (VoteRequest, VoteResponse)) and self.membership is not None:
+            self.membership.note_message(message, self.core.membership)
         if not cmd.is_response:
             routes = self._reply_routes
             routes[(message.local_id, message.rid)] = (conn, cmd.opaque)
@@ -946,8 +1018,21 @@ class LedgerServer:
         leader = self.core.leader_id
         if leader is None or self.core.role is Role.CANDIDATE:
             return {}
-        host, port = self.config.peers[leader]
-        return {"leaderId": leader, "leaderAddr": f"{host}:{port}"}
+        address = self.membership.addresses.get(leader) if self.membership else None
+        if address is None:
+            return {"leaderId": leader}
+        return {"leaderId": leader, "leaderAddr": f"{address[0]}:{address[1]}"}
+
+    def _member_addresses(self) -> dict[str, str]:
+        """id -> "host:port" of the members in effect (the configured peers before start)."""
+        if self.membership is None:
+            return {peer: f"{h}:{p}" for peer, (h, p) in sorted(self.config.peers.items())}
+        addresses = self.membership.addresses
+        return {
+            m: f"{addresses[m][0]}:{addresses[m][1]}"
+            for m in self.core.membership.members
+            if m in addresses
+        }
 
     def _refuse(self, conn: Connection, opaque: int, exc: RaftError) -> None:
         """Answer with the DLedger code the error carries (errors.py keeps the one mapping)."""

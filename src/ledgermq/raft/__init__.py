@@ -3,6 +3,13 @@
 from ledgermq.raft.config import RaftConfig, RaftConfigError
 from ledgermq.raft.core import RaftCore
 from ledgermq.raft.log_view import LogReader
+from ledgermq.raft.membership import (
+    CONFIG_CHANGE_TYPE,
+    Membership,
+    MembershipError,
+    MembershipRecord,
+    MembershipState,
+)
 from ledgermq.raft.messages import (
     HeartBeatRequest,
     HeartBeatResponse,
@@ -29,12 +36,17 @@ from ledgermq.raft.ready import (
 )
 
 __all__ = [
+    "CONFIG_CHANGE_TYPE",
     "HardState",
     "HeartBeatRequest",
     "HeartBeatResponse",
     "LeadershipTransferRequest",
     "LeadershipTransferResponse",
     "LogReader",
+    "Membership",
+    "MembershipError",
+    "MembershipRecord",
+    "MembershipState",
     "Message",
     "NewEntry",
     "ParseResult",

@@ -67,6 +67,15 @@ class RaftConfig:
     """A new commit index rides on the next APPEND push; a COMMIT push of its own goes out only
     when none has carried it for this long (0: at once). DLedger waits up to a second; at once
     cost every sequential send two more frames, wake-ups and parses per follower."""
+    auto_promote_learners: bool = True
+    """A leader promotes a learner that has caught up to voter on its own (etcd: by hand)."""
+    learner_promote_lag_entries: int = 100
+    """N: a learner is caught up when its log is within N entries of the leader's last index
+    (and holds the leader's NOOP of its term). 100 entries is well under a second of a busy
+    group's writes, so the new voter does not slow commits down as soon as it counts."""
+    learner_promote_heartbeats: int = 5
+    """M: ... for M consecutive heartbeat rounds (5 x 200 ms = 1 s): a learner that only touched
+    the end once, then fell behind again, is not promoted."""
     legacy_heartbeat_term_check: bool = False
     """Version A of the heartbeat decision (EXPIRED_TERM only counts without quorum)."""
 
@@ -97,9 +106,12 @@ class RaftConfig:
             "max_pending_pushes",
             "max_push_batch_bytes",
             "check_preferred_leader_interval_ms",
+            "learner_promote_heartbeats",
         ):
             if getattr(self, name) < 1:
                 raise RaftConfigError(f"{name} must be positive")
+        if self.learner_promote_lag_entries < 0:
+            raise RaftConfigError("learner_promote_lag_entries must not be negative")
         if self.commit_push_delay_ms < 0:
             raise RaftConfigError("commit_push_delay_ms must not be negative")
 

@@ -51,8 +51,22 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
-from ledgermq.errors import LeaderPendingFullError, LeaderTransferringError, NotLeaderError
+from ledgermq.errors import (
+    LeaderPendingFullError,
+    LeaderTransferringError,
+    MembershipChangeBusyError,
+    MembershipChangeError,
+    NotLeaderError,
+)
 from ledgermq.raft.log_view import LogReader, LogView
+from ledgermq.raft.membership import (
+    CONFIG_CHANGE_TYPE,
+    Membership,
+    MembershipError,
+    MembershipLog,
+    MembershipRecord,
+    MembershipState,
+)
 from ledgermq.raft.messages import (
     HeartBeatRequest,
     HeartBeatResponse,
@@ -82,7 +96,7 @@ from ledgermq.raft.ready import (
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ledgermq.raft.config import RaftConfig
 
@@ -117,11 +131,17 @@ class _VoteRound:
 
 @dataclass(slots=True)
 class _HeartbeatRound:
-    """One heartbeat round (spec-election section 4.2); the leader counts itself."""
+    """One heartbeat round (spec-election section 4.2); the leader counts itself (if a voter).
+
+    Learners get heartbeats too but their answers count only as answers (``all_num``), never
+    towards the quorum.
+    """
 
     term: int
     deadline_ms: int
     waiting: dict[int, str]
+    size: int = 1
+    """Answers that release the round: every peer asked, plus the leader itself."""
     all_num: int = 1
     succ_num: int = 1
     not_ready_num: int = 0
@@ -207,6 +227,7 @@ class RaftCore:
         rng: random.Random,
         now_ms: int,
         committed_index: int = -1,
+        membership: MembershipRecord | None = None,
     ) -> None:
         self.config = config
         self._rng = rng
@@ -220,7 +241,7 @@ class RaftCore:
         self.known_max_term_in_group = -1
         self.transferee: str | None = None
         self.term_to_take_leadership = -1
-        self.committed_index = self._known_committed(committed_index)
+        self._init_commit_and_membership(committed_index, membership)
         # A node started with no log (new, or its disk was replaced) is blank; once it sees
         # that the group has a log it is rebuilding (HardState.rebuilding, _note_peer,
         # _rebuilding_refusal) until it has caught up with a leader. Its hard state does not
@@ -276,6 +297,31 @@ class RaftCore:
         self._commit_dirty = False
         self._in_ready = False
 
+    def _init_commit_and_membership(
+        self, committed_index: int, membership: MembershipRecord | None
+    ) -> None:
+        """The commit index (``_known_committed``) and the configurations of the log.
+
+        ``membership`` is the latest committed configuration the driver persisted (None: none
+        was ever persisted, so the seed ``config.peer_ids``, all voters, is the base); the
+        CONFIG_CHANGE entries after the commit index are read from the log.
+        """
+        self.committed_index = self._known_committed(committed_index)
+        if membership is not None and self.committed_index < membership.index <= self.last_index:
+            # The driver persisted this configuration once its entry was committed, possibly
+            # before the commit index reached the disk: the entry is committed. Without this
+            # floor a new leader's TRUNCATE cut the log below the committed configuration and
+            # left it in effect over an empty log (simulation seed 760).
+            self.committed_index = membership.index
+        seed = Membership(tuple(sorted(self.config.peer_ids)))
+        self._members = MembershipLog(membership or MembershipRecord(-1, seed))
+        self._membership_dirty = False
+        self._learner_rounds: dict[str, int] = {}
+        """Leader: consecutive heartbeat rounds each learner was caught up (auto-promotion)."""
+        self._term_first_index = -1
+        """Leader: index of its NOOP; a membership change waits until it is committed."""
+        self._scan_configurations()
+
     def _known_committed(self, kept: int) -> int:
         """The commit index to start with: the driver's ``kept`` one, or the log's first entry.
 
@@ -317,7 +363,7 @@ class RaftCore:
     def step(self, message: Message) -> None:
         """Take in a message from another node (a request or a response to ours)."""
         self._check_not_in_ready()
-        if (self._blank or self._rebuilding) and message.local_id in self.config.peer_ids:
+        if (self._blank or self._rebuilding) and self.membership.is_member(message.local_id):
             self._note_peer(message)
         if isinstance(message, VoteRequest):
             self._send(self._handle_vote_rpc(message))
@@ -420,6 +466,214 @@ class RaftCore:
         )
         return pid
 
+    # ================================================================== membership
+    def add_learner(self, member: str, address: str = "") -> int:
+        """Propose adding ``member`` as a learner; a proposal id as ``propose`` returns.
+
+        The learner receives the log but does not vote or count for commit; the leader promotes
+        it on its own once it has caught up (``RaftConfig.learner_promote_*``).
+
+        Raises:
+            NotLeaderError, LeaderTransferringError: as ``propose``.
+            MembershipChangeError: ``member`` is already a member (or a malformed id).
+            MembershipChangeBusyError: another change is uncommitted, or this leader has not
+                committed an entry of its term yet.
+        """
+        return self._propose_membership(lambda m: m.with_learner(member, address))
+
+    def remove_member(self, member: str) -> int:
+        """Propose removing ``member`` (a voter or a learner; the leader itself too: it keeps
+        leading until the change commits, then steps down and never campaigns again)."""
+        return self._propose_membership(lambda m: m.without(member))
+
+    def promote_learner(self, member: str) -> int:
+        """Propose making the learner ``member`` a voter now, without waiting for it to catch up
+        (the leader does this on its own once it has; an operator rarely needs it)."""
+        return self._propose_membership(lambda m: m.promoted(member))
+
+    @property
+    def membership(self) -> Membership:
+        """The configuration in effect: the latest in the log, committed or not."""
+        return self._members.effective.membership
+
+    @property
+    def membership_state(self) -> MembershipState:
+        return MembershipState(self._members.effective, self._members.committed)
+
+    def membership_change_refusal(self) -> str | None:
+        """Why a membership change cannot be proposed now (None: it can)."""
+        if self.role is not Role.LEADER:
+            return f"{self.config.self_id} is not the leader"
+        pending = self._members.pending
+        if pending is not None:
+            return (
+                f"the membership change at index {pending.index} is not committed yet; one "
+                "change at a time"
+            )
+        if self.committed_index < self._term_first_index:
+            return (
+                f"the leader has not committed an entry of its term {self.term} yet (a change "
+                "waits for it, Raft's single-server rule)"
+            )
+        return None
+
+    def _propose_membership(self, change: Callable[[Membership], Membership]) -> int:
+        self._check_not_in_ready()
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(f"{self.config.self_id} is not the leader", self.leader_id)
+        try:
+            new = change(self.membership)
+        except MembershipError as exc:
+            raise MembershipChangeError(str(exc)) from exc
+        if self.transferee is not None:
+            raise LeaderTransferringError(f"leadership is moving to {self.transferee}")
+        refusal = self.membership_change_refusal()
+        if refusal is not None:
+            raise MembershipChangeBusyError(refusal)
+        index = self._append_configuration(new)
+        pid = self._next_proposal_id
+        self._next_proposal_id += 1
+        self._proposals[pid] = _Proposal(
+            pid, index, index, self.term, self._now + self.config.max_wait_ack_time_ms
+        )
+        return pid
+
+    def _append_configuration(self, new: Membership) -> int:
+        """Leader: append a CONFIG_CHANGE entry; it takes effect here at once (section 4.1)."""
+        index = self._log.last_index + 1
+        self._log.append([NewEntry(index, self.term, new.encode(), CONFIG_CHANGE_TYPE)])
+        self._members.append(index, self.term, new)
+        _log.info(
+            "%s: membership change at index %d in term %d: %s",
+            self.config.self_id, index, self.term, new.describe(),
+        )  # fmt: skip
+        self._membership_changed()
+        return index
+
+    def _may_campaign(self) -> bool:
+        """A voter of the configuration in effect, or of the committed one while an uncommitted
+        change removes it. The second case is the dissertation's (4.2.2): the node whose log
+        holds its own uncommitted removal may be the only one with the longest log (the leader
+        that proposed it, then lost its quorum); the others cannot be elected without its vote,
+        which it gives only to a log as long as its own, so it campaigns in the new
+        configuration (its own vote does not count there), commits the change and steps down
+        (simulation seed 466 never elected a leader without this)."""
+        me = self.config.self_id
+        if self.membership.is_voter(me):
+            return True
+        return self._members.pending is not None and self._members.committed.membership.is_voter(me)
+
+    def _other_voters(self) -> list[str]:
+        return [p for p in self.membership.voters if p != self.config.self_id]
+
+    def _replication_targets(self) -> list[str]:
+        """Who a leader sends heartbeats and entries to: every member of the configuration in
+        effect and of the committed one, except itself. A member being removed keeps receiving
+        until its removal commits, so it usually learns that it was removed (and then never
+        campaigns); it does not count for commit meanwhile."""
+        members: set[str] = set()
+        for record in self._members.configurations():
+            members.update(record.membership.members)
+        members.discard(self.config.self_id)
+        return sorted(members)
+
+    def _scan_configurations(self) -> None:
+        """At start: the CONFIG_CHANGE entries after the commit index (the driver persisted the
+        committed configuration before it recorded a commit index past it)."""
+        log = self._log
+        start = max(log.begin_index, self.committed_index + 1, 0)
+        while start <= log.stable_end:
+            entries = log.stable_entries(start, 1 << 20)
+            if not entries:
+                break
+            self._note_configurations(entries)
+            start = entries[-1].index + 1
+        self._members.commit(self.committed_index)
+        self._membership_dirty = False
+
+    def _note_configurations(self, entries: Sequence[LogEntry | NewEntry]) -> None:
+        """Entries just put in the log: a CONFIG_CHANGE among them takes effect at once."""
+        for entry in entries:
+            if entry.entry_type != CONFIG_CHANGE_TYPE:
+                continue
+            try:
+                membership = Membership.decode(entry.body)
+            except MembershipError as exc:
+                _log.error(
+                    "%s: CONFIG_CHANGE entry %d is unreadable (%s); ignored",
+                    self.config.self_id, entry.index, exc,
+                )  # fmt: skip
+                continue
+            if self._members.append(entry.index, entry.term, membership):
+                _log.info(
+                    "%s: membership from index %d: %s",
+                    self.config.self_id, entry.index, membership.describe(),
+                )  # fmt: skip
+                self._membership_changed()
+
+    def _membership_changed(self) -> None:
+        self._membership_dirty = True
+        if self.role is not Role.LEADER:
+            return
+        targets = self._replication_targets()
+        end = self._log.last_index
+        for peer in targets:
+            if peer not in self._dispatchers:
+                self._dispatchers[peer] = _Dispatcher(peer, compare_index=end, write_index=end + 1)
+        for peer in list(self._dispatchers):
+            if peer not in targets:
+                # A farewell: the removed member is told the commit index that covers its
+                # removal, so it knows it is out for good and does not campaign (_may_campaign).
+                self._push(self._dispatchers.pop(peer), PushKind.COMMIT, self.committed_index)
+                self.peers_live.pop(peer, None)
+        for peer in list(self._learner_rounds):
+            if peer not in self.membership.learners:
+                del self._learner_rounds[peer]
+
+    def _commit_configurations(self) -> None:
+        """The commit index moved: a configuration at or below it is committed. A leader whose
+        removal is now committed steps down (dissertation 4.2.2) and, as a non-voter, never
+        campaigns again."""
+        if not self._members.commit(self.committed_index):
+            return
+        self._membership_changed()
+        cfg = self.config
+        if self.role is Role.LEADER and not self._members.committed.membership.is_voter(
+            cfg.self_id
+        ):
+            _log.info(
+                "%s: its removal from the group is committed (index %d); stepping down",
+                cfg.self_id, self._members.committed.index,
+            )  # fmt: skip
+            self._change_role_to_candidate(self.term)
+
+    def _check_learners(self) -> None:
+        """Leader, after a heartbeat round with a quorum: promote a learner that has been caught
+        up (its match index within ``learner_promote_lag_entries`` of our last index, and past
+        this term's NOOP) for ``learner_promote_heartbeats`` consecutive rounds."""
+        cfg = self.config
+        learners = self.membership.learners
+        if not learners or not cfg.auto_promote_learners:
+            return
+        floor = max(self.last_index - cfg.learner_promote_lag_entries, self._term_first_index)
+        for learner in learners:
+            d = self._dispatchers.get(learner)
+            caught_up = d is not None and d.match_index >= floor
+            rounds = self._learner_rounds.get(learner, 0) + 1 if caught_up else 0
+            self._learner_rounds[learner] = rounds
+            if (
+                rounds >= cfg.learner_promote_heartbeats
+                and self.transferee is None
+                and self.membership_change_refusal() is None
+            ):
+                _log.info(
+                    "%s: learner %s caught up (%d rounds); promoting it to voter",
+                    cfg.self_id, learner, rounds,
+                )  # fmt: skip
+                self._append_configuration(self.membership.promoted(learner))
+                self._learner_rounds.pop(learner, None)
+                return
+
     # ================================================================== Ready
     def has_ready(self) -> bool:
         return bool(
@@ -432,6 +686,7 @@ class RaftCore:
             or self._role_changes
             or self._completed
             or self._commit_dirty
+            or self._membership_dirty
         )
 
     def ready(self) -> Ready:
@@ -453,7 +708,13 @@ class RaftCore:
             role_changes=self._role_changes,
             completed=self._completed,
             transfers=self._transfer_results,
+            membership=(
+                MembershipState(self._members.effective, self._members.committed)
+                if self._membership_dirty
+                else None
+            ),
         )
+        self._membership_dirty = False
         self._hard_state_dirty = False
         self._commit_dirty = False
         self._messages = []
@@ -661,8 +922,28 @@ class RaftCore:
             self._change_role_to_candidate(self.term)
 
     def _maintain_as_candidate(self) -> None:
-        """Section 2.5: the timer gate, the term choice, then a canvass."""
+        """Section 2.5: the timer gate, the term choice, then a canvass.
+
+        Only a voter of the configuration in effect campaigns: a learner waits to be promoted,
+        and a removed node (its log holds the change that removed it) never starts an election.
+
+        A node campaigns only in a term above that of its configuration's CONFIG_CHANGE entry.
+        DLedger lets a candidate campaign again in the term it is in; with membership changes
+        that can elect a second leader of a term: the leader of term 3 adds n3, promotes it and
+        removes itself, and in term 3 n0 was elected by n0 and n2 of {n0, n1, n2} while n1 and
+        n3 of {n1, n2, n3} had not voted (a follower that never voted, a new member), so n3
+        won term 3 too (simulation seed 1715). Single-server changes keep adjacent
+        configurations overlapping, not configurations several changes apart; a new term for
+        every election after a change (as Raft always does) closes it: a candidate without
+        that entry has an older log than the voters that hold it.
+        """
         if self._vote_round is not None:
+            return
+        if not self._may_campaign():
+            if self._need_increase_term_immediately:  # it heard a higher term: take it, no vote
+                self._need_increase_term_immediately = False
+                if self.known_max_term_in_group > self.term:
+                    self._next_term()
             return
         if (
             self._now < self._next_time_to_request_vote_ms
@@ -672,6 +953,7 @@ class RaftCore:
         if (
             self.last_parse_result is ParseResult.WAIT_TO_VOTE_NEXT
             or self._need_increase_term_immediately
+            or self.term <= self._members.effective.term
         ):
             term = self._next_term()
             self.last_parse_result = ParseResult.WAIT_TO_REVOTE
@@ -698,7 +980,7 @@ class RaftCore:
         self._vote_round = round_
         end_index, end_term = self.last_index, self.last_term
         requests = []
-        for peer in cfg.others:
+        for peer in self._other_voters():
             rid = self._rid()
             round_.waiting.add(rid)
             requests.append(
@@ -714,7 +996,10 @@ class RaftCore:
         )
         for request in requests:  # after the self-vote: it may have changed the hard state
             self._send(request)
-        self._tally_vote(round_, own)
+        if self.membership.is_voter(cfg.self_id):  # else it campaigns without a vote of its own
+            self._tally_vote(round_, own)
+        elif not requests:
+            self._decide_vote_round(round_)
 
     def _handle_vote_rpc(self, req: VoteRequest) -> VoteResponse:
         """The server wrapper (section 3.2), then the decision table."""
@@ -745,7 +1030,7 @@ class RaftCore:
             )
 
         my_end_index, my_end_term = self.last_index, self.last_term
-        if req.leader_id not in cfg.peer_ids:  # rule 1
+        if not self.membership.is_member(req.leader_id):  # rule 1, in the configuration in effect
             return reply(VoteResult.REJECT_UNKNOWN_LEADER)
         if not is_self and req.leader_id == cfg.self_id:  # rule 2
             return reply(VoteResult.REJECT_UNEXPECTED_LEADER)
@@ -836,7 +1121,7 @@ class RaftCore:
         leader that heard its term stepped down). A term at or below the vote floor is told
         REJECT_ALREADY_VOTED, which sends the candidate on to a higher term.
         """
-        peers = [p for p in self.config.peer_ids if p != self.config.self_id]
+        peers = self._other_voters()
         if self._vote_floor is None:
             if any(p not in self._heard_terms for p in peers):
                 return VoteResult.REJECT_SMALL_LEDGER_END_INDEX
@@ -882,12 +1167,12 @@ class RaftCore:
             elif result is VoteResult.REJECT_UNKNOWN_LEADER:
                 round_.unknown_num += 1
         round_.all_num += 1
-        cfg = self.config
+        members = self.membership
         released = (
             round_.already_has_leader
-            or cfg.is_quorum(round_.accepted_num)
-            or cfg.is_quorum(round_.accepted_num + round_.not_ready_term_num)
-            or round_.all_num == len(cfg.peer_ids)
+            or members.is_quorum(round_.accepted_num)
+            or members.is_quorum(round_.accepted_num + round_.not_ready_term_num)
+            or round_.all_num == len(members.voters)
         )
         if released and self._vote_round is round_:
             self._decide_vote_round(round_)
@@ -911,6 +1196,7 @@ class RaftCore:
         if self.role is not Role.CANDIDATE or self.term != round_.term:
             return  # the node moved on while the round ran
         cfg = self.config
+        members = self.membership
         result: ParseResult
         if round_.known_max_term > round_.term:
             result = ParseResult.WAIT_TO_VOTE_NEXT
@@ -922,17 +1208,19 @@ class RaftCore:
                 self._get_next_time_to_request_vote()
                 + cfg.heart_beat_time_interval_ms * cfg.max_heart_beat_leak
             )
-        elif not cfg.is_quorum(round_.valid_num):
+        elif not members.is_quorum(round_.valid_num):
             result = ParseResult.WAIT_TO_REVOTE
             self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
-        elif not cfg.is_quorum(round_.valid_num - round_.bigger_ledger_num - round_.unknown_num):
+        elif not members.is_quorum(
+            round_.valid_num - round_.bigger_ledger_num - round_.unknown_num
+        ):
             result = ParseResult.WAIT_TO_REVOTE
             self._next_time_to_request_vote_ms = (
                 self._get_next_time_to_request_vote() + cfg.max_vote_interval_ms
             )
-        elif cfg.is_quorum(round_.accepted_num):
+        elif members.is_quorum(round_.accepted_num):
             result = ParseResult.PASSED
-        elif cfg.is_quorum(round_.accepted_num + round_.not_ready_term_num):
+        elif members.is_quorum(round_.accepted_num + round_.not_ready_term_num):
             result = ParseResult.REVOTE_IMMEDIATELY
         elif self._behind_a_peers_log(round_):
             result = ParseResult.WAIT_TO_REVOTE
@@ -974,11 +1262,17 @@ class RaftCore:
     # ================================================================== heartbeats (section 4)
     def _send_heartbeats(self) -> None:
         cfg = self.config
+        targets = self._replication_targets()
+        own = 1 if self.membership.is_voter(cfg.self_id) else 0
         round_ = _HeartbeatRound(
-            term=self.term, deadline_ms=self._now + cfg.heart_beat_time_interval_ms, waiting={}
+            term=self.term,
+            deadline_ms=self._now + cfg.heart_beat_time_interval_ms,
+            waiting={},
+            size=len(targets) + 1,
+            succ_num=own,
         )
         self._heartbeat_round = round_
-        for peer in cfg.others:
+        for peer in targets:
             rid = self._rid()
             round_.waiting[rid] = peer
             self._send(HeartBeatRequest(cfg.group, cfg.self_id, peer, rid, self.term, cfg.self_id))
@@ -995,8 +1289,12 @@ class RaftCore:
             return reply(ResponseCode.UNKNOWN_MEMBER, self.term)
         if req.group != cfg.group:
             return reply(ResponseCode.UNKNOWN_GROUP, self.term)
-        if req.leader_id not in cfg.peer_ids:
-            return reply(ResponseCode.UNKNOWN_MEMBER, self.term)
+        # Deviation: DLedger answers UNKNOWN_MEMBER to a leader missing from its peer list.
+        # With membership changes a replica whose log is behind may not know yet a member that
+        # was added and then elected; refusing it would keep that replica from ever receiving
+        # the entries that make it known (Raft: a server accepts any leader of a term >= its
+        # own, without consulting its configuration, dissertation 4.1). Being elected took a
+        # majority of a configuration in the log, so following it is safe.
         if req.leader_id == cfg.self_id:
             return reply(ResponseCode.UNEXPECTED_MEMBER, self.term)
         if req.term < self.term:
@@ -1030,7 +1328,7 @@ class RaftCore:
             # the answer arrives after the round was decided.
             self._adopt_higher_term(resp.term)
             return
-        if self.role is Role.LEADER and resp.local_id in self.config.peer_ids:
+        if self.role is Role.LEADER and resp.local_id in self._dispatchers:
             # peersLiveTable is updated by every answer, also one after the round was decided
             # (DLedger's response callbacks run regardless of the latch; the preferred-leader
             # check depends on it).
@@ -1048,24 +1346,25 @@ class RaftCore:
     def _tally_heartbeat(
         self, round_: _HeartbeatRound, peer: str, code: ResponseCode, term: int
     ) -> None:
+        voter = self.membership.is_voter(peer)  # a learner's answer never counts for the quorum
         if code is ResponseCode.SUCCESS:
-            round_.succ_num += 1
+            round_.succ_num += voter
         elif code is ResponseCode.EXPIRED_TERM:
             round_.max_term = term  # a plain set, as DLedger (last writer wins)
         elif code is ResponseCode.INCONSISTENT_LEADER:
-            round_.inconsistent_leader = True
+            round_.inconsistent_leader = round_.inconsistent_leader or voter
         elif code is ResponseCode.TERM_NOT_READY:
-            round_.not_ready_num += 1
+            round_.not_ready_num += voter
         self.peers_live[peer] = code is not ResponseCode.NETWORK_ERROR
         round_.all_num += 1
         self._maybe_decide_heartbeat_round(round_)
 
     def _maybe_decide_heartbeat_round(self, round_: _HeartbeatRound) -> None:
-        cfg = self.config
+        members = self.membership
         if (
-            cfg.is_quorum(round_.succ_num)
-            or cfg.is_quorum(round_.succ_num + round_.not_ready_num)
-            or round_.all_num == len(cfg.peer_ids)
+            members.is_quorum(round_.succ_num)
+            or members.is_quorum(round_.succ_num + round_.not_ready_num)
+            or round_.all_num >= round_.size
         ):
             self._decide_heartbeat_round(round_)
 
@@ -1079,10 +1378,12 @@ class RaftCore:
         if not cfg.legacy_heartbeat_term_check and round_.max_term > round_.term:
             self._adopt_higher_term(round_.max_term)
             return
-        if cfg.is_quorum(round_.succ_num):
+        members = self.membership
+        if members.is_quorum(round_.succ_num):
             self._last_succ_heartbeat_ms = self._now
+            self._check_learners()
             return
-        if cfg.is_quorum(round_.succ_num + round_.not_ready_num):
+        if members.is_quorum(round_.succ_num + round_.not_ready_num):
             self._last_send_heartbeat_ms = NEVER  # resend on the next tick
         elif round_.max_term > round_.term:
             self._adopt_higher_term(round_.max_term)
@@ -1109,7 +1410,7 @@ class RaftCore:
     def _transfer_refusal(self, to: str, term: int | None) -> ResponseCode | None:
         """The leader's checks of section 6.2, then 6.3's pending-transfer check."""
         cfg = self.config
-        if to not in cfg.peer_ids:
+        if not self.membership.is_voter(to):  # a learner or a non-member cannot lead
             return ResponseCode.UNKNOWN_MEMBER
         if term is not None and term != self.term:
             return ResponseCode.INCONSISTENT_TERM
@@ -1173,7 +1474,7 @@ class RaftCore:
         live = [
             p
             for p in preferred
-            if p in cfg.peer_ids
+            if self.membership.is_voter(p)
             and self.hears_from(p)
             and self._now - self._preferred_refused_ms.get(p, NEVER) >= backoff
         ]
@@ -1314,9 +1615,11 @@ class RaftCore:
         end = self._log.last_index
         self._dispatchers = {
             peer: _Dispatcher(peer, compare_index=end, write_index=end + 1)
-            for peer in self.config.others
+            for peer in self._replication_targets()
         }
+        self._learner_rounds.clear()
         self._self_match_index = self._log.stable_end if self._log.last_term == self.term else -1
+        self._term_first_index = end + 1
         self._log.append([NewEntry(end + 1, self.term, b"", NOOP_TYPE)])
         self._maybe_advance_commit()
 
@@ -1354,6 +1657,7 @@ class RaftCore:
         *,
         compare_term: int = -1,
         entries: Sequence[LogEntry] = (),
+        membership: MembershipRecord | None = None,
     ) -> int:
         cfg = self.config
         rid = self._rid()
@@ -1370,6 +1674,7 @@ class RaftCore:
                 self.committed_index,
                 compare_term,
                 entries,
+                membership,
             )
         )
         return rid
@@ -1403,7 +1708,13 @@ class RaftCore:
             elif begin > 0 and d.match_index + 1 < begin:
                 first = self._log.stable_entries(begin, 1)[:1]
                 d.restarting = True
-                d.control_rid = self._push(d, PushKind.TRUNCATE, begin, entries=tuple(first))
+                d.control_rid = self._push(
+                    d,
+                    PushKind.TRUNCATE,
+                    begin,
+                    entries=tuple(first),
+                    membership=self._members.committed,
+                )
             else:
                 d.control_rid = self._push(d, PushKind.TRUNCATE, d.match_index + 1)
             d.control_sent_ms = now
@@ -1569,8 +1880,16 @@ class RaftCore:
         """The quorum index of the watermarks, counted only for this term's entries (5.4.2)."""
         if self.role is not Role.LEADER:
             return
-        marks = [self._self_match_index] + [d.match_index for d in self._dispatchers.values()]
-        candidate = quorum_index(marks, self.config.quorum)
+        members = self.membership
+        marks = []
+        for voter in members.voters:  # a learner, or a leader being removed, never counts
+            if voter == self.config.self_id:
+                marks.append(self._self_match_index)
+            elif (d := self._dispatchers.get(voter)) is not None:
+                marks.append(d.match_index)
+        if len(marks) < members.quorum:
+            return
+        candidate = quorum_index(marks, members.quorum)
         if candidate <= self.committed_index or candidate > self._log.stable_end:
             return
         if self._log.term_at(candidate) != self.term:
@@ -1580,6 +1899,7 @@ class RaftCore:
         self._check_rebuilt()
         done = [p for p in self._proposals.values() if p.last_index <= candidate]
         self._finish_proposals(done, ResponseCode.SUCCESS)
+        self._commit_configurations()
 
     # ================================================================== follower replication
     def _handle_push(self, req: PushEntryRequest) -> None:
@@ -1659,6 +1979,12 @@ class RaftCore:
         # after the APPEND that followed it).
         if cut <= self.last_index and self.last_term != self.term:
             self._log.truncate(cut)
+            if self._members.truncate(cut):
+                _log.info(
+                    "%s: a membership change at or after %d was truncated; in effect again: %s",
+                    self.config.self_id, cut, self.membership.describe(),
+                )  # fmt: skip
+                self._membership_changed()
         self._verified_end = max(self._verified_end, index - 1)
 
     def _handle_restart(self, req: PushEntryRequest, reply: _Reply) -> None:
@@ -1692,10 +2018,22 @@ class RaftCore:
                 self.config.self_id, log.begin_index, self.last_index, first.index, first.index,
             )  # fmt: skip
             log.restart(first)
+            # The entries before ``first`` are gone with the configurations they made: the
+            # leader sends its committed one. It is exactly the configuration at ``first`` when
+            # it is older than ``first``; when it is newer, this log takes it as its base from
+            # ``first`` on (a committed configuration of the group, while this log is behind
+            # it), and the CONFIG_CHANGE entries after ``first`` take effect as they arrive.
+            base = req.membership or self._members.committed
+            self._members.reset(
+                MembershipRecord(min(base.index, first.index), base.membership, base.term)
+            )
+            self._note_configurations([first])
+            self._membership_changed()
         self._verified_end = max(self._verified_end, first.index)
         if first.index > self.committed_index:
             self.committed_index = first.index
             self._commit_dirty = True
+            self._commit_configurations()
         self._respond_push(req, ResponseCode.SUCCESS, True, end_index=self.last_index)
 
     def _handle_compare(self, req: PushEntryRequest, reply: _Reply) -> None:
@@ -1774,6 +2112,7 @@ class RaftCore:
                 skip += 1
             if skip < len(entries):
                 self._log.append(entries[skip:])
+                self._note_configurations(entries[skip:])
             self._verified_end = max(self._verified_end, entries[-1].index)
             self._respond_push(
                 req, ResponseCode.SUCCESS, True, count=len(entries), end_index=self.last_index
@@ -1809,6 +2148,7 @@ class RaftCore:
             self.committed_index = candidate
             self._commit_dirty = True
             self._check_rebuilt()
+            self._commit_configurations()
 
     def _check_rebuilt(self) -> None:
         """A rebuilding node that commits an entry of the current term holds every committed one.

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ledgermq.raft.membership import MembershipRecord
+
 __all__ = [
     "HeartBeatRequest",
     "HeartBeatResponse",
@@ -134,6 +136,13 @@ class LogEntry(Protocol):
     def term(self) -> int: ...
     @property
     def size(self) -> int: ...
+    @property
+    def entry_type(self) -> int:
+        """1 NORMAL, 2 NOOP, 3 CONFIG_CHANGE (the core reads the body of CONFIG_CHANGE only)."""
+        ...
+
+    @property
+    def body(self) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +215,10 @@ class PushEntryRequest:
     commit_index: int
     compare_term: int = -1
     entries: Sequence[LogEntry] = field(default=())
+    membership: MembershipRecord | None = None
+    """TRUNCATE carrying the leader's oldest entry only: the leader's latest committed
+    membership, so a follower that begins its log again there knows the configuration the
+    deleted entries had made (``MembershipLog.reset``)."""
 
 
 @dataclass(frozen=True, slots=True)

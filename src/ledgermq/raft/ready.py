@@ -5,7 +5,8 @@ The driver must, in this order: persist ``hard_state``; apply ``truncate_from`` 
 ``messages``; send ``messages_after_persist`` only once the first two steps are durable (a vote
 must be on disk before it is granted, spec-election section 1.5; a follower acknowledges entries
 only after storing them); record ``committed_index``; report
-``completed`` proposals and ``transfers`` to their callers; then call ``advance(ready)``.
+``completed`` proposals and ``transfers`` to their callers; persist ``membership.committed`` when
+``membership`` is set (before recording a commit index past it); then call ``advance(ready)``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from ledgermq.raft.membership import MembershipState
     from ledgermq.raft.messages import LogEntry, Message, ResponseCode, Role
 
 __all__ = ["HardState", "NewEntry", "ProposalResult", "Ready", "RoleChange", "TransferResult"]
@@ -103,6 +105,10 @@ class Ready:
     role_changes: list[RoleChange] = field(default_factory=list)
     completed: list[ProposalResult] = field(default_factory=list)
     transfers: list[TransferResult] = field(default_factory=list)
+    membership: MembershipState | None = None
+    """Set when the configuration in effect or the committed one changed: the driver persists
+    ``membership.committed`` before it records a commit index past it, and (re)connects to the
+    members of ``membership.effective``."""
 
     def is_empty(self) -> bool:
         return not (
@@ -116,4 +122,5 @@ class Ready:
             or self.role_changes
             or self.completed
             or self.transfers
+            or self.membership is not None
         )

@@ -284,6 +284,27 @@ class BrokerCluster:
         child.spawn(self.broker_command(group, node))
         child.wait_ready(self.start_timeout_s)
 
+    def add_replica(self, group: str, node: str) -> str:
+        """Make room for a new replica ``node`` of ``group`` at new ports, not started; its
+        ledger address ("127.0.0.1:PORT", what ``replica-add --peer`` takes). It is started
+        (``start_replica``) with ``peers(group)``: every replica the harness knows, itself
+        included, as an operator lists the members plus the new one. One group only."""
+        if len(self.groups) != 1 or node in self.nodes:
+            raise ValueError(f"cannot add {node} to {group}: one group, a new id")
+        key = (group, node)
+        self.ports[key], self.ledger_ports[key], self.grpc_ports[key] = free_ports(3)
+        logs = self.base_dir / "logs"
+        self._brokers[key] = ChildProcess(
+            f"{group}/{node}", logs / f"{group}-{node}.log", _BROKER_MARK, ClusterStartError
+        )
+        self.nodes.append(node)
+        return f"{HOST}:{self.ledger_ports[key]}"
+
+    def forget_replica(self, group: str, node: str) -> None:
+        """A removed replica (stopped): later replicas are no longer started listing it."""
+        self._child(group, node).kill()
+        self.nodes.remove(node)
+
     def restart(self, group: str, node: str) -> None:
         """Stop the replica if it runs (SIGTERM, then SIGKILL) and start it again."""
         if self._child(group, node).is_running():

@@ -32,6 +32,17 @@ Invariants are checked after every event (``SafetyLedger`` and ``check_node``): 
 term, log matching, committed entries never change or disappear, the commit index never moves
 back, acknowledged proposals are stored on a majority with the proposed bodies.
 
+Membership changes (drawn from a generator of their own, so seeds without them replay as before):
+the operator adds a replica as a learner (starting the new node just before or just after the
+change, with a peer list of the members plus itself, as ``replica-add`` documents; sometimes the
+change is refused and the started node is one the group never admitted), removes a member
+(sometimes the leader itself), or replaces one (add, wait for the promotion, remove an old
+voter), during partitions, crashes and slow disks, so changes are also truncated. After every
+event: no node leads that is not a voter of its configuration, and a node's configuration is the
+latest CONFIG_CHANGE entry of its log (or its committed base); at the end every change has
+completed or been abandoned cleanly (no learner left, no uncommitted change, every member of the
+leader's configuration following it with the same configuration).
+
 Apply: every node applies what it commits to a small state machine (``apply_model``), and in
 some runs (drawn from a generator of its own, so other seeds replay as before) the workload
 proposes *poison* entries, which that state machine rejects deterministically, as the broker's
@@ -51,7 +62,10 @@ from typing import TYPE_CHECKING
 
 from ledgermq.errors import RaftError
 from ledgermq.raft import (
+    CONFIG_CHANGE_TYPE,
     HardState,
+    Membership,
+    MembershipRecord,
     Message,
     RaftConfig,
     RaftCore,
@@ -100,6 +114,8 @@ class FaultPlan:
     """Chance in each 50 ms slot that a node deletes the old segments of its committed log."""
     poison: float = 0.0
     """Chance that a proposed body is a poison entry (``apply_model``: its apply is refused)."""
+    membership: float = 0.0
+    """Chance in each 50 ms slot of the fault phase that the operator changes the membership."""
 
     @classmethod
     def draw(cls, rng: random.Random) -> FaultPlan:
@@ -128,6 +144,8 @@ class SimNode:
     """The logs of its replaced disks: what it had acknowledged before each was lost."""
     applier: Applier | None = None
     """Its state machine over the committed log (``apply_model``)."""
+    membership: MembershipRecord | None = None
+    """The committed configuration it persisted (``Ready.membership``), lost with its disk."""
 
 
 @dataclass
@@ -143,6 +161,12 @@ class SimResult:
     """Leadership transfers that completed with SUCCESS."""
     quarantined: int = 0
     """Distinct poison entries committed and quarantined (by every node that applied them)."""
+    membership_changes: int = 0
+    """Distinct CONFIG_CHANGE entries committed (adds, promotions, removals)."""
+    truncated_changes: int = 0
+    """CONFIG_CHANGE entries cut from a log by a new leader (changes undone)."""
+    leader_removals: int = 0
+    """Removals a leader proposed of itself."""
 
     @property
     def ok(self) -> bool:
@@ -158,6 +182,7 @@ class SimCluster:
         *,
         leadership_moves: bool = True,
         quarantine_poison: bool = True,
+        membership_changes: bool = True,
     ) -> None:
         """``quarantine_poison`` False makes a poison entry stop apply, as the dispatcher's
         fail-stop did (for the test that shows the invariant catches it)."""
@@ -185,6 +210,9 @@ class SimCluster:
         self.apply_rng = random.Random(f"apply-{seed}")
         if plan is None and leadership_moves and self.apply_rng.random() < 0.5:
             self.plan.poison = self.apply_rng.choice([0.02, 0.1, 0.3])
+        self._init_membership_changes(
+            node_count, draw=plan is None and leadership_moves and membership_changes
+        )
         self.applied = ApplyLedger()
         self.quarantine_poison = quarantine_poison
         self.transfers_ok = 0
@@ -210,6 +238,21 @@ class SimCluster:
         for nid in self.ids:
             self._start(nid)
 
+    def _init_membership_changes(self, node_count: int, *, draw: bool) -> None:
+        self.members_rng = random.Random(f"members-{self.seed}")
+        if draw and self.members_rng.random() < 0.5:
+            self.plan.membership = self.members_rng.choice([0.02, 0.05, 0.1])
+        self.initial_ids = tuple(f"n{i}" for i in range(node_count))
+        self.spare_ids = [f"n{i}" for i in range(node_count, node_count + 4)]
+        """Ids of replicas the operator may add (at most four per run)."""
+        self.seed_peers: dict[str, tuple[str, ...]] = {}
+        """The peer list a replica added during the run was started with."""
+        self.retired: set[str] = set()
+        """Removed replicas the operator stopped for good (never restarted)."""
+        self.config_commits: set[int] = set()
+        self.truncated_changes = 0
+        self.leader_removals = 0
+
     def _applier(self, nid: str) -> Applier:
         return Applier(nid, self.applied, quarantine_poison=self.quarantine_poison)
 
@@ -217,7 +260,10 @@ class SimCluster:
     def config(self, nid: str) -> RaftConfig:
         preferred = (self.plan.preferred,) if self.plan.preferred else ()
         return RaftConfig(
-            group="sim", self_id=nid, peer_ids=self.ids, preferred_leader_ids=preferred
+            group="sim",
+            self_id=nid,
+            peer_ids=self.seed_peers.get(nid, self.initial_ids),
+            preferred_leader_ids=preferred,
         )
 
     def schedule(self, at_ms: int, action: Callable[[], None]) -> None:
@@ -233,6 +279,7 @@ class SimCluster:
             random.Random(self.rng.getrandbits(64)),
             self.now,
             node.store.committed_index,
+            node.membership,
         )
         self.schedule(self.now + self.rng.randrange(TICK_MS), lambda: self._tick(nid, node.core))
 
@@ -276,6 +323,15 @@ class SimCluster:
             for change in ready.role_changes:  # roles change in memory, before any write
                 if change.role is Role.LEADER:
                     self.safety.leader_elected(change.term, node.node_id)
+                    state = core.membership_state
+                    if core.role is Role.LEADER and not (
+                        state.effective.membership.is_voter(node.node_id)
+                        or state.committed.membership.is_voter(node.node_id)
+                    ):
+                        raise InvariantViolationError(
+                            f"{node.node_id} leads term {change.term} but is not a voter of "
+                            f"its configuration ({core.membership.describe()})"
+                        )
             writes = (
                 ready.hard_state is not None or ready.truncate_from is not None or ready.entries
             )
@@ -317,6 +373,14 @@ class SimCluster:
     def _apply_ready(self, node: SimNode, core: RaftCore, ready: Ready, *, send_now: bool) -> None:
         if ready.hard_state is not None:
             node.hard_state = ready.hard_state
+        if ready.membership is not None:  # persisted before any commit index past it
+            node.membership = ready.membership.committed
+        store = node.store
+        if ready.truncate_from is not None and ready.truncate_from <= store.end_index:
+            self.truncated_changes += sum(
+                e.entry_type == CONFIG_CHANGE_TYPE
+                for e in store.read_range(ready.truncate_from, 1 << 40)
+            )
         appended = apply_log_changes(node.store, ready)
         self.restarts_from_begin += ready.restart_from is not None
         store = node.store
@@ -335,6 +399,12 @@ class SimCluster:
             self._transfer_done(transfer)
         core.advance(ready)
         self._check_node(node)
+        if (
+            ready.truncate_from is not None
+            or ready.restart_from is not None
+            or any(e.entry_type == CONFIG_CHANGE_TYPE for e in ready.entries)
+        ):
+            self._check_configuration(node, core)
 
     def _commit(self, node: SimNode, index: int) -> None:
         if index < node.max_commit_seen:
@@ -346,6 +416,8 @@ class SimCluster:
                 break
             term = node.core.term if node.core is not None else -1
             self.safety.entry_committed(node.node_id, entry.index, entry.chain_crc, term)
+            if entry.entry_type == CONFIG_CHANGE_TYPE:
+                self.config_commits.add(entry.index)
         node.max_commit_seen = index
         store.set_committed_index(index)
         assert node.applier is not None
@@ -358,20 +430,31 @@ class SimCluster:
             return
         self.committed_ok += 1
         bodies = self.proposals[key]
-        holders = 0
+        holding: set[str] = set()
         for other in self.nodes.values():
             if any(_holds(lost, first, bodies) for lost in other.lost_stores):
-                holders += 1  # it acknowledged them, then its disk was replaced
+                holding.add(other.node_id)  # it acknowledged them, then its disk was replaced
             elif other.store.begin_index > first:
                 # Retention deleted them, so they were committed on this node; the checker saw
                 # them stored and committed (entry_stored / entry_committed) when they were.
-                holders += other.store.end_index >= first + len(bodies) - 1
+                if other.store.end_index >= first + len(bodies) - 1:
+                    holding.add(other.node_id)
             elif other.store.end_index >= first + len(bodies) - 1:
                 got = [other.store.get(first + i).body for i in range(len(bodies))]
-                holders += got == bodies
-        if holders < len(self.ids) // 2 + 1:
+                if got == bodies:
+                    holding.add(other.node_id)
+        # A majority of the voters of the configuration the leader counted with: the one in
+        # effect, or the committed one before a change that followed the commit.
+        assert node.core is not None
+        state = node.core.membership_state
+        configs = {state.effective.membership.voters, state.committed.membership.voters}
+        if not any(
+            sum(holder in voters for holder in holding) >= len(voters) // 2 + 1
+            for voters in configs
+        ):
             raise InvariantViolationError(
-                f"proposal {pid} of {node.node_id} acknowledged but stored on {holders} nodes"
+                f"proposal {pid} of {node.node_id} acknowledged but stored on {sorted(holding)} "
+                f"only, not a majority of {sorted(configs)}"
             )
 
     def _transfer_done(self, result: TransferResult) -> None:
@@ -472,6 +555,7 @@ class SimCluster:
             data_segment_bytes=node.store.data_segment_bytes, flush="sync"
         )
         node.hard_state = HardState()
+        node.membership = None
         node.max_commit_seen = -1
         node.applier = self._applier(nid)  # its applied state was on that disk too
         self.schedule(self.now + self.disk_rng.randrange(20, 2000), lambda: self._restart(nid))
@@ -485,7 +569,7 @@ class SimCluster:
         store.reset_begin(self.disk_rng.randint(store.begin_index, store.committed_index))
 
     def _restart(self, nid: str) -> None:
-        if self.nodes[nid].core is None:
+        if self.nodes[nid].core is None and nid not in self.retired:
             self._start(nid)
 
     def _fault(self) -> None:
@@ -527,6 +611,8 @@ class SimCluster:
                 self.schedule(t, self._replace_disk)
             if plan.retention and self.disk_rng.random() < plan.retention:
                 self.schedule(t, self._apply_retention)
+            if plan.membership and self.members_rng.random() < plan.membership:
+                self.schedule(t, self._change_membership)
         heal_at = plan.fault_ms
         self.schedule(heal_at, self._heal)
         deadline = heal_at + plan.heal_ms
@@ -545,6 +631,9 @@ class SimCluster:
             violation,
             self.transfers_ok,
             len(self.applied.quarantined),
+            len(self.config_commits),
+            self.truncated_changes,
+            self.leader_removals,
         )
 
     def _run_until(self, heal_at: int, deadline: int) -> None:
@@ -571,15 +660,155 @@ class SimCluster:
             self.schedule(self.now + 500 + 300 * i, self._propose)
 
     def _settled(self) -> bool:
+        """One leader, every proposal done, every change completed or abandoned: no uncommitted
+        change, no learner left to promote, every member following with the same membership."""
         cores = [n.core for n in self.nodes.values()]
         leaders = [c for c in cores if c is not None and c.role is Role.LEADER]
         if len(leaders) != 1 or self.outstanding:
             return False
         leader = leaders[0]
-        followers = sum(
-            1 for c in cores if c is not None and c.role is Role.FOLLOWER and c.term == leader.term
+        state = leader.membership_state
+        members = state.effective.membership
+        if state.effective != state.committed or members.learners:
+            return False
+        for nid in members.members:
+            core = self.nodes[nid].core
+            if core is None or core.term != leader.term or core.membership != members:
+                return False
+            if core is not leader and core.role is not Role.FOLLOWER:
+                return False
+        return leader.committed_index == leader.last_index
+
+    # ------------------------------------------------------------------ membership changes
+    def _live_leader(self) -> SimNode | None:
+        for node in self.nodes.values():
+            if node.core is not None and node.core.role is Role.LEADER and node.persisting is None:
+                return node
+        return None
+
+    def _change_membership(self) -> None:
+        """The operator changes the group, as ``replica-add`` / ``replica-remove`` do."""
+        leader = self._live_leader()
+        if leader is None:
+            return
+        assert leader.core is not None
+        members = leader.core.membership
+        rng = self.members_rng
+        kind = rng.random()
+        if kind < 0.5 and self.spare_ids:
+            self._add(leader, replace=rng.random() < 0.4)
+            return
+        # Never below the initial number of voters: the faults assume a group of 2f+1.
+        removable = list(members.learners)
+        if len(members.voters) > len(self.initial_ids):
+            removable += list(members.voters)
+        if not removable:
+            return
+        if leader.node_id in removable and rng.random() < 0.5:
+            self._remove(leader, leader.node_id)  # the leader removes itself
+        else:
+            self._remove(leader, rng.choice(removable))
+
+    def _add(self, leader: SimNode, *, replace: bool) -> None:
+        assert leader.core is not None
+        new = self.spare_ids.pop(0)
+        peers = tuple(sorted((*leader.core.membership.members, new)))
+        self.seed_peers[new] = peers
+        self.ids = (*self.ids, new)
+        self.nodes[new] = SimNode(
+            new, MemoryLedgerStore(data_segment_bytes=leader.store.data_segment_bytes, flush="sync")
         )
-        return followers + 1 == len(self.ids) and leader.committed_index == leader.last_index
+        self.nodes[new].applier = self._applier(new)
+        start_at = self.now + self.members_rng.randrange(-300, 300)
+        self.schedule(max(self.now, start_at), lambda: self._restart(new))
+        try:
+            pid = leader.core.add_learner(new, f"{new}-host:1")
+        except RaftError:
+            return  # the group never admits it: it runs, is refused, and never leads
+        self._track_change(leader, pid)
+        if replace:
+            old = self.members_rng.choice(leader.core.membership.voters)
+            self.schedule(self.now + 200, lambda: self._finish_replace(new, old, 25))
+
+    def _finish_replace(self, new: str, old: str, tries: int) -> None:
+        """Remove ``old`` once ``new`` is a committed voter (replace = add, promote, remove)."""
+        leader = self._live_leader()
+        core = leader.core if leader is not None else None
+        if (
+            leader is None
+            or core is None
+            or not core.membership_state.committed.membership.is_voter(new)
+            or core.membership_change_refusal() is not None
+        ):
+            if tries > 0:
+                self.schedule(self.now + 200, lambda: self._finish_replace(new, old, tries - 1))
+            return  # abandoned: the learner is promoted in the end, nothing is removed
+        voters = core.membership.voters
+        if old in voters and old != new and len(voters) > len(self.initial_ids):
+            self._remove(leader, old)
+
+    def _remove(self, leader: SimNode, victim: str) -> None:
+        assert leader.core is not None
+        try:
+            pid = leader.core.remove_member(victim)
+        except RaftError:
+            return
+        self.leader_removals += victim == leader.node_id
+        self._track_change(leader, pid)
+        if self.members_rng.random() < 0.5:
+            self.schedule(self.now + 1500, lambda: self._retire(victim))
+
+    def _retire(self, victim: str) -> None:
+        """The operator stops a removed replica for good, once its removal is committed."""
+        leader = self._live_leader()
+        if leader is None or leader.core is None:
+            return
+        if not leader.core.membership_state.committed.membership.is_member(victim):
+            self.retired.add(victim)
+            self._crash(victim)
+
+    def _track_change(self, leader: SimNode, pid: int) -> None:
+        assert leader.core is not None
+        self.proposal_count += 1
+        self.proposals[(leader.node_id, pid)] = [leader.core.membership.encode()]
+        self.outstanding.add((leader.node_id, pid))
+        self._process_ready(leader)
+        if self.now < self.plan.fault_ms and self.members_rng.random() < 0.2:
+            # The leader is cut off right after proposing: the change is usually truncated by
+            # the next leader (and undone), or committed later if the next leader has it.
+            lonely = leader.node_id
+            self.cut = {(lonely, o) for o in self.ids} | {(o, lonely) for o in self.ids}
+
+    def _check_configuration(self, node: SimNode, core: RaftCore) -> None:
+        """A node's configuration is the latest CONFIG_CHANGE entry in its log, else its base:
+        a truncated change is undone, a new one in effect as soon as it is stored. (A log begun
+        again at a leader's oldest entry has the leader's committed configuration as its base,
+        labelled with that entry's index.)"""
+        state = core.membership_state
+        store = node.store
+        effective = state.effective
+        rebuilt_base = effective == state.committed and effective.index <= store.begin_index
+        if effective.index >= max(store.begin_index, 0) and not rebuilt_base:
+            if effective.index > store.end_index:
+                raise InvariantViolationError(
+                    f"{node.node_id}: configuration of index {effective.index} beyond its log "
+                    f"end {store.end_index}"
+                )
+            entry = store.get(effective.index)
+            if entry.entry_type != CONFIG_CHANGE_TYPE or (
+                Membership.decode(entry.body) != effective.membership
+            ):
+                raise InvariantViolationError(
+                    f"{node.node_id}: configuration of index {effective.index} is not the entry "
+                    "stored there"
+                )
+        start = max(effective.index + 1, store.begin_index, 0)
+        for entry in store.read_range(start, 1 << 40) if start <= store.end_index else ():
+            if entry.entry_type == CONFIG_CHANGE_TYPE:
+                raise InvariantViolationError(
+                    f"{node.node_id}: CONFIG_CHANGE at {entry.index} is in its log but its "
+                    f"configuration is still that of index {effective.index}"
+                )
 
 
 def _holds(store: MemoryLedgerStore, first: int, bodies: list[bytes]) -> bool:
@@ -590,8 +819,17 @@ def _holds(store: MemoryLedgerStore, first: int, bodies: list[bytes]) -> bool:
 
 
 def run_seed(
-    seed: int, nodes: int, *, leadership_moves: bool = True, quarantine_poison: bool = True
+    seed: int,
+    nodes: int,
+    *,
+    leadership_moves: bool = True,
+    quarantine_poison: bool = True,
+    membership_changes: bool = True,
 ) -> SimResult:
     return SimCluster(
-        seed, nodes, leadership_moves=leadership_moves, quarantine_poison=quarantine_poison
+        seed,
+        nodes,
+        leadership_moves=leadership_moves,
+        quarantine_poison=quarantine_poison,
+        membership_changes=membership_changes,
     ).run()

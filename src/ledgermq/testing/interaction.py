@@ -21,6 +21,12 @@ Commands (``#`` starts a comment; arguments are ``key=value`` or bare words):
 ``propose NODE BODY...`` or ``propose NODE count=N``  ``transfer NODE TO [term=T]``
 ``crash NODE``  ``restart NODE``  ``cut A B [oneway]``  ``isolate NODE``  ``heal``
 ``status``  ``log NODE``
+``add LEADER NEW``  ``remove LEADER MEMBER``  ``promote LEADER LEARNER``
+    propose a membership change on LEADER (single-server changes, ``raft.membership``)
+``start NEW peers=n0,n1,...``
+    start a fresh node (empty disk) whose peer list is ``peers`` (the operator's broker.conf)
+``members``
+    every node's configuration in effect and the index of the entry that made it
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from ledgermq.raft import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
+    Membership,
+    MembershipRecord,
     Message,
     ProposalResult,
     PushEntryRequest,
@@ -66,6 +74,10 @@ class _Node:
     hard_state: HardState
     core: RaftCore | None = None
     restarts: int = 0
+    peers: tuple[str, ...] = ()
+    """Its seed peer list (empty: the cluster's ids)."""
+    membership: MembershipRecord | None = None
+    """The committed configuration it persisted."""
 
 
 @dataclass
@@ -167,6 +179,60 @@ class InteractionEnv:
         self._emit(f"{node.node_id}: transfer {tid} to {args[1]}")
         self._process(node)
 
+    def cmd_add(self, args: list[str]) -> None:
+        self._change(args[0], args[1], "add")
+
+    def cmd_remove(self, args: list[str]) -> None:
+        self._change(args[0], args[1], "remove")
+
+    def cmd_promote(self, args: list[str]) -> None:
+        self._change(args[0], args[1], "promote")
+
+    def _change(self, nid: str, member: str, kind: str) -> None:
+        node = self._live(nid)
+        core = node.core
+        assert core is not None
+        try:
+            if kind == "add":
+                pid = core.add_learner(member, f"{member}-host:40911")
+            elif kind == "remove":
+                pid = core.remove_member(member)
+            else:
+                pid = core.promote_learner(member)
+        except RaftError as exc:
+            self._emit(f"{nid}: {kind} {member} refused: {type(exc).__name__}: {exc}")
+            return
+        self._emit(f"{nid}: {kind} {member}: proposal {pid} at index {core.last_index}")
+        self._process(node)
+
+    def cmd_start(self, args: list[str]) -> None:
+        nid = args[0]
+        opts = _options(args[1:])
+        peers = tuple(sorted(opts["peers"].split(",")))
+        store = MemoryLedgerStore(data_segment_bytes=1 << 20, flush="sync")
+        self.nodes[nid] = _Node(nid, store, HardState(), peers=peers)
+        if nid not in self.ids:
+            self.ids = (*self.ids, nid)
+        self._start(nid)
+        self._emit(f"{nid}: started empty with peers {','.join(peers)}")
+
+    def cmd_members(self, args: list[str]) -> None:
+        del args
+        for node in self.nodes.values():
+            if node.core is None:
+                self._out.append(f"{node.node_id}: down")
+                continue
+            state = node.core.membership_state
+            pending = (
+                ""
+                if state.effective == state.committed
+                else f" (uncommitted; committed {state.committed.index})"
+            )
+            self._out.append(
+                f"{node.node_id}: {state.effective.membership.describe()} "
+                f"from index {state.effective.index}{pending}"
+            )
+
     def cmd_crash(self, args: list[str]) -> None:
         node = self.nodes[args[0]]
         node.core = None
@@ -212,19 +278,31 @@ class InteractionEnv:
         if store.end_index < 0:
             self._out.append("(empty)")
         for entry in store.read_range(max(store.begin_index, 0), 1 << 40):
-            kind = "NOOP" if entry.entry_type is EntryType.NOOP else entry.body.decode()
+            if entry.entry_type is EntryType.CONFIG_CHANGE:
+                kind = "CONFIG " + Membership.decode(entry.body).describe()
+            else:
+                kind = "NOOP" if entry.entry_type is EntryType.NOOP else entry.body.decode()
             self._out.append(f"{entry.index}@{entry.term} {kind}")
 
     # ------------------------------------------------------------------ plumbing
     def _start(self, nid: str) -> None:
         node = self.nodes[nid]
         config = RaftConfig(
-            group="g", self_id=nid, peer_ids=self.ids, preferred_leader_ids=self.preferred
+            group="g",
+            self_id=nid,
+            peer_ids=node.peers or self.ids,
+            preferred_leader_ids=self.preferred,
         )
         salt = f"{self.seed}-" if self.seed else ""
         rng = random.Random(f"{salt}{nid}-{node.restarts}")
         node.core = RaftCore(
-            config, node.hard_state, node.store, rng, self.now, node.store.committed_index
+            config,
+            node.hard_state,
+            node.store,
+            rng,
+            self.now,
+            node.store.committed_index,
+            node.membership,
         )
 
     def _live(self, nid: str) -> _Node:
@@ -243,6 +321,14 @@ class InteractionEnv:
             ready = core.ready()
             if ready.hard_state is not None:
                 node.hard_state = ready.hard_state
+            if ready.membership is not None:
+                node.membership = ready.membership.committed
+                if self._trace != "none":
+                    state = ready.membership
+                    self._emit(
+                        f"{node.node_id}: membership {state.effective.membership.describe()} "
+                        f"(index {state.effective.index}, committed {state.committed.index})"
+                    )
             apply_log_changes(node.store, ready)
             for message in ready.messages + ready.messages_after_persist:
                 self._send(message)
@@ -274,8 +360,8 @@ class InteractionEnv:
         heapq.heappush(self._queue, (self.now + self.latency, self._seq, message))
 
     def _deliver(self, message: Message) -> None:
-        node = self.nodes[message.remote_id]
-        if node.core is None:
+        node = self.nodes.get(message.remote_id)
+        if node is None or node.core is None:
             return
         node.core.step(message)
         self._process(node)

@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return replace_main(seeds)
     started = time.perf_counter()
     failures = 0
-    events = proposals = committed = transfers = quarantined = 0
+    events = proposals = committed = transfers = quarantined = changes = truncated = 0
     for seed in seeds:
         result = run_seed(seed, args.nodes)
         events += result.events
@@ -53,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         committed += result.committed
         transfers += result.transfers
         quarantined += result.quarantined
+        changes += result.membership_changes
+        truncated += result.truncated_changes
         if not result.ok:
             failures += 1
             print(f"seed {seed}: {result.violation}")
@@ -63,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{len(seeds)} seeds, {args.nodes} nodes: {failures} failed, {events} events, "
         f"{proposals} proposals ({committed} committed), {transfers} leadership transfers, "
-        f"{quarantined} poison entries quarantined in {elapsed:.1f} s"
+        f"{quarantined} poison entries quarantined, {changes} membership changes committed "
+        f"({truncated} truncated) in {elapsed:.1f} s"
     )
     return 1 if failures else 0
 

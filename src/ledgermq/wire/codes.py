@@ -85,6 +85,9 @@ class MQRequestCode(enum.IntEnum):
     TRANSFER_LEADERSHIP = 1000  # ours: move the ledger leadership of a broker group (admin)
     GET_QUARANTINED_ENTRIES = 1001  # ours: committed entries a replica could not apply (admin)
     GET_ROUTE_VERSION = 1010  # ours: the NameServer's route version, which clients poll
+    REPLICA_LIST = 1020  # ours: a broker group's ledger members, roles and lags (admin)
+    REPLICA_ADD = 1021  # ours: add a replica to a broker group as a learner (admin)
+    REPLICA_REMOVE = 1022  # ours: remove a replica from a broker group (admin)
 
 
 class MQResponseCode(enum.IntEnum):

@@ -180,6 +180,22 @@ class AdminProcessor:
         body = {"total": service.quarantined_total(), "entries": [e.to_object() for e in entries]}
         return command.response(MQResponseCode.SUCCESS, body=json_body(body))
 
+    def replica_list(self, command: RemotingCommand) -> RemotingCommand:
+        """REPLICA_LIST (1020): ``{"replicas": [{id, address, role, logEnd, lag,
+        lastContactMs}]}``."""
+        body = {"replicas": self._service.replica_list()}
+        return command.response(MQResponseCode.SUCCESS, body=json_body(body))
+
+    async def replica_add(self, command: RemotingCommand) -> RemotingCommand:
+        """REPLICA_ADD (1021): ``peer`` (nX-HOST:PORT) in; ``index`` of the change out."""
+        index = await self._service.replica_add(ext_str(command.ext_fields, "peer"))
+        return command.response(MQResponseCode.SUCCESS, ext_fields={"index": str(index)})
+
+    async def replica_remove(self, command: RemotingCommand) -> RemotingCommand:
+        """REPLICA_REMOVE (1022): ``id`` in; ``index`` of the change out."""
+        index = await self._service.replica_remove(ext_str(command.ext_fields, "id"))
+        return command.response(MQResponseCode.SUCCESS, ext_fields={"index": str(index)})
+
     async def transfer_leadership(self, command: RemotingCommand) -> RemotingCommand:
         await self._service.transfer_leadership(ext_str(command.ext_fields, "to"))
         return command.response(MQResponseCode.SUCCESS)

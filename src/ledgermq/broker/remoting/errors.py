@@ -18,6 +18,7 @@ from ledgermq.broker.errors import (
     InvalidFilterError,
     InvalidGroupError,
     InvalidHandleError,
+    InvalidMembershipChangeError,
     InvalidQueueError,
     InvalidTopicError,
     MaybeStoredError,
@@ -53,6 +54,7 @@ _CODES: Final[dict[type[ServiceError], MQResponseCode]] = {
     InvalidGroupError: MQResponseCode.INVALID_PARAMETER,
     OverLimitError: MQResponseCode.INVALID_PARAMETER,
     InvalidQueueError: MQResponseCode.INVALID_PARAMETER,
+    InvalidMembershipChangeError: MQResponseCode.INVALID_PARAMETER,
     InvalidFilterError: MQResponseCode.SUBSCRIPTION_PARSE_FAILED,
     # RocketMQ 5's AckMessageProcessor answers an ack it cannot place so
     InvalidHandleError: MQResponseCode.NO_MESSAGE,

@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import (
+    BusyError,
     InvalidArgumentError,
+    InvalidMembershipChangeError,
     NoSuchTopicError,
     NotFoundError,
     TransferRefusedError,
+    UnavailableError,
 )
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
@@ -26,8 +29,12 @@ from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
+    LeaderTransferringError,
     LedgerMQError,
+    MembershipChangeBusyError,
+    MembershipChangeError,
     MessageFormatError,
+    NotLeaderError,
 )
 from ledgermq.ledger.replica_view import replication_fields
 from ledgermq.raft import ResponseCode
@@ -280,15 +287,47 @@ class AdminService:
                 break
         return records
 
+    # ------------------------------------------------------------------ membership
+    def replica_list(self) -> list[dict[str, object]]:
+        """``replica-list``: the group's members as this replica sees them (the master knows
+        every follower's lag): id, address, role, logEnd, lag, lastContactMs."""
+        return self._ledger.member_rows()
+
+    async def replica_add(self, peer: str) -> int:
+        """``replica-add --peer nX-HOST:PORT``: propose ``nX`` as a learner reached at the
+        ledger address HOST:PORT; returns the change's log index once committed."""
+        member, sep, address = peer.partition("-")
+        host, colon, port = address.rpartition(":")
+        if not sep or not member or not colon or not host or not port.isdigit():
+            raise InvalidMembershipChangeError(
+                f"--peer must be nX-HOST:PORT (a dLegerPeers entry), got {peer!r}"
+            )
+        return await self._change_membership("add", member, address)
+
+    async def replica_remove(self, member: str) -> int:
+        """``replica-remove --id nX``: propose removing ``nX``; the change's log index."""
+        return await self._change_membership("remove", member, "")
+
+    async def _change_membership(self, action: str, member: str, address: str) -> int:
+        try:
+            return await self._ledger.change_membership(action, member, address)
+        except MembershipChangeError as exc:
+            raise InvalidMembershipChangeError(str(exc)) from None
+        except MembershipChangeBusyError as exc:
+            raise BusyError(f"{exc}; retry shortly") from None
+        except (NotLeaderError, LeaderTransferringError) as exc:
+            raise UnavailableError(f"{exc}; send it to the group's master") from None
+
     # ------------------------------------------------------------------ leadership
     async def transfer_leadership(self, target: str) -> None:
         """Move the group's leadership to replica ``target``; returns once it moved. Raises
         ``InvalidArgumentError`` (not a replica of the group) or ``TransferRefusedError``."""
         state = self._state
-        if target not in state.config.dleger_peers:
+        voters = self._ledger.core.membership.voters  # the group's, not broker.conf's
+        if target not in voters:
             raise InvalidArgumentError(
-                f"{target!r} is not a replica of group {state.config.group} "
-                f"({', '.join(sorted(state.config.dleger_peers))})"
+                f"{target!r} is not a replica of group {state.config.group} (its voters: "
+                f"{', '.join(voters)})"
             )
         try:
             code = await self._ledger.transfer_leadership(target)
