@@ -4,7 +4,10 @@ Reads JSON events (``{"ts": <epoch ms>, "value": <number>}``) from a topic, coun
 sums their values per tag in 10-second event-time windows (watermark 30 s), and writes each
 finished window to Parquet and, as a JSON message, to a LedgerMQ topic (exactly-once sink).
 Stop it (Ctrl-C) and start it again with the same ``--checkpoint``: it carries on where it was,
-and neither output gets a window twice.
+and neither output gets a window twice. The output and checkpoint folders default to
+``./ledgermq-spark-pipeline/`` in the current directory (printed at start): a checkpoint is one
+query's progress, and a shared default (``/tmp``) made a second user's run silently resume the
+first one's.
 
     pip install 'ledgermq[spark]'
     export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(which python)
@@ -30,17 +33,24 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
+DEFAULT_DIR = os.path.join(os.curdir, "ledgermq-spark-pipeline")
+"""Where the output and the checkpoint go by default: under the current directory, one per
+user and project, never a shared folder whose checkpoint another run would resume."""
+
 
 def _options(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namesrv", default="127.0.0.1:9876")
     parser.add_argument("--input-topic", default="Events")
     parser.add_argument("--output-topic", default="EventStats")
-    parser.add_argument("--output-dir", default="/tmp/ledgermq-spark-pipeline/parquet")
-    parser.add_argument("--checkpoint", default="/tmp/ledgermq-spark-pipeline/checkpoint")
+    parser.add_argument("--output-dir", default=os.path.join(DEFAULT_DIR, "parquet"))
+    parser.add_argument("--checkpoint", default=os.path.join(DEFAULT_DIR, "checkpoint"))
     parser.add_argument("--demo-events", type=int, default=0)
     parser.add_argument("--available-now", action="store_true")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.output_dir = os.path.abspath(args.output_dir)
+    args.checkpoint = os.path.abspath(args.checkpoint)
+    return args
 
 
 def _demo_events(namesrv: str, args: argparse.Namespace) -> None:
@@ -76,6 +86,7 @@ def _demo_events(namesrv: str, args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the pipeline; ``argv`` as on the command line (default: ``sys.argv[1:]``)."""
     args = _options(argv)
+    print(f"output {args.output_dir}, checkpoint {args.checkpoint}", flush=True)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.demo_events:
@@ -87,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     spark = existing or (
         SparkSession.builder.appName("ledgermq-pipeline")
         .config("spark.sql.shuffle.partitions", "2")
+        # idle Python workers end quietly at spark.stop() (no BrokenPipeError tracebacks)
+        .config("spark.python.daemon.module", "ledgermq.spark.daemon")
         .getOrCreate()
     )
     if existing is None:

@@ -11,6 +11,7 @@ from ledgermq.broker.remoting.send import parse_send_request
 from ledgermq.errors import BadRequestError
 from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields
+from ledgermq.wire.headers import SendMessageRequestHeaderV2
 
 numbers = st.one_of(
     st.integers(-(1 << 64), 1 << 64).map(str),
@@ -77,3 +78,43 @@ def test_the_usual_v2_header_is_read() -> None:
         "T", 3, 17, False,
     )  # fmt: skip
     assert request.max_reconsume_times is None
+
+
+@given(
+    st.integers(-1, 1 << 30),
+    st.integers(0, 255),
+    st.integers(0, 1 << 45),
+    st.sampled_from(["", "\x01UNIQ_KEY\x02a\x02"]),
+    st.one_of(st.none(), st.integers(0, 16)),
+    st.booleans(),
+    st.sampled_from([None, "TBW102"]),
+)
+def test_the_typed_v2_header_is_read_by_the_broker_as_it_was_built(
+    queue_id: int,
+    sys_flag: int,
+    born: int,
+    properties: str,
+    max_reconsume: int | None,
+    batch: bool,
+    default_topic: str | None,
+) -> None:
+    """``wire.headers.SendMessageRequestHeaderV2`` (what the stand-alone proxy and a
+    follower's gRPC door forward a v5 send with) writes the fields the broker's reader reads
+    back to the same request."""
+    header = SendMessageRequestHeaderV2(
+        producer_group="__grpc_producer", topic="TopicTest", queue_id=queue_id,
+        default_topic=default_topic, sys_flag=sys_flag, born_timestamp=born,
+        properties=properties, max_reconsume_times=max_reconsume, batch=batch,
+        broker_name="broker-a",
+    )  # fmt: skip
+    fields = header.to_ext_fields()
+    assert SendMessageRequestHeaderV2.from_ext_fields(fields) == header
+    code = MQRequestCode.SEND_BATCH_MESSAGE if batch else MQRequestCode.SEND_MESSAGE_V2
+    request = parse_send_request(RemotingCommand(code, 1, ext_fields=fields))
+    assert (request.producer_group, request.topic, request.queue_id, request.default_topic) == (
+        "__grpc_producer", "TopicTest", queue_id, default_topic,
+    )  # fmt: skip
+    assert (request.sys_flag, request.born_timestamp, request.properties) == (
+        sys_flag, born, properties,
+    )  # fmt: skip
+    assert (request.max_reconsume_times, request.batch) == (max_reconsume, batch)

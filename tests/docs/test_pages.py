@@ -131,6 +131,7 @@ NEWCOMER_TOPICS: dict[str, tuple[str, str]] = {
     "rolling restarts": ("operations/rolling-restarts.md", "replica-status"),
     "adding a broker group": ("operations/scaling-out.md", "topic-update"),
     "leader balance": ("operations/leader-balance.md", "balance-leaders"),
+    "replacing a dead replica": ("operations/membership.md", "replica-add"),
     "every CLI command": ("reference/cli.md", ""),
     "every config key": ("reference/configuration.md", ""),
     "every metric": ("reference/metrics.md", ""),
@@ -145,7 +146,7 @@ NEWCOMER_TOPICS: dict[str, tuple[str, str]] = {
 }
 """Issue 28's list of what a newcomer looks for, and the page of the site that answers each (a
 phrase it must contain; the generated Reference pages are checked by test_reference.py).
-Replacing a replica gets its page (docs/operations/) with the membership changes it describes."""
+"""
 
 
 def _nav_files(node: object) -> list[str]:

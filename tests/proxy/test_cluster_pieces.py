@@ -20,13 +20,14 @@ from ledgermq.errors import (
 )
 from ledgermq.proxy.backend import EndTransaction, Resolution
 from ledgermq.proxy.cluster import parse_listen
-from ledgermq.proxy.cluster_transactions import ClusterProducers, transaction_id
+from ledgermq.proxy.cluster_transactions import transaction_id
 from ledgermq.proxy.forward import WriteQueue, write_queues
 from ledgermq.proxy.grpc_access import signed_in_publisher
 from ledgermq.proxy.messages import Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.remote_backend import end_fields, handle_broker, recall_broker, transaction_at
 from ledgermq.proxy.remote_status import remote_status
+from ledgermq.proxy.telemetry import TelemetryStreams
 from ledgermq.security import AclFiles, AclGate
 from ledgermq.wire.message import create_offset_message_id
 from ledgermq.wire.route import BrokerData, QueueData, TopicRouteData
@@ -145,7 +146,7 @@ def test_check_backs_are_relayed_only_to_a_stream_signed_with_pub_on_the_topic(
         )
         return {"authorization": header}
 
-    producers = ClusterProducers()
+    producers = TelemetryStreams()
     owner_box: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
     intruder_box: asyncio.Queue[service_pb2.TelemetryCommand | None] = asyncio.Queue()
     owner = producers.open(

@@ -11,7 +11,7 @@ wrote before dying; a send that began before the kill and was retried across it 
 earlier still), on the wall clock both processes share. Every acknowledged send is read back
 afterwards.
 
-What makes it work (``proxy.routes``, ``proxy.master_link``): a route names every replica's
+What makes it work (``proxy.routes``, ``proxy.local_send``): a route names every replica's
 door for its group and each serves the group, a follower's forwarding the writes to the
 master. Before, a route named the master's door alone: the Python client sent to the dead
 address until its route refresh (+9.3 s in one run here), and the Node.js client, which keeps

@@ -22,9 +22,8 @@ from ledgermq.acl.grpc_auth import (
 from ledgermq.clock import SystemClock
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.proxy.cluster import ClusterProxy
-from ledgermq.proxy.cluster_servicer import ClusterServicer
+from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
-from ledgermq.proxy.servicer import MessagingServicer
 from ledgermq.security import AclFiles, AclGate
 from tests.proxy.test_servicer import Group, _message, _run, _stub, _topic_with_route
 
@@ -190,7 +189,7 @@ def test_an_unsigned_call_is_refused_before_its_handler_runs(
     was never read (before, it was read and parsed, up to 130 MiB, and then refused)."""
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
-    spies = _Spies(monkeypatch, MessagingServicer)
+    spies = _Spies(monkeypatch, DoorServicer)
 
     async def test(group: Group) -> None:
         master = await group.master()
@@ -213,7 +212,7 @@ def test_the_proxy_refuses_an_unsigned_call_before_its_handler_runs(
     runs for an unsigned call, nor for a wrongly signed one."""
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
-    spies = _Spies(monkeypatch, ClusterServicer)
+    spies = _Spies(monkeypatch, DoorServicer)
 
     async def main() -> None:
         namesrv = NameServer(NameServerConfig(listen_host="127.0.0.1", listen_port=0))
@@ -241,7 +240,7 @@ def test_the_proxy_refuses_an_unsigned_call_before_its_handler_runs(
 
 
 def test_a_followers_door_authorizes_before_it_forwards(tmp_path: Path) -> None:
-    """A follower's door forwards a send to the master (``proxy.master_link``) only after
+    """A follower's door forwards a send to the master (``proxy.local_send``) only after
     the ACL allowed it there, with the caller's own account; the master takes the forwarded
     request signed with the broker's account (``aclAccessKey``). A send the caller may not
     make is refused at the follower and stores nothing."""

@@ -17,7 +17,7 @@ import pytest
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.proxy.cluster import ClusterProxy
-from ledgermq.proxy.messages import Refusal, receive_request, send_request
+from ledgermq.proxy.messages import Refusal, outgoing, receive_request
 from ledgermq.proxy.protocol import Duration, Timestamp, definition_pb2, service_pb2
 from ledgermq.proxy.timestamps import (
     MAX_TIMESTAMP_SECONDS,
@@ -92,12 +92,12 @@ def test_sends_and_receives_with_bad_times_get_their_rules_code() -> None:
     """The conversions both doors share (``proxy.messages``)."""
     born = _message("T", "ID", b"x")
     born.system_properties.born_timestamp.seconds = NOW_MS
-    assert _refused(send_request, born, "h", 4, 1024).code == Code.BAD_REQUEST
+    assert _refused(outgoing, born, "h", 1024).code == Code.BAD_REQUEST
     delayed = _delayed(NOW_MS // 1000, nanos=-1)
-    assert _refused(send_request, delayed, "h", 4, 1024).code == Code.ILLEGAL_DELIVERY_TIME
+    assert _refused(outgoing, delayed, "h", 1024).code == Code.ILLEGAL_DELIVERY_TIME
     half = _message("T", "ID", b"x", message_type=definition_pb2.TRANSACTION)
     half.system_properties.orphaned_transaction_recovery_duration.seconds = 10**12
-    assert _refused(send_request, half, "h", 4, 1024).code == Code.BAD_REQUEST
+    assert _refused(outgoing, half, "h", 1024).code == Code.BAD_REQUEST
     receive = service_pb2.ReceiveMessageRequest(batch_size=1)
     receive.group.name = "G"
     receive.message_queue.topic.name = "T"

@@ -11,14 +11,16 @@ replica could index.
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledgermq.proxy.cluster_servicer import ClusterServicer
+from ledgermq.proxy.backend import Door
+from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
-from ledgermq.proxy.routes import Endpoint
+from ledgermq.proxy.remote_backend import RemoteBackend
 
 from .test_pop_grpc import _receive, _receive_request
 from .test_servicer import Group, _message, _run, _stub, _topic_with_route
@@ -210,7 +212,12 @@ def test_the_stand_alone_proxy_refuses_bad_names_before_forwarding() -> None:
     INVALID_PARAMETER would not say whether the topic or the group was wrong)."""
 
     async def main() -> None:
-        servicer = ClusterServicer(_NoForwarding(), Endpoint("127.0.0.1", 8081))  # type: ignore[arg-type]
+        servicer = DoorServicer(
+            RemoteBackend(_NoForwarding(), Door("127.0.0.1", 8081)),  # type: ignore[arg-type]
+            None,
+            None,
+            time.time,
+        )
         context: Any = _Context()
         received = [
             r
@@ -255,7 +262,12 @@ def test_a_recall_names_a_valid_topic_at_either_door() -> None:
     as whatever those said; now it is ILLEGAL_TOPIC with the rule, before anything is asked."""
 
     async def main() -> None:
-        servicer = ClusterServicer(_NoForwarding(), Endpoint("127.0.0.1", 8081))  # type: ignore[arg-type]
+        servicer = DoorServicer(
+            RemoteBackend(_NoForwarding(), Door("127.0.0.1", 8081)),  # type: ignore[arg-type]
+            None,
+            None,
+            time.time,
+        )
         context: Any = _Context()
         answer = await servicer.RecallMessage(
             service_pb2.RecallMessageRequest(

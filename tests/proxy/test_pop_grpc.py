@@ -188,7 +188,7 @@ def test_filters_long_polling_and_refusals(tmp_path: Path) -> None:
             slave = next(b for b in group.brokers.values() if b is not master)
             slave_channel, slave_stub = _stub(slave.grpc_address)
             async with slave_channel:
-                # a follower's door forwards POP to the master (proxy.replica_servicer)
+                # a follower's door forwards POP to the master (proxy.local_backend)
                 on_slave = await _receive(slave_stub, _receive_request("PopF"))
                 assert on_slave[0].status.code in (Code.OK, Code.MESSAGE_NOT_FOUND), on_slave
 

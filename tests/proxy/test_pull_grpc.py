@@ -155,7 +155,7 @@ def test_offsets_are_stored_read_back_and_queried(tmp_path: Path) -> None:
             untimed = await stub.QueryOffset(query)
             assert untimed.status.code == Code.BAD_REQUEST, untimed.status
 
-            # a slave's door asks the master, not its copy (proxy.replica_servicer); the
+            # a slave's door asks the master, not its copy (proxy.local_backend); the
             # committed offset survives a new master
             slave = next(b for b in group.brokers.values() if b is not master)
             s_channel, s_stub = _stub(slave.grpc_address)

@@ -250,7 +250,7 @@ def test_refusals_answer_in_the_status(tmp_path: Path) -> None:
 
 def test_a_followers_door_stores_through_the_master(tmp_path: Path) -> None:
     """A send to a follower's door is stored by the master (forwarded over remoting,
-    ``proxy.master_link``) and answered as the master's door answers it: a route names every
+    ``proxy.local_send``) and answered as the master's door answers it: a route names every
     replica's door, so a client sends there after a failover. It was HA_NOT_AVAILABLE."""
 
     async def test(group: Group) -> None:

@@ -135,7 +135,9 @@ def test_pipeline_writes_each_closed_window_once_across_a_restart(
     expected = _closed_windows(first)
     assert len(expected) == 6 * len(TAGS)
     assert sorted(_parquet(spark, out)) == sorted(expected.items())
-    assert f"{len(expected)} windows in {out}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"output {out}, checkpoint {checkpoint}\n")  # where its state is
+    assert f"{len(expected)} windows in {out}" in printed
 
     # Later events, then the same command again: it resumes from the checkpoint, with the
     # watermark it had; the windows written before are not written again.

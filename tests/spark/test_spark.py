@@ -302,6 +302,39 @@ def test_batch_write_produces_consumable_messages(spark: Any, cluster: BrokerClu
         assert message.properties.get("n") == (props or {}).get("n")
 
 
+def test_batch_write_without_a_save_mode_appends(spark: Any, cluster: BrokerCluster) -> None:
+    """What users write, ``df.write.format("ledgermq")...save()``: Spark's default mode
+    (ErrorIfExists) was refused with UNSUPPORTED_DATA_SOURCE_SAVE_MODE; now it appends, a
+    second write appends again, and the modes about an existing target are refused with a
+    sentence before Spark runs anything."""
+    from ledgermq.errors import ConfigError
+
+    namesrv = cluster.namesrv_addr
+    create_topic(namesrv, "SparkDefaultMode", 2)
+    df = spark.createDataFrame([(f"d-{i}",) for i in range(20)], "body STRING")
+
+    def writer() -> Any:
+        return (
+            df.write.format("ledgermq")
+            .option("namesrvAddr", namesrv)
+            .option("topic", "SparkDefaultMode")
+        )
+
+    writer().save()
+    writer().save()
+    bodies = sorted(m.body.decode() for m in _consume_all(namesrv, "SparkDefaultMode"))
+    assert bodies == sorted(f"d-{i}" for i in range(20) for _ in range(2))
+    from ledgermq.spark.save_modes import OVERWRITE_REFUSED
+
+    with pytest.raises(ConfigError) as info:
+        writer().mode("overwrite").save()
+    assert str(info.value) == OVERWRITE_REFUSED
+    for mode in ("error", "ignore"):
+        with pytest.raises(ConfigError, match=f"does not support save mode '{mode}'"):
+            writer().save(mode=mode)
+    assert len(_consume_all(namesrv, "SparkDefaultMode")) == 40
+
+
 def test_sink_partitions_are_not_written_twice(cluster: BrokerCluster) -> None:
     """A task re-run after part of its rows were stored sends only the rest (no Spark here:
     the executor-side function itself, called as two attempts would call it)."""

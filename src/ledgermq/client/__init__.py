@@ -4,6 +4,7 @@ blocking facades of them for threads (the CLI, Spark executors).
 Only the names listed here are the public API; modules starting with ``_`` are private.
 """
 
+from ledgermq.client._remoting import ClientInstance
 from ledgermq.client._routing import MessageQueue, allocate_averagely
 from ledgermq.client._selector import MessageSelector
 from ledgermq.client.admin import (
@@ -35,6 +36,7 @@ from ledgermq.net.tls import TlsClientConfig
 
 __all__ = [
     "Admin",
+    "ClientInstance",
     "ConsumeStatus",
     "ConsumerConnection",
     "ConsumerProgress",

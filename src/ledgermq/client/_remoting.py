@@ -66,7 +66,7 @@ from ledgermq.wire.headers import UnregisterClientRequestHeader
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
     from ledgermq.client.credentials import Credentials
     from ledgermq.net import Connection, Network, TlsClientConfig
@@ -536,12 +536,16 @@ class ClientInstance:
         }
         return json.dumps(data, separators=(",", ":")).encode()
 
-    def broker_addresses(self, topics: Collection[str] | None = None) -> list[str]:
+    def broker_addresses(
+        self, topics: Collection[str] | None = None, *, masters_only: bool | None = None
+    ) -> list[str]:
         """Addresses of the brokers in the cached routes of ``topics`` (default all).
 
-        Masters only when this client has no consumer (RocketMQ's producer-only heartbeat).
+        Masters only when this client has no consumer (RocketMQ's producer-only heartbeat),
+        unless ``masters_only`` says.
         """
-        masters_only = not self.consumers
+        if masters_only is None:
+            masters_only = not self.consumers
         addresses: set[str] = set()
         for topic, route in self._routes.items():
             if topics is not None and topic not in topics:
@@ -552,12 +556,41 @@ class ClientInstance:
                         addresses.add(addr)
         return sorted(addresses)
 
+    def register_producer(self, group: str, topics: Iterable[str]) -> bool:
+        """Heartbeat as a producer of ``group`` publishing ``topics`` from now on (a gateway's
+        producers: the stand-alone proxy's v5 producers, so that masters check their half
+        messages back here); True if a group or topic is new."""
+        topics = set(topics)
+        new = group not in self.producer_groups or not topics <= self.producer_topics
+        self.producer_groups.add(group)
+        self.producer_topics.update(topics)
+        return new
+
+    async def heartbeat_for(
+        self, client_id: str, consumer_data: Sequence[Mapping[str, object]], topics: Collection[str]
+    ) -> int:
+        """HEART_BEAT on behalf of another client (a gateway's: the stand-alone proxy's v5
+        consumers, so that the brokers list them as RocketMQ's proxy has them listed):
+        ``consumer_data`` its entries of ``consumerDataSet``, to every broker of ``topics``
+        (their routes are looked up when not cached); the number that answered."""
+        for topic in topics:
+            if topic not in self._routes:
+                with contextlib.suppress(LedgerMQError):
+                    await self.topic_route(topic)
+        body = json.dumps(
+            {"clientID": client_id, "producerDataSet": [], "consumerDataSet": list(consumer_data)},
+            separators=(",", ":"),
+        ).encode()
+        return await self._heartbeat(body, self.broker_addresses(topics, masters_only=False))
+
     async def send_heartbeat(self) -> int:
         """Heartbeat every broker of the topics in use; the number that answered."""
         if not self.producer_groups and not self.consumers:
             return 0
         body = self.heartbeat_body()
-        addresses = self.broker_addresses(self.topics_in_use())
+        return await self._heartbeat(body, self.broker_addresses(self.topics_in_use()))
+
+    async def _heartbeat(self, body: bytes, addresses: Sequence[str]) -> int:
         results = await asyncio.gather(
             *(self.invoke(a, MQRequestCode.HEART_BEAT, {}, body) for a in addresses),
             return_exceptions=True,
@@ -580,10 +613,13 @@ class ClientInstance:
             except Exception:
                 logger.exception("heartbeat failed; retrying next period")
 
-    async def unregister(self, producer_group: str = "", consumer_group: str = "") -> None:
-        """UNREGISTER_CLIENT (35) to every broker of the topics in use; failures are logged."""
+    async def unregister(
+        self, producer_group: str = "", consumer_group: str = "", *, client_id: str = ""
+    ) -> None:
+        """UNREGISTER_CLIENT (35) to every broker of the topics in use; failures are logged.
+        ``client_id``: another client's, which this one heartbeats for (``heartbeat_for``)."""
         ext = UnregisterClientRequestHeader(
-            self.client_id, producer_group or None, consumer_group or None
+            client_id or self.client_id, producer_group or None, consumer_group or None
         ).to_ext_fields()
         for address in self.broker_addresses():
             try:

@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Final
 
 import grpc.aio
 
-from ledgermq.client._remoting import ClientInstance, local_ip
+from ledgermq.client import ClientInstance
 from ledgermq.errors import ConfigError, NetworkError
 from ledgermq.net.tls import TlsServerConfig
 from ledgermq.proxy.admission import Admission
-from ledgermq.proxy.cluster_servicer import ClusterServicer
+from ledgermq.proxy.backend import Door
+from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.protocol import service_pb2_grpc
-from ledgermq.proxy.routes import Endpoint
+from ledgermq.proxy.remote_backend import RemoteBackend
 from ledgermq.proxy.server_options import max_request_bytes, server_options
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
@@ -105,7 +106,7 @@ class ClusterProxy:
         )
         self._server: grpc.aio.Server | None = None
         self.port = -1
-        self.endpoint = Endpoint("", -1)
+        self.endpoint = Door("", -1)
 
     async def start(self) -> None:
         """Bind and serve; whatever was bound is released if it fails."""
@@ -126,15 +127,17 @@ class ClusterProxy:
             options=server_options(self._max_message_size), interceptors=[admission]
         )
         port = await self._bind(server)
-        host = self._advertise or (local_ip() if self._host in _WILDCARDS else self._host)
-        self.endpoint = Endpoint(host, port)
+        host = self._advertise or (self._client.ip if self._host in _WILDCARDS else self._host)
+        self.endpoint = Door(host, port)
         real_peer = None if self._unifier is None else self._unifier.real_peer
         if real_peer is not None:
             admission.real_peer = real_peer
-        servicer = ClusterServicer(
-            Forwarder(self._client), self.endpoint, self._acl, real_peer,
+        backend = RemoteBackend(
+            Forwarder(self._client), self.endpoint,
             check_message_type=self._check_type, max_body_size=self._max_message_size,
         )  # fmt: skip
+        wall_time_s = self._client.clock.wall_time_s
+        servicer = DoorServicer(backend, self._acl, real_peer, wall_time_s)
         service_pb2_grpc.add_MessagingServiceServicer_to_server(servicer, server)
         await server.start()
         self._server = server

@@ -19,7 +19,6 @@ a group's offsets are the master's).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import Needs, Perm
@@ -30,7 +29,7 @@ from ledgermq.proxy.name_status import group_refusal, topic_refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.refusal import Refusal
-from ledgermq.proxy.status import Code, ok, status
+from ledgermq.proxy.status import Code, internal_error, ok, status
 from ledgermq.proxy.timestamps import timestamp_ms
 
 if TYPE_CHECKING:
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_PULL_BATCH", "MAX_PULL_SUSPEND_MS", "PullRpcs", "consume_needs"]
 
-_log = logging.getLogger(__name__)
 
 MAX_PULL_BATCH: Final = 1024
 """Messages one PullMessage hands out at most (the pull service's own limit)."""
@@ -134,7 +132,7 @@ class PullRpcs:
     """The PullConsumer part of ``DoorServicer`` (a mixin: it uses the servicer's backend,
     ACL check and deadline)."""
 
-    _backend: Backend
+    backend: Backend
 
     if TYPE_CHECKING:  # the servicer's (proxy.door.DoorServicer)
 
@@ -153,15 +151,12 @@ class PullRpcs:
             return
         try:
             query = _pull_query(request)
-            pulled = await self._backend.pull(query, self._deadline_s(context))
+            pulled = await self.backend.pull(query, self._deadline_s(context))
         except Refusal as refusal:
             yield service_pb2.PullMessageResponse(status=refusal.status)
             return
         except Exception as exc:  # noqa: BLE001 - answered; the traceback is in the log
-            _log.exception("gRPC PullMessage failed")
-            yield service_pb2.PullMessageResponse(
-                status=status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-            )
+            yield service_pb2.PullMessageResponse(status=internal_error("PullMessage", exc))
             return
         yield service_pb2.PullMessageResponse(status=_pull_status(query, pulled))
         if pulled.outcome is PullOutcome.FOUND:
@@ -179,7 +174,7 @@ class PullRpcs:
         try:
             queue = _queue(request.message_queue, group)
             _check_offset(request.offset)
-            await self._backend.commit_offset(
+            await self.backend.commit_offset(
                 group, queue, request.offset, self._deadline_s(context)
             )
         except Refusal as refusal:
@@ -195,7 +190,7 @@ class PullRpcs:
             return service_pb2.GetOffsetResponse(status=refused)
         try:
             queue = _queue(request.message_queue, group)
-            offset = await self._backend.consumer_offset(group, queue, self._deadline_s(context))
+            offset = await self.backend.consumer_offset(group, queue, self._deadline_s(context))
         except Refusal as refusal:
             return service_pb2.GetOffsetResponse(status=refusal.status)
         if offset is None:
@@ -231,7 +226,7 @@ class PullRpcs:
                         status(Code.BAD_REQUEST, "query_offset_policy TIMESTAMP needs a timestamp")
                     )
                 at_ms = timestamp_ms(request.timestamp, "timestamp")
-            offset = await self._backend.query_offset(
+            offset = await self.backend.query_offset(
                 queue, policy, at_ms, self._deadline_s(context)
             )
         except Refusal as refusal:

@@ -41,7 +41,7 @@ from ledgermq.wire.route import MASTER_ID, is_writable
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping
 
-    from ledgermq.client._remoting import ClientInstance
+    from ledgermq.client import ClientInstance
     from ledgermq.wire import RemotingCommand
     from ledgermq.wire.route import TopicRouteData
 

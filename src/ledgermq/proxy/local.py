@@ -11,7 +11,7 @@ how each mode maps onto grpcio); authentication is ``proxy.admission`` (the ACL'
 ``authorization`` header, checked before a call's request is read) and permissions the
 servicer's ``_admit``, over plaintext or TLS alike. The door serves its broker group in any
 role: while its replica is not the master, the writes go to the master over remoting
-(``proxy.replica_servicer``, ``proxy.master_link``), through a client of the cluster that signs
+(``proxy.local_backend``, ``proxy.local_send``), through a client of the cluster that signs
 with the broker's own account.
 """
 
@@ -23,20 +23,18 @@ from typing import TYPE_CHECKING, Final
 import grpc.aio
 
 from ledgermq.acl import sign_request
-from ledgermq.client._remoting import ClientInstance
-from ledgermq.client.credentials import Credentials
+from ledgermq.client import ClientInstance, Credentials
 from ledgermq.errors import NetworkError
 from ledgermq.net import ConnectionPool
 from ledgermq.proxy.admission import Admission
-from ledgermq.proxy.cluster_servicer import ClusterServicer
+from ledgermq.proxy.backend import Door
+from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.forward import Forwarder
-from ledgermq.proxy.master_link import MasterLink
+from ledgermq.proxy.local_backend import LocalBackend
 from ledgermq.proxy.protocol import service_pb2_grpc
 from ledgermq.proxy.remote_backend import RemoteBackend
-from ledgermq.proxy.replica_servicer import ReplicaServicer
-from ledgermq.proxy.routes import Endpoint, RouteFinder
+from ledgermq.proxy.routes import RouteFinder
 from ledgermq.proxy.server_options import max_request_bytes, server_options
-from ledgermq.proxy.servicer import MessagingServicer
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
 
@@ -133,42 +131,40 @@ class GrpcDoor:
                   config.broker_name, config.dleger_self_id, tls.kind, config.broker_ip1,
                   port)  # fmt: skip
 
-    async def _servicer(self, routes: RouteFinder, port: int) -> MessagingServicer:
-        """The door's servicer: with NameServers to find the master by, one that serves the
-        group in any role (``proxy.replica_servicer``: a follower forwards the writes to the
-        master, over a client of the cluster signed with the broker's own account); without,
-        one that serves what this replica's services serve."""
+    async def _servicer(self, routes: RouteFinder, port: int) -> DoorServicer:
+        """The door's servicer over the replica's ``LocalBackend``: with NameServers to find
+        the master by, one that serves the group in any role (a follower forwards the master's
+        writes over a client of the cluster signed with the broker's own account:
+        ``proxy.local_backend``, ``proxy.local_send``); without, one that serves what this
+        replica's services serve."""
         broker = self._broker
         config = broker.config
         services, state = broker.services, broker.state
         assert services is not None
         assert state is not None
         real_peer = None if self._unifier is None else self._unifier.real_peer
-        if not config.namesrv_addr:
-            return MessagingServicer(services, state, routes, broker.acl, real_peer)
-        credentials = (
-            Credentials(config.acl_access_key, config.acl_secret_key)
-            if config.acl_access_key
-            else None
-        )
-        self._client = ClientInstance(
-            ";".join(config.namesrv_addr),
-            instance_name=f"ledgermq-door-{config.broker_name}-{config.dleger_self_id}",
-            network=broker.network,
-            credentials=credentials,
-        )
-        await self._client.start()
-        forwarder = Forwarder(self._client, max_backoff_s=_FORWARD_BACKOFF_S)
-        forwarding = ClusterServicer(
-            forwarder, Endpoint(config.broker_ip1, port), broker.acl, real_peer,
-            check_message_type=config.enable_topic_message_type_check,
-            max_body_size=config.max_message_size,
-        )  # fmt: skip
-        link = MasterLink(state, services, forwarder)
-        return ReplicaServicer(
-            services, state, routes, broker.acl, real_peer, link, forwarding,
-            RemoteBackend(forwarder),
-        )  # fmt: skip
+        remote = None
+        if config.namesrv_addr:
+            credentials = (
+                Credentials(config.acl_access_key, config.acl_secret_key)
+                if config.acl_access_key
+                else None
+            )
+            self._client = ClientInstance(
+                ";".join(config.namesrv_addr),
+                instance_name=f"ledgermq-door-{config.broker_name}-{config.dleger_self_id}",
+                network=broker.network,
+                credentials=credentials,
+            )
+            await self._client.start()
+            forwarder = Forwarder(self._client, max_backoff_s=_FORWARD_BACKOFF_S)
+            remote = RemoteBackend(
+                forwarder, Door(config.broker_ip1, port),
+                check_message_type=config.enable_topic_message_type_check,
+                max_body_size=config.max_message_size,
+            )  # fmt: skip
+        backend = LocalBackend(services, state, routes, broker.acl, remote, broker.consumers)
+        return DoorServicer(backend, broker.acl, real_peer, state.clock.wall_time_s)
 
     async def close(self) -> None:
         if self._unifier is not None:

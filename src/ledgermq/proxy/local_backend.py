@@ -10,6 +10,14 @@ offsets (a follower's copy may lag). Pulls and QueryOffset are served here in an
 hold only committed messages). A door with no NameServer to find its master by has no remote
 backend, and a follower answers as its services do.
 
+Routes come from the NameServers (``proxy.routes``: every replica's door of each group), a
+topic's message type and a group's orderliness from this replica's metadata; a send is placed
+and stored by ``proxy.local_send`` (forwarded to the master while this replica is not it); a
+POP receive is served by the pop service on the master, and forwarded to the master from a
+follower. v5 clients' sessions go into the broker's client registry (the remoting door's
+``ConsumerManager``), checked as a remoting heartbeat is (``ClientService``), so
+``consumer-connection``, the console and the metrics list them.
+
 A transaction id is the half message's offset message id (``proxy.transactions``); a service's
 refusal becomes a status through ``proxy.status``, its one table.
 """
@@ -20,26 +28,56 @@ import dataclasses
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NotMasterError, ServiceError
+from ledgermq.broker.remoting.consumers import ConsumerData, Heartbeat
 from ledgermq.broker.service.access import OPEN_ACCESS
+from ledgermq.broker.service.pop import PopRequest
 from ledgermq.broker.service.pull import MAX_SUSPEND_MS, PullRequest, PullStatus
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.service.transactions import EndTransactionRequest
 from ledgermq.broker.service.transactions import Resolution as ServiceResolution
 from ledgermq.errors import LedgerMQError, MessageFormatError
-from ledgermq.proxy.backend import OffsetPolicy, Pulled, PullOutcome, Resolution
+from ledgermq.proxy.backend import (
+    ClientKind,
+    Door,
+    Limits,
+    OffsetPolicy,
+    Pulled,
+    PullOutcome,
+    Received,
+    ReceivedMessage,
+    Resolution,
+    TopicRoute,
+)
+from ledgermq.proxy.local_send import LocalSender
+from ledgermq.proxy.message_types import TopicMessageType, topic_message_type
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.replica_access import GrpcAccess
+from ledgermq.proxy.routes import TopicNotFound
 from ledgermq.proxy.status import Code, error_status, status
+from ledgermq.proxy.transactions import TelemetryProducers
 from ledgermq.wire.message import decode_offset_message_id, decode_records
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ledgermq.broker.remoting.consumers import ConsumerManager
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
-    from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction, PullQuery, QueueRef
+    from ledgermq.proxy.backend import (
+        AckEntry,
+        Caller,
+        ClientSession,
+        EndTransaction,
+        PullQuery,
+        QueueRef,
+        Receive,
+        Sending,
+        Sent,
+    )
     from ledgermq.proxy.remote_backend import RemoteBackend
+    from ledgermq.proxy.routes import RouteFinder
     from ledgermq.security import AclGate
 
 __all__ = ["LocalBackend"]
@@ -57,21 +95,171 @@ _PULL_OUTCOMES: Final = {
 }
 
 
+_CONSUME_TYPES: Final = {
+    ClientKind.CONSUMER: "CONSUME_POP",
+    ClientKind.PULL_CONSUMER: "CONSUME_ACTIVELY",
+}
+"""How a v5 consumer consumes, in the registry's (RocketMQ's ``ConsumeType``) words."""
+
+
 class LocalBackend:
-    """``Backend`` over a replica's services (module docstring). ``remote``: the way to the
-    group's master while this replica is not it (None: none, the services answer)."""
+    """``Backend`` over a replica's services (module docstring). ``routes``: the NameServers'
+    routes and the replicas' doors; ``remote``: the way to the group's master while this
+    replica is not it (None: none, the services answer); ``clients``: the broker's client
+    registry, where v5 sessions are kept (None: they are not)."""
 
     def __init__(
         self,
         services: BrokerServices,
         state: BrokerState,
+        routes: RouteFinder,
         acl: AclGate | None,
         remote: RemoteBackend | None = None,
+        clients: ConsumerManager | None = None,
     ) -> None:
         self._services = services
         self._state = state
+        self._routes = routes
         self._acl = acl
         self._remote = remote
+        self._clients = clients
+        self._sender = LocalSender(state, services, remote)
+        self.streams = TelemetryProducers()
+        """v5 producers' Telemetry streams: where check-backs of gRPC half messages go."""
+        services.transactions.channels.append(self.streams)
+
+    # ------------------------------------------------------------------ routes and settings
+    async def route(self, topic: str) -> TopicRoute:
+        try:
+            route = await self._routes.route(topic)
+            endpoints = await self._routes.group_endpoints(route)
+        except TopicNotFound as exc:
+            raise Refusal(status(Code.TOPIC_NOT_FOUND, str(exc))) from None
+        except LedgerMQError as exc:
+            raise Refusal(
+                status(Code.INTERNAL_ERROR, f"route of {topic} not found: {exc}")
+            ) from None
+        local = self._state.topics.find(topic)
+        # Every group of a topic has its attributes (admin creates it on every master alike);
+        # this replica knows its own.
+        kind = topic_message_type(local) if local is not None else TopicMessageType.MIXED
+        if not self._state.config.enable_topic_message_type_check:
+            kind = TopicMessageType.MIXED  # every type goes
+        # Every replica's door, each as broker id 0: the official clients send only to a queue
+        # of id 0, and a follower's door forwards the writes (proxy.local_send).
+        doors = {name: [Door(e.host, e.port) for e in found] for name, found in endpoints.items()}
+        return TopicRoute(
+            route.queue_datas, doors, kind,
+            f"topic {topic} has no broker group with a replica serving gRPC now "
+            "(grpcServerPort=-1 on them, or none registered)",
+        )  # fmt: skip
+
+    def limits(self) -> Limits:
+        config = self._state.config
+        return Limits(
+            max_body_size=config.max_message_size,
+            validate_message_type=config.enable_topic_message_type_check,
+            max_subscriptions=config.heartbeat_max_subscriptions,
+        )
+
+    async def consumes_orderly(self, group: str, topics: Sequence[str]) -> bool:
+        found = self._state.metadata.groups.get(group)
+        return found is not None and found.consume_message_orderly
+
+    # ------------------------------------------------------------------ send and receive
+    async def send(self, sending: Sending, deadline_s: float) -> Sent:
+        return await self._sender.send(sending, deadline_s)
+
+    async def receive(self, request: Receive, deadline_s: float) -> Received:
+        if (remote := self._master_elsewhere()) is not None:
+            # the master's door serves its own group's queue whatever broker the queue names,
+            # and the master needs the name
+            named = request.broker_name or self._state.config.broker_name
+            return await remote.receive(dataclasses.replace(request, broker_name=named), deadline_s)
+        pop = PopRequest(
+            group=request.group,
+            topic=request.topic,
+            queue_id=None,
+            max_messages=request.max_messages,
+            invisible_ms=request.invisible_ms,
+            subscription=(request.expression, request.expression_type),
+            poll_ms=request.poll_ms,
+        )
+        try:
+            result = await self._services.pop.receive(pop)
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
+        tracer = self._services.trace
+        if tracer is not None:
+            for popped in result.messages:
+                tracer.delivered(group=request.group, popped=popped)
+        return Received(
+            [
+                ReceivedMessage(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
+                for p in result.messages
+            ],
+            result.pop_time_ms,
+        )
+
+    # ------------------------------------------------------------------ client sessions
+    async def client_alive(self, session: ClientSession) -> None:
+        """Into the registry, checked and bounded as a remoting heartbeat is; a consumer
+        group seen on the master gets its subscription config and retry topic. While this
+        replica is not the master, the master hears of the client too (a remoting heartbeat
+        with the client's id, as the stand-alone proxy sends it): the views ask masters."""
+        registry = self._clients
+        if registry is None:
+            return
+        heartbeat = self._heartbeat(registry, session)
+        clients = self._services.clients
+        changed = registry.register(
+            heartbeat, None, session.language, 0, clients.now_ms(), session.address
+        )
+        for data in heartbeat.consumers:
+            await clients.consumer_group_seen(data.group)
+        registry.notify_changed(changed)
+        if (remote := self._master_elsewhere()) is not None:
+            await remote.client_alive(session)
+
+    def _heartbeat(self, registry: ConsumerManager, session: ClientSession) -> Heartbeat:
+        """The session as a remoting heartbeat; ``Refusal`` for what a heartbeat may not
+        hold (bad names, too many groups or subscriptions: ``ClientService``)."""
+        consumers: tuple[ConsumerData, ...] = ()
+        consume_type = _CONSUME_TYPES.get(session.kind)
+        if consume_type is not None and session.group:
+            subscriptions = session.subscriptions
+            consumers = (
+                ConsumerData(
+                    group=session.group,
+                    consume_type=consume_type,
+                    message_model="CLUSTERING",
+                    consume_from_where="CONSUME_FROM_LAST_OFFSET",
+                    subscriptions={t: e for t, (e, _) in subscriptions.items()},
+                    expression_types={t: kind for t, (_, kind) in subscriptions.items()},
+                ),
+            )
+        producers = (GRPC_PRODUCER_GROUP,) if session.kind is ClientKind.PRODUCER else ()
+        wanted = {data.group for data in consumers}
+        clients = self._services.clients
+        try:
+            clients.check_heartbeat(
+                producers, [(data.group, data.subscriptions.keys()) for data in consumers]
+            )
+            clients.check_registry(
+                client_groups=len(registry.groups_of(session.client_id) | wanted),
+                new_groups=len(wanted - registry.groups.keys()),
+                online_groups=len(registry.groups),
+            )
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
+        return Heartbeat(session.client_id, producers, consumers)
+
+    async def client_gone(self, client_id: str, group: str) -> None:
+        if self._clients is None:
+            return
+        self._clients.notify_changed(self._clients.unregister(client_id, group or None))
+        if (remote := self._master_elsewhere()) is not None:
+            await remote.client_gone(client_id, group)
 
     def _master_elsewhere(self) -> RemoteBackend | None:
         """The remote backend, when this replica is not the master and has one."""

@@ -1,4 +1,5 @@
-"""A v5 ``Message`` as a RocketMQ message: properties, flags and the service's ``SendRequest``.
+"""A v5 ``Message`` as a RocketMQ message (the backend's ``Outgoing``: properties and flags), and
+a ``ReceiveMessage`` as the backend's ``Receive``.
 
 Pure. The mapping is the Java proxy's (``SendMessageActivity.buildMessage`` /
 ``buildMessageProperty``), so that a message sent over gRPC reads the same as one sent over
@@ -24,18 +25,18 @@ from __future__ import annotations
 
 from typing import Final
 
-from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES, PopRequest
-from ledgermq.broker.service.send import SendRequest
+from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES
+from ledgermq.proxy.backend import Outgoing, Receive
 from ledgermq.proxy.message_groups import group_problem
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.status import Code, status
 from ledgermq.proxy.timestamps import delivery_time_ms, duration_ms, timestamp_ms
-from ledgermq.wire.message import MessageProperty, SysFlag, encode_properties
+from ledgermq.wire.message import MessageProperty
 
 __all__ = ["PROPERTY_BORN_HOST", "PROPERTY_SHARDING_KEY", "PROPERTY_TRACE_CONTEXT",
            "RESERVED_PROPERTIES", "Refusal", "long_polling_ms", "message_properties",
-           "receive_request", "send_request"]  # fmt: skip
+           "outgoing", "receive_request"]  # fmt: skip
 
 PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
 """``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
@@ -91,12 +92,10 @@ def message_properties(message: definition_pb2.Message, peer_host: str) -> dict[
     return props
 
 
-def send_request(
-    message: definition_pb2.Message, peer_host: str, default_queue_nums: int, max_body_size: int
-) -> tuple[SendRequest, bytes]:
-    """The service's request for one v5 message, and its body; ``Refusal`` if not taken
-    (a body over ``max_body_size``, ``maxMessageSize``: MESSAGE_BODY_TOO_LARGE, as the Java
-    proxy answers it)."""
+def outgoing(message: definition_pb2.Message, peer_host: str, max_body_size: int) -> Outgoing:
+    """The backend's message for one v5 message; ``Refusal`` if not taken (a body over
+    ``max_body_size``, ``maxMessageSize``: MESSAGE_BODY_TOO_LARGE, as the Java proxy answers
+    it)."""
     system = message.system_properties
     if len(message.body) > max_body_size:
         raise Refusal(
@@ -133,7 +132,6 @@ def send_request(
         definition_pb2.TRANSACTION,
     ):
         raise Refusal(status(Code.BAD_REQUEST, f"message type {kind} is not one this door knows"))
-    sys_flag = SysFlag.COMPRESSED if system.body_encoding == definition_pb2.GZIP else 0
     born_ms = (
         timestamp_ms(system.born_timestamp, "born_timestamp")
         if system.HasField("born_timestamp")
@@ -152,21 +150,14 @@ def send_request(
                 // 1000
             )
             props[MessageProperty.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(seconds, 0))
-    request = SendRequest(
-        producer_group=GRPC_PRODUCER_GROUP,
-        topic=message.topic.name,
-        default_topic=None,
-        default_topic_queue_nums=default_queue_nums,
-        queue_id=system.queue_id,
-        sys_flag=sys_flag,
-        born_timestamp=born_ms,
-        flag=0,
-        properties=encode_properties(props),
+    return Outgoing(
+        body=message.body,
+        properties=props,
+        compressed=system.body_encoding == definition_pb2.GZIP,
+        born_ms=born_ms,
         reconsume_times=system.delivery_attempt,
-        max_reconsume_times=None,
-        batch=False,
+        queue_id=system.queue_id,
     )
-    return request, message.body
 
 
 DEFAULT_INVISIBLE_MS: Final = 30_000
@@ -175,8 +166,8 @@ DEFAULT_LONG_POLLING_MS: Final = 20_000
 """A receive without ``long_polling_timeout`` (the clients' default, 20 s)."""
 
 
-def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
-    """The service's POP request for a ``ReceiveMessage``; ``Refusal`` if its values are bad.
+def receive_request(request: service_pb2.ReceiveMessageRequest) -> Receive:
+    """The backend's receive for a ``ReceiveMessage``; ``Refusal`` if its values are bad.
 
     ``batch_size`` above the service's maximum is lowered to it (the clients ask for 32 or
     less); the long-polling time is capped at ``MAX_POLL_MS``, answered before the client's
@@ -206,20 +197,21 @@ def receive_request(request: service_pb2.ReceiveMessageRequest) -> PopRequest:
     poll_ms = long_polling_ms(request)
     expression = request.filter_expression
     if expression.type == definition_pb2.SQL:
-        subscription: tuple[str, str | None] = (expression.expression, "SQL92")
+        subscription = (expression.expression, "SQL92")
     else:
         subscription = (expression.expression or "*", "TAG")
     # Any queue of this broker, whatever queue id the request names, as the Java proxy pops
     # (ReceiveMessageActivity selects by broker name only): the official clients name one
     # queue of the route per receive, and pinning it made a message in another queue wait
     # while they long-polled empty ones (up to ~6 s seen on a 4-queue topic).
-    return PopRequest(
+    return Receive(
         group=group,
         topic=topic,
-        queue_id=None,
+        broker_name=request.message_queue.broker.name,
         max_messages=min(request.batch_size, MAX_POP_MESSAGES),
         invisible_ms=invisible_ms,
-        subscription=subscription,
+        expression=subscription[0],
+        expression_type=subscription[1],
         poll_ms=min(poll_ms, MAX_POLL_MS),
     )
 

@@ -26,19 +26,19 @@ from ledgermq.proxy.protocol import definition_pb2
 from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:
-    from ledgermq.broker.service.pop import PoppedMessage
+    from ledgermq.proxy.backend import ReceivedMessage
     from ledgermq.wire.message import MessageExt
 
 __all__ = ["received_message", "stored_message"]
 
 
-def received_message(popped: PoppedMessage) -> definition_pb2.Message:
-    """The v5 message a receive answers for ``popped``."""
-    message = stored_message(popped.message)
+def received_message(delivery: ReceivedMessage) -> definition_pb2.Message:
+    """The v5 message a receive answers for ``delivery``."""
+    message = stored_message(delivery.record)
     system = message.system_properties
-    system.receipt_handle = str(popped.handle)
-    system.delivery_attempt = popped.attempt
-    system.invisible_duration.FromMilliseconds(popped.handle.invisible_ms)
+    system.receipt_handle = delivery.receipt_handle
+    system.delivery_attempt = delivery.attempt
+    system.invisible_duration.FromMilliseconds(delivery.invisible_ms)
     return message
 
 

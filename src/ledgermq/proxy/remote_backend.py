@@ -40,15 +40,29 @@ from ledgermq.errors import LedgerMQError, MessageFormatError, MQResponseError, 
 from ledgermq.proxy.backend import OffsetPolicy, Pulled, PullOutcome, Resolution
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.refusal import Refusal
+from ledgermq.proxy.remote_messages import RemoteMessages, refusing
+from ledgermq.proxy.remote_sessions import RemoteSessions
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.status import Code, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
-from ledgermq.wire.message import SysFlag, decode_offset_message_id, decode_records
+from ledgermq.wire.message import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    SysFlag,
+    decode_offset_message_id,
+    decode_records,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ledgermq.proxy.backend import AckEntry, Caller, EndTransaction, PullQuery, QueueRef
+    from ledgermq.proxy.backend import (
+        AckEntry,
+        Caller,
+        Door,
+        EndTransaction,
+        PullQuery,
+        QueueRef,
+    )
     from ledgermq.proxy.forward import Forwarded, Forwarder
 
 __all__ = ["RemoteBackend", "end_fields", "handle_broker", "recall_broker", "transaction_at"]
@@ -157,11 +171,25 @@ def transaction_at(transaction_id: str) -> tuple[str, int]:
     return broker_name, offset
 
 
-class RemoteBackend:
-    """``Backend`` over a ``Forwarder`` (module docstring)."""
+class RemoteBackend(RemoteMessages, RemoteSessions):
+    """``Backend`` over a ``Forwarder`` (module docstring); routes, settings, sends and
+    receives are ``proxy.remote_messages``', the clients' sessions ``proxy.remote_sessions``'."""
 
-    def __init__(self, forwarder: Forwarder) -> None:
-        self._forward = forwarder
+    def __init__(
+        self,
+        forwarder: Forwarder,
+        endpoint: Door | None = None,
+        *,
+        check_message_type: bool = True,
+        max_body_size: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        """``endpoint``: the door routes name (the proxy's own; None in a replica's door,
+        which answers routes itself and forwards only the master's writes)."""
+        RemoteMessages.__init__(
+            self, forwarder, endpoint,
+            check_message_type=check_message_type, max_body_size=max_body_size,
+        )  # fmt: skip
+        RemoteSessions.__init__(self, forwarder)
 
     async def ack(
         self, group: str, topic: str, entries: Sequence[AckEntry], deadline_s: float
@@ -286,17 +314,13 @@ class RemoteBackend:
         """END_TRANSACTION for the half message at ``commit_log_offset`` to the master of
         ``broker_name``."""
         fields = end_fields(request, commit_log_offset)
-        try:
-            await self._forward.call(
+        await refusing(
+            self._forward.call(
                 request.topic, broker_name, MQRequestCode.END_TRANSACTION, fields,
                 deadline_s=deadline_s,
-            )  # fmt: skip
-        except TopicNotFoundError:
-            raise Refusal(
-                status(Code.TOPIC_NOT_FOUND, f"topic {request.topic} does not exist")
-            ) from None
-        except LedgerMQError as exc:
-            raise Refusal(remote_status(exc)) from None
+            ),
+            request.topic,
+        )  # fmt: skip
 
     async def recall(self, topic: str, recall_handle: str, deadline_s: float) -> str:
         """A recall is safe to repeat, so it is retried across a failover."""
@@ -333,18 +357,14 @@ class RemoteBackend:
         extra_s: float = 0.0,
     ) -> Forwarded:
         """``code`` to the master of the queue's group; ``Refusal`` when it fails."""
-        try:
-            return await self._forward.call(
+        return await refusing(
+            self._forward.call(
                 queue.topic, queue.broker_name, code, fields,
                 deadline_s=max(deadline_s, extra_s + 0.5), timeout_s=3.0 + extra_s,
                 expect=expect,
-            )  # fmt: skip
-        except TopicNotFoundError:
-            raise Refusal(
-                status(Code.TOPIC_NOT_FOUND, f"topic {queue.topic} does not exist")
-            ) from None
-        except LedgerMQError as exc:
-            raise Refusal(remote_status(exc)) from None
+            ),
+            queue.topic,
+        )  # fmt: skip
 
     async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
         fields = _queue_fields(query.queue, query.group)

@@ -1,6 +1,6 @@
-"""What both gRPC doors (a replica's own, ``servicer``, and the stand-alone proxy,
-``cluster_servicer``) answer about routes, assignments and settings: pure, so the two agree by
-construction and differ only in which endpoint they name and where the facts come from.
+"""What the gRPC door (``proxy.door``, in a replica and in the stand-alone proxy) answers about
+routes, assignments and settings: pure; the backends differ only in which endpoints they name
+and where the facts come from.
 
 The layout is the Java proxy's: ``RouteActivity`` for the queues of a route (queues read and
 written get the topic's permission, the surplus of one kind gets that kind alone),
@@ -100,7 +100,7 @@ def replica_route_queues(
     accepted: Sequence[definition_pb2.MessageType.ValueType],
 ) -> list[definition_pb2.MessageQueue]:
     """As ``route_queues``, each queue once per door of its group that ``brokers_of`` names
-    (every replica's, in the local mode: ``servicer``), the doors of one queue next to each
+    (every replica's, in the local mode: ``local_backend``), the doors of one queue next to each
     other: a client that retries a failed send on the next queue of the route (the official
     Python client) tries another door, and one that picks a single queue per group (the
     official Node.js client takes queue id 0) gets one per door to go round."""

@@ -3,7 +3,7 @@
 In local mode (RocketMQ's proxy inside each broker) a client talks gRPC to the broker replicas
 themselves. A route names, for each broker group, every replica's gRPC door (the master's
 first): any of them serves the group, a follower's forwarding the writes to the master
-(``proxy.master_link``), so a client that loses the master goes on through another door of the
+(``proxy.local_send``), so a client that loses the master goes on through another door of the
 same route without waiting for a new one. The NameServer route names each replica's remoting
 address; its gRPC port is that broker's ``grpcServerPort``, which may differ per replica
 (several on one host). RocketMQ's ``LocalTopicRouteService`` assumes every broker uses this
@@ -106,7 +106,7 @@ class RouteFinder:
         """broker name -> the gRPC endpoints of every replica the route names (the master
         first, then the slaves by broker id), those whose gRPC port is known; a group with
         none is left out. Every replica's door serves its group (a follower's forwards the
-        writes to the master: ``proxy.master_link``)."""
+        writes to the master: ``proxy.local_send``)."""
         found: dict[str, list[Endpoint]] = {}
         for broker in route.broker_datas:
             for _, address in sorted(broker.broker_addrs.items()):

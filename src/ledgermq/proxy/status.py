@@ -8,7 +8,8 @@ code except OK, MULTIPLE_RESULTS and MESSAGE_NOT_FOUND, and retry a send on any 
 
 from __future__ import annotations
 
-from typing import Final
+import logging
+from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import (
     BusyError,
@@ -31,7 +32,18 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.proxy.protocol import definition_pb2
 
-__all__ = ["Code", "error_status", "not_implemented", "ok", "status"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "Code",
+    "common_status",
+    "error_status",
+    "internal_error",
+    "not_implemented",
+    "ok",
+    "status",
+]
 
 Code = definition_pb2.Code
 
@@ -57,12 +69,31 @@ _CODES: Final[dict[type[ServiceError], definition_pb2.Code.ValueType]] = {
 }
 
 
+_log = logging.getLogger(__name__)
+
+
 def status(code: definition_pb2.Code.ValueType, message: str) -> definition_pb2.Status:
     return definition_pb2.Status(code=code, message=message)
 
 
 def ok() -> definition_pb2.Status:
     return definition_pb2.Status(code=Code.OK, message="OK")
+
+
+def common_status(statuses: Sequence[definition_pb2.Status]) -> definition_pb2.Status:
+    """The status of an answer with one entry per item (a send's messages, an ack's entries):
+    the entries' common one, else MULTIPLE_RESULTS, as the Java proxy answers."""
+    if len({s.code for s in statuses}) == 1:
+        return statuses[0]
+    return status(Code.MULTIPLE_RESULTS, "the entries have different results")
+
+
+def internal_error(rpc: str, exc: BaseException) -> definition_pb2.Status:
+    """An unexpected failure of ``rpc``, logged with its traceback, as the status a client
+    reads (INTERNAL_ERROR, as the Java proxy answers; never a bare gRPC UNKNOWN). Call it
+    from an ``except`` block."""
+    _log.exception("gRPC %s failed", rpc)
+    return status(Code.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
 
 
 def not_implemented(what: str) -> definition_pb2.Status:

@@ -2,7 +2,10 @@
 
 The gotchas of anchors-spark.md section 0, in one place: the driver bound to 127.0.0.1 (else
 Spark picks the first NIC), Python workers running this interpreter (``PYSPARK_PYTHON``) with
-this ``ledgermq`` importable (``PYTHONPATH``), no UI or progress bars, few shuffle partitions.
+this ``ledgermq`` importable (``PYTHONPATH``), no UI or progress bars, few shuffle partitions,
+the Python worker daemon whose idle workers end quietly at ``spark.stop()``
+(``ledgermq.spark.daemon``), and ``ledgermq`` writes without a save mode appending
+(``save_modes``).
 Used by the tests and the benchmark; handy for notebooks and local jobs.
 """
 
@@ -36,6 +39,10 @@ def local_session(app_name: str, *, cores: int = 2, log_level: str = "ERROR") ->
     """``local[cores]`` on 127.0.0.1 (set ``worker_environment()`` in the environment first)."""
     from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark is optional
 
+    from ledgermq.spark.save_modes import install  # noqa: PLC0415 - imports pyspark
+
+    install()  # df.write.format("ledgermq").save() without a mode appends
+
     session = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)
@@ -44,6 +51,8 @@ def local_session(app_name: str, *, cores: int = 2, log_level: str = "ERROR") ->
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        # reused workers end quietly at stop (no BrokenPipeError tracebacks): ledgermq.spark.daemon
+        .config("spark.python.daemon.module", "ledgermq.spark.daemon")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel(log_level)

@@ -44,6 +44,7 @@ from ledgermq.spark.planning import (
     plan_ranges,
     split_ranges,
 )
+from ledgermq.spark.save_modes import OVERWRITE_REFUSED, install
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -80,15 +81,23 @@ class LedgerMQDataSource(DataSource):
         return LedgerMQStreamReader(parse_source_options(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write``: appends. ``overwrite`` (``mode("overwrite")``) is refused: a topic
+        cannot be replaced (``ledgermq.spark.save_modes``)."""
+        if overwrite:
+            raise ConfigError(OVERWRITE_REFUSED)
         from ledgermq.spark.sink import LedgerMQBatchWriter  # noqa: PLC0415
 
         return LedgerMQBatchWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """``writeStream``; ``overwrite`` (output mode ``complete``) appends each micro-batch's
+        whole result, as Spark's Kafka sink does."""
         from ledgermq.spark.sink import LedgerMQStreamWriter  # noqa: PLC0415
 
         return LedgerMQStreamWriter(parse_sink_options(self.options), schema)
 
+
+install()  # df.write.format("ledgermq").save() without a mode appends (save_modes)
 
 _STREAM_ROWS_PER_TASK: Final = 20_000
 """Queue ranges of a micro-batch smaller than this are read together by one task (unless

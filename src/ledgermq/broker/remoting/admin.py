@@ -218,7 +218,7 @@ def consumer_connections(
         "connectionSet": [
             {
                 "clientId": cid,
-                "clientAddr": m.connection.address if m.connection else "",
+                "clientAddr": m.client_address,
                 "language": m.language,
                 "version": m.version,
             }

@@ -124,6 +124,12 @@ class _Member:
     last_seen_ms: int
     language: str
     version: int
+    address: str = ""
+    """The client's address when it has no connection here (a v5 client of the gRPC door)."""
+
+    @property
+    def client_address(self) -> str:
+        return self.connection.address if self.connection is not None else self.address
 
 
 @dataclass
@@ -156,6 +162,21 @@ class ConsumerManager:
         now_ms: int,
     ) -> list[str]:
         """Record a heartbeat; returns the consumer groups whose membership changed."""
+        return self.register(heartbeat, connection, command.language, command.version, now_ms)
+
+    def register(
+        self,
+        heartbeat: Heartbeat,
+        connection: Connection | None,
+        language: str,
+        version: int,
+        now_ms: int,
+        address: str = "",
+    ) -> list[str]:
+        """Record a client's groups: a remoting heartbeat's (``connection``: where it came
+        from) or a v5 client's session at a gRPC door (no connection here, its ``address``;
+        it expires as a silent remoting client does); the consumer groups whose membership
+        changed."""
         changed = []
         for group in heartbeat.producer_groups:
             self.producer_groups.setdefault(group, {})[heartbeat.client_id] = now_ms
@@ -172,7 +193,7 @@ class ConsumerManager:
             if member is None or member.connection is not connection:
                 changed.append(data.group)
             info.members[heartbeat.client_id] = _Member(
-                connection, now_ms, command.language, command.version
+                connection, now_ms, language, version, address
             )
         return changed
 
