@@ -320,7 +320,7 @@ def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
         master = await cluster.master()
         assert (await cluster.send(master.address, "H", b"x")).code == 0
         node = next(n for n, b in cluster.brokers.items() if b is master)
-        real = master._write_durably
+        real = master.replica._write_durably
         active: list[int] = []
         most = [0]
         first_started = threading.Event()
@@ -339,7 +339,7 @@ def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
             finally:
                 active.pop()
 
-        master._write_durably = write_durably  # type: ignore[method-assign,assignment]
+        master.replica._write_durably = write_durably  # type: ignore[method-assign,assignment]
         assert await asyncio.to_thread(first_started.wait, 5)  # housekeeping is flushing
         await cluster.stop_broker(node)
         assert second_started.is_set()  # close flushed too

@@ -24,7 +24,7 @@ def test_every_served_code_is_classified_and_typed_codes_are_served_from_their_h
         try:
             await cluster.start()
             master = await cluster.master()
-            typed, untyped = set(master._typed), set(master._handlers)
+            typed, untyped = set(master.remoting.typed_codes), set(master.remoting.handled_codes)
             assert typed == set(HEADER_TYPES)
             assert not typed & untyped  # one way to serve each code
             for code in typed | untyped:

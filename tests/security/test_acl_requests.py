@@ -316,8 +316,8 @@ def test_check_backs_go_only_to_producers_signed_in_with_pub_on_the_topic(
             assert checks.empty()  # nobody entitled is connected: nobody gets the message
             await intruder.close()
             await asyncio.sleep(0.1)
-            assert master._signed_in is not None
-            assert len(master._signed_in) == 0  # closed connections are forgotten
+            assert master.remoting.signed_in is not None
+            assert len(master.remoting.signed_in) == 0  # closed connections are forgotten
         finally:
             await owner.close()
             await intruder.close()

@@ -183,8 +183,8 @@ class PopService:
         self._groups: dict[tuple[str, int, int], str] = {}
 
     # ------------------------------------------------------------------ long polling
-    def on_arrival(self, topic: str) -> None:
-        """Dispatcher callback: wake receives waiting on ``topic``."""
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """``ArrivalListener`` (broker.events): wake receives waiting on ``topic``."""
         event = self._arrivals.pop(topic, None)
         if event is not None:
             event.set()

@@ -117,7 +117,8 @@ class PullService:
 
     # ------------------------------------------------------------------ long polling
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Dispatcher callback: wake pulls held on this queue below ``max_offset``."""
+        """``ArrivalListener`` (broker.events): wake pulls held on this queue below
+        ``max_offset``."""
         held = self._held.get((topic, queue_id))
         if not held:
             return

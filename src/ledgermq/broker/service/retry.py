@@ -161,7 +161,8 @@ class DelayScheduler:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    def on_arrival(self, topic: str, queue_id: int) -> None:
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """``ArrivalListener`` (broker.events): an arrival in a delay level's queue wakes it."""
         if topic == SCHEDULE_TOPIC:
             event = self._wake.get(queue_id + 1)
             if event is not None:

@@ -51,7 +51,7 @@ from ledgermq.broker.errors import (
     ServiceError,
 )
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
-from ledgermq.broker.state.timer_table import timer_op
+from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
@@ -230,6 +230,11 @@ class TimerService:
     def wake(self) -> None:
         """A new timer was scheduled (dispatcher arrival in the timer topic): look again."""
         self._wake.set()
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """``ArrivalListener`` (broker.events): an arrival in the timer topic wakes the driver."""
+        if topic == TIMER_TOPIC:
+            self._wake.set()
 
     # ------------------------------------------------------------------ recall
     def recall_handle(self, topic: str, due: int, uniq_key: str) -> str:

@@ -110,13 +110,10 @@ class Dispatcher:
         self._scheduled = False
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.on_arrival: Callable[[str, int, int], None] | None = None
-        """Called with (topic, queue id, new max offset) after messages reach a queue: wakes
-        held pulls."""
+        """Called with (topic, queue id, new max offset) after messages reach a queue: the
+        replica's ``events.arrived`` (``broker.events``), which wakes held pulls and the rest."""
         self.on_progress: Callable[[], None] | None = None
         """Called after each pass (the role handler waits for dispatch to catch up)."""
-        self.before_pass: Callable[[], None] | None = None
-        """Called first in each scheduled pass: the broker writes the answers its commit
-        callbacks queued in this loop pass, which would otherwise wait for the pass."""
         self.on_failure: Callable[[BaseException], None] | None = None
         """Called once when a pass fails: the queues no longer follow the log, and the broker
         must stop (fail-stop) rather than serve them."""
@@ -169,11 +166,6 @@ class Dispatcher:
         self._scheduled = False
         if self.failure is not None:
             return  # stopped for good: the broker is shutting down
-        if self.before_pass is not None:
-            try:
-                self.before_pass()
-            except Exception:  # noqa: BLE001 - the pass must run whatever the hook did
-                _log.exception("the hook before a dispatch pass failed; dispatching anyway")
         try:
             count = self._dispatch(_ENTRIES_PER_PASS)
         except Exception as exc:  # noqa: BLE001 - reported, and the broker stops (on_failure)
