@@ -218,7 +218,12 @@ class Sampler:
             self.history.record(f"topic {topic} get", consumed.get(topic, 0))
 
     async def _run(self) -> None:
+        # The first reading comes one interval after the start, not at once: a rate needs two
+        # readings anyway, and a reading at start raced the first page's requests on a fresh
+        # connection (a plain console at a TLS-only NameServer: the port answers the first
+        # request "accepts only TLS" and closes, so the page saw a closed connection instead).
         while True:
+            await asyncio.sleep(self.history.interval_s)
             try:
                 await self.sample()
                 self.error = None
@@ -227,7 +232,6 @@ class Sampler:
             except Exception:  # never let the history stop: log and go on
                 log.exception("console: sampling the brokers failed")
                 self.error = "sampling failed; the console's log has the details"
-            await asyncio.sleep(self.history.interval_s)
 
     def start(self) -> None:
         if self._task is None:
