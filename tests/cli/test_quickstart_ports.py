@@ -75,10 +75,11 @@ def test_a_broker_port_in_use_names_the_flag_that_moves_it(
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", remoting if taken == "remoting" else ledger))
         blocker.listen()
-        code = main(
+        code = main(  # gRPC on a free port: by default it is derived from listenPort, a port
+            # another process of the machine may hold (then the error names grpcServerPort)
             ["broker", "--listen-port", str(remoting), "--self-id", "n0",
              "--peers", f"n0-127.0.0.1:{ledger}", "--store-dir", str(tmp_path),
-             "--namesrv-addr", "127.0.0.1:9"]
+             "--namesrv-addr", "127.0.0.1:9", "--set", "grpcServerPort=0"]
         )  # fmt: skip
     assert code == 1
     err = capsys.readouterr().err

@@ -32,13 +32,13 @@ __all__ = ["OVERWRITE_REFUSED", "install", "save_mode"]
 FORMAT: Final = "ledgermq"
 
 OVERWRITE_REFUSED: Final = (
-    "the ledgermq sink cannot overwrite a topic: a topic is an append-only log (messages leave "
+    "the LedgerMQ sink cannot overwrite a topic: a topic is an append-only log (messages leave "
     "it only by retention), so there is nothing to replace; write with mode 'append' (the "
     "default), or delete and create the topic first (ledgermq admin topic-delete, topic-create)"
 )
 
 _EXISTS_REFUSED: Final = (
-    "the ledgermq sink does not support save mode {mode!r}: it asks what to do when the target "
+    "the LedgerMQ sink does not support save mode {mode!r}: it asks what to do when the target "
     "already exists, and a topic always exists as a log that writes append to; write with "
     "mode 'append' (the default, also what no mode means)"
 )
@@ -63,7 +63,7 @@ def save_mode(mode: str | None) -> str:
         raise ConfigError(_EXISTS_REFUSED.format(mode=mode))
     raise ConfigError(
         f"unknown save mode {mode!r}: Spark's modes are append, overwrite, error, "
-        "errorifexists and ignore; the ledgermq sink appends (mode 'append' or none)"
+        "errorifexists and ignore; the LedgerMQ sink appends (mode 'append' or none)"
     )
 
 
