@@ -97,14 +97,11 @@ async def _send_sequentially(
         await producer.shutdown()
 
 
-def test_a_16_mib_header_neither_stalls_others_nor_moves_the_master(
-    broker_clusters: Callable[..., BrokerCluster],
-) -> None:
-    cluster = broker_clusters(replicas=3)
-    master = cluster.wait_master(GROUP, 30.0)
-    cluster.wait_routable()
-    term = cluster.runtime_info(GROUP)[master]["dLegerTerm"]
-    frame = _hostile_frame()
+def _attacks_beside_a_bystander(
+    cluster: BrokerCluster, master: str, frames: list[bytes]
+) -> tuple[list[float], list[tuple[int | None, str | None]]]:
+    """Send ``frames`` to the master one after the other, each on a fresh connection, while a
+    bystander sends sequentially; the bystander's waits and each frame's answer."""
 
     async def scenario() -> tuple[list[float], list[tuple[int | None, str | None]]]:
         admin = Admin(cluster.namesrv_addr)
@@ -125,15 +122,27 @@ def test_a_16_mib_header_neither_stalls_others_nor_moves_the_master(
             await asyncio.sleep(0.5)
             gaps.clear()
             address = cluster.address(GROUP, master)
-            answers = [await asyncio.to_thread(_attack, address, frame) for _ in range(3)]
+            answers = [await asyncio.to_thread(_attack, address, frame) for frame in frames]
             await asyncio.sleep(2.0)
         finally:
             stop.set()
             await bystander
         return gaps, answers
 
+    return asyncio.run(scenario())
+
+
+def test_a_16_mib_header_neither_stalls_others_nor_moves_the_master(
+    broker_clusters: Callable[..., BrokerCluster],
+) -> None:
+    cluster = broker_clusters(replicas=3)
+    master = cluster.wait_master(GROUP, 30.0)
+    cluster.wait_routable()
+    term = cluster.runtime_info(GROUP)[master]["dLegerTerm"]
+    frame = _hostile_frame()
+
     begin = time.monotonic()
-    gaps, answers = asyncio.run(scenario())
+    gaps, answers = _attacks_beside_a_bystander(cluster, master, [frame] * 3)
     longest_ms = max(gaps) * 1000
     _log.warning(
         "hostile frame: %d sequential sends in %.1f s, longest %.1f ms; answers %s",
@@ -179,36 +188,7 @@ def test_large_json_bodies_neither_stall_others_nor_move_the_master(
         + b'"}'
     )
 
-    async def scenario() -> tuple[list[float], list[tuple[int | None, str | None]]]:
-        admin = Admin(cluster.namesrv_addr)
-        await admin.start()
-        try:
-            await admin.create_topic(TOPIC, 4)
-            await admin.wait_for_route(TOPIC)
-        finally:
-            await admin.close()
-        stop, started = asyncio.Event(), asyncio.Event()
-        gaps: list[float] = []
-        bystander = asyncio.ensure_future(
-            _send_sequentially(cluster.namesrv_addr, stop, gaps, started)
-        )
-        answers = []
-        try:
-            await asyncio.wait_for(started.wait(), 20)
-            await asyncio.sleep(0.5)
-            gaps.clear()
-            address = cluster.address(GROUP, master)
-            answers = [
-                await asyncio.to_thread(_attack, address, frame)
-                for frame in (huge, worst, huge, worst)
-            ]
-            await asyncio.sleep(2.0)
-        finally:
-            stop.set()
-            await bystander
-        return gaps, answers
-
-    gaps, answers = asyncio.run(scenario())
+    gaps, answers = _attacks_beside_a_bystander(cluster, master, [huge, worst, huge, worst])
     longest_ms = max(gaps) * 1000
     _log.warning(
         "large JSON bodies: %d sequential sends, longest %.1f ms; answers %s",
