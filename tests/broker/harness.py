@@ -15,7 +15,7 @@ from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.message import encode_properties
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
     from pathlib import Path
 
     from ledgermq.clock import Clock
@@ -157,3 +157,20 @@ class Cluster:
             await self.stop_broker(node)
         if self.namesrv is not None:
             await self.namesrv.close()
+
+
+def run_with_cluster(
+    tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object
+) -> None:
+    """Start a ``Cluster`` under ``tmp`` (``settings`` for its brokers), run ``test`` on it
+    within 80 s, and close it whatever happens."""
+
+    async def main() -> None:
+        cluster = Cluster(tmp, **settings)
+        try:
+            await cluster.start()
+            await test(cluster)
+        finally:
+            await cluster.close()
+
+    asyncio.run(asyncio.wait_for(main(), 80))

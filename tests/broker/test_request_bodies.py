@@ -12,7 +12,6 @@ the send path after its body had been read by the ACL and the message writer.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING
 
@@ -24,25 +23,15 @@ from ledgermq.errors import BadRequestError
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.json_fields import MAX_JSON_VALUES, check_json_budget
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
 pytestmark = pytest.mark.timeout(90)
 
 
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp)
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(asyncio.wait_for(main(), 80))
+_run = run_with_cluster
 
 
 def _heartbeat_with(values: int) -> bytes:
