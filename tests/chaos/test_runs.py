@@ -197,10 +197,19 @@ def test_an_injected_bug_is_caught(tmp_path: Path) -> None:
 
 
 @needs_netns
-def test_a_follower_that_acknowledges_before_it_stores_is_caught(tmp_path: Path) -> None:
+def test_a_follower_that_acknowledges_before_it_stores_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Followers that answer an append on receipt and store it a second later: the master
     commits on their word, is killed, and the new master never had those entries; the
-    checker finds acknowledged sends missing and replicas that disagree."""
+    checker finds acknowledged sends missing and replicas that disagree.
+
+    Those replicas never come to agree, so the runner's 30 s for followers to catch up after
+    healing (``_SETTLE_S``) and its 10 s for the consumer of a run already invalid
+    (``_CONSUME_INVALID_S``) were spent waiting for nothing: 10 s and 5 s here. A healed
+    replica catches up in well under a second (the other runs read all three at once)."""
+    monkeypatch.setattr(runner, "_SETTLE_S", 10.0)
+    monkeypatch.setattr(runner, "_CONSUME_INVALID_S", 5.0)
     result, shown = run(
         tmp_path, seed=791, duration_s=8.0, faults=("kill9", "pause", "partition-master"),
         inject_bug="follower-ack-before-store", pop_receivers=0,
