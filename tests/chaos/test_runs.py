@@ -227,11 +227,12 @@ def test_a_pop_ack_answered_before_commit_is_caught(tmp_path: Path) -> None:
     """A POP service that answers an ack before its op commits: an isolated master answers
     acks that never commit, the new master hands those messages out again, and the checker
     (rule 8) names messages delivered after their ack was answered OK."""
+    # seed 2's three partitions of the master in 20 s: one 6 s partition (seed 2183, 9 s)
+    # caught the bug in two runs of three, too few to be sure of
     result, shown = run(
-        tmp_path, seed=2183, duration_s=9.0, faults=("partition-master",),
+        tmp_path, seed=2, duration_s=20.0, faults=("partition-master",),
         inject_bug="pop-ack-before-commit",
     )  # fmt: skip
-    assert result.report.faults == {"partition-master": 1}, shown  # 6 s, from 2.5 s
     assert not result.report.valid, shown
     assert result.report.pop is not None, shown
     assert result.report.pop.after_ack > 0, shown
