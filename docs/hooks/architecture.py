@@ -8,7 +8,7 @@ picture of the rooms cannot go stale when a package moves:
   modules, found on disk, never listed here), grouped into the floors of pyproject.toml's
   import-linter ``layers`` contract, with an arrow for every import between two rooms that the
   code really makes (from grimp, the import graph ``lint-imports`` checks), then a table of each
-  room's imports;
+  room's first docstring paragraph (what it holds) and its imports;
 - ``walls``: every import-linter contract of pyproject.toml: the floors of the ``layers``
   contract and, for each ``forbidden`` contract, the rooms and what they may not import.
 
@@ -21,7 +21,9 @@ exception), so a page cannot keep a diagram of something that is gone.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib.util
 import re
 import sys
 import tomllib
@@ -45,6 +47,7 @@ __all__ = [
     "render",
     "rooms_of",
     "rooms_section",
+    "summary",
     "walls_section",
 ]
 
@@ -257,6 +260,25 @@ def mermaid(graph: ImportGraph, package: str, contracts: Contracts) -> tuple[str
     return "\n".join(lines), len(kept), implied
 
 
+def _source(module: str) -> Path:
+    """The file of ``module`` (a package's ``__init__.py``), found from where its root package
+    is installed, without importing anything below the root."""
+    root, *rest = module.split(".")
+    spec = importlib.util.find_spec(root)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"{root!r} is not an installed package")
+    path = Path(next(iter(spec.submodule_search_locations)), *rest)
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def summary(module: str) -> str:
+    """The first paragraph of ``module``'s docstring, as one Markdown table cell: what the room
+    says it holds, kept true where the code is."""
+    doc = ast.get_docstring(ast.parse(_source(module).read_text())) or ""
+    text = " ".join(doc.split("\n\n", 1)[0].split())
+    return text.replace("``", "`").replace("|", "\\|") or "—"
+
+
 def _short(module: str, package: str) -> str:
     return module.removeprefix(package + ".")
 
@@ -280,8 +302,8 @@ def rooms_section(package: str, graph: ImportGraph | None = None) -> str:
         ),
         "",
     ]
-    head = "| room | imports | imported by |"
-    rule = "|---|---|---|"
+    head = "| room | what it holds (its docstring) | imports | imported by |"
+    rule = "|---|---|---|---|"
     if outside:
         head, rule = head + f" outside `{_short(package, contracts.root)}` |", rule + "---|"
     lines += [head, rule]
@@ -290,6 +312,7 @@ def rooms_section(package: str, graph: ImportGraph | None = None) -> str:
         used_by = sorted(a for a, b in between if b == room)
         row = [
             f"`{_label(graph, room)}`",
+            summary(room),
             ", ".join(f"`{_short(m, package)}`" for m in uses) or "—",
             ", ".join(f"`{_short(m, package)}`" for m in used_by) or "—",
         ]

@@ -97,14 +97,19 @@ def _imports_by_room() -> dict[str, set[str]]:
     return found
 
 
-def _table(section: str) -> dict[str, list[str]]:
-    """The generated table's rows: room label -> its ``imports`` column."""
+def _rows(section: str) -> dict[str, list[str]]:
+    """The generated table's rows: room label -> its cells after the first."""
     rows = {}
     for line in section.splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) >= 3 and re.fullmatch(r"`[\w.]+/?`", cells[0]):
-            rows[cells[0].strip("`")] = re.findall(r"`([\w.]+)`", cells[1])
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        if len(cells) >= 4 and re.fullmatch(r"`[\w.]+/?`", cells[0]):
+            rows[cells[0].strip("`")] = cells[1:]
     return rows
+
+
+def _table(section: str) -> dict[str, list[str]]:
+    """The generated table's rows: room label -> the rooms of its ``imports`` column."""
+    return {room: re.findall(r"`([\w.]+)`", cells[1]) for room, cells in _rows(section).items()}
 
 
 def test_the_diagram_names_every_top_level_room(graph: Any) -> None:
@@ -135,6 +140,16 @@ def test_the_table_lists_exactly_the_imports_the_code_makes(graph: Any) -> None:
     for name, label in rooms.items():
         assert set(table[label]) == imports[name], label
     assert {"raft", "store", "net"} <= set(table["ledger/"])
+
+
+def test_each_room_says_what_it_holds_in_its_own_words(graph: Any) -> None:
+    """The table's second column is the first paragraph of the room's docstring."""
+    rows = _rows(HOOK.rooms_section("ledgermq", graph))
+    for name, label in _top_rooms().items():
+        path = SRC / name / "__init__.py" if label.endswith("/") else SRC / label
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        first_line = doc.splitlines()[0].replace("``", "`")
+        assert rows[label][0].startswith(first_line.strip()), label
 
 
 def test_an_arrow_is_drawn_for_every_import_no_longer_path_implies() -> None:
@@ -220,10 +235,15 @@ def test_every_module_path_the_prose_names_exists() -> None:
 
 
 def test_nothing_that_exists_is_still_to_come() -> None:
+    """The page once said POP and end-transaction were 'to come'; each exists, and the page
+    walks it."""
     text = PAGE.read_text()
     assert "to come" not in text
-    for room in ("pop/", "timers/", "broker/service/pop.py", "broker/service/transactions.py"):
-        assert f"`{room}`" in text
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    for topic in ("remoting door", "gRPC door", "Consuming", "Transactions", "Timers"):
+        assert any(topic in heading for heading in headings), topic
+    for operation in ("POP", "pull", "EndTransaction", "RecallMessage"):
+        assert operation in text
 
 
 def test_no_room_says_it_is_still_to_come() -> None:
