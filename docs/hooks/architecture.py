@@ -203,28 +203,38 @@ def floors_of(contracts: Contracts, rooms: Iterable[str]) -> list[tuple[str, lis
 
 
 def reduce_arrows(arrows: Iterable[tuple[str, str]]) -> tuple[set[tuple[str, str]], int]:
-    """The arrows worth drawing: ``a -> c`` is left out when ``a`` also imports some ``b`` that
-    reaches ``c`` (``a -> b -> ... -> c``), so the picture shows the order, not a thicket. Returns
-    the arrows kept and how many were left out."""
+    """The arrows worth drawing: ``a -> c`` is left out when a longer path ``a -> ... -> b ->
+    ... -> c`` goes through a room ``b`` outside the cycles of ``a`` and ``c`` (if any), so the
+    picture shows the order, not a thicket. Arrows inside a cycle (rooms that import each other,
+    directly or not) are all kept, and so is every arrow into a cycle from outside it: a cycle
+    must not hide the arrows that lead to it. Returns the arrows kept and how many were left
+    out."""
     edges = set(arrows)
     after: dict[str, set[str]] = {}
     for a, b in edges:
         after.setdefault(a, set()).add(b)
 
-    def reaches(start: str, goal: str, banned: tuple[str, str]) -> bool:
-        seen, todo = {start}, [start]
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
         while todo:
-            here = todo.pop()
-            for nxt in after.get(here, ()):
-                if (here, nxt) == banned or nxt in seen:
-                    continue
-                if nxt == goal:
-                    return True
-                seen.add(nxt)
-                todo.append(nxt)
-        return False
+            for nxt in after.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
 
-    kept = {(a, c) for a, c in edges if not reaches(a, c, (a, c))}
+    rooms = {room for edge in edges for room in edge}
+    reaches = {room: reach(room) for room in rooms}
+
+    def cycle(room: str) -> set[str]:
+        return {room} | {other for other in reaches[room] if room in reaches[other]}
+
+    def implied(a: str, c: str) -> bool:
+        ends = cycle(a) | cycle(c)
+        return any(c in reaches[b] for b in reaches[a] - ends)
+
+    kept = {(a, c) for a, c in edges if not implied(a, c)}
     return kept, len(edges) - len(kept)
 
 
