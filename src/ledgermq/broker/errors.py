@@ -2,9 +2,9 @@
 
 The service, the state and the storage raise these and know no protocol: a front door maps each
 class to its protocol's status in one place (``broker.remoting.errors`` for RocketMQ's remoting
-response codes; the gRPC door's codes later). The message is a full sentence a client can show
-as the remark. ``retriable`` says whether the same request may succeed later or at another
-replica; ``refresh_route`` whether the caller should look the route up again first.
+response codes, ``proxy.status`` for the gRPC door's). The message is a full sentence a client
+can show as the remark. ``retriable`` says whether the same request may succeed later or at
+another replica; ``refresh_route`` whether the caller should look the route up again first.
 """
 
 from __future__ import annotations
