@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.ledger.config import LedgerConfig
-from ledgermq.ledger.membership import read_membership
+from ledgermq.ledger.membership import ReplicaMembership, read_membership
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.net import MemoryNetwork
-from ledgermq.raft import Role
+from ledgermq.raft import Membership, MembershipRecord, MembershipState, Role
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -149,3 +149,15 @@ def test_a_replica_never_added_is_refused_with_a_log_line_on_both_sides(
                 await server.close()
 
     asyncio.run(asyncio.wait_for(test(), 50))
+
+
+def test_an_address_with_non_ascii_digits_is_ignored_not_raised() -> None:
+    """A committed CONFIG_CHANGE is read on every replica: an address whose port is digits
+    Python's ``int`` refuses (``"²"`` is ``isdigit``) is skipped, never raised out of the
+    server's Ready loop on all of them (before: ValueError)."""
+    replica = ReplicaMembership("g", "n0", PEERS, None)
+    odd = Membership(("n0", "n1", "n2")).with_learner("n3", "10.0.0.4:4²")
+    record = MembershipRecord(1, odd, 1)
+    replica.persist(MembershipState(record, record))
+    assert "n3" not in replica.addresses
+    assert replica.addresses["n1"] == PEERS["n1"]

@@ -444,6 +444,7 @@ class RaftCore:
             NotLeaderError: not the leader (``leader_hint`` names the known leader).
             LeaderTransferringError: a leadership transfer is in progress.
             LeaderPendingFullError: more than ``max_pending_requests_num`` proposals wait.
+            ValueError: no bodies, or ``entry_type`` CONFIG_CHANGE (see ``add_learner``).
         """
         self._check_not_in_ready()
         if self.role is not Role.LEADER:
@@ -456,6 +457,12 @@ class RaftCore:
             )
         if not bodies:
             raise ValueError("propose() needs at least one body")
+        if entry_type == CONFIG_CHANGE_TYPE:
+            # Validated before it is appended: a committed entry is applied on every replica.
+            raise ValueError(
+                "a CONFIG_CHANGE entry is appended only by add_learner, remove_member and "
+                "promote_learner, which check the membership and the one-change-at-a-time rule"
+            )
         first = self._log.last_index + 1
         entries = [
             NewEntry(first + i, self.term, body, entry_type, channel)
