@@ -5,6 +5,11 @@ slaves without a master address until the next periodic registration (spec-broke
 Here every registration is a request to every NameServer in parallel, retried soon (1 s) if any
 failed, and carries the ledger ``term``: a NameServer keeps the master claim of the highest
 term, so a deposed master that has not noticed yet cannot take id 0 back.
+
+Registrations follow the group's membership (issue 27): a committed membership change kicks a
+registration at once (a new member appears in the routes within a second, not at the next
+period), and a replica whose removal from the group is committed unregisters, once, and no
+longer registers: it leaves the routes, ``cluster-list`` and the console while it still runs.
 """
 
 from __future__ import annotations
@@ -42,9 +47,26 @@ class NameServerRegistrar:
         self._pool = pool
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
+        self._membership_index = -1
+        """Index of the committed membership the last kick was for."""
+        self._left = False
+        """It unregistered because its removal from the group is committed."""
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._ledger.add_commit_listener(self._on_commit)
+
+    def _on_commit(self, _committed_index: int) -> None:
+        """A commit listener: a newly committed membership changes what the routes show."""
+        index = self._ledger.core.membership_state.committed.index
+        if index != self._membership_index:
+            self._membership_index = index
+            self._kick.set()
+
+    def _removed(self) -> bool:
+        """This replica's removal from its group is committed (it heard so from the leader)."""
+        committed = self._ledger.core.membership_state.committed.membership
+        return not committed.is_member(self._state.config.dleger_self_id)
 
     def register_soon(self) -> None:
         """Register with every NameServer now (role or topics changed)."""
@@ -69,6 +91,17 @@ class NameServerRegistrar:
         addresses = self._state.config.namesrv_addr
         if not addresses:
             return True
+        if self._removed():
+            if not self._left:
+                _log.warning(
+                    "replica %s was removed from broker group %s: it unregisters from the "
+                    "NameServers and no longer registers; stop it",
+                    self._state.config.dleger_self_id, self._state.config.broker_name,
+                )  # fmt: skip
+                await self.unregister_all()
+                self._left = True
+            return True
+        self._left = False
         command = self._command()
         results = await asyncio.gather(*(self._register(address, command) for address in addresses))
         return all(results)
