@@ -508,3 +508,15 @@ def test_poison_sends_one_trigger_message_to_the_master_and_counts_it() -> None:
     assert nemesis.poisoned == len(poisons) == len(cluster.sent)
     assert {topic for _, topic in cluster.sent} == {TRIGGER_TOPIC}
     assert not cluster.dead
+
+
+def test_replace_needs_one_group_and_no_loop_disks() -> None:
+    """``replace`` adds replicas as processes of one group: refused with two groups (a new
+    replica's group would be ambiguous) and beside ``disk-full`` (it would have no loop disk)."""
+    clock = FakeClock()
+    for cluster, kinds in (
+        (TwoGroups(), ("replace", "kill9")),
+        (FakeCluster(), ("replace", "disk-full")),
+    ):
+        with pytest.raises(ValueError, match="replace needs one broker group"):
+            Nemesis(cluster, 1, kinds, origin=clock.now)  # type: ignore[arg-type]
