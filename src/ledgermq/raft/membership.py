@@ -169,24 +169,28 @@ class Membership:
             raise MembershipError(f"not a membership entry: {type(exc).__name__}") from None
         if not isinstance(data, dict):
             raise MembershipError("not a membership entry: not a JSON object")
-        voters, learners = data.get("voters"), data.get("learners", [])
         addresses = data.get("addresses", {})
-        for name, value in (("voters", voters), ("learners", learners)):
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise MembershipError(f"not a membership entry: {name} is not a list of ids")
         if not isinstance(addresses, dict) or not all(
             isinstance(v, str) for v in addresses.values()
         ):
             raise MembershipError("not a membership entry: addresses is not an object of strings")
         return cls(
-            tuple(sorted(voters)),
-            tuple(sorted(learners)),
+            _ids(data.get("voters"), "voters"),
+            _ids(data.get("learners", []), "learners"),
             tuple(sorted((str(k), v) for k, v in addresses.items())),
         )
 
     def describe(self) -> str:
         learners = f" learners {','.join(self.learners)}" if self.learners else ""
         return f"voters {','.join(self.voters)}{learners}"
+
+
+def _ids(value: object, name: str) -> tuple[str, ...]:
+    """A CONFIG_CHANGE body's list of member ids, sorted; ``MembershipError`` for anything
+    else (``Membership.decode``)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MembershipError(f"not a membership entry: {name} is not a list of ids")
+    return tuple(sorted(value))
 
 
 @dataclass(frozen=True, slots=True)
