@@ -98,6 +98,7 @@ ADMIN_CODES: Final = frozenset(
         _C.REPLICA_LIST,  # a group's replicas and their addresses
         _C.REPLICA_ADD,
         _C.REPLICA_REMOVE,
+        _C.REPLICA_BACKUP,  # writes a directory on the replica's host
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
         _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check

@@ -196,6 +196,12 @@ class AdminProcessor:
         index = await self._service.replica_remove(ext_str(command.ext_fields, "id"))
         return command.response(MQResponseCode.SUCCESS, ext_fields={"index": str(index)})
 
+    async def replica_backup(self, command: RemotingCommand) -> RemotingCommand:
+        """REPLICA_BACKUP (1023): ``to`` (an absolute path on this replica's host, new or
+        empty) in; the backup's manifest (``backup.json``'s keys) out."""
+        manifest = await self._service.backup(ext_str(command.ext_fields, "to"))
+        return command.response(MQResponseCode.SUCCESS, body=json_body(manifest.to_json()))
+
     async def transfer_leadership(self, command: RemotingCommand) -> RemotingCommand:
         await self._service.transfer_leadership(ext_str(command.ext_fields, "to"))
         return command.response(MQResponseCode.SUCCESS)

@@ -142,6 +142,7 @@ def handler_table(
         code.REPLICA_LIST: sync(admin.replica_list),
         code.REPLICA_ADD: asynchronous(admin.replica_add),
         code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
+        code.REPLICA_BACKUP: asynchronous(admin.replica_backup),
     }
 
 
