@@ -18,7 +18,7 @@ from ledgermq.errors import (
     NoRouteError,
     RequestTimeoutError,
 )
-from ledgermq.proxy.backend import EndTransaction, Resolution
+from ledgermq.messaging import EndTransaction, Resolution
 from ledgermq.proxy.cluster import parse_listen
 from ledgermq.proxy.cluster_transactions import transaction_id
 from ledgermq.proxy.forward import WriteQueue, write_queues

@@ -25,9 +25,9 @@ import grpc.aio
 from ledgermq.acl import sign_request
 from ledgermq.client import ClientInstance, Credentials
 from ledgermq.errors import NetworkError
+from ledgermq.messaging import Door
 from ledgermq.net import ConnectionPool
 from ledgermq.proxy.admission import Admission
-from ledgermq.proxy.backend import Door
 from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.local_backend import LocalBackend

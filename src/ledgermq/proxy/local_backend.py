@@ -36,15 +36,14 @@ from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.service.transactions import EndTransactionRequest
 from ledgermq.broker.service.transactions import Resolution as ServiceResolution
 from ledgermq.errors import LedgerMQError, MessageFormatError
-from ledgermq.proxy.backend import (
+from ledgermq.messaging import (
     ClientKind,
+    Delivered,
+    Delivery,
     Door,
     Limits,
     OffsetPolicy,
-    Pulled,
     PullOutcome,
-    Received,
-    ReceivedMessage,
     Resolution,
     TopicRoute,
 )
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
-    from ledgermq.proxy.backend import (
+    from ledgermq.messaging import (
         AckEntry,
         Caller,
         ClientSession,
@@ -170,7 +169,7 @@ class LocalBackend:
     async def send(self, sending: Sending, deadline_s: float) -> Sent:
         return await self._sender.send(sending, deadline_s)
 
-    async def receive(self, request: Receive, deadline_s: float) -> Received:
+    async def receive(self, request: Receive, deadline_s: float) -> Delivered:
         if (remote := self._master_elsewhere()) is not None:
             # the master's door serves its own group's queue whatever broker the queue names,
             # and the master needs the name
@@ -193,12 +192,14 @@ class LocalBackend:
         if tracer is not None:
             for popped in result.messages:
                 tracer.delivered(group=request.group, popped=popped)
-        return Received(
-            [
-                ReceivedMessage(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
-                for p in result.messages
-            ],
-            result.pop_time_ms,
+        delivered = [
+            Delivery(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
+            for p in result.messages
+        ]
+        return Delivered(
+            PullOutcome.FOUND if delivered else PullOutcome.NOT_FOUND,
+            delivered,
+            pop_time_ms=result.pop_time_ms,
         )
 
     # ------------------------------------------------------------------ client sessions
@@ -406,7 +407,7 @@ class LocalBackend:
             return queue
         return dataclasses.replace(queue, broker_name=self._state.config.broker_name)
 
-    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
+    async def pull(self, query: PullQuery, deadline_s: float) -> Delivered:
         topic, queue_id = self._queue(query.queue)
         request = PullRequest(
             group=query.group,
@@ -421,9 +422,9 @@ class LocalBackend:
             result = await self._services.pull.pull(request)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        return Pulled(
+        return Delivered(
             outcome=_PULL_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
-            records=decode_records(result.body) if result.count else [],
+            messages=[Delivery(r) for r in decode_records(result.body)] if result.count else [],
             next_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,

@@ -23,7 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.backend import ClientKind
+from ledgermq.messaging import ClientKind
 from ledgermq.proxy.cluster_transactions import orphaned_command
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.telemetry import TelemetryStreams
@@ -31,8 +31,8 @@ from ledgermq.proxy.telemetry import TelemetryStreams
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
+    from ledgermq.messaging import ClientSession
     from ledgermq.net import Connection
-    from ledgermq.proxy.backend import ClientSession
     from ledgermq.proxy.forward import Forwarder
     from ledgermq.wire import RemotingCommand
 
