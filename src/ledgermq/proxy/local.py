@@ -163,7 +163,7 @@ class GrpcDoor:
                 check_message_type=config.enable_topic_message_type_check,
                 max_body_size=config.max_message_size,
             )  # fmt: skip
-        backend = LocalBackend(services, state, routes, broker.acl, remote, broker.consumers)
+        backend = LocalBackend(services, state, routes, broker.acl, remote)
         return DoorServicer(backend, broker.acl, real_peer, state.clock.wall_time_s)
 
     async def close(self) -> None:

@@ -14,9 +14,10 @@ Routes come from the NameServers (``proxy.routes``: every replica's door of each
 topic's message type and a group's orderliness from this replica's metadata; a send is placed
 and stored by ``proxy.local_send`` (forwarded to the master while this replica is not it); a
 POP receive is served by the pop service on the master, and forwarded to the master from a
-follower. v5 clients' sessions go into the broker's client registry (the remoting door's
-``ConsumerManager``), checked as a remoting heartbeat is (``ClientService``), so
-``consumer-connection``, the console and the metrics list them.
+follower. v5 clients' sessions go into the broker's client registry
+(``broker.service.client_registry``, which the remoting heartbeats feed too), checked as a
+remoting heartbeat is (``ClientService.client_alive``), so ``consumer-connection``, the console
+and the metrics list them.
 
 A transaction id is the half message's offset message id (``proxy.transactions``); a service's
 refusal becomes a status through ``proxy.status``, its one table.
@@ -28,7 +29,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NotMasterError, ServiceError
-from ledgermq.broker.remoting.consumers import ConsumerData, Heartbeat
 from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.pop import PopRequest
 from ledgermq.broker.service.pull import MAX_SUSPEND_MS, PullRequest, PullStatus
@@ -37,7 +37,6 @@ from ledgermq.broker.service.transactions import EndTransactionRequest
 from ledgermq.broker.service.transactions import Resolution as ServiceResolution
 from ledgermq.errors import LedgerMQError, MessageFormatError
 from ledgermq.messaging import (
-    ClientKind,
     Delivered,
     Delivery,
     Door,
@@ -60,7 +59,6 @@ from ledgermq.wire.message import decode_offset_message_id, decode_records
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ledgermq.broker.remoting.consumers import ConsumerManager
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
@@ -94,18 +92,10 @@ _PULL_OUTCOMES: Final = {
 }
 
 
-_CONSUME_TYPES: Final = {
-    ClientKind.CONSUMER: "CONSUME_POP",
-    ClientKind.PULL_CONSUMER: "CONSUME_ACTIVELY",
-}
-"""How a v5 consumer consumes, in the registry's (RocketMQ's ``ConsumeType``) words."""
-
-
 class LocalBackend:
     """``Backend`` over a replica's services (module docstring). ``routes``: the NameServers'
     routes and the replicas' doors; ``remote``: the way to the group's master while this
-    replica is not it (None: none, the services answer); ``clients``: the broker's client
-    registry, where v5 sessions are kept (None: they are not)."""
+    replica is not it (None: none, the services answer)."""
 
     def __init__(
         self,
@@ -114,14 +104,12 @@ class LocalBackend:
         routes: RouteFinder,
         acl: AclGate | None,
         remote: RemoteBackend | None = None,
-        clients: ConsumerManager | None = None,
     ) -> None:
         self._services = services
         self._state = state
         self._routes = routes
         self._acl = acl
         self._remote = remote
-        self._clients = clients
         self._sender = LocalSender(state, services, remote)
         self.streams = TelemetryProducers()
         """v5 producers' Telemetry streams: where check-backs of gRPC half messages go."""
@@ -204,61 +192,23 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ client sessions
     async def client_alive(self, session: ClientSession) -> None:
-        """Into the registry, checked and bounded as a remoting heartbeat is; a consumer
-        group seen on the master gets its subscription config and retry topic. While this
-        replica is not the master, the master hears of the client too (a remoting heartbeat
-        with the client's id, as the stand-alone proxy sends it): the views ask masters."""
-        registry = self._clients
-        if registry is None:
-            return
-        heartbeat = self._heartbeat(registry, session)
-        clients = self._services.clients
-        changed = registry.register(
-            heartbeat, None, session.language, 0, clients.now_ms(), session.address
-        )
-        for data in heartbeat.consumers:
-            await clients.consumer_group_seen(data.group)
-        registry.notify_changed(changed)
+        """Into the broker's client registry, checked and bounded as a remoting heartbeat is
+        (``ClientService.client_alive``); a consumer group seen on the master gets its
+        subscription config and retry topic. While this replica is not the master, the master
+        hears of the client too (a remoting heartbeat with the client's id, as the stand-alone
+        proxy sends it): the views ask masters."""
+        try:
+            await self._services.clients.client_alive(
+                session.heartbeat(GRPC_PRODUCER_GROUP), None, session.language, 0,
+                session.address,
+            )  # fmt: skip
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
         if (remote := self._master_elsewhere()) is not None:
             await remote.client_alive(session)
 
-    def _heartbeat(self, registry: ConsumerManager, session: ClientSession) -> Heartbeat:
-        """The session as a remoting heartbeat; ``Refusal`` for what a heartbeat may not
-        hold (bad names, too many groups or subscriptions: ``ClientService``)."""
-        consumers: tuple[ConsumerData, ...] = ()
-        consume_type = _CONSUME_TYPES.get(session.kind)
-        if consume_type is not None and session.group:
-            subscriptions = session.subscriptions
-            consumers = (
-                ConsumerData(
-                    group=session.group,
-                    consume_type=consume_type,
-                    message_model="CLUSTERING",
-                    consume_from_where="CONSUME_FROM_LAST_OFFSET",
-                    subscriptions={t: e for t, (e, _) in subscriptions.items()},
-                    expression_types={t: kind for t, (_, kind) in subscriptions.items()},
-                ),
-            )
-        producers = (GRPC_PRODUCER_GROUP,) if session.kind is ClientKind.PRODUCER else ()
-        wanted = {data.group for data in consumers}
-        clients = self._services.clients
-        try:
-            clients.check_heartbeat(
-                producers, [(data.group, data.subscriptions.keys()) for data in consumers]
-            )
-            clients.check_registry(
-                client_groups=len(registry.groups_of(session.client_id) | wanted),
-                new_groups=len(wanted - registry.groups.keys()),
-                online_groups=len(registry.groups),
-            )
-        except ServiceError as exc:
-            raise Refusal(error_status(exc)) from None
-        return Heartbeat(session.client_id, producers, consumers)
-
     async def client_gone(self, client_id: str, group: str) -> None:
-        if self._clients is None:
-            return
-        self._clients.notify_changed(self._clients.unregister(client_id, group or None))
+        self._services.clients.client_gone(client_id, group or None)
         if (remote := self._master_elsewhere()) is not None:
             await remote.client_gone(client_id, group)
 
