@@ -9,6 +9,7 @@ hundred ms) so that redelivery happens in the test's time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from ledgermq.broker.service.pop import PopHandle, PopRequest
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.messaging import PullOutcome, PullQuery, QueueRef, Receive
 from ledgermq.testing import virtual_time
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
@@ -342,5 +344,41 @@ def test_a_message_with_no_possible_dead_letter_queue_is_dropped_and_the_queue_g
         for broker in cluster.brokers.values():
             assert broker.state is not None
             assert len(broker.state.dispatcher.quarantine) == 0
+
+    _run(tmp_path, test)
+
+
+def test_a_receive_and_a_pull_answer_in_the_contracts_one_shape(tmp_path: Path) -> None:
+    """``PopService.deliver`` and ``PullService.deliver`` (the gRPC door's local backend calls
+    them): the messaging contract's ``Delivered``, records with a POP delivery's handle,
+    attempt and invisible time, or a pull's next offset; nothing found is NOT_FOUND."""
+
+    async def test(cluster: Cluster) -> None:
+        _, services = await _master(cluster)
+        await _setup(services, "T", 3)
+        traced: list[str] = []
+        receive = Receive("G", "T", "", 2, 5_000, "*", "TAG", 0)
+        got = await services.pop.deliver(receive, lambda p: traced.append(str(p.handle)))
+        assert got.outcome is PullOutcome.FOUND
+        assert [d.record.body for d in got.messages] == [b"m0", b"m1"]
+        assert [(d.attempt, d.invisible_ms) for d in got.messages] == [(1, 5_000), (1, 5_000)]
+        assert traced == [d.receipt_handle for d in got.messages]
+        assert all(traced)
+        assert got.pop_time_ms > 0
+        await services.pop.ack("G", "T", got.messages[0].receipt_handle)
+        rest = await services.pop.deliver(dataclasses.replace(receive, max_messages=5))
+        assert [d.record.body for d in rest.messages] == [b"m2"]
+        none = await services.pop.deliver(receive)
+        assert (none.outcome, none.messages) == (PullOutcome.NOT_FOUND, [])
+
+        query = PullQuery("G", QueueRef("T", "", 0), 1, 32, "a", "TAG", 0)
+        pulled = await services.pull.deliver(query)
+        assert pulled.outcome is PullOutcome.FOUND
+        assert [(d.record.body, d.receipt_handle) for d in pulled.messages] == [(b"m2", "")]
+        assert (pulled.next_offset, pulled.min_offset, pulled.max_offset) == (3, 0, 3)
+        at_end = await services.pull.deliver(dataclasses.replace(query, offset=3))
+        assert (at_end.outcome, at_end.messages, at_end.next_offset) == (
+            PullOutcome.NOT_FOUND, [], 3,
+        )  # fmt: skip
 
     _run(tmp_path, test)

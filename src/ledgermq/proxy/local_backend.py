@@ -26,26 +26,14 @@ refusal becomes a status through ``proxy.status``, its one table.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from ledgermq.broker.errors import NotMasterError, ServiceError
 from ledgermq.broker.service.access import OPEN_ACCESS
-from ledgermq.broker.service.pop import PopRequest
-from ledgermq.broker.service.pull import MAX_SUSPEND_MS, PullRequest, PullStatus
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.service.transactions import EndTransactionRequest
-from ledgermq.broker.service.transactions import Resolution as ServiceResolution
 from ledgermq.errors import LedgerMQError, MessageFormatError
-from ledgermq.messaging import (
-    Delivered,
-    Delivery,
-    Door,
-    Limits,
-    OffsetPolicy,
-    PullOutcome,
-    Resolution,
-    TopicRoute,
-)
+from ledgermq.messaging import Door, Limits, OffsetPolicy, TopicRoute
 from ledgermq.proxy.local_send import LocalSender
 from ledgermq.proxy.message_types import TopicMessageType, topic_message_type
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
@@ -54,18 +42,20 @@ from ledgermq.proxy.replica_access import GrpcAccess
 from ledgermq.proxy.routes import TopicNotFound
 from ledgermq.proxy.status import Code, error_status, status
 from ledgermq.proxy.transactions import TelemetryProducers
-from ledgermq.wire.message import decode_offset_message_id, decode_records
+from ledgermq.wire.message import decode_offset_message_id
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ledgermq.broker.service.access import Access
+    from ledgermq.broker.service.pop import PoppedMessage
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.messaging import (
         AckEntry,
         Caller,
         ClientSession,
+        Delivered,
         EndTransaction,
         PullQuery,
         QueueRef,
@@ -78,18 +68,6 @@ if TYPE_CHECKING:
     from ledgermq.security import AclGate
 
 __all__ = ["LocalBackend"]
-
-_RESOLUTIONS: Final = {
-    Resolution.COMMIT: ServiceResolution.COMMIT,
-    Resolution.ROLLBACK: ServiceResolution.ROLLBACK,
-    Resolution.UNKNOWN: ServiceResolution.UNKNOWN,
-}
-
-_PULL_OUTCOMES: Final = {
-    PullStatus.FOUND: PullOutcome.FOUND,
-    PullStatus.OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
-    PullStatus.RETRY_IMMEDIATELY: PullOutcome.FILTERED,
-}
 
 
 class LocalBackend:
@@ -163,32 +141,18 @@ class LocalBackend:
             # and the master needs the name
             named = request.broker_name or self._state.config.broker_name
             return await remote.receive(dataclasses.replace(request, broker_name=named), deadline_s)
-        pop = PopRequest(
-            group=request.group,
-            topic=request.topic,
-            queue_id=None,
-            max_messages=request.max_messages,
-            invisible_ms=request.invisible_ms,
-            subscription=(request.expression, request.expression_type),
-            poll_ms=request.poll_ms,
-        )
+        tracer = self._services.trace
+        trace = None
+        if tracer is not None:
+            group = request.group
+
+            def trace(popped: PoppedMessage) -> None:
+                tracer.delivered(group=group, popped=popped)
+
         try:
-            result = await self._services.pop.receive(pop)
+            return await self._services.pop.deliver(request, trace)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        tracer = self._services.trace
-        if tracer is not None:
-            for popped in result.messages:
-                tracer.delivered(group=request.group, popped=popped)
-        delivered = [
-            Delivery(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
-            for p in result.messages
-        ]
-        return Delivered(
-            PullOutcome.FOUND if delivered else PullOutcome.NOT_FOUND,
-            delivered,
-            pop_time_ms=result.pop_time_ms,
-        )
 
     # ------------------------------------------------------------------ client sessions
     async def client_alive(self, session: ClientSession) -> None:
@@ -281,7 +245,7 @@ class LocalBackend:
         if remote is None:
             end = EndTransactionRequest(
                 commit_log_offset=offset,
-                resolution=_RESOLUTIONS[request.resolution],
+                resolution=request.resolution,
                 msg_id=request.message_id or None,
                 from_check=request.from_check,
                 topic=request.topic or None,
@@ -358,27 +322,11 @@ class LocalBackend:
         return dataclasses.replace(queue, broker_name=self._state.config.broker_name)
 
     async def pull(self, query: PullQuery, deadline_s: float) -> Delivered:
-        topic, queue_id = self._queue(query.queue)
-        request = PullRequest(
-            group=query.group,
-            topic=topic,
-            queue_id=queue_id,
-            offset=query.offset,
-            max_nums=query.max_messages,
-            subscription=(query.expression, query.expression_type),
-            suspend_ms=min(query.poll_ms, MAX_SUSPEND_MS),
-        )
+        self._queue(query.queue)  # this group's, a topic and a queue id it has
         try:
-            result = await self._services.pull.pull(request)
+            return await self._services.pull.deliver(query)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        return Delivered(
-            outcome=_PULL_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
-            messages=[Delivery(r) for r in decode_records(result.body)] if result.count else [],
-            next_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        )
 
     async def commit_offset(
         self, group: str, queue: QueueRef, offset: int, deadline_s: float

@@ -63,6 +63,7 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.messaging import consuming
 from ledgermq.pop import (
     Acked,
     DeadLettered,
@@ -82,12 +83,13 @@ from ledgermq.wire.message import (
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.pop_table import PopKey
     from ledgermq.broker.storage.filter import Sql92Selector
+    from ledgermq.messaging.consuming import Receive
     from ledgermq.pop import PopRecord
     from ledgermq.wire.message import MessageExt
 
@@ -196,6 +198,34 @@ class PopService:
             event.set()
 
     # ------------------------------------------------------------------ receive
+    async def deliver(
+        self, request: Receive, delivered: Callable[[PoppedMessage], None] | None = None
+    ) -> consuming.Delivered:
+        """A receive in the messaging contract's terms (the gRPC door's ReceiveMessage): any
+        of the topic's queues, the deliveries with their handles, FOUND or NOT_FOUND.
+        ``delivered``: told of each delivery (the broker's message trace). Raises as
+        ``receive``."""
+        result = await self.receive(
+            PopRequest(
+                group=request.group,
+                topic=request.topic,
+                queue_id=None,
+                max_messages=request.max_messages,
+                invisible_ms=request.invisible_ms,
+                subscription=(request.expression, request.expression_type),
+                poll_ms=request.poll_ms,
+            )
+        )
+        if delivered is not None:
+            for popped in result.messages:
+                delivered(popped)
+        messages = [
+            consuming.Delivery(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
+            for p in result.messages
+        ]
+        found = consuming.PullOutcome.FOUND if messages else consuming.PullOutcome.NOT_FOUND
+        return consuming.Delivered(found, messages, pop_time_ms=result.pop_time_ms)
+
     async def receive(self, request: PopRequest) -> PopResult:
         """Hand out up to ``request.max_messages`` messages (none when nothing is due within
         ``poll_ms``). Raises ``NotMasterError``, ``NoSuchTopicError``, ``ForbiddenError``,
