@@ -25,7 +25,7 @@ from ledgermq.broker.service.pop import PopHandle, PopRequest
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
-from ledgermq.messaging import PullOutcome, PullQuery, QueueRef, Receive
+from ledgermq.messaging import OffsetPolicy, PullOutcome, PullQuery, QueueRef, Receive
 from ledgermq.testing import virtual_time
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
@@ -351,7 +351,8 @@ def test_a_message_with_no_possible_dead_letter_queue_is_dropped_and_the_queue_g
 def test_a_receive_and_a_pull_answer_in_the_contracts_one_shape(tmp_path: Path) -> None:
     """``PopService.deliver`` and ``PullService.deliver`` (the gRPC door's local backend calls
     them): the messaging contract's ``Delivered``, records with a POP delivery's handle,
-    attempt and invisible time, or a pull's next offset; nothing found is NOT_FOUND."""
+    attempt and invisible time, or a pull's next offset; nothing found is NOT_FOUND. And
+    ``OffsetService.query_offset``, QueryOffset's policies."""
 
     async def test(cluster: Cluster) -> None:
         _, services = await _master(cluster)
@@ -380,5 +381,11 @@ def test_a_receive_and_a_pull_answer_in_the_contracts_one_shape(tmp_path: Path) 
         assert (at_end.outcome, at_end.messages, at_end.next_offset) == (
             PullOutcome.NOT_FOUND, [], 3,
         )  # fmt: skip
+        # QueryOffset in the contract's words (OffsetService.query_offset)
+        offsets = services.offsets
+        assert offsets.query_offset("T", 0, OffsetPolicy.BEGINNING, None) == 0
+        assert offsets.query_offset("T", 0, OffsetPolicy.END, None) == 3
+        assert offsets.query_offset("T", 0, OffsetPolicy.TIMESTAMP, 0) == 0
+        assert offsets.query_offset("T", 0, OffsetPolicy.TIMESTAMP, None) == 3
 
     _run(tmp_path, test)

@@ -355,11 +355,7 @@ class LocalBackend:
         self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
     ) -> int:
         topic, queue_id = self._queue(queue)
-        offsets = self._services.offsets
         try:
-            if policy is OffsetPolicy.TIMESTAMP and at_ms is not None:
-                return offsets.search_offset_by_timestamp(topic, queue_id, at_ms)
-            low, high = offsets.queue_bounds(topic, queue_id)
+            return self._services.offsets.query_offset(topic, queue_id, policy, at_ms)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        return low if policy is OffsetPolicy.BEGINNING else high
