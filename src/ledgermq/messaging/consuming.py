@@ -69,18 +69,25 @@ class PullQuery:
 
 @dataclass(frozen=True, slots=True)
 class Receive:
-    """A POP receive."""
+    """A POP receive: up to ``max_messages`` of ``topic`` for ``group``, invisible for
+    ``invisible_ms``, from queue ``queue_id`` (None: any readable queue of the topic)."""
 
     group: str
     topic: str
-    broker_name: str
+    broker_name: str = ""
     """The assignment's broker group ("": any, or the replica's own)."""
-    max_messages: int
-    invisible_ms: int
-    expression: str
-    expression_type: str
-    """``TAG`` or ``SQL92``."""
-    poll_ms: int
+    max_messages: int = 32
+    invisible_ms: int = 30_000
+    expression: str = "*"
+    expression_type: str = "TAG"
+    """``TAG`` or ``SQL92`` ("": TAG)."""
+    poll_ms: int = 0
+    """How long a receive that finds nothing may wait for a message (long polling)."""
+    queue_id: int | None = None
+    """One queue of the topic (remoting POP's ``queueId``; None or -1: any)."""
+    order: bool = False
+    """FIFO for this receive even when the group is not orderly: remoting POP's ``order``
+    (RocketMQ's ``PopMessageRequestHeader.order``, what an orderly pop consumer sends)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,7 +93,7 @@ if TYPE_CHECKING:
     from ledgermq.pop import PopRecord
     from ledgermq.wire.message import MessageExt
 
-__all__ = ["PopHandle", "PopRequest", "PopResult", "PopService", "PoppedMessage"]
+__all__ = ["PopHandle", "PopResult", "PopService", "PoppedMessage"]
 
 MAX_POP_MESSAGES: Final = 32
 """Most messages one receive hands out (RocketMQ's proxy allows 32 per ReceiveMessage)."""
@@ -142,25 +142,6 @@ class PopHandle:
 
 
 @dataclass(frozen=True, slots=True)
-class PopRequest:
-    """A receive: up to ``max_messages`` of ``topic`` for ``group``, invisible for
-    ``invisible_ms``; from queue ``queue_id`` (None: any readable queue of the topic)."""
-
-    group: str
-    topic: str
-    queue_id: int | None = None
-    max_messages: int = 32
-    invisible_ms: int = 30_000
-    subscription: tuple[str, str | None] = ("*", None)
-    """(expression, expression type), as a pull's."""
-    poll_ms: int = 0
-    """How long a receive that finds nothing may wait for a message (long polling)."""
-    order: bool = False
-    """FIFO for this receive even when the group is not orderly: remoting POP's ``order``
-    (RocketMQ's ``PopMessageRequestHeader.order``, what an orderly pop consumer sends)."""
-
-
-@dataclass(frozen=True, slots=True)
 class PoppedMessage:
     message: MessageExt
     handle: PopHandle
@@ -205,17 +186,7 @@ class PopService:
         of the topic's queues, the deliveries with their handles, FOUND or NOT_FOUND.
         ``delivered``: told of each delivery (the broker's message trace). Raises as
         ``receive``."""
-        result = await self.receive(
-            PopRequest(
-                group=request.group,
-                topic=request.topic,
-                queue_id=None,
-                max_messages=request.max_messages,
-                invisible_ms=request.invisible_ms,
-                subscription=(request.expression, request.expression_type),
-                poll_ms=request.poll_ms,
-            )
-        )
+        result = await self.receive(request)
         if delivered is not None:
             for popped in result.messages:
                 delivered(popped)
@@ -226,7 +197,7 @@ class PopService:
         found = consuming.PullOutcome.FOUND if messages else consuming.PullOutcome.NOT_FOUND
         return consuming.Delivered(found, messages, pop_time_ms=result.pop_time_ms)
 
-    async def receive(self, request: PopRequest) -> PopResult:
+    async def receive(self, request: Receive) -> PopResult:
         """Hand out up to ``request.max_messages`` messages (none when nothing is due within
         ``poll_ms``). Raises ``NotMasterError``, ``NoSuchTopicError``, ``ForbiddenError``,
         ``InvalidArgumentError`` or the filter's refusals."""
@@ -243,7 +214,7 @@ class PopService:
         group_config = state.topics.group(request.group)
         if not group_config.consume_enable:
             raise ForbiddenError(f"subscription group [{request.group}] may not consume")
-        expression, expression_type = request.subscription
+        expression, expression_type = request.expression, request.expression_type
         wanted = resolve(
             expression, expression_type, property_filter=state.config.enable_property_filter
         )
@@ -277,7 +248,7 @@ class PopService:
                 await asyncio.wait_for(event.wait(), min(left, _POLL_STEP_S))
             state.require_master("POP (receive)")
 
-    def _queue_ids(self, request: PopRequest) -> list[int]:
+    def _queue_ids(self, request: Receive) -> list[int]:
         state = self._state
         if not is_readable(state.config.broker_permission):
             raise ForbiddenError(f"the broker[{state.config.broker_name}] may not be read now")
