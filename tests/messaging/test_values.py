@@ -39,6 +39,7 @@ def test_properties_given_as_text_are_kept_as_text_and_decoded_on_demand() -> No
     held = _outgoing(b"b", properties={}, encoded=text)
     assert held.property_text() is text
     assert held.property_map() == {**PROPS, "EXTRA": "x"}
+    assert held != _outgoing(b"b", properties={}, encoded=encode_properties(PROPS))
     mapped = _outgoing(b"b")
     assert mapped.property_map() is PROPS
     assert mapped.property_text() == encode_properties(PROPS)

@@ -10,7 +10,7 @@ someone asks for it; a message stored as received is never decoded and re-encode
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledgermq.wire.message import decode_properties, encode_batch, encode_properties
@@ -51,7 +51,7 @@ class Outgoing:
     reconsume_times: int
     queue_id: int
     """The queue the client named (the backend places the message: ``proxy.placement``)."""
-    encoded: str | None = field(default=None, compare=False)
+    encoded: str | None = None
     """The properties in RocketMQ's text as received (None: ``properties`` holds them)."""
 
     def property_map(self) -> Mapping[str, str]:
