@@ -19,7 +19,7 @@ from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
 from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.wire import RemotingCommand
@@ -208,12 +208,12 @@ class AdminProcessor:
 
 
 def consumer_connections(
-    consumers: ConsumerManager,
+    consumers: Registry,
     command: RemotingCommand,
     header: GetConsumerConnectionListRequestHeader,
 ) -> RemotingCommand:
     """GET_CONSUMER_CONNECTION_LIST (203): the remoting clients of a group, from the registry
-    their heartbeats keep (``broker.remoting.consumers``)."""
+    their heartbeats keep (``broker.service.client_registry``)."""
     group = header.consumer_group
     info = consumers.groups.get(group)
     if info is None:

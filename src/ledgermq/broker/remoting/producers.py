@@ -1,5 +1,6 @@
 """GET_PRODUCER_CONNECTION_LIST (204): the clients of a producer group online at this broker,
-from the registry heartbeats keep (``ConsumerManager.producer_connections``); RocketMQ's
+from the registry heartbeats keep (``ConsumerManager.producer_connections``, in
+``broker.service.client_registry``); RocketMQ's
 ``mqadmin producerConnection``.
 
 Kept apart from the consumer side (``admin.consumer_connections``) so the two registries can
@@ -16,13 +17,13 @@ from ledgermq.errors import RequestRejectedError
 from ledgermq.wire import MQResponseCode, ext_str
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.wire import RemotingCommand
 
 __all__ = ["producer_connections"]
 
 
-def producer_connections(consumers: ConsumerManager, command: RemotingCommand) -> RemotingCommand:
+def producer_connections(consumers: Registry, command: RemotingCommand) -> RemotingCommand:
     """``{"connectionSet": [{"clientId", "clientAddr"}]}`` of group ``producerGroup``; a group
     with no connection open is SYSTEM_ERROR with a sentence, as RocketMQ answers it."""
     group = ext_str(command.ext_fields, "producerGroup")

@@ -20,8 +20,9 @@ Where each operation lives:
   (``queue_bounds``, ``earliest_store_time``, ``search_offset_by_timestamp``).
 - ``retry.SendBackService``: ``send_back`` (a consumer's failed message to its retry or
   dead-letter topic); ``retry.DelayScheduler``: delayed messages to their topic when due.
-- ``clients.ClientService``: what a consumer's heartbeat means (its group's subscription config
-  and retry topic) and ``check_subscription`` (as a pull would check it).
+- ``clients.ClientService``: ``client_alive`` / ``client_gone`` (a client's heartbeat or session,
+  checked, into the registry; its group's subscription config and retry topic) and
+  ``check_subscription`` (as a pull would check it).
 - ``pop.PopService``: POP consumption (``receive``: messages made invisible for a time, each
   with a receipt handle; ``ack`` per message in any order; ``change_invisible``: re-arm, new
   handle; ``forward_to_dead_letters``), over the replicated POP queues of
@@ -36,6 +37,7 @@ Where each operation lives:
   offset table, topic and consume statistics, messages by offset or key, runtime information,
   leadership transfer.
 
-The client registry (members of consumer groups, their connections, queue locks) is the
-remoting door's own, in ``broker.remoting.consumers``.
+The client registry (members of consumer groups, producer groups, queue locks) is the broker's,
+in ``client_registry``: both doors feed it through ``clients.ClientService.client_alive`` (a
+remoting HEART_BEAT, a v5 client's session), so every view sees every client.
 """
