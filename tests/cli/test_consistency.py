@@ -128,6 +128,7 @@ def test_every_help_shows_every_default() -> None:
             default = action.default
             if (
                 not action.option_strings
+                or action.nargs == 0  # a flag: no value to show (see the test below)
                 or action.help == argparse.SUPPRESS
                 or default in (None, False, argparse.SUPPRESS, [])
                 or isinstance(action, argparse._HelpAction | argparse._VersionAction)
@@ -149,3 +150,17 @@ def test_an_unknown_command_lists_the_shown_names_and_suggests_the_closest(
     assert "'topic-list'" not in err  # names as --help shows them, not repr'd
     assert "updateTopic" not in err
     assert "topic-create, topic-list" in err
+
+
+def test_a_flag_without_a_value_shows_no_default() -> None:
+    """``quickstart --help`` said ``--no-console ... (default: True)``: the value of the
+    destination a ``store_false`` flag sets, which reads as if the flag were on by default."""
+    shown = []
+    for path, parser in _walk(build_parser(), "ledgermq"):
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if action.option_strings and action.nargs == 0 and action.help:
+                text = formatter._expand_help(action)
+                if "(default: True)" in text or "(default: False)" in text:
+                    shown.append(f"{path} {action.option_strings[-1]}")
+    assert not shown, shown
