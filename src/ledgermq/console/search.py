@@ -4,9 +4,11 @@ page while more match, up to ``SEARCH_MAX`` matches in all.
 A broker answers a key lookup (QUERY_MESSAGE) with at most 64 messages, the newest of the time
 range asked, so a search that asks once stops silently at 64. ``by_key`` asks again with the
 range ending where a full answer ended, for each broker whose answer was full, until it has
-enough or nothing new comes. A time search asks ``Admin.messages_between`` for as many as the
-page needs. Pages are counted from the first match each time (no state between requests: a
-page's link works in any browser and after a restart), which is why the total is bounded.
+enough or nothing new comes; a millisecond that holds more than a full answer (a producer's
+batch is stored in one) is read whole by time, and the search goes on below it. A time search
+asks ``Admin.messages_between`` for as many as the page needs. Pages are counted from the first
+match each time (no state between requests: a page's link works in any browser and after a
+restart), which is why the total is bounded.
 """
 
 from __future__ import annotations
@@ -125,8 +127,21 @@ async def by_key(admin: Admin, topic: str, key: str, limit: int) -> list[Message
         found.update((m.offset_msg_id, m) for m in new)
         per_broker = Counter(m.store_host for m in batch)
         full = [host for host, count in per_broker.items() if count >= KEY_BATCH]
-        if not new or not full:
-            break  # every broker gave all it had, or nothing older came
+        if not full:
+            break  # every broker gave all it had
+        if not new:
+            # More than a full answer was stored in millisecond ``end_ms`` (one batch of a
+            # producer is): asking up to it brings the same ones back. Read that millisecond
+            # whole, then go on below it.
+            found.update(
+                (m.offset_msg_id, m)
+                for m in await admin.messages_between(
+                    topic, end_ms, end_ms, max_messages=SEARCH_MAX + 1
+                )
+                if key in m.keys or m.properties.get("UNIQ_KEY") == key
+            )
+            end_ms -= 1
+            continue
         # ask again up to where the latest-ending full answer stopped (inclusive: messages
         # of that millisecond not yet seen come back; the seen ones are dropped above)
         end_ms = max(min(m.store_timestamp for m in batch if m.store_host == h) for h in full)
