@@ -164,3 +164,22 @@ def test_a_flag_without_a_value_shows_no_default() -> None:
                 if "(default: True)" in text or "(default: False)" in text:
                     shown.append(f"{path} {action.option_strings[-1]}")
     assert not shown, shown
+
+
+def test_the_broker_flags_say_what_they_default_to() -> None:
+    """``ledgermq broker --help`` showed no default at all: its flags are unset so that
+    broker.conf's keys apply, and the generic rule skips unset options. Each now says which key
+    it sets over the file and what applies when neither gives one."""
+    parser = _command(build_parser(), "broker")
+    formatter = parser._get_formatter()
+    silent = [
+        action.option_strings[-1]
+        for action in parser._actions
+        if action.option_strings
+        and action.nargs != 0
+        and "default" not in formatter._expand_help(action).lower()
+    ]
+    assert silent == []
+    text = parser.format_help()
+    for default in ("10911", "~/store", "broker-a", "n0"):
+        assert default in text, default
