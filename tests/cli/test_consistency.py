@@ -183,3 +183,9 @@ def test_the_broker_flags_say_what_they_default_to() -> None:
     text = parser.format_help()
     for default in ("10911", "~/store", "broker-a", "n0"):
         assert default in text, default
+
+
+def test_the_quickstart_says_how_long_it_serves() -> None:
+    """``--run-for`` is unset by default (serve until Ctrl-C): its help says so."""
+    text = _command(build_parser(), "quickstart").format_help()
+    assert "(default: serve until Ctrl-C)" in " ".join(text.split())
