@@ -189,3 +189,21 @@ def test_the_quickstart_says_how_long_it_serves() -> None:
     """``--run-for`` is unset by default (serve until Ctrl-C): its help says so."""
     text = _command(build_parser(), "quickstart").format_help()
     assert "(default: serve until Ctrl-C)" in " ".join(text.split())
+
+
+def test_the_namesrv_takes_its_metrics_address_as_proxy_and_console_do() -> None:
+    """``namesrv --metrics-port N`` (on namesrv.conf's metricsHost) beside ``proxy`` and
+    ``console``'s ``--metrics-listen HOST:PORT``: one spelling now, the older kept working."""
+    parser = build_parser()
+    new = parser.parse_args(["namesrv", "--metrics-listen", "0.0.0.0:5556"])
+    assert namesrv_settings(new) == {"metricsHost": "0.0.0.0", "metricsPort": "5556"}
+    assert namesrv_settings(parser.parse_args(["namesrv", "--metrics-listen", ":0"])) == {
+        "metricsPort": "0"
+    }
+    old = parser.parse_args(["namesrv", "--metrics-port", "5556"])
+    assert namesrv_settings(old) == {"metricsPort": "5556"}
+    help_text = _command(parser, "namesrv").format_help()
+    assert "--metrics-listen HOST:PORT" in help_text
+    assert "--metrics-port" not in help_text
+    for command in ("proxy", "console"):
+        assert "--metrics-listen HOST:PORT" in _command(parser, command).format_help()
