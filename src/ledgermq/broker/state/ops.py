@@ -81,6 +81,9 @@ _TXN_ACTIONS: Final = frozenset({CHECK, *SETTLING_ACTIONS})
 
 _dumps: Final = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 """``json.dumps`` with these options builds an encoder per call; this one is built once."""
+_loads: Final = json.JSONDecoder().decode
+"""``json.loads`` of bytes first guesses their encoding in Python (0.9 us of a 2.3 us decode
+of one offset commit); ops are UTF-8 (ASCII, in fact), decoded here at C speed."""
 
 
 class MetadataOpError(ValueError):
@@ -253,7 +256,7 @@ def decode_op(body: bytes) -> MetadataOp:
     ``UnknownOpVersionError`` for a newer version, ``MetadataOpError`` for anything else that
     is not an op (the message names what is wrong)."""
     try:
-        value = json.loads(body)
+        value = _loads(body.decode())
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError alike
         raise MetadataOpError(f"a metadata op is a JSON object: {exc}") from None
     if type(value) is not dict:
@@ -322,22 +325,24 @@ def _delete_group(fields: dict[str, Any]) -> DeleteGroupOp:
 def _commit_offsets(fields: dict[str, Any]) -> CommitOffsetsOp:
     offsets: list[OffsetCommit] = []
     for item in _list(fields["offsets"], "offsets"):
-        # one test per item, on the path of every offset commit; the message comes after
+        # on the path of every offset commit: one unpacking and one test per item (a JSON
+        # string or object of four also unpacks, into strings, which the int tests refuse)
+        try:
+            group, topic, queue_id, offset = item
+        except (ValueError, TypeError):
+            group = None
         if (
-            type(item) is list
-            and len(item) == 4
-            and type(item[0]) is str
-            and type(item[1]) is str
-            and type(item[2]) is int
-            and type(item[3]) is int
-            and item[0]
-            and item[1]
+            type(group) is not str
+            or type(topic) is not str
+            or type(queue_id) is not int
+            or type(offset) is not int
+            or not group
+            or not topic
         ):
-            offsets.append((item[0], item[1], item[2], item[3]))
-        else:
             raise MetadataOpError(
                 f"an offset is [group, topic, queue id, offset] (names non-empty), got {item!r:.80}"
             )
+        offsets.append((group, topic, queue_id, offset))
     return CommitOffsetsOp(tuple(offsets))
 
 
