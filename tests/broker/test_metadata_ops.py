@@ -181,6 +181,7 @@ def test_only_the_op_error_escapes_the_decoder_given_bytes(body: bytes) -> None:
         (b"[not an op", "is a JSON object"),
         (b"\xff\xfe", "is a JSON object"),
         (b'["op"]', "is a JSON object, not list"),
+        (b'{"op":' + b"[" * 100_000, "is a JSON object: maximum recursion depth"),
         (b'{"topic":"T"}', "unknown metadata op None"),
         (b'{"op":"drop_everything"}', "unknown metadata op 'drop_everything'"),
         (b'{"op":"delete_topic"}', r"delete_topic op has the fields \['topic'\], got \[\]"),

@@ -257,7 +257,7 @@ def decode_op(body: bytes) -> MetadataOp:
     is not an op (the message names what is wrong)."""
     try:
         value = _loads(body.decode())
-    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError alike
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
         raise MetadataOpError(f"a metadata op is a JSON object: {exc}") from None
     if type(value) is not dict:
         raise MetadataOpError(f"a metadata op is a JSON object, not {type(value).__name__}")
@@ -271,7 +271,7 @@ def decode_op(body: bytes) -> MetadataOp:
     name = value.pop("op", None)
     kind = _KINDS.get(name) if type(name) is str else None
     if kind is None:
-        raise MetadataOpError(f"unknown metadata op {name!r}")
+        raise MetadataOpError(f"unknown metadata op {name!r:.80}")
     fields, decode = kind
     if value.keys() != fields:
         raise MetadataOpError(f"a {name} op has the fields {sorted(fields)}, got {sorted(value)}")
