@@ -28,7 +28,7 @@ from ledgermq.broker.errors import (
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.queue_counts import queue_count_problem
-from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
+from ledgermq.broker.state.ops import DeleteGroupOp, DeleteTopicOp
 from ledgermq.errors import (
     ConfigError,
     IndexCompactedError,
@@ -140,7 +140,7 @@ class AdminService:
     async def delete_topic(self, topic: str) -> None:
         state = self._state
         state.require_master("deleting a topic")
-        await state.writer.submit(delete_topic_op(topic))
+        await state.writer.submit(DeleteTopicOp(topic))
         # The queue offsets carry on: the ConsumeQueues keep their units (on every replica; a new
         # master rebuilds its offsets from them), so a topic made again under the same name must
         # not hand out offsets that already name the old messages, or its new ones are unreachable.
@@ -156,7 +156,7 @@ class AdminService:
     async def delete_group(self, group: str) -> None:
         state = self._state
         state.require_master("deleting a subscription group")
-        await state.writer.submit(delete_group_op(group))
+        await state.writer.submit(DeleteGroupOp(group))
 
     def topics(self) -> tuple[dict[str, TopicConfig], DataVersion]:
         """Every topic by name, sorted, and the version of the topic table."""

@@ -54,7 +54,7 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
-from ledgermq.broker.state.pop_table import pop_op
+from ledgermq.broker.state.ops import PopOp
 from ledgermq.broker.state.topics import dlq_topic
 from ledgermq.broker.storage.filter.subscription import is_tag_type, resolve
 from ledgermq.errors import (
@@ -289,7 +289,7 @@ class PopService:
         if model is not None and model.settings != settings:
             # The group's settings changed: every replica takes them first (an op of no
             # records), so that this plan, and the apply that checks it, use them.
-            await state.writer.submit(pop_op(key, settings, []))
+            await state.writer.submit(PopOp(key, settings, ()))
         for _ in range(_PLAN_ROUNDS):
             model = state.metadata.pop.find(key) or PopQueue(settings)
             # Offsets retention removed are done for everybody: settle them with the rest.
@@ -471,7 +471,7 @@ class PopService:
     async def _commit(self, key: PopKey, settings: PopSettings, records: list[PopRecord]) -> None:
         """Propose ``records`` and return once committed and applied here."""
         if records:
-            await self._state.writer.submit(pop_op(key, settings, records))
+            await self._state.writer.submit(PopOp(key, settings, tuple(records)))
 
     def _message(self, topic: str, queue_id: int, offset: int) -> MessageExt | None:
         """The message at ``offset`` of the queue, None if the store no longer has it."""

@@ -47,13 +47,13 @@ from ledgermq.broker.errors import (
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.undeliverable import drop_head, target_problem
+from ledgermq.broker.state.ops import TxnOp
 from ledgermq.broker.state.transactions import (
     CHECK,
     COMMIT,
     DISCARD,
     HALF_TOPIC,
     ROLLBACK,
-    txn_op,
 )
 from ledgermq.errors import (
     IndexCompactedError,
@@ -225,11 +225,11 @@ class TransactionService:
         elif self._delivered(half) is not None:
             # The commit happened (its settlement was lost with a master): it stays committed.
             _log.warning("rollback of %s refused: it was committed and delivered", half.msg_id)
-            await self._state.writer.submit(txn_op([(offset, COMMIT)]))
+            await self._state.writer.submit(TxnOp(((offset, COMMIT),)))
             raise InvalidArgumentError(
                 f"the transaction of message {half.msg_id} was committed already"
             )
-        await self._state.writer.submit(txn_op([(offset, resolution.value)]))
+        await self._state.writer.submit(TxnOp(((offset, resolution.value),)))
         return resolution.value
 
     async def _deliver(self, half: MessageExt) -> None:
@@ -308,7 +308,7 @@ class TransactionService:
                 items.append((offset, CHECK))
                 checks.append(_check_of(half))
             if items:
-                await state.writer.submit(txn_op(items))
+                await state.writer.submit(TxnOp(tuple(items)))
         finally:
             for lock in held:
                 lock.release()
