@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ledgermq.acl.resources import ACCOUNT_ONLY_CODES, ADMIN_CODES, RESOURCE_CODES
+from ledgermq.acl.resources import ACCOUNT_ONLY_CODES, ADMIN_CODES, HEADER_NEEDS, RESOURCE_CODES
+from ledgermq.broker.remoting.parse_once import PARSED_CODES
 from ledgermq.wire.headers import HEADER_TYPES
 from tests.broker.harness import Cluster
 
@@ -27,7 +28,11 @@ def test_every_served_code_is_classified_and_typed_codes_are_served_from_their_h
             typed, untyped = set(master.remoting.typed_codes), set(master.remoting.handled_codes)
             assert typed == set(HEADER_TYPES)
             assert not typed & untyped  # one way to serve each code
-            for code in typed | untyped:
+            # every typed header's needs are in the one table, computed from the header
+            assert {HEADER_TYPES[code] for code in typed} <= set(HEADER_NEEDS)
+            # sends, heartbeats and locks are parsed once too, and their needs come from that
+            assert typed <= PARSED_CODES
+            for code in typed | untyped | PARSED_CODES:
                 homes = [code in ADMIN_CODES, code in RESOURCE_CODES, code in ACCOUNT_ONLY_CODES]
                 assert homes.count(True) == 1, code
         finally:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         GetConsumeStatsRequestHeader,
         GetTopicStatsInfoRequestHeader,
         QueryMessageRequestHeader,
+        ViewMessageRequestHeader,
     )
 
 __all__ = ["AdminProcessor", "json_body", "message_id_offset"]
@@ -143,9 +144,11 @@ class AdminProcessor:
         ]
         return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
-    def view_message(self, command: RemotingCommand, access: Access) -> RemotingCommand:
+    def view_message(
+        self, command: RemotingCommand, header: ViewMessageRequestHeader, access: Access
+    ) -> RemotingCommand:
         """``access``: the requester, who needs SUB on the record's topic."""
-        record = self._service.view_message(ext_int(command.ext_fields, "offset"), access)
+        record = self._service.view_message(header.offset, access)
         return command.response(MQResponseCode.SUCCESS, body=record)
 
     def query_message(
