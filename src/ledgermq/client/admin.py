@@ -54,6 +54,10 @@ from ledgermq.wire import (
 from ledgermq.wire.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    ViewMessageRequestHeader,
 )
 from ledgermq.wire.names import GROUP_MAX_LENGTH
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
@@ -580,7 +584,9 @@ class Admin:
                 continue
             try:
                 response = await self._client.invoke(
-                    address, MQRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}
+                    address,
+                    MQRequestCode.GET_TOPIC_STATS_INFO,
+                    GetTopicStatsInfoRequestHeader(topic).to_ext_fields(),
                 )
             except LedgerMQError as exc:
                 if absent is None:
@@ -670,7 +676,7 @@ class Admin:
         """Broker offset, consumer offset and lag of every queue ``group`` consumes; with
         ``absent``, of the broker groups that answer (module docstring)."""
         masters = await self._masters(absent=absent)
-        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        ext = GetConsumeStatsRequestHeader(group, topic or None).to_ext_fields()
         rows: list[ConsumerProgress] = []
         for name, address in masters.items():
             try:
@@ -885,7 +891,7 @@ class Admin:
             response = await self._client.invoke(
                 address,
                 MQRequestCode.GET_PRODUCER_CONNECTION_LIST,
-                {"producerGroup": group},
+                GetProducerConnectionListRequestHeader(group).to_ext_fields(),
                 expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
             )
             if response.code != MQResponseCode.SUCCESS:
@@ -1303,7 +1309,9 @@ class Admin:
         ip, port, offset = decode_offset_message_id(offset_msg_id)
         address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
         response = await self._client.invoke(
-            address, MQRequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}
+            address,
+            MQRequestCode.VIEW_MESSAGE_BY_ID,
+            ViewMessageRequestHeader(offset).to_ext_fields(),
         )
         messages = decode_records(response.body)
         if not messages:
