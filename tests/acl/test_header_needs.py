@@ -23,7 +23,8 @@ FULL = {
     "commitOffset": "3", "timestamp": "1700000000000", "recallHandle": "h",
     "producerGroup": "P", "clientId": "c1", "maxMsgNums": "4", "invisibleTime": "60000",
     "extraInfo": "handle", "clientID": "c1", "key": "k", "offset": "4096", "group": "G",
-    "commitLogOffset": "4096", "commitOrRollback": "8",
+    "commitLogOffset": "4096", "commitOrRollback": "8", "groupName": "G", "to": "n2",
+    "peer": "n4-127.0.0.1:40914", "id": "n3",
 }  # fmt: skip
 """Every field any registered header requires."""
 EXPECTED: dict[int, dict[Resource, Perm]] = {
@@ -49,7 +50,11 @@ EXPECTED: dict[int, dict[Resource, Perm]] = {
     C.CONSUMER_SEND_MSG_BACK: {G: Perm.SUB},
     C.VIEW_MESSAGE_BY_ID: {},  # SUB on the record's topic, once read (record_needs)
 }
-ADMIN_ONLY = {C.GET_PRODUCER_CONNECTION_LIST}
+ADMIN_ONLY = {
+    C.GET_PRODUCER_CONNECTION_LIST, C.UPDATE_AND_CREATE_TOPIC, C.DELETE_TOPIC_IN_BROKER,
+    C.DELETE_SUBSCRIPTIONGROUP, C.TRANSFER_LEADERSHIP, C.GET_QUARANTINED_ENTRIES,
+    C.REPLICA_ADD, C.REPLICA_REMOVE,
+}  # fmt: skip
 """Typed headers only an admin account may send."""
 
 OPTIONAL: dict[int, set[str]] = {

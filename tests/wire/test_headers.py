@@ -96,7 +96,7 @@ def test_topics_and_consumer_groups_are_checked_by_the_parse() -> None:
     for header_type in _ALL_TYPES:
         names = {item.name for item in dataclasses.fields(header_type)}
         expected = dict.fromkeys(names & {"topic"}, "topic")
-        expected |= dict.fromkeys(names & {"consumer_group", "group"}, "group")
+        expected |= dict.fromkeys(names & {"consumer_group", "group", "group_name"}, "group")
         assert checked[header_type.__name__] == expected, header_type
 
 

@@ -52,11 +52,18 @@ from ledgermq.wire import (
     validate_topic,
 )
 from ledgermq.wire.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
+    GetQuarantinedEntriesRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    ReplicaAddRequestHeader,
+    ReplicaRemoveRequestHeader,
+    TransferLeadershipRequestHeader,
     ViewMessageRequestHeader,
 )
 from ledgermq.wire.names import GROUP_MAX_LENGTH
@@ -503,16 +510,9 @@ class Admin:
                 f"queues {reads}..{writes - 1} would be read by no consumer"
             )
         masters = await self._wait_masters(cluster, broker_names, wait_s, absent)
-        ext = {
-            "topic": topic,
-            "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": str(reads),
-            "writeQueueNums": str(writes),
-            "perm": str(perm),
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "true" if order else "false",
-        }
+        ext = CreateTopicRequestHeader(
+            topic, DEFAULT_TOPIC, reads, writes, perm, order=order
+        ).to_ext_fields()
         if changes:
             ext["attributes"] = format_changes(changes)
         created = []
@@ -558,7 +558,9 @@ class Admin:
         for name, address in masters.items():
             try:
                 await self._client.invoke(
-                    address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
+                    address,
+                    MQRequestCode.DELETE_TOPIC_IN_BROKER,
+                    DeleteTopicRequestHeader(topic).to_ext_fields(),
                 )
             except LedgerMQError as exc:
                 if absent is None:
@@ -801,7 +803,9 @@ class Admin:
         for name, address in (await self._masters(cluster, broker_names, absent)).items():
             try:
                 await self._client.invoke(
-                    address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
+                    address,
+                    MQRequestCode.DELETE_SUBSCRIPTIONGROUP,
+                    DeleteSubscriptionGroupRequestHeader(group).to_ext_fields(),
                 )
             except LedgerMQError as exc:
                 if absent is None:
@@ -1100,7 +1104,7 @@ class Admin:
         response = await self._client.invoke(
             address,
             MQRequestCode.GET_QUARANTINED_ENTRIES,
-            {"sinceIndex": str(since_index), "limit": str(limit)},
+            GetQuarantinedEntriesRequestHeader(since_index, limit).to_ext_fields(),
         )
         try:
             body = json.loads(response.body or b"{}")
@@ -1138,11 +1142,13 @@ class Admin:
         """Add ``peer`` (``nX-HOST:PORT``, its ledger address) to ``broker_name`` as a learner;
         the log index of the change, once committed. Start the new replica next, with a
         ``dLegerPeers`` that lists the members (``replica_list``) plus itself."""
-        return await self._membership(broker_name, MQRequestCode.REPLICA_ADD, {"peer": peer})
+        header = ReplicaAddRequestHeader(peer)
+        return await self._membership(broker_name, header.CODE, header.to_ext_fields())
 
     async def replica_remove(self, broker_name: str, member: str) -> int:
         """Remove replica ``member`` from ``broker_name``; the change's log index."""
-        return await self._membership(broker_name, MQRequestCode.REPLICA_REMOVE, {"id": member})
+        header = ReplicaRemoveRequestHeader(member)
+        return await self._membership(broker_name, header.CODE, header.to_ext_fields())
 
     async def _membership(self, broker_name: str, code: int, fields: dict[str, str]) -> int:
         (address,) = (await self._masters(broker_names=[broker_name])).values()
@@ -1152,9 +1158,8 @@ class Admin:
     async def transfer_leadership(self, broker_name: str, to_self_id: str) -> None:
         """Ask ``broker_name``'s master to hand its ledger leadership to replica ``to_self_id``."""
         (address,) = (await self._masters(broker_names=[broker_name])).values()
-        await self._client.invoke(
-            address, MQRequestCode.TRANSFER_LEADERSHIP, {"to": to_self_id}, timeout_s=10.0
-        )
+        header = TransferLeadershipRequestHeader(to_self_id)
+        await self._client.invoke(address, header.CODE, header.to_ext_fields(), timeout_s=10.0)
 
     # ------------------------------------------------------------------ messages
     async def resend_from_dlq(self, group: str, offset_msg_id: str) -> SendResult:

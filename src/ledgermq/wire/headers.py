@@ -22,6 +22,7 @@ from ledgermq.errors import BadRequestError
 from ledgermq.wire.codes import MQRequestCode, MQResponseCode
 from ledgermq.wire.ext_fields import ext_bool, ext_int, ext_str
 from ledgermq.wire.names import group_name_problem, topic_name_problem
+from ledgermq.wire.route import PERM_READ, PERM_WRITE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,6 +32,9 @@ __all__ = [
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
+    "CreateTopicRequestHeader",
+    "DeleteSubscriptionGroupRequestHeader",
+    "DeleteTopicRequestHeader",
     "EndTransactionRequestHeader",
     "GetConsumeStatsRequestHeader",
     "GetConsumerConnectionListRequestHeader",
@@ -40,6 +44,7 @@ __all__ = [
     "GetMaxOffsetRequestHeader",
     "GetMinOffsetRequestHeader",
     "GetProducerConnectionListRequestHeader",
+    "GetQuarantinedEntriesRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "Header",
     "HeaderWriter",
@@ -48,9 +53,12 @@ __all__ = [
     "QueryConsumerOffsetRequestHeader",
     "QueryMessageRequestHeader",
     "RecallMessageRequestHeader",
+    "ReplicaAddRequestHeader",
+    "ReplicaRemoveRequestHeader",
     "SearchOffsetRequestHeader",
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
+    "TransferLeadershipRequestHeader",
     "UnregisterClientRequestHeader",
     "UpdateConsumerOffsetRequestHeader",
     "ViewMessageRequestHeader",
@@ -616,6 +624,85 @@ class GetProducerConnectionListRequestHeader(_Fields):
     producer_group: str
 
 
+@dataclass(frozen=True, slots=True)
+class CreateTopicRequestHeader(_Fields):
+    """UPDATE_AND_CREATE_TOPIC (17): create a topic or change its queues (admin)."""
+
+    CODE: ClassVar[int] = MQRequestCode.UPDATE_AND_CREATE_TOPIC
+
+    topic: str
+    default_topic: str | None = None
+    """Sent by RocketMQ's admin tools; the broker does not need it."""
+    read_queue_nums: int = 8
+    write_queue_nums: int | None = None
+    """None (absent or empty): as many as ``read_queue_nums``."""
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: str = ""
+    """RocketMQ 5's attribute changes (``wire.topic_attributes``), parsed by the handler."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicRequestHeader(_Fields):
+    """DELETE_TOPIC_IN_BROKER (215): delete a topic from the broker group (admin)."""
+
+    CODE: ClassVar[int] = MQRequestCode.DELETE_TOPIC_IN_BROKER
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSubscriptionGroupRequestHeader(_Fields):
+    """DELETE_SUBSCRIPTIONGROUP (207): delete a consumer group's config (admin)."""
+
+    CODE: ClassVar[int] = MQRequestCode.DELETE_SUBSCRIPTIONGROUP
+
+    group_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransferLeadershipRequestHeader(_Fields):
+    """TRANSFER_LEADERSHIP (1000, ours): hand the group's ledger leadership to a replica."""
+
+    CODE: ClassVar[int] = MQRequestCode.TRANSFER_LEADERSHIP
+
+    to: str
+    """The replica's self id (``n1``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetQuarantinedEntriesRequestHeader(_Fields):
+    """GET_QUARANTINED_ENTRIES (1001, ours): committed entries a replica could not apply."""
+
+    CODE: ClassVar[int] = MQRequestCode.GET_QUARANTINED_ENTRIES
+
+    since_index: int = 0
+    limit: int = 1000
+    """At least 1 (the handler refuses less)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAddRequestHeader(_Fields):
+    """REPLICA_ADD (1021, ours): add a replica to the broker group, as a learner first."""
+
+    CODE: ClassVar[int] = MQRequestCode.REPLICA_ADD
+
+    peer: str
+    """``nX-HOST:PORT``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRemoveRequestHeader(_Fields):
+    """REPLICA_REMOVE (1022, ours): remove a replica from the broker group."""
+
+    CODE: ClassVar[int] = MQRequestCode.REPLICA_REMOVE
+
+    replica_id: str = _required_text("id")
+    """The replica's self id (``n3``)."""
+
+
 class _HeaderType(Protocol):
     def from_ext_fields(self, fields: Mapping[str, str], /) -> Header: ...
 
@@ -645,6 +732,13 @@ HEADER_TYPES: Final[Mapping[int, _HeaderType]] = {
         ConsumerSendMsgBackRequestHeader,
         ViewMessageRequestHeader,
         GetProducerConnectionListRequestHeader,
+        CreateTopicRequestHeader,
+        DeleteTopicRequestHeader,
+        DeleteSubscriptionGroupRequestHeader,
+        TransferLeadershipRequestHeader,
+        GetQuarantinedEntriesRequestHeader,
+        ReplicaAddRequestHeader,
+        ReplicaRemoveRequestHeader,
     )
 }
 """Request code -> its typed header (the registry ``parse_header`` reads)."""

@@ -110,21 +110,14 @@ def handler_table(
     code = MQRequestCode
     return {
         code.CHECK_CLIENT_CONFIG: clients.check_client_config,
-        code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
-        code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
         code.GET_ALL_TOPIC_CONFIG: sync(admin.all_topics),
         code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: asynchronous(admin.create_group),
         code.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: sync(admin.all_groups),
-        code.DELETE_SUBSCRIPTIONGROUP: asynchronous(admin.delete_group),
         code.GET_ALL_CONSUMER_OFFSET: sync(admin.all_offsets),
         code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
         code.GET_BROKER_CONFIG: broker_config,
         code.UPDATE_BROKER_CONFIG: update_config,
-        code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
-        code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
         code.REPLICA_LIST: sync(admin.replica_list),
-        code.REPLICA_ADD: asynchronous(admin.replica_add),
-        code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
     }
 
 
@@ -200,4 +193,11 @@ def typed_table(
         code.END_TRANSACTION: end,
         code.VIEW_MESSAGE_BY_ID: view,
         code.GET_PRODUCER_CONNECTION_LIST: producers,
+        code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
+        code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
+        code.DELETE_SUBSCRIPTIONGROUP: asynchronous(admin.delete_group),
+        code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
+        code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
+        code.REPLICA_ADD: asynchronous(admin.replica_add),
+        code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
     }
