@@ -45,6 +45,15 @@ from ledgermq.proxy.remote_sessions import RemoteSessions
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.status import Code, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    PullMessageRequestHeader,
+    RecallMessageRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from ledgermq.wire.message import (
     DEFAULT_MAX_MESSAGE_BYTES,
     SysFlag,
@@ -141,17 +150,15 @@ def end_fields(request: EndTransaction, commit_log_offset: int) -> dict[str, str
     message's)."""
     if not request.topic:
         raise Refusal(status(Code.ILLEGAL_TOPIC, "the request names no topic"))
-    fields = {
-        "producerGroup": GRPC_PRODUCER_GROUP,
-        "commitLogOffset": str(commit_log_offset),
-        "commitOrRollback": str(_FLAGS[request.resolution]),
-        "fromTransactionCheck": str(request.from_check).lower(),
-        "transactionId": request.transaction_id,
-        "topic": request.topic,
-    }
-    if request.message_id:
-        fields["msgId"] = request.message_id
-    return fields
+    return EndTransactionRequestHeader(
+        commit_or_rollback=_FLAGS[request.resolution],
+        commit_log_offset=commit_log_offset,
+        producer_group=GRPC_PRODUCER_GROUP,
+        from_transaction_check=request.from_check,
+        msg_id=request.message_id or None,
+        transaction_id=request.transaction_id,
+        topic=request.topic,
+    ).to_ext_fields()
 
 
 def transaction_at(transaction_id: str) -> tuple[str, int]:
@@ -202,7 +209,7 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             return Refusal(
                 status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
             )
-        fields = {"consumerGroup": group, "topic": topic, "extraInfo": handle}
+        fields = AckMessageRequestHeader(group, topic, handle).to_ext_fields()
         try:
             forwarded = await self._forward.call(
                 topic, broker_name, MQRequestCode.ACK_MESSAGE, fields, deadline_s=deadline_s,
@@ -226,10 +233,9 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
                     Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {receipt_handle!r:.120}"
                 )
             )
-        fields = {
-            "consumerGroup": group, "topic": topic,
-            "extraInfo": receipt_handle, "invisibleTime": str(invisible_ms),
-        }  # fmt: skip
+        fields = ChangeInvisibleTimeRequestHeader(
+            group, topic, receipt_handle, invisible_ms
+        ).to_ext_fields()
         try:
             forwarded = await self._forward.call(
                 topic, broker_name, MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields,
@@ -256,11 +262,11 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
         try:
             pulled = await forwarder.call(
                 topic, broker_name, MQRequestCode.PULL_MESSAGE,
-                {"consumerGroup": group, "topic": topic, "queueId": queue_id,
-                 "queueOffset": str(offset), "maxMsgNums": "1",
-                 "sysFlag": str(_FLAG_SUBSCRIPTION), "commitOffset": "-1",
-                 "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
-                 "expressionType": "TAG"},
+                PullMessageRequestHeader(
+                    group, topic, int(queue_id), offset, max_msg_nums=1,
+                    sys_flag=_FLAG_SUBSCRIPTION, commit_offset=-1, suspend_timeout_millis=0,
+                    subscription="*", sub_version=0, expression_type="TAG",
+                ).to_ext_fields(),
                 deadline_s=deadline_s,
                 expect=(MQResponseCode.SUCCESS, MQResponseCode.PULL_NOT_FOUND,
                         MQResponseCode.PULL_OFFSET_MOVED, MQResponseCode.PULL_RETRY_IMMEDIATELY),
@@ -280,13 +286,14 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             message = records[0]
             await forwarder.call(
                 topic, broker_name, MQRequestCode.CONSUMER_SEND_MSG_BACK,
-                {"offset": str(message.commit_log_offset), "group": group, "delayLevel": "-1",
-                 "originMsgId": message.msg_id, "originTopic": topic, "unitMode": "false"},
+                ConsumerSendMsgBackRequestHeader(
+                    message.commit_log_offset, group, -1, message.msg_id, topic
+                ).to_ext_fields(),
                 deadline_s=deadline_s,
             )  # fmt: skip
             acked = await forwarder.call(
                 topic, broker_name, MQRequestCode.ACK_MESSAGE,
-                {"consumerGroup": group, "topic": topic, "extraInfo": handle},
+                AckMessageRequestHeader(group, topic, handle).to_ext_fields(),
                 deadline_s=deadline_s, expect=(MQResponseCode.SUCCESS, MQResponseCode.NO_MESSAGE),
             )  # fmt: skip
         except LedgerMQError as exc:
@@ -329,8 +336,9 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             raise Refusal(
                 status(Code.BAD_REQUEST, f"recall handle is invalid: {recall_handle!r:.120}")
             )
-        fields = {"producerGroup": GRPC_PRODUCER_GROUP, "topic": topic,
-                  "recallHandle": recall_handle}  # fmt: skip
+        fields = RecallMessageRequestHeader(
+            topic, recall_handle, GRPC_PRODUCER_GROUP
+        ).to_ext_fields()
         try:
             forwarded = await self._forward.call(
                 topic, broker_name, MQRequestCode.RECALL_MESSAGE, fields, deadline_s=deadline_s
@@ -396,9 +404,9 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
     async def commit_offset(
         self, group: str, queue: QueueRef, offset: int, deadline_s: float
     ) -> None:
-        fields = _queue_fields(queue, group)
-        fields["commitOffset"] = str(offset)
-        await self._queue_call(queue, MQRequestCode.UPDATE_CONSUMER_OFFSET, fields, deadline_s)
+        _queue_fields(queue, group)  # refuses a queue that names no broker group
+        header = UpdateConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id, offset)
+        await self._queue_call(queue, header.CODE, header.to_ext_fields(), deadline_s)
 
     async def consumer_offset(self, group: str, queue: QueueRef, deadline_s: float) -> int | None:
         forwarded = await self._queue_call(
