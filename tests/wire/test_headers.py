@@ -15,6 +15,7 @@ from ledgermq.errors import BadRequestError
 from ledgermq.wire.codes import MQResponseCode
 from ledgermq.wire.headers import (
     HEADER_TYPES,
+    CheckTransactionStateRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     UnregisterClientRequestHeader,
@@ -26,7 +27,12 @@ _TEXT = st.text(min_size=1, max_size=12)
 _NAME = st.from_regex(r"[%|a-zA-Z0-9_-]{1,40}", fullmatch=True)
 """A valid topic or group name (``wire.names``)."""
 _ALL_TYPES: list[Any] = sorted(
-    [*HEADER_TYPES.values(), SendMessageRequestHeader, SendMessageRequestHeaderV2],
+    [
+        *HEADER_TYPES.values(),
+        SendMessageRequestHeader,
+        SendMessageRequestHeaderV2,
+        CheckTransactionStateRequestHeader,
+    ],
     key=lambda t: (t.CODE, t.__name__),
 )
 

@@ -61,6 +61,7 @@ from ledgermq.wire.headers import (
     GetProducerConnectionListRequestHeader,
     GetQuarantinedEntriesRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    QueryMessageRequestHeader,
     ReplicaAddRequestHeader,
     ReplicaRemoveRequestHeader,
     TransferLeadershipRequestHeader,
@@ -1070,16 +1071,7 @@ class Admin:
         address = next(iter((await self._masters()).values()), None)
         if address is None:
             raise NoRouteError("no broker group is registered with the NameServers yet")
-        ext = {
-            "topic": _ADMIN_PROBE_TOPIC,
-            "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": "1",
-            "writeQueueNums": "1",
-            "perm": str(PERM_READ | PERM_WRITE),
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        }
+        ext = CreateTopicRequestHeader(_ADMIN_PROBE_TOPIC, DEFAULT_TOPIC, 1, 1).to_ext_fields()
         try:
             await self._client.invoke(address, MQRequestCode.UPDATE_AND_CREATE_TOPIC, ext)
         except MQResponseError as exc:
@@ -1272,14 +1264,8 @@ class Admin:
 
         async def ask(address: str, name: str) -> None:
             nonlocal asked
-            ext = {
-                "topic": name,
-                "key": key,
-                "maxNum": str(max_num),
-                "beginTimestamp": "0",
-                "endTimestamp": str(1 << 62),
-                _UNIQUE_KEY_QUERY: "true",
-            }
+            ext = QueryMessageRequestHeader(name, key, max_num, 0, 1 << 62).to_ext_fields()
+            ext[_UNIQUE_KEY_QUERY] = "true"
             async with gate:
                 try:
                     response = await self._client.invoke(
@@ -1409,13 +1395,7 @@ class Admin:
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS (or UNIQ_KEY) include ``key``, from every group."""
         route = await self.topic_route(topic)
-        ext = {
-            "topic": topic,
-            "key": key,
-            "maxNum": str(max_num),
-            "beginTimestamp": str(begin_ms),
-            "endTimestamp": str(end_ms),
-        }
+        ext = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms).to_ext_fields()
         found: dict[str, MessageExt] = {}
         for data in route.broker_datas:
             address = master_address(route, data.broker_name)

@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from ledgermq.client.producer import Producer
 from ledgermq.errors import BadRequestError, ConfigError, LedgerMQError, MessageFormatError
 from ledgermq.wire import MessageProperty, SysFlag, decode_offset_message_id
-from ledgermq.wire.ext_fields import ext_int, optional_int
-from ledgermq.wire.headers import EndTransactionRequestHeader
+from ledgermq.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from ledgermq.wire.message import decode_records
 
 if TYPE_CHECKING:
@@ -179,12 +178,10 @@ class TransactionProducer(Producer):
         task.add_done_callback(self._checks.discard)
 
     async def _answer_check(self, address: str, command: RemotingCommand) -> None:
-        fields = command.ext_fields
         try:
             (message,) = decode_records(command.body)
-            # CHECK_TRANSACTION_STATE's offsets, which the answer gives back
-            commit_log_offset = ext_int(fields, "commitLogOffset")
-            queue_offset = optional_int(fields, "tranStateTableOffset")
+            # CHECK_TRANSACTION_STATE's offsets and ids, which the answer gives back
+            check = CheckTransactionStateRequestHeader.from_ext_fields(command.ext_fields)
         except (MessageFormatError, ValueError, BadRequestError) as exc:
             logger.warning("check-back from %s with an unreadable message: %s", address, exc)
             return
@@ -196,12 +193,12 @@ class TransactionProducer(Producer):
         self.checks_answered[state] = self.checks_answered.get(state, 0) + 1
         answer = EndTransactionRequestHeader(
             commit_or_rollback=state.value,
-            commit_log_offset=commit_log_offset,
+            commit_log_offset=check.commit_log_offset,
             producer_group=self.group,
-            tran_state_table_offset=queue_offset,
+            tran_state_table_offset=check.tran_state_table_offset,
             from_transaction_check=True,
-            msg_id=fields.get("msgId", message.msg_id),
-            transaction_id=fields.get("transactionId", message.msg_id),
+            msg_id=message.msg_id if check.msg_id is None else check.msg_id,
+            transaction_id=message.msg_id if check.transaction_id is None else check.transaction_id,
             topic=message.topic,
         )
         try:

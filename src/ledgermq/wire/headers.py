@@ -31,6 +31,7 @@ __all__ = [
     "HEADER_TYPES",
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
+    "CheckTransactionStateRequestHeader",
     "ConsumerSendMsgBackRequestHeader",
     "CreateTopicRequestHeader",
     "DeleteSubscriptionGroupRequestHeader",
@@ -579,6 +580,26 @@ class EndTransactionRequestHeader(_Fields):
     topic: str | None = _optional_text(empty_is_none=True)
     """RocketMQ 5's: the half message's real topic, which the ACL grants PUB on and the
     handler checks against the half message (None: not given, checked once read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTransactionStateRequestHeader(_Fields):
+    """CHECK_TRANSACTION_STATE (39): the broker asks a producer how a transaction ended, with
+    the half message as the body; the producer answers with an END_TRANSACTION that gives the
+    offsets back. Sent by the broker, read by the client: not in ``HEADER_TYPES``."""
+
+    CODE: ClassVar[int] = MQRequestCode.CHECK_TRANSACTION_STATE
+
+    tran_state_table_offset: int
+    """The half message's offset in the half queue."""
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    topic: str | None = None
+    """RocketMQ 5's: the half message's real topic."""
+    broker_name: str | None = None
+    """RocketMQ 5's: the broker group asking."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,8 @@ from ledgermq.broker.errors import InvalidArgumentError
 from ledgermq.broker.service.message_writer import split_host_port
 from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
 from ledgermq.errors import NetworkError
-from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire import MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import CheckTransactionStateRequestHeader
 from ledgermq.wire.message import SysFlag, encode_properties, encode_record
 
 if TYPE_CHECKING:
@@ -108,16 +109,16 @@ def check_request(check: TransactionCheck, broker_name: str) -> RemotingCommand:
         queue_offset=check.queue_offset,
         physical_offset=check.commit_log_offset,
     )
-    fields = {
-        "tranStateTableOffset": str(check.queue_offset),
-        "commitLogOffset": str(check.commit_log_offset),
-        "msgId": message.msg_id,
-        "transactionId": check.transaction_id,
-        "offsetMsgId": check.offset_msg_id,
-        "topic": message.topic,
-        "brokerName": broker_name,
-    }
-    return RemotingCommand(MQRequestCode.CHECK_TRANSACTION_STATE, 0, ext_fields=fields, body=body)
+    header = CheckTransactionStateRequestHeader(
+        check.queue_offset,
+        check.commit_log_offset,
+        message.msg_id,
+        check.transaction_id,
+        check.offset_msg_id,
+        message.topic,
+        broker_name,
+    )
+    return RemotingCommand(header.CODE, 0, ext_fields=header.to_ext_fields(), body=body)
 
 
 class RemotingCheckBack:
