@@ -50,8 +50,12 @@ from ledgermq.wire.headers import (
     ChangeInvisibleTimeRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
     PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
     RecallMessageRequestHeader,
+    SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from ledgermq.wire.message import (
@@ -89,11 +93,6 @@ _PULL_OUTCOMES: Final[dict[int, PullOutcome]] = {
     MQResponseCode.PULL_OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
     MQResponseCode.PULL_RETRY_IMMEDIATELY: PullOutcome.FILTERED,
 }
-_OFFSET_CODES: Final = {
-    OffsetPolicy.BEGINNING: MQRequestCode.GET_MIN_OFFSET,
-    OffsetPolicy.END: MQRequestCode.GET_MAX_OFFSET,
-    OffsetPolicy.TIMESTAMP: MQRequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-}
 _FLAGS: Final = {
     Resolution.COMMIT: SysFlag.TRANSACTION_COMMIT,
     Resolution.ROLLBACK: SysFlag.TRANSACTION_ROLLBACK,
@@ -122,19 +121,14 @@ def recall_broker(handle: str) -> str | None:
     return fields[2]
 
 
-def _queue_fields(queue: QueueRef, group: str | None) -> dict[str, str]:
-    """The remoting fields naming a queue (and group); ``Refusal`` for a queue that names no
-    broker group or a negative id."""
+def _check_queue(queue: QueueRef) -> None:
+    """``Refusal`` for a queue that names no broker group or a negative id."""
     if not queue.broker_name:
         raise Refusal(
             status(Code.BAD_REQUEST, "the queue names no broker (take it from QueryRoute)")
         )
     if queue.queue_id < 0:
         raise Refusal(status(Code.BAD_REQUEST, f"queue id {queue.queue_id} is negative"))
-    fields = {"topic": queue.topic, "queueId": str(queue.queue_id)}
-    if group:
-        fields["consumerGroup"] = group
-    return fields
 
 
 def _int(fields: Mapping[str, str], name: str, default: int) -> int:
@@ -375,19 +369,17 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
         )  # fmt: skip
 
     async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
-        fields = _queue_fields(query.queue, query.group)
-        fields.update(
-            queueOffset=str(query.offset),
-            maxMsgNums=str(query.max_messages),
-            sysFlag=str(_FLAG_SUBSCRIPTION | (_FLAG_SUSPEND if query.poll_ms else 0)),
-            commitOffset="-1",
-            suspendTimeoutMillis=str(query.poll_ms),
-            subscription=query.expression,
-            subVersion="0",
-            expressionType=query.expression_type,
-        )
+        queue = query.queue
+        _check_queue(queue)
+        fields = PullMessageRequestHeader(
+            query.group, queue.topic, queue.queue_id, query.offset,
+            max_msg_nums=query.max_messages,
+            sys_flag=_FLAG_SUBSCRIPTION | (_FLAG_SUSPEND if query.poll_ms else 0),
+            commit_offset=-1, suspend_timeout_millis=query.poll_ms,
+            subscription=query.expression, sub_version=0, expression_type=query.expression_type,
+        ).to_ext_fields()  # fmt: skip
         forwarded = await self._queue_call(
-            query.queue, MQRequestCode.PULL_MESSAGE, fields, deadline_s,
+            queue, MQRequestCode.PULL_MESSAGE, fields, deadline_s,
             expect=_PULL_CODES, extra_s=query.poll_ms / 1000,
         )  # fmt: skip
         response = forwarded.response
@@ -404,13 +396,15 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
     async def commit_offset(
         self, group: str, queue: QueueRef, offset: int, deadline_s: float
     ) -> None:
-        _queue_fields(queue, group)  # refuses a queue that names no broker group
+        _check_queue(queue)
         header = UpdateConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id, offset)
         await self._queue_call(queue, header.CODE, header.to_ext_fields(), deadline_s)
 
     async def consumer_offset(self, group: str, queue: QueueRef, deadline_s: float) -> int | None:
+        _check_queue(queue)
+        header = QueryConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id)
         forwarded = await self._queue_call(
-            queue, MQRequestCode.QUERY_CONSUMER_OFFSET, _queue_fields(queue, group), deadline_s,
+            queue, header.CODE, header.to_ext_fields(), deadline_s,
             expect=(MQResponseCode.SUCCESS, MQResponseCode.QUERY_NOT_FOUND),
         )  # fmt: skip
         if forwarded.response.code == MQResponseCode.QUERY_NOT_FOUND:
@@ -420,8 +414,14 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
     async def query_offset(
         self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
     ) -> int:
-        fields = _queue_fields(queue, None)
-        if at_ms is not None:
-            fields["timestamp"] = str(at_ms)
-        forwarded = await self._queue_call(queue, _OFFSET_CODES[policy], fields, deadline_s)
+        _check_queue(queue)
+        topic, queue_id = queue.topic, queue.queue_id
+        header: SearchOffsetRequestHeader | GetMinOffsetRequestHeader | GetMaxOffsetRequestHeader
+        if policy is OffsetPolicy.TIMESTAMP and at_ms is not None:
+            header = SearchOffsetRequestHeader(topic, queue_id, at_ms)
+        elif policy is OffsetPolicy.BEGINNING:
+            header = GetMinOffsetRequestHeader(topic, queue_id)
+        else:  # the end (as the local backend answers a time-less TIMESTAMP)
+            header = GetMaxOffsetRequestHeader(topic, queue_id)
+        forwarded = await self._queue_call(queue, header.CODE, header.to_ext_fields(), deadline_s)
         return _int(forwarded.response.ext_fields, "offset", 0)
