@@ -55,6 +55,7 @@ from ledgermq.wire.headers import (
     QueryMessageRequestHeader,
     RecallMessageRequestHeader,
     ReplicaAddRequestHeader,
+    ReplicaBackupRequestHeader,
     ReplicaRemoveRequestHeader,
     SearchOffsetRequestHeader,
     TransferLeadershipRequestHeader,
@@ -110,6 +111,7 @@ ADMIN_CODES: Final = frozenset(
         _C.REPLICA_LIST,  # a group's replicas and their addresses
         _C.REPLICA_ADD,
         _C.REPLICA_REMOVE,
+        _C.REPLICA_BACKUP,  # writes a directory on the replica's host
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
         _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check
@@ -374,6 +376,7 @@ HEADER_NEEDS: Final[Mapping[type, Callable[[Any], Needs]]] = {
     GetQuarantinedEntriesRequestHeader: _admin,
     ReplicaAddRequestHeader: _admin,
     ReplicaRemoveRequestHeader: _admin,
+    ReplicaBackupRequestHeader: _admin,
 }
 """The one table of what a typed header (``ledgermq.wire.headers``) needs, computed from the
 parsed header the handler executes. tests/acl checks that every registered header has its

@@ -63,6 +63,7 @@ from ledgermq.wire.headers import (
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     ReplicaAddRequestHeader,
+    ReplicaBackupRequestHeader,
     ReplicaRemoveRequestHeader,
     TransferLeadershipRequestHeader,
     ViewMessageRequestHeader,
@@ -1141,6 +1142,46 @@ class Admin:
         """Remove replica ``member`` from ``broker_name``; the change's log index."""
         header = ReplicaRemoveRequestHeader(member)
         return await self._membership(broker_name, header.CODE, header.to_ext_fields())
+
+    async def replica_backup(
+        self, broker_name: str, replica: str, destination: str
+    ) -> dict[str, object]:
+        """Ask replica ``replica`` (its ``dLegerSelfId``) of ``broker_name`` to copy its data,
+        while it serves, into ``destination``: an absolute path on *that replica's* host, new
+        or empty. The backup's manifest (``backup.json``'s keys: ``selfId``, ``beginIndex``,
+        ``endIndex``, ``committedIndex``, ``metadataAppliedIndex``, ``diskBytes``, ...).
+
+        Raises:
+            ConfigError: no registered replica of ``broker_name`` says it is ``replica``.
+        """
+        info = await self.cluster_info()
+        data = info.broker_addr_table.get(broker_name)
+        addresses = sorted(data.broker_addrs.values()) if data is not None else []
+        tables = await asyncio.gather(
+            *(self.broker_runtime_info(a) for a in addresses), return_exceptions=True
+        )
+        found = [
+            a
+            for a, t in zip(addresses, tables, strict=True)
+            if isinstance(t, dict) and t.get("dLegerSelfId") == replica
+        ]
+        if not found:
+            raise ConfigError(
+                f"no registered replica of broker group {broker_name!r} is {replica!r} "
+                f"(asked {', '.join(addresses) or 'none: the group is not registered'})"
+            )
+        response = await self._client.invoke(
+            found[0],
+            MQRequestCode.REPLICA_BACKUP,
+            ReplicaBackupRequestHeader(destination).to_ext_fields(),
+            timeout_s=600.0,
+        )
+        try:
+            return dict(json.loads(response.body or b"{}"))
+        except (ValueError, TypeError) as exc:
+            raise MessageFormatError(
+                f"{found[0]} answered REPLICA_BACKUP with a malformed body: {exc}"
+            ) from None
 
     async def _membership(self, broker_name: str, code: int, fields: dict[str, str]) -> int:
         (address,) = (await self._masters(broker_names=[broker_name])).values()

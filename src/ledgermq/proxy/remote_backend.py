@@ -37,7 +37,7 @@ import binascii
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import LedgerMQError, MessageFormatError, MQResponseError, TopicNotFoundError
-from ledgermq.proxy.backend import OffsetPolicy, Pulled, PullOutcome, Resolution
+from ledgermq.messaging import Delivered, Delivery, OffsetPolicy, PullOutcome, Resolution
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.remote_messages import RemoteMessages, refusing
@@ -68,14 +68,7 @@ from ledgermq.wire.message import (
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ledgermq.proxy.backend import (
-        AckEntry,
-        Caller,
-        Door,
-        EndTransaction,
-        PullQuery,
-        QueueRef,
-    )
+    from ledgermq.messaging import AckEntry, Caller, Door, EndTransaction, PullQuery, QueueRef
     from ledgermq.proxy.forward import Forwarded, Forwarder
 
 __all__ = ["RemoteBackend", "end_fields", "handle_broker", "recall_broker", "transaction_at"]
@@ -368,7 +361,7 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             queue.topic,
         )  # fmt: skip
 
-    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
+    async def pull(self, query: PullQuery, deadline_s: float) -> Delivered:
         queue = query.queue
         _check_queue(queue)
         fields = PullMessageRequestHeader(
@@ -385,9 +378,11 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
         response = forwarded.response
         ext = response.ext_fields
         outcome = _PULL_OUTCOMES.get(response.code, PullOutcome.NOT_FOUND)
-        return Pulled(
+        return Delivered(
             outcome=outcome,
-            records=decode_records(response.body) if outcome is PullOutcome.FOUND else [],
+            messages=[Delivery(r) for r in decode_records(response.body)]
+            if outcome is PullOutcome.FOUND
+            else [],
             next_offset=_int(ext, "nextBeginOffset", query.offset),
             min_offset=_int(ext, "minOffset", 0),
             max_offset=_int(ext, "maxOffset", 0),

@@ -55,6 +55,7 @@ __all__ = [
     "QueryMessageRequestHeader",
     "RecallMessageRequestHeader",
     "ReplicaAddRequestHeader",
+    "ReplicaBackupRequestHeader",
     "ReplicaRemoveRequestHeader",
     "SearchOffsetRequestHeader",
     "SendMessageRequestHeader",
@@ -724,6 +725,16 @@ class ReplicaRemoveRequestHeader(_Fields):
     """The replica's self id (``n3``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaBackupRequestHeader(_Fields):
+    """REPLICA_BACKUP (1023, ours): a replica copies its data into a new directory."""
+
+    CODE: ClassVar[int] = MQRequestCode.REPLICA_BACKUP
+
+    to: str
+    """An absolute path on the replica's host, new or empty."""
+
+
 class _HeaderType(Protocol):
     def from_ext_fields(self, fields: Mapping[str, str], /) -> Header: ...
 
@@ -760,6 +771,7 @@ HEADER_TYPES: Final[Mapping[int, _HeaderType]] = {
         GetQuarantinedEntriesRequestHeader,
         ReplicaAddRequestHeader,
         ReplicaRemoveRequestHeader,
+        ReplicaBackupRequestHeader,
     )
 }
 """Request code -> its typed header (the registry ``parse_header`` reads)."""

@@ -19,7 +19,7 @@ from ledgermq.wire.route import TopicConfig
 from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.wire import RemotingCommand
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         GetTopicStatsInfoRequestHeader,
         QueryMessageRequestHeader,
         ReplicaAddRequestHeader,
+        ReplicaBackupRequestHeader,
         ReplicaRemoveRequestHeader,
         TransferLeadershipRequestHeader,
         ViewMessageRequestHeader,
@@ -214,6 +215,14 @@ class AdminProcessor:
         index = await self._service.replica_remove(header.replica_id)
         return command.response(MQResponseCode.SUCCESS, ext_fields={"index": str(index)})
 
+    async def replica_backup(
+        self, command: RemotingCommand, header: ReplicaBackupRequestHeader
+    ) -> RemotingCommand:
+        """REPLICA_BACKUP (1023): ``to`` (an absolute path on this replica's host, new or
+        empty) in; the backup's manifest (``backup.json``'s keys) out."""
+        manifest = await self._service.backup(header.to)
+        return command.response(MQResponseCode.SUCCESS, body=json_body(manifest.to_json()))
+
     async def transfer_leadership(
         self, command: RemotingCommand, header: TransferLeadershipRequestHeader
     ) -> RemotingCommand:
@@ -222,12 +231,12 @@ class AdminProcessor:
 
 
 def consumer_connections(
-    consumers: ConsumerManager,
+    consumers: Registry,
     command: RemotingCommand,
     header: GetConsumerConnectionListRequestHeader,
 ) -> RemotingCommand:
     """GET_CONSUMER_CONNECTION_LIST (203): the remoting clients of a group, from the registry
-    their heartbeats keep (``broker.remoting.consumers``)."""
+    their heartbeats keep (``broker.service.client_registry``)."""
     group = header.consumer_group
     info = consumers.groups.get(group)
     if info is None:

@@ -28,9 +28,10 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.remoting.house import House
     from ledgermq.broker.service.access import Access
+    from ledgermq.broker.service.client_registry import QueueLockManager
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.net import Connection
     from ledgermq.wire import RemotingCommand
@@ -60,16 +61,14 @@ class Processors:
     pop: PopProcessor
 
     @classmethod
-    def over(
-        cls, services: BrokerServices, consumers: ConsumerManager, locks: QueueLockManager
-    ) -> Processors:
+    def over(cls, services: BrokerServices, locks: QueueLockManager) -> Processors:
         return cls(
             send=SendProcessor(services.send),
             send_back=SendBackProcessor(services.send_back),
             pull=PullProcessor(services.pull),
             offsets=OffsetProcessor(services.offsets),
             admin=AdminProcessor(services.admin),
-            clients=ClientProcessor(services.clients, consumers, locks),
+            clients=ClientProcessor(services.clients, locks),
             transactions=EndTransactionProcessor(services.transactions),
             recall=RecallProcessor(services.timers),
             pop=PopProcessor(services.pop),
@@ -77,7 +76,7 @@ class Processors:
 
 
 def handler_table(
-    processors: Processors, consumers: ConsumerManager, house: House, access: AccessOf
+    processors: Processors, consumers: Registry, house: House, access: AccessOf
 ) -> dict[int, Handler]:
     """Request code -> translator of the requests served from the request as it came."""
     admin, clients = processors.admin, processors.clients
@@ -121,9 +120,7 @@ def handler_table(
     }
 
 
-def typed_table(
-    processors: Processors, consumers: ConsumerManager, access: AccessOf
-) -> dict[int, Serve]:
+def typed_table(processors: Processors, consumers: Registry, access: AccessOf) -> dict[int, Serve]:
     """Request code -> translator of its typed header (``ledgermq.wire.headers``): every
     code of ``HEADER_TYPES``, served from the header the door parsed and checked. ``access``:
     the requester, for the handlers that check what only the record they read tells."""
@@ -200,4 +197,5 @@ def typed_table(
         code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
         code.REPLICA_ADD: asynchronous(admin.replica_add),
         code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
+        code.REPLICA_BACKUP: asynchronous(admin.replica_backup),
     }

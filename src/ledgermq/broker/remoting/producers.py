@@ -1,5 +1,6 @@
 """GET_PRODUCER_CONNECTION_LIST (204): the clients of a producer group online at this broker,
-from the registry heartbeats keep (``ConsumerManager.producer_connections``); RocketMQ's
+from the registry heartbeats keep (``ConsumerManager.producer_connections``, in
+``broker.service.client_registry``); RocketMQ's
 ``mqadmin producerConnection``.
 
 Kept apart from the consumer side (``admin.consumer_connections``) so the two registries can
@@ -16,7 +17,7 @@ from ledgermq.errors import RequestRejectedError
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.wire import RemotingCommand
     from ledgermq.wire.headers import GetProducerConnectionListRequestHeader
 
@@ -24,7 +25,7 @@ __all__ = ["producer_connections"]
 
 
 def producer_connections(
-    consumers: ConsumerManager,
+    consumers: Registry,
     command: RemotingCommand,
     header: GetProducerConnectionListRequestHeader,
 ) -> RemotingCommand:

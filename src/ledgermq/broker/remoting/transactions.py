@@ -34,7 +34,7 @@ from ledgermq.wire.message import SysFlag, encode_properties, encode_record
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.access import SignedIn
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.transactions import TransactionCheck, TransactionService
     from ledgermq.net import Connection
@@ -129,7 +129,7 @@ class RemotingCheckBack:
     client may claim a producer group; without one, nobody gets it (the checker tries again)."""
 
     def __init__(
-        self, clients: ConsumerManager, broker_name: str, signed_in: SignedIn | None = None
+        self, clients: Registry, broker_name: str, signed_in: SignedIn | None = None
     ) -> None:
         self._clients = clients
         self._broker_name = broker_name

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
@@ -62,6 +61,7 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.messaging.sending import Resolution
 from ledgermq.wire.message import (
     MessageProperty,
     decode_properties,
@@ -95,16 +95,6 @@ _log = logging.getLogger(__name__)
 _HALF_QUEUE: Final = 0
 _MAX_CHECKS_PER_PASS: Final = 2000
 """Half messages looked at per check pass (the rest wait for the next pass)."""
-
-
-class Resolution(enum.Enum):
-    """How the producer ended its transaction (remoting ``commitOrRollback`` 8 / 12 / 0; gRPC
-    ``TransactionResolution``)."""
-
-    COMMIT = COMMIT
-    ROLLBACK = ROLLBACK
-    UNKNOWN = "unknown"
-    """Not decided yet: nothing happens, the broker checks back later."""
 
 
 @dataclass(frozen=True, slots=True)
