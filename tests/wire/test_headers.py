@@ -16,6 +16,7 @@ from ledgermq.wire.codes import MQResponseCode
 from ledgermq.wire.headers import (
     HEADER_TYPES,
     CheckTransactionStateRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     UnregisterClientRequestHeader,
@@ -32,6 +33,7 @@ _ALL_TYPES: list[Any] = sorted(
         SendMessageRequestHeader,
         SendMessageRequestHeaderV2,
         CheckTransactionStateRequestHeader,
+        NotifyConsumerIdsChangedRequestHeader,
     ],
     key=lambda t: (t.CODE, t.__name__),
 )

@@ -49,6 +49,7 @@ __all__ = [
     "GetTopicStatsInfoRequestHeader",
     "Header",
     "HeaderWriter",
+    "NotifyConsumerIdsChangedRequestHeader",
     "PopMessageRequestHeader",
     "PullMessageRequestHeader",
     "QueryConsumerOffsetRequestHeader",
@@ -601,6 +602,17 @@ class CheckTransactionStateRequestHeader(_Fields):
     """RocketMQ 5's: the half message's real topic."""
     broker_name: str | None = None
     """RocketMQ 5's: the broker group asking."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyConsumerIdsChangedRequestHeader(_Fields):
+    """NOTIFY_CONSUMER_IDS_CHANGED (40): the broker tells a consumer of ``consumer_group`` that
+    the group's members changed (rebalance now). Sent by the broker, read by the client: not
+    in ``HEADER_TYPES``."""
+
+    CODE: ClassVar[int] = MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+
+    consumer_group: str
 
 
 @dataclass(frozen=True, slots=True)
