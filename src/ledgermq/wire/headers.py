@@ -145,9 +145,9 @@ class _FieldSpec:
     the attribute's type: ``str`` required (or its default when absent), ``str | None`` as
     sent, ``int`` required (or its default when absent or empty) and in int64, ``int | None``
     absent or empty as None, ``bool`` Java's ``true`` / ``false`` or the C++ client's 1 / 0.
-    A text field with a naming ``rule`` (a topic, a group) is checked with it as it is read,
-    so no handler sees a name that breaks the rules; absent (None) or left at its default, it
-    is not a name the request gives."""
+    A text field with a naming ``rule`` (a topic, a group) is checked with it once the header's
+    fields are read (``check``), so no handler sees a name that breaks the rules; absent (None)
+    or left at its default, it is not a name the request gives."""
 
     attr: str
     key: str
@@ -159,13 +159,12 @@ class _FieldSpec:
     rule: str = ""
     """``topic``, ``group`` or empty: the naming rule the value keeps (``wire.names``)."""
 
-    def read(self, fields: Mapping[str, str]) -> object:
-        text = self._read(fields)
-        if self.rule and text is not None and text != self.default:
-            check_name(self.rule, cast("str", text))
-        return text
+    def check(self, value: object) -> None:
+        """Check ``value`` (as read) with the field's naming rule, if it has one."""
+        if self.rule and value is not None and value != self.default:
+            check_name(self.rule, cast("str", value))
 
-    def _read(self, fields: Mapping[str, str]) -> object:
+    def read(self, fields: Mapping[str, str]) -> object:
         key, kind, default = self.key, self.kind, self.default
         if kind == "str":
             if self.nonempty:
@@ -203,6 +202,8 @@ class _Fields:
 
     __slots__ = ()
     _SPECS: ClassVar[dict[type, tuple[_FieldSpec, ...]]] = {}
+    _NAMED: ClassVar[dict[type, tuple[int, ...]]] = {}
+    """The positions of the fields with a naming rule, by class."""
     _WRITERS: ClassVar[dict[tuple[type, tuple[tuple[str, object], ...]], HeaderWriter]] = {}
 
     @classmethod
@@ -229,6 +230,7 @@ class _Fields:
                     )
                 )
             specs = _Fields._SPECS[cls] = tuple(made)
+            _Fields._NAMED[cls] = tuple(i for i, spec in enumerate(made) if spec.rule)
         return specs
 
     @classmethod
@@ -240,7 +242,11 @@ class _Fields:
     def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
         """The header ``fields`` hold; ``BadRequestError`` names a field that is missing or
         not what its type needs."""
-        return cls(*(spec.read(fields) for spec in cls._specs()))
+        specs = cls._specs()
+        values = [spec.read(fields) for spec in specs]
+        for index in _Fields._NAMED[cls]:  # then the names (a pull has two, a send one)
+            specs[index].check(values[index])
+        return cls(*values)
 
     @classmethod
     def writer(cls, **fixed: object) -> HeaderWriter:
