@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
+    BadRequestError,
     ConfigError,
     ConnectError,
     LedgerMQError,
@@ -62,7 +63,10 @@ from ledgermq.errors import (
 )
 from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
-from ledgermq.wire.headers import UnregisterClientRequestHeader
+from ledgermq.wire.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
@@ -670,7 +674,15 @@ class ClientInstance:
         if command.is_response:
             return  # a late answer of a request that timed out
         if command.code == MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            group = command.ext_fields.get("consumerGroup", "")
+            try:
+                group = NotifyConsumerIdsChangedRequestHeader.from_ext_fields(
+                    command.ext_fields
+                ).consumer_group
+            except BadRequestError as exc:  # no group of ours: nothing to rebalance
+                logger.debug(
+                    "broker %s: unreadable NOTIFY_CONSUMER_IDS_CHANGED: %s", conn.address, exc
+                )
+                group = ""
             consumer = self.consumers.get(group)
             logger.debug("broker %s: consumers of %s changed", conn.address, group)
             if consumer is not None:
@@ -699,7 +711,7 @@ class ClientInstance:
     def _running_info(self, command: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO: the named group's consumer describes itself (RocketMQ's
         ``ClientRemotingProcessor.getConsumerRunningInfo``; no jstack: this is not a JVM)."""
-        group = command.ext_fields.get("consumerGroup", "")
+        group = command.ext_fields.get("consumerGroup", "")  # the one field a client needs
         consumer = self.consumers.get(group)
         if consumer is None:
             return command.response(

@@ -18,7 +18,8 @@ from ledgermq.broker.errors import ServiceError
 from ledgermq.broker.remoting.admin import json_body
 from ledgermq.broker.remoting.consumers import parse_check_client_body, queue_object
 from ledgermq.errors import RequestRejectedError
-from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire import MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import NotifyConsumerIdsChangedRequestHeader
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.consumers import Heartbeat, LockRequest
@@ -37,13 +38,8 @@ _log = logging.getLogger(__name__)
 
 def notify_consumer_ids_changed(conn: Connection, group: str) -> None:
     """NOTIFY_CONSUMER_IDS_CHANGED (one-way) to a member of ``group``: rebalance now."""
-    conn.send_oneway(
-        RemotingCommand(
-            code=MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-            opaque=0,
-            ext_fields={"consumerGroup": group},
-        )
-    )
+    header = NotifyConsumerIdsChangedRequestHeader(group)
+    conn.send_oneway(RemotingCommand(header.CODE, 0, ext_fields=header.to_ext_fields()))
 
 
 class ClientProcessor:

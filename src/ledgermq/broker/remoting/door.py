@@ -128,7 +128,9 @@ class RemotingDoor:
         self._processors = processors
         self._handlers = handler_table(processors, consumers, self._house, self._access)
         self._parser = RequestParser(
-            typed_table(processors, consumers), processors.clients, acl=self.acl is not None
+            typed_table(processors, consumers, self._access),
+            processors.clients,
+            acl=self.acl is not None,
         )
         config = self._house.config
         # The master's check-backs of open half messages reach producers connected here too
