@@ -348,6 +348,7 @@ class AdminService:
                 config.store_path_root_dir,
                 destination,
                 self_id=config.dleger_self_id,
+                committed_at_start=self._ledger.store.committed_index,
             )
         except ConfigError as exc:  # the directory exists and is not empty
             raise InvalidArgumentError(str(exc)) from None
