@@ -15,7 +15,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "ledgermq"
 
 # Pure layers: no I/O, no clocks, no randomness, no concurrency (STYLE.md section 7.12).
-PURE_PACKAGES = ("raft", "wire", "pop", "timers", "acl")
+PURE_PACKAGES = ("raft", "wire", "pop", "timers", "acl", "messaging")
 PURE_BANNED = {"asyncio", "socket", "threading", "time", "random", "os", "selectors", "mmap"}
 # Core layers never import the layers above them.
 CORE_PACKAGES = ("raft", "store", "wire", "pop", "timers", "acl")
@@ -73,6 +73,35 @@ def test_core_layers_do_not_import_upper_layers() -> None:
     ]
     assert offenders == []
     assert python_files("store"), "the store package must exist"
+
+
+# What the messaging contract (issue 26 item 1) may not name, even for type checking: a door, a
+# broker room, the client, a connection, a remoting frame or header, protobuf or gRPC.
+MESSAGING_BANNED = (
+    "ledgermq.broker", "ledgermq.proxy", "ledgermq.client", "ledgermq.namesrv", "ledgermq.net",
+    "ledgermq.wire.frame", "ledgermq.wire.codes", "ledgermq.wire.ext_fields",
+    "ledgermq.wire.json_fields", "ledgermq.wire.headers", "grpc", "google",
+)  # fmt: skip
+
+
+def test_the_messaging_contract_names_no_protocol() -> None:
+    """Type-checking imports count too (import-linter's contract says the same at run time)."""
+    offenders = []
+    for path in python_files("messaging"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(SRC)} imports {name}"
+                for name in names
+                if any(name == b or name.startswith(b + ".") for b in MESSAGING_BANNED)
+            ]
+    assert python_files("messaging"), "the messaging package must exist"
+    assert offenders == []
 
 
 def test_c_speedups_are_built_where_required() -> None:

@@ -50,6 +50,16 @@ def test_both_ids_and_producer_connections_on_a_real_broker(broker_clusters: Mak
     assert missing.returncode == 1
     assert f"no message of topic Other has the id {msg_id}" in missing.stderr
 
+    # A key of more messages than a broker answers for one lookup (64), all stored in one
+    # millisecond (one batch): --max 200 finds every one (it printed 64 before).
+    bodies = [f"many {n}" for n in range(100)]
+    sent = ledgermq("produce", "-n", ns, "-t", "Ids", "--keys", "many", "-q", *bodies)
+    assert sent.returncode == 0, sent.stderr
+    listed = ledgermq("admin", "message", "-t", "Ids", "-k", "many", "--max", "200", "-n", ns,
+                      "--json")  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(r["body"] for r in json.loads(listed.stdout)) == sorted(bodies)
+
     # A producer heartbeats the brokers of the topics it uses: the first beat after a send.
     with SyncProducer("billing-producers", ns, heartbeat_interval_s=0.2) as producer:
         assert producer.send("Ids", b"keep the heartbeat").ok

@@ -411,6 +411,7 @@ def metric_families() -> list[tuple[str, str, str, tuple[str, ...], str]]:
     ledger = LedgerMetrics("cluster", "broker", "n0")
     ledger.append_error("EXPIRED")  # labelled children exist once used: use each once
     ledger.set_replication_lag("n1", 0)
+    ledger.set_replication_lags({"n1": 0, "n3": 0}, ["n3"])  # a learner's catch-up series
     broker = BrokerMetrics("cluster", "broker", "n0", SystemClock())
     out = []
     try:

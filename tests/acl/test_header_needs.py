@@ -22,7 +22,9 @@ FULL = {
     "consumerGroup": "G", "topic": "T", "queueId": "1", "queueOffset": "5",
     "commitOffset": "3", "timestamp": "1700000000000", "recallHandle": "h",
     "producerGroup": "P", "clientId": "c1", "maxMsgNums": "4", "invisibleTime": "60000",
-    "extraInfo": "handle", "clientID": "c1", "key": "k",
+    "extraInfo": "handle", "clientID": "c1", "key": "k", "offset": "4096", "group": "G",
+    "commitLogOffset": "4096", "commitOrRollback": "8", "groupName": "G", "to": "n2",
+    "peer": "n4-127.0.0.1:40914", "id": "n3",
 }  # fmt: skip
 """Every field any registered header requires."""
 EXPECTED: dict[int, dict[Resource, Perm]] = {
@@ -44,22 +46,38 @@ EXPECTED: dict[int, dict[Resource, Perm]] = {
     C.GET_TOPIC_STATS_INFO: {T: Perm.SUB},
     C.GET_CONSUME_STATS: {T: Perm.SUB, G: Perm.SUB},
     C.QUERY_MESSAGE: {T: Perm.SUB},
+    C.END_TRANSACTION: {T: Perm.PUB},
+    C.CONSUMER_SEND_MSG_BACK: {G: Perm.SUB},
+    C.VIEW_MESSAGE_BY_ID: {},  # SUB on the record's topic, once read (record_needs)
 }
+ADMIN_ONLY = {
+    C.GET_PRODUCER_CONNECTION_LIST, C.UPDATE_AND_CREATE_TOPIC, C.DELETE_TOPIC_IN_BROKER,
+    C.DELETE_SUBSCRIPTIONGROUP, C.TRANSFER_LEADERSHIP, C.GET_QUARANTINED_ENTRIES,
+    C.REPLICA_ADD, C.REPLICA_REMOVE, C.REPLICA_BACKUP,
+}  # fmt: skip
+"""Typed headers only an admin account may send."""
 
 OPTIONAL: dict[int, set[str]] = {
     C.PULL_MESSAGE: {"commitOffset", "maxMsgNums"},
     C.POP_MESSAGE: {"queueId"},
-    C.ACK_MESSAGE: {"queueId"},
-    C.CHANGE_MESSAGE_INVISIBLETIME: {"queueId"},
+    C.ACK_MESSAGE: {"queueId", "offset"},
+    C.CHANGE_MESSAGE_INVISIBLETIME: {"queueId", "offset"},
     C.UNREGISTER_CLIENT: {"consumerGroup"},
     C.GET_CONSUMER_LIST_BY_GROUP: {"consumerGroup"},
     C.GET_CONSUME_STATS: {"topic"},
+    C.END_TRANSACTION: {"topic"},
+    C.VIEW_MESSAGE_BY_ID: {"topic"},
 }
 """Fields a header reads but may lack (a default, or not needed by the broker)."""
 
 
 def test_every_registered_header_has_its_needs() -> None:
-    assert set(HEADER_TYPES) == set(EXPECTED)
+    assert set(HEADER_TYPES) == set(EXPECTED) | ADMIN_ONLY
+    for admin_code in ADMIN_ONLY:
+        header = parse_header(admin_code, FULL)
+        assert header is not None
+        assert header_needs(header) == Needs(admin=True) == request_needs(admin_code, FULL)
+        assert admin_code in ADMIN_CODES
     for code, resources in EXPECTED.items():
         header = parse_header(code, FULL)
         assert header is not None
@@ -91,7 +109,9 @@ def test_headers_round_trip_and_name_a_missing_field(code: int) -> None:
     read = header.to_ext_fields()
     for name in FULL:
         fields = {k: v for k, v in FULL.items() if k != name}
-        optional = {"producerGroup"} | OPTIONAL.get(code, set())
+        optional = OPTIONAL.get(code, set())
+        if code not in ADMIN_ONLY:
+            optional = optional | {"producerGroup"}
         if name not in read or name in optional:
             assert parse_header(code, fields) is not None, name  # not read, or optional
             continue

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.bench.processes import child_env, ledgermq_command
-from ledgermq.broker.backup import backup_replica, restore_replica
+from ledgermq.broker.backup import restore_replica
 from ledgermq.cli.main import main
 from ledgermq.client import SyncAdmin, SyncProducer
 from ledgermq.errors import LedgerMQError
@@ -151,9 +151,11 @@ def test_a_replica_restored_from_an_online_backup_catches_up_from_its_end(
 def test_a_whole_group_restored_from_one_backup_elects_and_serves_it(
     broker_clusters: Callable[..., BrokerCluster], tmp_path: Path
 ) -> None:
-    """Disaster recovery: every replica restored (rebuilding) from one replica's backup. They
-    may not vote for a log they cannot judge until every peer has shown its own; all three
-    show the same log, so they elect one and serve the backup's messages."""
+    """Disaster recovery: every replica restored (rebuilding) from one replica's backup, taken
+    with ``ledgermq admin backup`` (the running replica serves it; a relative or non-empty
+    directory is refused with the rule). They may not vote for a log they cannot judge until
+    every peer has shown its own; all three show the same log, so they elect one and serve the
+    backup's messages."""
     cluster = broker_clusters(replicas=3)
     cluster.wait_master(GROUP)
     cluster.wait_routable()
@@ -163,7 +165,23 @@ def test_a_whole_group_restored_from_one_backup_elects_and_serves_it(
         for i in range(40):
             producer.send(TOPIC, b"m%d" % i)
     backup = tmp_path / "backup"
-    backup_replica(str(cluster.store_dir(GROUP, "n1")), str(backup))  # the commands' own calls
+    # the backup as an admin request served by the running replica n1 (into a path on its host)
+    namesrv = ("-n", cluster.namesrv_addr)
+    done = _ledgermq("admin", "backup", "-b", GROUP, "--replica", "n1", "--to", str(backup),
+                     "--json", *namesrv)  # fmt: skip
+    manifest = json.loads(done.stdout)
+    assert manifest["selfId"] == "n1"
+    assert manifest["committedIndex"] >= 40
+    assert json.loads((backup / "backup.json").read_text()) == manifest
+    for where, rule in ((str(backup), "is not empty"), ("relative/dir", "an absolute path")):
+        refused = subprocess.run(
+            ledgermq_command("admin", "backup", "-b", GROUP, "--replica", "n1", "--to", where,
+                             *namesrv),
+            env=child_env(), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert refused.returncode != 0
+        assert rule in refused.stdout + refused.stderr
+        assert "Traceback" not in refused.stderr
     for node in cluster.nodes:
         cluster.kill9(GROUP, node)  # every disk is lost
     for node in cluster.nodes:

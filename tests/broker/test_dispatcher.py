@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.state.metadata import BrokerMetadata, encode_op
+from ledgermq.broker.state.metadata import BrokerMetadata
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.storage.append_group import pack_entries
 from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES, CHANNEL_METADATA, CommitLog
@@ -152,7 +152,7 @@ def _poisoned_log() -> tuple[MemoryLedgerStore, int]:
     mixed = _record("T", 0, 1, b"a") + _record("T", -1, 0, b"bad") + _record("U", 0, 0, b"c")
     store.append(1, mixed, CHANNEL_MESSAGES)
     # A metadata op that does not apply, and one that is not an op at all.
-    store.append(1, encode_op({"op": "delay_offsets", "offsets": [1, 2]}), CHANNEL_METADATA)
+    store.append(1, b'{"offsets":[1,2],"op":"delay_offsets"}', CHANNEL_METADATA)
     store.append(1, b"[not an op", CHANNEL_METADATA)
     last = store.append(1, _record("T", 0, 2, b"after"), CHANNEL_MESSAGES).index
     store.set_committed_index(last)
@@ -270,3 +270,66 @@ def test_a_timer_record_the_timer_table_refuses_is_quarantined(
     assert queue.max_offset == 1
     keys.close()
     queues.close()
+
+
+def _dispatch_metadata(
+    tmp_path: Path, bodies: list[bytes]
+) -> tuple[BrokerMetadata, QuarantineLog, int]:
+    """Dispatch ``bodies`` as metadata entries; the metadata, the quarantine and the first index."""
+    store = MemoryLedgerStore()
+    first = store.append(1, bodies[0], CHANNEL_METADATA).index
+    for body in bodies[1:]:
+        store.append(1, body, CHANNEL_METADATA)
+    store.set_committed_index(first + len(bodies) - 1)
+    queues = ConsumeQueueStore(str(tmp_path))
+    keys = KeyIndex(str(tmp_path))
+    metadata = BrokerMetadata()
+    log = QuarantineLog.in_root(str(tmp_path))
+    dispatcher = Dispatcher(
+        store, queues, keys, metadata, SystemClock(), start_index=first, quarantine=log
+    )
+    assert dispatcher.catch_up() == len(bodies)
+    assert dispatcher.failure is None
+    keys.close()
+    queues.close()
+    return metadata, log, first
+
+
+def test_an_op_of_a_newer_format_version_is_quarantined_naming_the_version(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 26 item 6: an op written by a newer release (``"v":2``) is not guessed at: it is
+    quarantined with an ERROR line naming its version, never applied as if it were ours (before
+    the ops were versioned, its offsets were applied), never a crash loop; dispatch goes on."""
+    with caplog.at_level(logging.ERROR):
+        metadata, log, first = _dispatch_metadata(
+            tmp_path,
+            [
+                b'{"offsets":[["G","T",0,5]],"op":"commit_offsets"}',  # version 0
+                b'{"offsets":[["G","T",0,9]],"op":"commit_offsets","v":2}',
+                b'{"offsets":[["G","T",1,7]],"op":"commit_offsets","v":1}',
+            ],
+        )
+    assert metadata.offsets == {("T", "G"): {0: 5, 1: 7}}
+    assert [(i.index, i.record) for i in log.items()] == [(first + 1, -1)]
+    assert "version 2 is newer than this release reads" in log.items()[0].reason
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(f"entry {first + 1}" in m and "version 2" in m for m in errors), errors
+
+
+def test_an_unknown_or_mistyped_op_is_quarantined_not_skipped_silently(tmp_path: Path) -> None:
+    """An op kind this release does not know, or a field of the wrong type, is quarantined
+    (an operator finds it with 'ledgermq admin quarantined-entries'); before, the unknown
+    kind was only a WARNING and the queue id "1" was applied as the number 1."""
+    metadata, log, first = _dispatch_metadata(
+        tmp_path,
+        [
+            b'{"op":"rename_topic","topic":"T"}',
+            b'{"offsets":[["G","T","1",7]],"op":"commit_offsets"}',
+            b'{"offsets":[["G","T",0,3]],"op":"commit_offsets"}',
+        ],
+    )
+    assert metadata.offsets == {("T", "G"): {0: 3}}
+    assert [i.index for i in log.items()] == [first, first + 1]
+    assert "unknown metadata op 'rename_topic'" in log.items()[0].reason
+    assert "[group, topic, queue id, offset]" in log.items()[1].reason

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.service.pop import PopRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.messaging import Receive
 from ledgermq.wire.message import encode_properties
 from ledgermq.wire.route import TopicConfig
 
@@ -61,12 +61,12 @@ def test_fifo_group_order_redelivery_and_failover(tmp_path: Path) -> None:
         for body, group in [(b"a0", "a"), (b"b0", "b"), (b"a1", "a"), (b"n0", None),
                             (b"b1", "b"), (b"n1", None), (b"a2", "a")]:  # fmt: skip
             await _send(services, "F", body, group)
-        first = await services.pop.receive(PopRequest("G", "F", invisible_ms=700, max_messages=3))
+        first = await services.pop.receive(Receive("G", "F", invisible_ms=700, max_messages=3))
         assert _bodies(first) == [(b"a0", 1), (b"b0", 1), (b"a1", 1)]
         out = {m.message.body: m for m in first.messages}
         await services.pop.ack("G", "F", str(out[b"b0"].handle))
         await services.pop.ack("G", "F", str(out[b"a1"].handle))  # a0 is left unacknowledged
-        second = await services.pop.receive(PopRequest("G", "F", invisible_ms=700))
+        second = await services.pop.receive(Receive("G", "F", invisible_ms=700))
         # a has a0 out and invisible: a2 waits; b's next; the ungrouped ones, in queue order
         assert _bodies(second) == [(b"n0", 1), (b"b1", 1), (b"n1", 1)]
         for message in second.messages:
@@ -77,11 +77,11 @@ def test_fifo_group_order_redelivery_and_failover(tmp_path: Path) -> None:
         await cluster.stop_broker(node)
         _, successor = await _master(cluster, exclude=node)
         await asyncio.sleep(0.8)  # a0's invisible time (its own, not the election's) is over
-        back = await successor.pop.receive(PopRequest("G", "F", invisible_ms=700))
+        back = await successor.pop.receive(Receive("G", "F", invisible_ms=700))
         assert _bodies(back) == [(b"a0", 2), (b"a2", 1)]  # a1 was acknowledged
         for message in back.messages:
             await successor.pop.ack("G", "F", str(message.handle))
-        assert _bodies(await successor.pop.receive(PopRequest("G", "F"))) == []
+        assert _bodies(await successor.pop.receive(Receive("G", "F"))) == []
 
     run_with_cluster(tmp_path, test, in_virtual_time=True)
 
@@ -97,7 +97,7 @@ def test_dead_letters_move_a_group_on_and_settings_change_under_a_backlog(
             await _send(services, "F", b"x%d" % i, "x")
         seen = []
         for _ in range(3):
-            got = await services.pop.receive(PopRequest("D", "F", invisible_ms=300, max_messages=1))
+            got = await services.pop.receive(Receive("D", "F", invisible_ms=300, max_messages=1))
             seen += _bodies(got)
             await asyncio.sleep(0.35)
         # x0 twice (never acked), then the dead letters take it and x1 goes out
@@ -107,12 +107,12 @@ def test_dead_letters_move_a_group_on_and_settings_change_under_a_backlog(
 
         # a group consumed unordered, then made FIFO: its next receive is ordered
         await services.admin.put_group(SubscriptionGroupConfig("U"))
-        loose = await services.pop.receive(PopRequest("U", "F", max_messages=1))
+        loose = await services.pop.receive(Receive("U", "F", max_messages=1))
         assert _bodies(loose) == [(b"x0", 1)]
         await _fifo_group(services, "U")
-        assert _bodies(await services.pop.receive(PopRequest("U", "F"))) == []  # x0 is out
+        assert _bodies(await services.pop.receive(Receive("U", "F"))) == []  # x0 is out
         await services.pop.ack("U", "F", str(loose.messages[0].handle))
-        assert _bodies(await services.pop.receive(PopRequest("U", "F"))) == [
+        assert _bodies(await services.pop.receive(Receive("U", "F"))) == [
             (b"x1", 1),
             (b"x2", 1),
         ]

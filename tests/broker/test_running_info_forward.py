@@ -9,8 +9,9 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, cast
 
-from ledgermq.broker.remoting.consumers import ConsumerManager, parse_heartbeat
+from ledgermq.broker.remoting.consumers import Registry, parse_heartbeat
 from ledgermq.broker.remoting.running_info import consumer_running_info
+from ledgermq.broker.service.client_registry import ConsumerManager
 from ledgermq.errors import RequestTimeoutError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.headers import GetConsumerRunningInfoRequestHeader
@@ -54,18 +55,19 @@ def ask(group: str = "watchers", client_id: str = "10.0.0.1@42#1") -> RemotingCo
 
 
 def running_info(
-    consumers: ConsumerManager, request: RemotingCommand, timeout_s: float = 5.0
+    consumers: Registry, request: RemotingCommand, timeout_s: float = 5.0
 ) -> RemotingCommand:
     """The door's call: the header parsed from the request, then the translator."""
     header = GetConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
     return asyncio.run(consumer_running_info(consumers, request, header, timeout_s=timeout_s))
 
 
-def manager_with(client: FakeClient | None) -> ConsumerManager:
-    consumers = ConsumerManager()
+def manager_with(client: FakeClient | None) -> Registry:
+    consumers: Registry = ConsumerManager()
     request = RemotingCommand(MQRequestCode.HEART_BEAT, 1)
     heartbeat = parse_heartbeat(json.dumps(HEARTBEAT).encode())
-    consumers.heartbeat(heartbeat, cast("Connection | None", client), request, 0)
+    connection = cast("Connection | None", client)
+    consumers.register(heartbeat, connection, request.language, request.version, 0)
     return consumers
 
 

@@ -15,16 +15,23 @@ from __future__ import annotations
 import json
 import tarfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ledgermq.broker.state.metadata import BrokerMetadata
+from ledgermq.broker.state.ops import PopOp, TxnOp, decode_op
 from ledgermq.broker.storage.commitlog import CHANNEL_MESSAGES, CHANNEL_METADATA
+from ledgermq.broker.storage.consume_queue_store import ConsumeQueueStore
+from ledgermq.broker.storage.dispatcher import Dispatcher
+from ledgermq.broker.storage.key_index import KeyIndex
+from ledgermq.broker.storage.quarantine import QuarantineLog
 from ledgermq.client import SyncAdmin, SyncPullConsumer
+from ledgermq.clock import SystemClock
 from ledgermq.ledger.hard_state import read_hard_state
 from ledgermq.store import LedgerStore
 from ledgermq.store.backup import detect_segment_sizes
+from ledgermq.store.memory_store import MemoryLedgerStore
 from ledgermq.testing.broker_cluster import BrokerCluster
 from ledgermq.wire.message import decode_records
 
@@ -87,6 +94,39 @@ def test_the_v1_metadata_snapshot_restores_every_table(tmp_path: Path) -> None:
     assert metadata.offsets[(EXPECTED["topic"], EXPECTED["consumerGroup"])] == {0: 10, 1: 10}
     assert len(metadata.pop.queues) == 1
     assert len(metadata.timers) == 1
+
+
+def test_the_v1_metadata_ops_decode_and_replay_to_the_snapshot(tmp_path: Path) -> None:
+    """Issue 26 item 6: the metadata ops in the release's log (format version 0: no ``v``)
+    decode to the typed ops, and dispatching the whole log from its start rebuilds the state
+    the snapshot holds, table by table; nothing is quarantined. Only the data versions'
+    timestamps differ: they are the applying replica's clock."""
+    root = _unpack(tmp_path / "fixture")
+    entries = _entries(root / EXPECTED["master"] / f"dledger-{EXPECTED['master']}")
+    ops = [decode_op(bytes(e.body)) for e in entries if e.channel == CHANNEL_METADATA]
+    assert {PopOp, TxnOp} <= {type(op) for op in ops}
+    store = MemoryLedgerStore()
+    for entry in entries:
+        store.append(entry.term, bytes(entry.body), entry.channel)
+    store.set_committed_index(entries[-1].index)
+    replayed = BrokerMetadata()
+    quarantine = QuarantineLog()
+    keys = KeyIndex(str(tmp_path))
+    dispatcher = Dispatcher(
+        store, ConsumeQueueStore(str(tmp_path)), keys, replayed, SystemClock(),
+        start_index=entries[0].index, quarantine=quarantine,
+    )  # fmt: skip
+    assert dispatcher.catch_up() == len(entries)
+    keys.close()
+    assert dispatcher.failure is None
+    assert len(quarantine) == 0
+    snapshot = BrokerMetadata()
+    assert snapshot.load(str(root / EXPECTED["master"] / "config"))
+    tables: list[dict[str, Any]] = [json.loads(m.snapshot()) for m in (replayed, snapshot)]
+    for table in tables:
+        for version in ("topicDataVersion", "groupDataVersion"):
+            table[version]["timestamp"] = 0
+    assert tables[0] == tables[1]
 
 
 @pytest.mark.integration

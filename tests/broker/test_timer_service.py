@@ -25,8 +25,10 @@ from ledgermq.broker.errors import (
 from ledgermq.broker.service.message_writer import MessageWriter
 from ledgermq.broker.service.send import SendRequest, SendResult
 from ledgermq.broker.service.timers import RecallHandle
-from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
+from ledgermq.broker.state.ops import TimerOp
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.testing import virtual_time
+from ledgermq.timers import Fired
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import MessageExt, decode_records, encode_batch, encode_properties
 from ledgermq.wire.route import TopicConfig
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
     from ledgermq.broker.server import BrokerServer
     from ledgermq.broker.service.services import BrokerServices
+    from ledgermq.broker.state.ops import MetadataOp
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -276,7 +279,7 @@ def test_a_timer_left_firing_is_delivered_by_the_next_master(tmp_path: Path) -> 
         table = master.state.metadata.timers
         plan = table.wheel.plan_fire(_now_ms(), 10)
         assert len(plan) == 1
-        await master.state.writer.submit(timer_op(plan))
+        await master.state.writer.submit(TimerOp(tuple(plan)))
         assert table.is_firing(plan[0].timer_id)
         with pytest.raises(NotRecallableError, match="being delivered"):
             await services.timers.recall("T", sent.recall_handle)
@@ -372,9 +375,8 @@ def test_a_dropped_timer_whose_end_must_be_written_again_is_counted_once(tmp_pat
         real_submit = state.writer.submit
         failed: list[object] = []
 
-        async def failing_once(op: Mapping[str, object]) -> None:
-            records = op.get("records")
-            ends = isinstance(records, list) and any(r.get("kind") == "fired" for r in records)
+        async def failing_once(op: MetadataOp) -> None:
+            ends = isinstance(op, TimerOp) and any(isinstance(r, Fired) for r in op.records)
             if ends and not failed:
                 failed.append(op)
                 raise UnavailableError("no quorum for a moment")

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.state.metadata import BrokerMetadata
-from ledgermq.broker.state.timer_table import TimerTable, timer_op
+from ledgermq.broker.state.ops import TimerOp
+from ledgermq.broker.state.timer_table import TimerTable
 from ledgermq.errors import ConfigError
 from ledgermq.timers import Fired, Firing, Recalled, TimerOutcome
 from ledgermq.wire.message import encode_properties, encode_records
@@ -41,7 +42,7 @@ def test_schedule_fire_deliver_and_replay() -> None:
     assert len(table) == 2
     assert table.timers_of(("T", "A")) == [1000]
     assert table.wheel.plan_fire(5_500, 10) == [Firing(1000, 5_500)]
-    assert table.apply_op(12, timer_op([Firing(1000, 5_500)])) == [TimerOutcome.APPLIED]
+    assert table.apply_op(12, TimerOp((Firing(1000, 5_500),))) == [TimerOutcome.APPLIED]
     assert table.is_firing(1000)
     assert table.firing_uniqs == {"A": 1}
     # a record with A's key but no timer id is not its delivery
@@ -54,11 +55,11 @@ def test_schedule_fire_deliver_and_replay() -> None:
     # a replay of entries the table has (a restart from an older point) changes nothing
     before = table.snapshot()
     table.on_timer_record(10, 1000, _timer("A", 5_000))
-    assert table.apply_op(12, timer_op([Firing(2000, 9_000)])) == []
+    assert table.apply_op(12, TimerOp((Firing(2000, 9_000),))) == []
     assert table.snapshot() == before
     # recall: the pending one goes, a second recall finds nothing
-    assert table.apply_op(15, timer_op([Recalled(2000, 5_600)])) == [TimerOutcome.APPLIED]
-    assert table.apply_op(16, timer_op([Recalled(2000, 5_600)])) == [TimerOutcome.NOT_FOUND]
+    assert table.apply_op(15, TimerOp((Recalled(2000, 5_600),))) == [TimerOutcome.APPLIED]
+    assert table.apply_op(16, TimerOp((Recalled(2000, 5_600),))) == [TimerOutcome.NOT_FOUND]
     assert len(table) == 0
     assert table.timers_of(("T", "B")) == []
 
@@ -67,7 +68,7 @@ def test_snapshot_restores_pending_and_firing_timers() -> None:
     table = TimerTable()
     for i, uniq in enumerate("ABC"):
         table.on_timer_record(20 + i, 100 * (i + 1), _timer(uniq, 1_000 * (i + 1)))
-    table.apply_op(30, timer_op([Firing(100, 1_500)]))
+    table.apply_op(30, TimerOp((Firing(100, 1_500),)))
     restored = TimerTable.restore(json.loads(json.dumps(table.snapshot())))
     assert restored.snapshot() == table.snapshot()
     assert restored.firing_uniqs == {"A": 1}
@@ -75,13 +76,13 @@ def test_snapshot_restores_pending_and_firing_timers() -> None:
     assert restored.timers_of(("T", "C")) == [300]
     restored.on_possible_delivery(31, _record({"UNIQ_KEY": "A", "LEDGERMQ_TIMER_ID": "100"}, "T"))
     assert restored.wheel.firing() == []
-    assert restored.apply_op(32, timer_op([Fired(999)])) == [TimerOutcome.NOT_FOUND]
+    assert restored.apply_op(32, TimerOp((Fired(999),))) == [TimerOutcome.NOT_FOUND]
 
 
 def test_metadata_applies_timer_ops_and_keeps_the_table_in_its_snapshot() -> None:
     metadata = BrokerMetadata()
     metadata.timers.on_timer_record(1, 100, _timer("A", 1_000))
-    metadata.apply(2, timer_op([Firing(100, 1_000)]), 0)
+    metadata.apply(2, TimerOp((Firing(100, 1_000),)), 0)
     assert metadata.timers.is_firing(100)
     again = BrokerMetadata()
     again.restore(metadata.snapshot(), "metadata.json")
@@ -116,9 +117,9 @@ def _apply_entry(table: TimerTable, index: int, entry: _Entry) -> None:
     if kind == "schedule":
         table.on_timer_record(index, timer_id, _timer(uniq, at))
     elif kind == "fire":
-        table.apply_op(index, timer_op([Firing(timer_id, at)]))
+        table.apply_op(index, TimerOp((Firing(timer_id, at),)))
     elif kind == "recall":
-        table.apply_op(index, timer_op([Recalled(timer_id, at)]))
+        table.apply_op(index, TimerOp((Recalled(timer_id, at),)))
     elif kind == "deliver" and uniq in table.firing_uniqs:  # the dispatcher's test
         props = {"UNIQ_KEY": uniq, "LEDGERMQ_TIMER_ID": str(timer_id)}
         table.on_possible_delivery(index, _record(props, "T"))

@@ -25,7 +25,8 @@ from ledgermq.broker.service.transactions import (
     Resolution,
     TransactionCheck,
 )
-from ledgermq.broker.state.transactions import TransactionTable, txn_op
+from ledgermq.broker.state.ops import TxnOp
+from ledgermq.broker.state.transactions import TransactionTable
 from ledgermq.wire.message import (
     decode_offset_message_id,
     decode_records,
@@ -278,19 +279,19 @@ def test_failover_keeps_settlements_counts_and_a_lost_commit(tmp_path: Path) -> 
 
 def test_table_apply_and_snapshot() -> None:
     table = TransactionTable()
-    table.apply(txn_op([(1, "check"), (1, "check"), (2, "rollback"), (0, "commit")]))
+    table.apply(TxnOp(((1, "check"), (1, "check"), (2, "rollback"), (0, "commit"))))
     assert table.progress == 1
     assert table.check_times(1) == 2
     assert table.outcome(0) == "settled"
     assert table.outcome(2) == "rollback"
-    table.apply(txn_op([(2, "commit"), (1, "discard")]))  # the first settlement counts
+    table.apply(TxnOp(((2, "commit"), (1, "discard"))))  # the first settlement counts
     assert (table.progress, table.settled, table.checks) == (3, {}, {})
-    table.apply(txn_op([(5, "commit"), (4, "check")]))
+    table.apply(TxnOp(((5, "commit"), (4, "check"))))
     again = TransactionTable.restore(table.snapshot())
     assert (again.progress, again.settled, again.checks) == (3, {5: "commit"}, {4: 1})
     assert TransactionTable.restore(None).progress == 0
     with pytest.raises(ValueError, match="unknown transaction action"):
-        table.apply(txn_op([(9, "maybe")]))
+        table.apply(TxnOp(((9, "maybe"),)))
     assert table.outcome(9) is None  # a malformed op changes nothing
     assert HALF_TOPIC == "RMQ_SYS_TRANS_HALF_TOPIC"
 

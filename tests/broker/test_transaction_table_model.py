@@ -14,13 +14,13 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledgermq.broker.state.ops import TxnOp
 from ledgermq.broker.state.transactions import (
     CHECK,
     COMMIT,
     DISCARD,
     ROLLBACK,
     TransactionTable,
-    txn_op,
 )
 
 ACTIONS = st.sampled_from([COMMIT, ROLLBACK, DISCARD, CHECK, CHECK])
@@ -57,7 +57,7 @@ def test_table_agrees_with_the_reference(batches: list[list[tuple[int, str]]]) -
     table, reference = TransactionTable(), Reference()
     last_progress = 0
     for items in batches:
-        table.apply(txn_op(items))
+        table.apply(TxnOp(tuple(items)))
         reference.apply(items)
         assert table.progress == reference.progress()
         assert table.progress >= last_progress

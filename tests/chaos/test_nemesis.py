@@ -4,6 +4,7 @@ time, each healed before the next (never a majority down), network faults refuse
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 from pathlib import Path
 from typing import ClassVar
@@ -15,7 +16,7 @@ from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
 from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.child_process import ProcessStartError
-from ledgermq.wire import MQResponseCode, RemotingCommand
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
 
 class FakeClock:
@@ -508,3 +509,103 @@ def test_poison_sends_one_trigger_message_to_the_master_and_counts_it() -> None:
     assert nemesis.poisoned == len(poisons) == len(cluster.sent)
     assert {topic for _, topic in cluster.sent} == {TRIGGER_TOPIC}
     assert not cluster.dead
+
+
+def test_replace_needs_one_group_and_no_loop_disks() -> None:
+    """``replace`` adds replicas as processes of one group: refused with two groups (a new
+    replica's group would be ambiguous) and beside ``disk-full`` (it would have no loop disk)."""
+    clock = FakeClock()
+    for cluster, kinds in (
+        (TwoGroups(), ("replace", "kill9")),
+        (FakeCluster(), ("replace", "disk-full")),
+    ):
+        with pytest.raises(ValueError, match="replace needs one broker group"):
+            Nemesis(cluster, 1, kinds, origin=clock.now)  # type: ignore[arg-type]
+
+
+class MembersCluster(FakeCluster):
+    """A group whose master (``n1`` while it is a member) takes REPLICA_ADD / REPLICA_REMOVE
+    and answers REPLICA_LIST; ``promote`` False: a new replica stays a learner."""
+
+    def __init__(self, *, promote: bool = True) -> None:
+        super().__init__(network=False)
+        self.nodes = ["n0", "n1", "n2"]  # type: ignore[misc]  # its own: replicas come and go
+        self.members = {"n0": "follower", "n1": "leader", "n2": "follower"}
+        self.promote = promote
+
+    def master(self, group: str) -> str | None:
+        return next(n for n, role in self.members.items() if role == "leader")
+
+    def address(self, group: str, node: str) -> str:
+        return f"{node}:10911"
+
+    def spare_replica(self, group: str) -> str | None:
+        used = {*self.nodes, *self.journal_ids()}
+        return next((f"n{i}" for i in range(3, 7) if f"n{i}" not in used), None)
+
+    def journal_ids(self) -> set[str]:
+        return {line.split()[1] for line in self.journal if line.startswith("add ")}
+
+    def add_replica(self, group: str, node: str) -> str:
+        self.nodes.append(node)
+        self.journal.append(f"add {node}")
+        return f"{node}:40911"
+
+    def forget_replica(self, group: str, node: str) -> None:
+        self.nodes.remove(node)
+        self.journal.append(f"forget {node}")
+
+    def request(
+        self, address: str, code: int, fields: dict[str, str] | None = None, body: bytes = b"",
+        timeout_s: float = 3.0,
+    ) -> RemotingCommand:  # fmt: skip
+        fields = fields or {}
+        if code == MQRequestCode.REPLICA_ADD:
+            self.members[fields["peer"].partition("-")[0]] = "learner"
+        elif code == MQRequestCode.REPLICA_REMOVE:
+            gone = self.members.pop(fields["id"])
+            if gone == "leader":  # the master removed itself: another takes over
+                self.members[next(iter(self.members))] = "leader"
+        elif code == MQRequestCode.REPLICA_LIST:
+            if self.promote:
+                self.members = {
+                    n: "follower" if r == "learner" else r for n, r in self.members.items()
+                }
+            rows = [{"id": n, "role": r} for n, r in self.members.items()]
+            body = json.dumps({"replicas": rows}).encode()
+        return RemotingCommand(code=MQResponseCode.SUCCESS, opaque=0, flag=1, body=body)
+
+
+def _replacing(cluster: MembersCluster, seconds: float) -> Nemesis:
+    clock = FakeClock()
+    nemesis = Nemesis(
+        cluster,  # type: ignore[arg-type]
+        2, ("replace",), origin=clock.now, monotonic=clock.monotonic, sleep=clock.sleep,
+    )  # fmt: skip
+    nemesis.run(seconds)
+    return nemesis
+
+
+def test_replace_adds_a_replica_then_removes_the_old_one_until_no_spare_is_left() -> None:
+    """Each replacement: REPLICA_ADD of a new id, start, promotion seen in REPLICA_LIST, then
+    REPLICA_REMOVE of the picked replica (the master too) and its process stopped; the group
+    keeps three members throughout, and with the four spare ids used up it stops replacing."""
+    cluster = MembersCluster()
+    nemesis = _replacing(cluster, 120.0)
+    assert [line for line in cluster.journal if line.startswith("add ")] == [
+        "add n3", "add n4", "add n5", "add n6",
+    ]  # fmt: skip
+    assert sum(line.startswith("forget ") for line in cluster.journal) == 4
+    assert len(cluster.nodes) == 3
+    assert sorted(cluster.members) == sorted(cluster.nodes)
+    assert {"start n3", "start n4", "start n5", "start n6"} <= set(cluster.journal)
+    assert len(nemesis.faults) > 4  # the later ones found no spare id
+
+
+def test_a_new_replica_never_promoted_is_removed_instead() -> None:
+    """A learner that is not promoted within the bound is the one removed (the replacement is
+    abandoned): the group keeps its three voters."""
+    cluster = MembersCluster(promote=False)
+    _replacing(cluster, 12.0)
+    assert cluster.journal[:3] == ["add n3", "start n3", "forget n3"]
+    assert cluster.nodes == ["n0", "n1", "n2"]

@@ -446,3 +446,18 @@ def test_two_groups_name_their_replicas(tmp_path: Path) -> None:
         assert "--broker-name broker-b" in " ".join(cluster.broker_command("broker-b", "n1"))
     finally:
         cluster.close()
+
+
+def test_replicas_replaced_online_between_kill9s_lose_nothing(tmp_path: Path) -> None:
+    """``--faults replace`` (issue 27): replicas are replaced online under load (a new one
+    added through the master, promoted, the old one removed and stopped; the master too),
+    between kill -9s; the replicas read at the end are the members then, and nothing
+    acknowledged is lost."""
+    result, shown = run(
+        tmp_path, seed=3, duration_s=15.0, loopback=True, faults=("replace", "kill9"),
+        pop_receivers=0,
+    )  # fmt: skip
+    assert result.report.faults.get("replace", 0) >= 1, shown
+    assert "removed and stopped" in shown
+    assert result.report.valid, shown
+    assert "--faults replace,kill9" in result.replay

@@ -128,6 +128,7 @@ def test_every_help_shows_every_default() -> None:
             default = action.default
             if (
                 not action.option_strings
+                or action.nargs == 0  # a flag: no value to show (see the test below)
                 or action.help == argparse.SUPPRESS
                 or default in (None, False, argparse.SUPPRESS, [])
                 or isinstance(action, argparse._HelpAction | argparse._VersionAction)
@@ -149,3 +150,60 @@ def test_an_unknown_command_lists_the_shown_names_and_suggests_the_closest(
     assert "'topic-list'" not in err  # names as --help shows them, not repr'd
     assert "updateTopic" not in err
     assert "topic-create, topic-list" in err
+
+
+def test_a_flag_without_a_value_shows_no_default() -> None:
+    """``quickstart --help`` said ``--no-console ... (default: True)``: the value of the
+    destination a ``store_false`` flag sets, which reads as if the flag were on by default."""
+    shown = []
+    for path, parser in _walk(build_parser(), "ledgermq"):
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if action.option_strings and action.nargs == 0 and action.help:
+                text = formatter._expand_help(action)
+                if "(default: True)" in text or "(default: False)" in text:
+                    shown.append(f"{path} {action.option_strings[-1]}")
+    assert not shown, shown
+
+
+def test_the_broker_flags_say_what_they_default_to() -> None:
+    """``ledgermq broker --help`` showed no default at all: its flags are unset so that
+    broker.conf's keys apply, and the generic rule skips unset options. Each now says which key
+    it sets over the file and what applies when neither gives one."""
+    parser = _command(build_parser(), "broker")
+    formatter = parser._get_formatter()
+    silent = [
+        action.option_strings[-1]
+        for action in parser._actions
+        if action.option_strings
+        and action.nargs != 0
+        and "default" not in formatter._expand_help(action).lower()
+    ]
+    assert silent == []
+    text = parser.format_help()
+    for default in ("10911", "~/store", "broker-a", "n0"):
+        assert default in text, default
+
+
+def test_the_quickstart_says_how_long_it_serves() -> None:
+    """``--run-for`` is unset by default (serve until Ctrl-C): its help says so."""
+    text = _command(build_parser(), "quickstart").format_help()
+    assert "(default: serve until Ctrl-C)" in " ".join(text.split())
+
+
+def test_the_namesrv_takes_its_metrics_address_as_proxy_and_console_do() -> None:
+    """``namesrv --metrics-port N`` (on namesrv.conf's metricsHost) beside ``proxy`` and
+    ``console``'s ``--metrics-listen HOST:PORT``: one spelling now, the older kept working."""
+    parser = build_parser()
+    new = parser.parse_args(["namesrv", "--metrics-listen", "0.0.0.0:5556"])
+    assert namesrv_settings(new) == {"metricsHost": "0.0.0.0", "metricsPort": "5556"}
+    assert namesrv_settings(parser.parse_args(["namesrv", "--metrics-listen", ":0"])) == {
+        "metricsPort": "0"
+    }
+    old = parser.parse_args(["namesrv", "--metrics-port", "5556"])
+    assert namesrv_settings(old) == {"metricsPort": "5556"}
+    help_text = _command(parser, "namesrv").format_help()
+    assert "--metrics-listen HOST:PORT" in help_text
+    assert "--metrics-port" not in help_text
+    for command in ("proxy", "console"):
+        assert "--metrics-listen HOST:PORT" in _command(parser, command).format_help()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 
 import pytest
@@ -257,6 +258,29 @@ def test_invalid_messages_are_refused_before_sending() -> None:
                 await producer.send("T", b"")
             with pytest.raises(InvalidMessageError):
                 await producer.send_batch("T", [b"12345678", b"12345678"])
+            await producer.shutdown()
+
+    arun(main())
+
+
+def test_a_producer_heartbeats_a_broker_as_soon_as_it_learns_of_it() -> None:
+    """``admin producer-connection`` listed a producer only after its first periodic heartbeat,
+    up to 30 s after its first send: the heartbeat at start goes to no broker (no route yet).
+    Java's client shows up within about a second (its first periodic heartbeat comes 1 s after
+    start, by when the first send has fetched the route). Now a broker that enters the cached
+    routes gets a heartbeat at once."""
+
+    async def main() -> None:
+        async with cluster() as env:
+            (broker,) = env.brokers.values()
+            producer = Producer("pg", NAMESRV, network=env.network)  # heartbeat every 30 s
+            await producer.start()
+            assert broker.count(MQRequestCode.HEART_BEAT) == 0
+            assert (await producer.send("T", b"first")).ok
+            await eventually(lambda: broker.count(MQRequestCode.HEART_BEAT) == 1, timeout_s=2.0)
+            assert (await producer.send("T", b"second")).ok  # a known broker: no extra beat
+            await asyncio.sleep(0.2)
+            assert broker.count(MQRequestCode.HEART_BEAT) == 1
             await producer.shutdown()
 
     arun(main())

@@ -58,6 +58,24 @@ def test_a_key_search_gathers_past_one_brokers_answer_of_64() -> None:
     assert len(everything) == 150
 
 
+def test_a_key_search_gathers_more_than_64_stored_in_one_millisecond() -> None:
+    """One batch (``seq 1 100 | ledgermq produce --keys k1``) is stored in one millisecond:
+    asking again up to that millisecond brought the same 64 back, and the search stopped at
+    64 of 100 with no next page. That millisecond is read whole instead, then the search goes
+    on below it."""
+    at = 1_764_000_000_500  # message n is stored n ms after store_ms: every one of these at ``at``
+    one_ms = [message("T", n, keys="k1 other", store_ms=at - n) for n in range(100)]
+    older = [message("T", 100 + n, keys="k1", store_ms=at - 500 - 100) for n in range(10)]
+    noise = [message("T", 200 + n, keys="k2", store_ms=at - 200 - n) for n in range(5)]
+    admin = StandInAdmin(topics={"T": one_ms + noise + older})
+    found = asyncio.run(search.by_key(cast("Admin", admin), "T", "k1", 1000))
+    assert len(found) == 110
+    assert {m.queue_offset for m in found} == set(range(110))
+    assert [m.queue_offset for m in found[-3:]] == [102, 101, 100]  # newest first
+    page = asyncio.run(search.by_key(cast("Admin", admin), "T", "k1", 65))
+    assert len(page) == 65
+
+
 def test_the_messages_page_pages_by_key_and_by_time() -> None:
     admin = StandInAdmin(topics={"T": [message("T", n, keys="k") for n in range(130)]})
     console = client(admin)

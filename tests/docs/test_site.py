@@ -29,3 +29,5 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert (site / "reference" / "cli" / "index.html").exists()
     assert "ledgermq admin topic-create" in (site / "reference" / "cli" / "index.html").read_text()
     assert (site / "benchmarks" / "peers-2026-11-26.png").exists()
+    # the architecture page's diagrams (docs/hooks/architecture.py), for mkdocs-material to draw
+    assert '<pre class="mermaid">' in (site / "architecture" / "index.html").read_text()

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.ledger.config import LedgerConfig
-from ledgermq.ledger.membership import read_membership
+from ledgermq.ledger.membership import ReplicaMembership, read_membership
+from ledgermq.ledger.replica_view import replication_fields
 from ledgermq.ledger.server import LedgerServer
 from ledgermq.net import MemoryNetwork
-from ledgermq.raft import Role
+from ledgermq.raft import Membership, MembershipRecord, MembershipState, Role
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -144,6 +145,74 @@ def test_a_replica_never_added_is_refused_with_a_log_line_on_both_sides(
             assert all(
                 "n9" not in s.core.membership.members for n, s in servers.items() if n != "n9"
             )
+        finally:
+            for server in servers.values():
+                await server.close()
+
+    asyncio.run(asyncio.wait_for(test(), 50))
+
+
+def test_an_address_with_non_ascii_digits_is_ignored_not_raised() -> None:
+    """A committed CONFIG_CHANGE is read on every replica: an address whose port is digits
+    Python's ``int`` refuses (``"²"`` is ``isdigit``) is skipped, never raised out of the
+    server's Ready loop on all of them (before: ValueError)."""
+    replica = ReplicaMembership("g", "n0", PEERS, None)
+    odd = Membership(("n0", "n1", "n2")).with_learner("n3", "10.0.0.4:4²")
+    record = MembershipRecord(1, odd, 1)
+    replica.persist(MembershipState(record, record))
+    assert "n3" not in replica.addresses
+    assert replica.addresses["n1"] == PEERS["n1"]
+
+
+def test_metrics_and_the_replica_view_follow_a_membership_change(tmp_path: Path) -> None:
+    """``ledgermq_raft_members{role}``, the learner's catch-up lag, the changes counter and the
+    runtime-info fields ``dLegerPeerIds`` / ``dLegerLearnerIds`` follow an add (a learner),
+    its promotion and a removal; a removed member's lag series is gone. Before, the view
+    listed the ``dLegerPeers`` a replica started with and the lag series only those."""
+
+    async def test() -> None:
+        network = MemoryNetwork()
+        servers = {n: _server(tmp_path, network, n, PEERS) for n in PEERS}
+        for server in servers.values():
+            await server.start()
+        try:
+            await _until(lambda: _leader(servers) is not None, "a leader")
+            leader = _leader(servers)
+            assert leader is not None
+            me = leader.config.self_id
+            labels = {"cluster": "", "broker": "g", "replica": me}
+
+            def sample(name: str, **extra: str) -> float | None:
+                return leader.metrics.registry.get_sample_value(name, {**labels, **extra})
+
+            def members(role: str) -> float | None:
+                return sample("ledgermq_raft_members", role=role)
+
+            await leader.change_membership("add", "n3", f"{NEW[0]}:{NEW[1]}")
+            await _until(lambda: members("learner") == 1, "one learner in the metrics")
+            assert members("voter") == 3
+            assert sample("ledgermq_raft_learner_lag_entries", learner="n3") is not None
+            assert sample("ledgermq_raft_membership_changes_total") == 1
+            view = replication_fields(leader.core)
+            assert view["dLegerLearnerIds"] == "n3"
+            assert view["dLegerPeerIds"] == "n0,n1,n2"
+            servers["n3"] = _server(tmp_path, network, "n3", {**PEERS, "n3": NEW})
+            await servers["n3"].start()
+            await _until(lambda: members("voter") == 4, "n3 promoted in the metrics")
+            assert members("learner") == 0
+            assert sample("ledgermq_raft_learner_lag_entries", learner="n3") is None
+            assert replication_fields(leader.core)["dLegerPeerIds"] == "n0,n1,n2,n3"
+            old = next(n for n in PEERS if n != me)
+            await _until(lambda: leader.core.membership_change_refusal() is None, "a change may go")
+            await leader.change_membership("remove", old)
+            await _until(lambda: members("voter") == 3, "the removal in the metrics")
+            await _until(
+                lambda: sample("ledgermq_replication_lag_entries", follower=old) is None,
+                "the removed member's lag series gone",
+            )
+            assert sample("ledgermq_replication_lag_entries", follower="n3") is not None
+            assert sample("ledgermq_raft_membership_changes_total") == 3
+            assert old not in replication_fields(leader.core)["dLegerPeerIds"].split(",")
         finally:
             for server in servers.values():
                 await server.close()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from typing import TYPE_CHECKING
 
 import pytest
 
+from ledgermq.broker.remoting.consumers import parse_heartbeat
 from ledgermq.clock import SystemClock
 from ledgermq.errors import (
     ConfigError,
@@ -18,14 +20,15 @@ from ledgermq.errors import (
     NoRouteError,
     RequestTimeoutError,
 )
-from ledgermq.proxy.backend import EndTransaction, Resolution
+from ledgermq.messaging import ClientKind, ClientSession, EndTransaction, Resolution
 from ledgermq.proxy.cluster import parse_listen
 from ledgermq.proxy.cluster_transactions import transaction_id
 from ledgermq.proxy.forward import WriteQueue, write_queues
 from ledgermq.proxy.grpc_access import signed_in_publisher
-from ledgermq.proxy.messages import Refusal
+from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP, Refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.remote_backend import end_fields, handle_broker, recall_broker, transaction_at
+from ledgermq.proxy.remote_sessions import consumer_data
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.telemetry import TelemetryStreams
 from ledgermq.security import AclFiles, AclGate
@@ -163,3 +166,23 @@ def test_check_backs_are_relayed_only_to_a_stream_signed_with_pub_on_the_topic(
     producers.close(owner)
     assert not producers.relay("T", command)
     assert intruder_box.empty()
+
+
+def test_a_v5_session_heartbeats_the_masters_as_the_broker_reads_it() -> None:
+    """The stand-alone proxy tells the masters of a v5 consumer in a remoting heartbeat
+    (``remote_sessions.consumer_data``): the remoting door reads back the very announcement
+    a replica's own door registers (``ClientSession.heartbeat``)."""
+    session = ClientSession(
+        client_id="v5-c", address="10.0.0.9:7000", kind=ClientKind.CONSUMER, group="G",
+        subscriptions={"B": ("x || y", "TAG"), "A": ("a > 1", "SQL92")}, publishes=(),
+        language="JAVA", version="5.0.7",
+    )  # fmt: skip
+    announced = session.heartbeat(GRPC_PRODUCER_GROUP)
+    body = {
+        "clientID": "v5-c",
+        "producerDataSet": [],
+        "consumerDataSet": [consumer_data(c) for c in announced.consumers],
+    }
+    read = parse_heartbeat(json.dumps(body).encode())
+    assert read == announced
+    assert read.consumers[0].expression_types == {"A": "SQL92", "B": "TAG"}

@@ -16,15 +16,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.broker.remoting.consumers import (
-    CLIENT_EXPIRY_MS,
-    ConsumerData,
-    ConsumerManager,
-    Heartbeat,
-)
+from ledgermq.broker.service.client_registry import CLIENT_EXPIRY_MS, ConsumerManager
 from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendService
 from ledgermq.client import Admin
+from ledgermq.messaging import ConsumerData, Heartbeat
 from ledgermq.proxy.cluster import ClusterProxy
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
@@ -212,7 +208,7 @@ def test_a_requests_messages_for_one_queue_are_one_append(
 def test_a_v5_session_expires_as_a_silent_remoting_client() -> None:
     """A session has no connection at the broker: it stays while renewed and goes, as a
     remoting client does, once silent for CLIENT_EXPIRY_MS (120 s)."""
-    registry = ConsumerManager()
+    registry: ConsumerManager[Any] = ConsumerManager()
     data = ConsumerData(
         GROUP, "CONSUME_POP", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET", {TOPIC: "*"}, {TOPIC: "TAG"}
     )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledgermq.proxy.backend import Door
+from ledgermq.messaging import Door
 from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.remote_backend import RemoteBackend

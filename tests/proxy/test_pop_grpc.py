@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledgermq.broker.service.pop import PopRequest
 from ledgermq.broker.service.pull import PullRequest
+from ledgermq.messaging import Receive
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
 
@@ -134,7 +134,7 @@ def test_receive_ack_change_and_forward(tmp_path: Path) -> None:
             await _send(stub, "PopT", b"shared")
             shared = await _receive(stub, _receive_request("PopT", invisible_ms=5000))
             assert [r.message.body for r in shared if r.HasField("message")] == [b"shared"]
-            assert (await master.services.pop.receive(PopRequest("G", "PopT"))).messages == []
+            assert (await master.services.pop.receive(Receive("G", "PopT"))).messages == []
 
     _run(tmp_path, test)
 

@@ -189,3 +189,45 @@ def test_without_a_record_the_seed_peer_list_is_the_base() -> None:
     store.append(1, b"")
     core = _restarted(store, None)
     assert core.membership == Membership(("n0", "n1", "n2"))
+
+
+# ---------------------------------------------------------------------- a malformed change
+MALFORMED_CHANGES = [
+    b"[" * 100_000 + b"]" * 100_000,  # RecursionError in json, not a ValueError
+    b'{"voters":"n0n1"}',  # a string is not read as its characters
+    b'{"voters":[1,2]}',
+    b'{"voters":["n0"],"learners":"ab"}',
+    b'{"voters":["n0"],"addresses":{"n0":[1]}}',
+    b"\xff",
+    b"[]",
+    b'{"voters":["n0","n0"]}',
+    b'{"voters":[]}',
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED_CHANGES, ids=range(len(MALFORMED_CHANGES)))
+def test_a_malformed_config_change_is_refused_the_same_way_on_every_replica(body: bytes) -> None:
+    """Applying a committed entry never fails on every replica: an unreadable CONFIG_CHANGE is a
+    ``MembershipError`` (logged and ignored by the core, at a restart as when it arrives), the
+    configuration stays, and nothing else is raised. Before, deeply nested JSON raised
+    RecursionError out of the core, and ``"voters":"n0n1"`` was read as voters 0, 1, n, n."""
+    with pytest.raises(MembershipError, match=r"not a membership entry|listed twice|one voter"):
+        Membership.decode(body)
+    store = MemoryLedgerStore(flush="sync")
+    store.append(1, b"")
+    store.append(1, body, entry_type=EntryType.CONFIG_CHANGE)
+    store.set_committed_index(1)
+    assert _restarted(store, None).membership == Membership(("n0", "n1", "n2"))  # at a restart
+    store.set_committed_index(0)  # after the commit index: read as it arrives, not yet committed
+    assert _restarted(store, None).membership == Membership(("n0", "n1", "n2"))
+
+
+def test_a_config_change_is_appended_only_through_the_checked_changes() -> None:
+    """``propose`` with the CONFIG_CHANGE type is refused: a membership is validated (shape and
+    single-server rule) before it is appended, by ``add_learner`` / ``remove_member`` /
+    ``promote_learner``, never appended unchecked."""
+    env = _env()
+    leader = _core(env, "n2")
+    with pytest.raises(ValueError, match="appended only by add_learner"):
+        leader.propose([b'{"voters":["n9"]}'], entry_type=CONFIG_CHANGE_TYPE)
+    assert leader.last_index == 0  # nothing appended

@@ -25,7 +25,7 @@ PUB on the half message's real topic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl.permission import Perm
 from ledgermq.errors import BadRequestError
@@ -34,6 +34,11 @@ from ledgermq.wire.ext_fields import send_v2_topic
 from ledgermq.wire.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
+    ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -41,26 +46,34 @@ from ledgermq.wire.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetQuarantinedEntriesRequestHeader,
     GetTopicStatsInfoRequestHeader,
     PopMessageRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     RecallMessageRequestHeader,
+    ReplicaAddRequestHeader,
+    ReplicaBackupRequestHeader,
+    ReplicaRemoveRequestHeader,
     SearchOffsetRequestHeader,
+    TransferLeadershipRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
     parse_header,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from ledgermq.wire.headers import Header
 
 __all__ = [
     "ACCOUNT_ONLY_CODES",
     "ADMIN_CODES",
+    "HEADER_NEEDS",
     "RESOURCE_CODES",
     "Needs",
     "Resource",
@@ -98,6 +111,7 @@ ADMIN_CODES: Final = frozenset(
         _C.REPLICA_LIST,  # a group's replicas and their addresses
         _C.REPLICA_ADD,
         _C.REPLICA_REMOVE,
+        _C.REPLICA_BACKUP,  # writes a directory on the replica's host
         _C.WIPE_WRITE_PERM_OF_BROKER,
         _C.ADD_WRITE_PERM_OF_BROKER,
         _C.GET_ALL_CONSUMER_OFFSET,  # every group's offsets: no one group to check
@@ -262,13 +276,6 @@ def request_needs(code: int, fields: Mapping[str, str]) -> Needs:
         _send(resources, v2_topic)
     elif code == _C.SEND_MESSAGE:
         _send(resources, get("topic"))
-    elif code == _C.END_TRANSACTION:
-        # ending a transaction publishes (or drops) a message of the topic: PUB on it, checked
-        # here on a topic given, and by the handler on the half message's real topic
-        _send(resources, get("topic"))
-    elif code == _C.CONSUMER_SEND_MSG_BACK:
-        # and, once the record is read, SUB on its topic (``record_needs``)
-        _add(resources, group_resource(get("group") or ""), Perm.SUB)
     return Needs(resources=resources)
 
 
@@ -283,55 +290,101 @@ def heartbeat_needs(consumers: Iterable[tuple[str, Iterable[str]]]) -> Needs:
     return Needs(resources=resources)
 
 
-def header_needs(header: Header) -> Needs:
-    """What a typed header (``ledgermq.wire.headers``) needs: the one table of the requests
-    the door parses into headers. Pulls, POP (pop, ack, change invisible time) and a group's
-    offsets need SUB on the group and the topic, a group's consume statistics SUB on the group
-    (and the topic named), a queue's offsets, a topic's statistics and a search of its
-    messages SUB on the topic, a recall
-    PUB on the topic (as RocketMQ's), a group's clients (connections, running info, client
-    ids) SUB on the group, a client's leaving SUB on the consumer group it leaves. A header
-    missing here needs an admin account (tests/acl checks every registered header has its
-    entry)."""
+def _topic_and_group(header: Any) -> Needs:
+    """SUB on the header's topic and consumer group (pulls, POP, a group's offsets)."""
     resources: dict[Resource, Perm] = {}
-    if isinstance(
-        header,
-        PullMessageRequestHeader
-        | QueryConsumerOffsetRequestHeader
-        | UpdateConsumerOffsetRequestHeader
-        | PopMessageRequestHeader
-        | AckMessageRequestHeader
-        | ChangeInvisibleTimeRequestHeader,
-    ):
-        _add(resources, topic_resource(header.topic), Perm.SUB)
-        _add(resources, group_resource(header.consumer_group), Perm.SUB)
-    elif isinstance(
-        header,
-        GetMaxOffsetRequestHeader
-        | GetMinOffsetRequestHeader
-        | GetEarliestMsgStoretimeRequestHeader
-        | SearchOffsetRequestHeader
-        | GetTopicStatsInfoRequestHeader
-        | QueryMessageRequestHeader,
-    ):
-        _add(resources, topic_resource(header.topic), Perm.SUB)
-    elif isinstance(header, GetConsumeStatsRequestHeader):
-        _add(resources, topic_resource(header.topic or ""), Perm.SUB)
-        _add(resources, group_resource(header.consumer_group), Perm.SUB)
-    elif isinstance(header, RecallMessageRequestHeader):
-        _send(resources, header.topic)
-    elif isinstance(header, UnregisterClientRequestHeader):
-        # a consumer leaves only the group named (producers need nothing, as in RocketMQ)
-        if header.consumer_group is not None:
-            _add(resources, group_resource(header.consumer_group), Perm.SUB)
-    elif isinstance(
-        header,
-        GetConsumerConnectionListRequestHeader
-        | GetConsumerRunningInfoRequestHeader
-        | GetConsumerListByGroupRequestHeader,
-    ):
-        # the group's clients and their addresses, and what one of them holds
-        _add(resources, group_resource(header.consumer_group), Perm.SUB)
-    else:
-        return Needs(admin=True)  # a header without an entry: refused to all but an admin
+    _add(resources, topic_resource(header.topic), Perm.SUB)
+    _add(resources, group_resource(header.consumer_group), Perm.SUB)
     return Needs(resources=resources)
+
+
+def _topic(header: Any) -> Needs:
+    """SUB on the header's topic (a queue's offsets, a topic's statistics, its messages)."""
+    return record_needs(header.topic, Perm.SUB)
+
+
+def _consumer_group(header: Any) -> Needs:
+    """SUB on the header's consumer group (its clients, what one of them holds)."""
+    return Needs(resources={group_resource(header.consumer_group): Perm.SUB})
+
+
+def _consume_stats(header: GetConsumeStatsRequestHeader) -> Needs:
+    """SUB on the group, and on the topic when one is named."""
+    resources: dict[Resource, Perm] = {}
+    _add(resources, topic_resource(header.topic or ""), Perm.SUB)
+    _add(resources, group_resource(header.consumer_group), Perm.SUB)
+    return Needs(resources=resources)
+
+
+def _publishes(header: RecallMessageRequestHeader | EndTransactionRequestHeader) -> Needs:
+    """PUB on the topic named, if any (a recall, as RocketMQ's; ending a transaction publishes
+    or drops a message of the topic, checked again by the handler on the half message's real
+    topic)."""
+    resources: dict[Resource, Perm] = {}
+    _send(resources, header.topic)
+    return Needs(resources=resources)
+
+
+def _unregister(header: UnregisterClientRequestHeader) -> Needs:
+    """A consumer leaves only the group named (producers need nothing, as in RocketMQ)."""
+    if header.consumer_group is None:
+        return Needs()
+    return Needs(resources={group_resource(header.consumer_group): Perm.SUB})
+
+
+def _send_back(header: ConsumerSendMsgBackRequestHeader) -> Needs:
+    """SUB on the group, and, once the record is read, on its topic (``record_needs``)."""
+    return Needs(resources={group_resource(header.group): Perm.SUB})
+
+
+def _record_only(header: ViewMessageRequestHeader) -> Needs:
+    """Nothing yet: SUB on the record's topic, asked by the handler once it is read."""
+    return Needs()
+
+
+def _admin(header: object) -> Needs:
+    return Needs(admin=True)
+
+
+HEADER_NEEDS: Final[Mapping[type, Callable[[Any], Needs]]] = {
+    PullMessageRequestHeader: _topic_and_group,
+    QueryConsumerOffsetRequestHeader: _topic_and_group,
+    UpdateConsumerOffsetRequestHeader: _topic_and_group,
+    PopMessageRequestHeader: _topic_and_group,
+    AckMessageRequestHeader: _topic_and_group,
+    ChangeInvisibleTimeRequestHeader: _topic_and_group,
+    GetMaxOffsetRequestHeader: _topic,
+    GetMinOffsetRequestHeader: _topic,
+    GetEarliestMsgStoretimeRequestHeader: _topic,
+    SearchOffsetRequestHeader: _topic,
+    GetTopicStatsInfoRequestHeader: _topic,
+    QueryMessageRequestHeader: _topic,
+    GetConsumeStatsRequestHeader: _consume_stats,
+    RecallMessageRequestHeader: _publishes,
+    EndTransactionRequestHeader: _publishes,
+    UnregisterClientRequestHeader: _unregister,
+    GetConsumerConnectionListRequestHeader: _consumer_group,
+    GetConsumerRunningInfoRequestHeader: _consumer_group,
+    GetConsumerListByGroupRequestHeader: _consumer_group,
+    ConsumerSendMsgBackRequestHeader: _send_back,
+    ViewMessageRequestHeader: _record_only,
+    GetProducerConnectionListRequestHeader: _admin,
+    CreateTopicRequestHeader: _admin,
+    DeleteTopicRequestHeader: _admin,
+    DeleteSubscriptionGroupRequestHeader: _admin,
+    TransferLeadershipRequestHeader: _admin,
+    GetQuarantinedEntriesRequestHeader: _admin,
+    ReplicaAddRequestHeader: _admin,
+    ReplicaRemoveRequestHeader: _admin,
+    ReplicaBackupRequestHeader: _admin,
+}
+"""The one table of what a typed header (``ledgermq.wire.headers``) needs, computed from the
+parsed header the handler executes. tests/acl checks that every registered header has its
+entry, and that the entry agrees with the code's list (``ADMIN_CODES``, ``RESOURCE_CODES``)."""
+
+
+def header_needs(header: Header) -> Needs:
+    """What a typed header needs (``HEADER_NEEDS``). A header missing from the table needs an
+    admin account: refused to all but an admin, never allowed."""
+    needs_of = HEADER_NEEDS.get(type(header))
+    return Needs(admin=True) if needs_of is None else needs_of(header)

@@ -113,10 +113,21 @@ def _require_new(path: str, what: str) -> None:
 
 
 def backup_replica(
-    root: str, destination: str, *, self_id: str | None = None, clock: Clock | None = None
+    root: str,
+    destination: str,
+    *,
+    self_id: str | None = None,
+    clock: Clock | None = None,
+    committed_at_start: int = -1,
 ) -> BackupManifest:
     """Copy the replica whose ``storePathRootDir`` is ``root`` into the new directory
-    ``destination`` (module docstring); the manifest it wrote there."""
+    ``destination`` (module docstring); the manifest it wrote there.
+
+    ``committed_at_start``: the commit index a running replica knows when the copy starts (an
+    admin request). Its files tell only what their last checkpoint and metadata snapshot say,
+    which may be nothing yet on a replica that has not written either; a committed entry is
+    never truncated, so the copy, taken after, holds every entry up to it that the replica had
+    written out."""
     clock = clock or SystemClock()
     started = clock.monotonic_ms()
     replica = _ledger_id(root, self_id)
@@ -134,7 +145,7 @@ def backup_replica(
     ledger = os.path.join(root, _LEDGER_PREFIX + replica)
     copied = os.path.join(destination, _LEDGER_PREFIX + replica)
     copy_live_store(ledger, copied)
-    log = open_copy(copied, committed_at_least=applied)
+    log = open_copy(copied, committed_at_least=applied, committed_when_copied=committed_at_start)
     for leftover in ("lock", "currterm"):  # not part of a backup (module docstring)
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(copied, leftover))

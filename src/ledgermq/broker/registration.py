@@ -5,6 +5,15 @@ slaves without a master address until the next periodic registration (spec-broke
 Here every registration is a request to every NameServer in parallel, retried soon (1 s) if any
 failed, and carries the ledger ``term``: a NameServer keeps the master claim of the highest
 term, so a deposed master that has not noticed yet cannot take id 0 back.
+
+Registrations follow the group's membership (issue 27): a committed membership change kicks a
+registration at once (a new member appears in the routes within a second, not at the next
+period), and a replica whose removal from the group is committed unregisters, once, and no
+longer registers: it leaves the routes, ``cluster-list`` and the console while it still runs.
+"Removed" is: not a member of the committed membership *and* following no leader (the master
+stops sending to a member once its removal commits, so it stops following within a heartbeat
+timeout). A replica being added replays the group's older configurations, which do not list
+it, while it catches up; it follows the master meanwhile, so it is never taken for removed.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from ledgermq.acl import sign_request
 from ledgermq.acl.strong import sign_strong
 from ledgermq.clock import SystemClock
 from ledgermq.errors import LedgerMQError
+from ledgermq.raft import Role
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import RegisterBrokerBody
 
@@ -26,6 +36,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.ledger.server import LedgerServer
     from ledgermq.net import ConnectionPool
+    from ledgermq.raft import RoleChange
 
 __all__ = ["NameServerRegistrar"]
 
@@ -42,9 +53,36 @@ class NameServerRegistrar:
         self._pool = pool
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
+        self._membership_index = -1
+        """Index of the committed membership the last kick was for."""
+        self._left = False
+        """It unregistered because its removal from the group is committed."""
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._ledger.add_commit_listener(self._on_commit)
+        self._ledger.add_role_listener(self._on_role)
+
+    def _on_commit(self, _committed_index: int) -> None:
+        """A commit listener: a newly committed membership changes what the routes show."""
+        index = self._ledger.core.membership_state.committed.index
+        if index != self._membership_index:
+            self._membership_index = index
+            self._kick.set()
+
+    def _on_role(self, _change: RoleChange) -> None:
+        """A role listener: a replica out of the committed membership that stops following
+        its master has been removed (``_removed``): tell the NameServers now."""
+        if self._removed() != self._left:
+            self._kick.set()
+
+    def _removed(self) -> bool:
+        """Its removal from the group is committed and it follows no master (module docstring)."""
+        core = self._ledger.core
+        committed = core.membership_state.committed.membership
+        return core.role is not Role.FOLLOWER and not committed.is_member(
+            self._state.config.dleger_self_id
+        )
 
     def register_soon(self) -> None:
         """Register with every NameServer now (role or topics changed)."""
@@ -69,6 +107,18 @@ class NameServerRegistrar:
         addresses = self._state.config.namesrv_addr
         if not addresses:
             return True
+        if self._removed():
+            if not self._left:
+                _log.warning(
+                    "replica %s is not a member of broker group %s (its removal is committed) "
+                    "and follows no master: it unregisters from the NameServers and registers "
+                    "again only if it follows a master as a member; stop it if it was removed",
+                    self._state.config.dleger_self_id, self._state.config.broker_name,
+                )  # fmt: skip
+                await self.unregister_all()
+                self._left = True
+            return True
+        self._left = False
         command = self._command()
         results = await asyncio.gather(*(self._register(address, command) for address in addresses))
         return all(results)

@@ -20,7 +20,7 @@ import fcntl
 import logging
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.events import ReplicaEvents
 from ledgermq.broker.live_config import RETENTION_KEYS, LiveConfig
@@ -68,14 +68,15 @@ from ledgermq.net import ConnectionPool
 from ledgermq.store.segment import replace_file_durably
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sized
+    from collections.abc import Awaitable, Callable, Mapping
 
     from ledgermq.broker.config import BrokerConfig
+    from ledgermq.broker.service.client_registry import ConsumerManager
     from ledgermq.clock import Clock
     from ledgermq.net import Network
     from ledgermq.store import LogStore
 
-__all__ = ["BrokerReplica", "ClientRegistry"]
+__all__ = ["BrokerReplica"]
 
 _log = logging.getLogger(__name__)
 
@@ -84,26 +85,6 @@ _SNAPSHOT_EVERY_S: Final = 10.0
 _EXPIRE_EVERY_S: Final = 10.0
 _DRAIN_S: Final = 0.5
 """How long closing lets the tracer store what it still holds."""
-
-
-class _Group(Protocol):
-    @property
-    def members(self) -> Sized: ...
-
-
-class ClientRegistry(Protocol):
-    """What the replica needs of the clients' registry (``broker.remoting.consumers``'
-    ``ConsumerManager``, which the remoting door's heartbeats feed): the subscriptions pulls
-    filter by, and the expiry of silent clients its housekeeping runs."""
-
-    @property
-    def groups(self) -> Mapping[str, _Group]: ...
-
-    def subscription(self, group: str, topic: str) -> tuple[str, str] | None: ...
-
-    def expire(self, now_ms: int) -> list[str]: ...
-
-    def notify_changed(self, groups: Iterable[str]) -> None: ...
 
 
 class BrokerReplica:
@@ -116,10 +97,11 @@ class BrokerReplica:
         *,
         network: Network,
         clock: Clock,
-        clients: ClientRegistry,
+        clients: ConsumerManager[Any],
         config_file: str | None = None,
     ) -> None:
-        """``clients``: the registry of connected clients; ``config_file``: the
+        """``clients``: the broker's client registry (both doors feed it; the services and the
+        housekeeping, which expires silent clients, use it); ``config_file``: the
         ``broker.conf`` it was started from, rewritten by ``update_config`` so a change outlives
         a restart."""
         self.config = config
@@ -218,7 +200,7 @@ class BrokerReplica:
             pull=PullService(state, self._clients.subscription),
             offsets=OffsetService(state),
             send_back=SendBackService(state, messages),
-            clients=ClientService(state),
+            clients=ClientService(state, self._clients),
             admin=AdminService(state, self.ledger),
             pop=PopService(state, messages),
             transactions=TransactionService(state, messages),

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, Protocol
 
 from ledgermq.broker.remoting.access import SignedIn
-from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+from ledgermq.broker.remoting.clients import notify_consumer_ids_changed
 from ledgermq.broker.remoting.door import RemotingDoor
 from ledgermq.broker.replica import BrokerReplica
+from ledgermq.broker.service.client_registry import ConsumerManager, QueueLockManager
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.net import TcpNetwork
 from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
@@ -79,8 +80,9 @@ class BrokerServer:
             tls_server=ledger_config.tls_server, tls_client=ledger_config.tls_client
         )
         clock = clock or SystemClock()
-        self.consumers = ConsumerManager()
-        """The remoting clients' registry (heartbeats, connections)."""
+        self.consumers = ConsumerManager(notify_consumer_ids_changed)
+        """The broker's client registry: both doors' clients; its members' channels are the
+        remoting door's connections, told of their groups' changes over remoting."""
         self.replica = BrokerReplica(
             config,
             network=self._network,

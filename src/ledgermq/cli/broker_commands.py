@@ -10,10 +10,11 @@ exits with ``EXIT_STORE_FAILED`` (74), so that its supervisor restarts it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.config import DEFAULT_LISTEN_PORT, BrokerConfig
 from ledgermq.broker.server import BrokerServer
 from ledgermq.cli.serving import EXIT_STORE_FAILED, address_in_use, wait_for_stop
 from ledgermq.errors import ConfigError, LedgerMQError, NetworkError
@@ -23,6 +24,9 @@ from ledgermq.proxy.local import GrpcDoor
 
 if TYPE_CHECKING:
     import argparse
+
+_DEFAULT: Final = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+"""The settings a broker has when neither a flag nor broker.conf gives one (for ``--help``)."""
 
 _FLAGS = {
     "listen_port": "listenPort",
@@ -36,19 +40,44 @@ _FLAGS = {
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser("broker", help="run one broker replica (until SIGTERM)")
-    parser.add_argument("--config", "-c", help="broker.conf (RocketMQ key=value settings)")
-    parser.add_argument("--listen-port", type=int, help="remoting port (0: any free port)")
-    parser.add_argument("--namesrv-addr", "-n", help='NameServers, "host:port;host:port"')
-    parser.add_argument("--store-dir", help="storePathRootDir")
-    parser.add_argument("--self-id", help="dLegerSelfId, e.g. n0")
-    parser.add_argument("--peers", help='dLegerPeers, "n0-host:port;n1-host:port;..."')
-    parser.add_argument("--broker-name", help="brokerName (and ledger group)")
+    # Each flag is unset by default so that the file's key applies: the help says which key
+    # it overrides and what applies when neither gives one (the generic "(default: ...)" of
+    # DefaultsHelpFormatter only shows set defaults).
+    parser.add_argument(
+        "--config",
+        "-c",
+        help="broker.conf (RocketMQ key=value settings; default: none, flags and defaults only)",
+    )
+    parser.add_argument(
+        "--listen-port",
+        type=int,
+        help=f"remoting port, over listenPort (default {DEFAULT_LISTEN_PORT}; 0: any free port)",
+    )
+    parser.add_argument(
+        "--namesrv-addr",
+        "-n",
+        help='NameServers, "host:port;host:port", over namesrvAddr (default: none, the broker '
+        "registers with no NameServer)",
+    )
+    parser.add_argument("--store-dir", help="storePathRootDir, the data folder (default ~/store)")
+    parser.add_argument(
+        "--self-id", help=f"dLegerSelfId, this replica's id (default {_DEFAULT['dleger_self_id']})"
+    )
+    parser.add_argument(
+        "--peers",
+        help='dLegerPeers, "n0-host:port;n1-host:port;..." (no default: here or in the file)',
+    )
+    parser.add_argument(
+        "--broker-name",
+        help=f"brokerName, also the ledger group (default {_DEFAULT['broker_name']})",
+    )
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any broker.conf setting, e.g. --set flushDiskType=SYNC_FLUSH (repeatable)",
+        help="any broker.conf setting over the file, e.g. --set flushDiskType=SYNC_FLUSH "
+        "(repeatable; default: none)",
     )
     parser.set_defaults(handler=cmd_broker)
 

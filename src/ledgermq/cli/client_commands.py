@@ -27,6 +27,7 @@ from ledgermq.cli.membership_commands import register_membership
 from ledgermq.cli.quarantine_commands import register_quarantine
 from ledgermq.cli.replica_status_commands import register_replica_status
 from ledgermq.cli.tls_args import add_tls_args
+from ledgermq.client.key_search import newest_by_key
 from ledgermq.errors import ConfigError, LedgerMQError, TopicNotFoundError
 from ledgermq.net import run
 from ledgermq.wire import read_message_id
@@ -843,8 +844,9 @@ def cmd_message(args: argparse.Namespace) -> int:
             messages = await admin.find_message(args.id, topic=args.topic, max_num=args.max)
         elif args.offset is not None:
             messages = [await admin.message_at(args.topic, args.broker, args.queue, args.offset)]
-        elif args.key is not None:
-            messages = await admin.query_message(args.topic, args.key, max_num=args.max)
+        elif args.key is not None:  # past the 64 a broker answers at once, oldest first
+            newest = await newest_by_key(admin, args.topic, args.key, args.max)
+            messages = sorted(newest, key=lambda m: (m.store_timestamp, m.commit_log_offset))
         else:
             end = args.end if args.end is not None else int(time.time() * 1000)
             messages = await admin.messages_between(

@@ -73,13 +73,16 @@ class Parser(argparse.ArgumentParser):
 class DefaultsHelpFormatter(argparse.HelpFormatter):
     """Every option's default in ``--help``, as ``ArgumentDefaultsHelpFormatter`` does, but
     not twice where the help already says it, and not for options without a value to show
-    (a flag, an option that is unset by default)."""
+    (a flag, an option that is unset by default). A flag that takes no value (``store_true``,
+    ``store_false``, ``store_const``) shows none either: ``--no-console`` said ``(default:
+    True)``, its destination's value, which reads as if the flag were on by default."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
         if (
             not action.option_strings
+            or action.nargs == 0
             or default is None
             or default is False
             or default is argparse.SUPPRESS

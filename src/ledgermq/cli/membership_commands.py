@@ -14,6 +14,10 @@ group's master (found through the NameServer), which proposes the change through
   up (within 100 entries for 5 heartbeats).
 - ``replica-remove -b GROUP --id nX``: the member leaves (the master itself too: it hands over
   once the change is committed); stop its process afterwards.
+- ``backup -b GROUP --replica nX --to DIR [--json]``: replica ``nX`` copies its data (metadata
+  snapshot, then its live log, recovered as after a crash) into ``DIR`` on its own host, an
+  absolute path that is new or empty, while it serves; ``ledgermq store restore`` seeds a
+  replica from it (docs/operations/backup-and-restore.md).
 """
 
 from __future__ import annotations
@@ -48,6 +52,18 @@ def register_membership(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     remove.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
     remove.add_argument("--id", required=True, help="the replica's dLegerSelfId, e.g. n2")
     remove.set_defaults(handler=cmd_replica_remove)
+    backup = sub.add_parser(
+        "backup", help="a running replica copies its data into a new directory on its host"
+    )
+    backup.add_argument("-b", "--broker", required=True, help="broker group (brokerName)")
+    backup.add_argument("--replica", required=True, help="the replica's dLegerSelfId, e.g. n1")
+    backup.add_argument(
+        "--to",
+        required=True,
+        metavar="DIR",
+        help="an absolute path on the replica's host, new or empty",
+    )
+    backup.set_defaults(handler=cmd_backup)
 
 
 def cmd_replica_list(args: argparse.Namespace) -> int:
@@ -83,6 +99,25 @@ def cmd_replica_remove(args: argparse.Namespace) -> int:
             print(json.dumps({"brokerName": args.broker, "removed": args.id, "index": index}))
         else:
             print(f"{args.id} left broker group {args.broker} (log index {index}); stop it now")
+        return 0
+
+    return run(with_admin(args, work))
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    async def work(admin: Admin) -> int:
+        manifest = await admin.replica_backup(args.broker, args.replica, args.to)
+        if args.json:
+            print(json.dumps(manifest, indent=2))
+        else:
+            print(
+                f"replica {args.replica} of {args.broker} backed up into {args.to} on its host: "
+                f"log [{manifest.get('beginIndex')}, {manifest.get('endIndex')}] (committed "
+                f"{manifest.get('committedIndex')}, metadata snapshot at "
+                f"{manifest.get('metadataAppliedIndex')}), {manifest.get('diskBytes')} bytes, "
+                f"copied in {manifest.get('seconds')} s; seed a replica with `ledgermq store "
+                "restore --from DIR`"
+            )
         return 0
 
     return run(with_admin(args, work))

@@ -4,8 +4,9 @@ Settings come from a RocketMQ-style ``namesrv.conf`` (``-c``; keys ``listenPort`
 ``listenHost``/``bindAddress``, ``scanNotActiveBrokerInterval``, ``brokerTimeoutMillis``) with
 the flags on top. Once listening it prints ``NameServer listening on HOST:PORT`` on stdout, with
 the real port when ``--listen HOST:0`` asked for any free one, so scripts and tests can read it;
-with ``--metrics-port`` (``metricsPort``) it serves Prometheus ``/metrics`` (the process figures)
-and the line ends ``(metrics http://HOST:PORT/metrics)``.
+with ``--metrics-listen HOST:PORT`` (``metricsHost`` / ``metricsPort``; the older
+``--metrics-port`` still works) it serves Prometheus ``/metrics`` (the process figures) and the
+line ends ``(metrics http://HOST:PORT/metrics)``.
 """
 
 from __future__ import annotations
@@ -30,14 +31,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "any free port; HOST alone keeps the port, :PORT alone keeps the host)",
     )
     namesrv.add_argument(
-        "--metrics-port",
-        type=int,
-        help="serve Prometheus /metrics (process memory, CPU, fds) on this port, on metricsHost "
-        "(default 127.0.0.1); 0: any free port (default: not served)",
+        "--metrics-listen",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="also serve Prometheus /metrics (process memory, CPU, fds) there, as console and "
+        "proxy take it (metricsHost / metricsPort; default: not served; HOST defaults to "
+        "127.0.0.1; port 0: any free one)",
     )
     # The older spellings, kept working (scripts use them) but not shown.
     namesrv.add_argument("--listen-port", type=int, help=argparse.SUPPRESS)
     namesrv.add_argument("--listen-host", help=argparse.SUPPRESS)
+    namesrv.add_argument("--metrics-port", type=int, help=argparse.SUPPRESS)
     namesrv.set_defaults(handler=cmd_namesrv)
 
 
@@ -67,6 +71,11 @@ def namesrv_settings(args: argparse.Namespace) -> dict[str, str]:
     if args.listen_host is not None:
         values.pop("bindAddress", None)
         values["listenHost"] = args.listen_host
+    if args.metrics_listen is not None:
+        host, port = args.metrics_listen
+        if host is not None:
+            values["metricsHost"] = host
+        args.metrics_port = port if port is not None else args.metrics_port
     if args.metrics_port is not None:
         values["metricsPort"] = str(args.metrics_port)
     return values
@@ -85,7 +94,7 @@ async def _serve(config: NameServerConfig) -> int:
         if not address_in_use(exc):
             raise
         flag = (
-            "--metrics-port (metricsPort)"
+            "--metrics-listen HOST:PORT (metricsPort)"
             if "/metrics" in str(exc)
             else "--listen HOST:PORT (listenPort)"
         )

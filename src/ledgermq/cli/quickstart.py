@@ -133,7 +133,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "made in the data folder (needs the openssl command)",
     )
     parser.add_argument(
-        "--run-for", type=float, default=None, help="stop after this many seconds (scripts)"
+        "--run-for",
+        type=float,
+        default=None,
+        help="stop after this many seconds, for scripts (default: serve until Ctrl-C)",
     )
     parser.set_defaults(handler=cmd_quickstart)
 

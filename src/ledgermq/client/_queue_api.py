@@ -19,6 +19,8 @@ from ledgermq.client._selector import as_selector
 from ledgermq.errors import MQResponseError, NetworkError, NoRouteError
 from ledgermq.wire import MQRequestCode, MQResponseCode, decode_records, tags_match
 from ledgermq.wire.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -287,16 +289,15 @@ class QueueApi:
         self, mq: MessageQueue, message: MessageExt, *, delay_level: int, max_reconsume_times: int
     ) -> None:
         """CONSUMER_SEND_MSG_BACK: the broker re-stores the message in ``%RETRY%<group>``."""
-        ext = {
-            "offset": str(message.commit_log_offset),
-            "group": self.group,
-            "delayLevel": str(delay_level),
-            "originMsgId": message.msg_id,
-            "originTopic": message.topic,
-            "unitMode": "false",
-            "maxReconsumeTimes": str(max_reconsume_times),
-        }
-        await self.call(mq, MQRequestCode.CONSUMER_SEND_MSG_BACK, ext, master=True, attempts=1)
+        header = ConsumerSendMsgBackRequestHeader(
+            message.commit_log_offset,
+            self.group,
+            delay_level,
+            message.msg_id,
+            message.topic,
+            max_reconsume_times,
+        )
+        await self.call(mq, header.CODE, header.to_ext_fields(), master=True, attempts=1)
 
     async def lock(self, broker_name: str, mqs: Collection[MessageQueue]) -> set[MessageQueue]:
         """LOCK_BATCH_MQ at ``broker_name``'s master: the queues this client now holds."""
@@ -353,8 +354,7 @@ class QueueApi:
         )
 
     async def consumer_ids(self, address: str) -> list[str]:
-        response = await self.client.invoke(
-            address, MQRequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
-        )
+        header = GetConsumerListByGroupRequestHeader(self.group)
+        response = await self.client.invoke(address, header.CODE, header.to_ext_fields())
         ids = json.loads(response.body or b"{}").get("consumerIdList") or []
         return [str(i) for i in ids]

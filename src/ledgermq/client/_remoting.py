@@ -19,9 +19,9 @@ One ``ClientInstance`` per producer, consumer or admin object. It owns:
   (RocketMQ 5's fault detector, for that case) asks a group's other members every 0.5 s, with
   GET_BROKER_RUNTIME_INFO, whether one of them is the master now, for as long as the cached
   route still names the master that failed;
-- heartbeats (34): right after start and every ``heartbeat_interval_s`` (30 s), to every broker
-  in the routes of the groups' topics (masters only when there is no consumer), carrying the
-  groups and subscriptions (``HeartbeatData``);
+- heartbeats (34): every ``heartbeat_interval_s`` (30 s), and at once to a broker that enters the
+  routes, to every broker in the routes of the groups' topics (masters only when there is no
+  consumer), carrying the groups and subscriptions (``HeartbeatData``);
 - what brokers ask of the client on the same connection: NOTIFY_CONSUMER_IDS_CHANGED (40) makes
   the consumer of that group rebalance now; GET_CONSUMER_RUNNING_INFO (307, an admin's
   ``consumerStatus`` passed on by the broker) is answered with the consumer's
@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.errors import (
+    BadRequestError,
     ConfigError,
     ConnectError,
     LedgerMQError,
@@ -62,7 +63,10 @@ from ledgermq.errors import (
 )
 from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
-from ledgermq.wire.headers import UnregisterClientRequestHeader
+from ledgermq.wire.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
@@ -234,6 +238,9 @@ class ClientInstance:
         self.on_check_transaction: Callable[[Connection, RemotingCommand], None] | None = None
         """Handles a broker's CHECK_TRANSACTION_STATE (a ``TransactionProducer``'s checker)."""
         self._tasks: list[asyncio.Task[None]] = []
+        self._beaten: set[str] = set()
+        """Brokers this client has heartbeated (or is heartbeating) as itself."""
+        self._first_beats: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
 
@@ -263,7 +270,12 @@ class ClientInstance:
         if self._closed:
             return
         self._closed = True
-        tasks = [*self._tasks, *self._refreshing.values(), *self._detecting.values()]
+        tasks = [
+            *self._tasks,
+            *self._refreshing.values(),
+            *self._detecting.values(),
+            *self._first_beats,
+        ]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -356,6 +368,7 @@ class ClientInstance:
         new = TopicRouteData.from_json(response.body)
         old = self._routes.get(topic)
         self._routes[topic] = new
+        self._beat_new_brokers()
         if old is not None and old != new:
             logger.info("route of %s changed: %s", topic, _route_summary(new))
             self._masters_changed(_master_changes(old, new))
@@ -588,7 +601,36 @@ class ClientInstance:
         if not self.producer_groups and not self.consumers:
             return 0
         body = self.heartbeat_body()
-        return await self._heartbeat(body, self.broker_addresses(self.topics_in_use()))
+        addresses = self.broker_addresses(self.topics_in_use())
+        self._beaten.update(addresses)
+        return await self._heartbeat(body, addresses)
+
+    def _beat_new_brokers(self) -> None:
+        """Heartbeat at once a broker that just entered the routes of the topics in use.
+
+        The heartbeat at start reaches no broker (no route is known yet), so without this a
+        client would be unknown to a broker until its first periodic heartbeat, up to
+        ``heartbeat_interval_s`` (30 s) after its first send: ``admin producer-connection``
+        did not list it. Java's client shows up within about a second (its first periodic
+        heartbeat comes 1 s after start). Only a started client with background tasks (not an
+        ``Admin``), once per broker address."""
+        if not self._tasks or self._closed or not (self.producer_groups or self.consumers):
+            return
+        new = [a for a in self.broker_addresses(self.topics_in_use()) if a not in self._beaten]
+        if not new:
+            return
+        self._beaten.update(new)
+        task = asyncio.get_running_loop().create_task(self._first_beat(new))
+        self._first_beats.add(task)
+        task.add_done_callback(self._first_beats.discard)
+
+    async def _first_beat(self, addresses: Sequence[str]) -> None:
+        try:
+            await self._heartbeat(self.heartbeat_body(), addresses)
+        except Exception:
+            logger.exception(
+                "heartbeat to new brokers %s failed; the periodic one follows", addresses
+            )
 
     async def _heartbeat(self, body: bytes, addresses: Sequence[str]) -> int:
         results = await asyncio.gather(
@@ -632,7 +674,15 @@ class ClientInstance:
         if command.is_response:
             return  # a late answer of a request that timed out
         if command.code == MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            group = command.ext_fields.get("consumerGroup", "")
+            try:
+                group = NotifyConsumerIdsChangedRequestHeader.from_ext_fields(
+                    command.ext_fields
+                ).consumer_group
+            except BadRequestError as exc:  # no group of ours: nothing to rebalance
+                logger.debug(
+                    "broker %s: unreadable NOTIFY_CONSUMER_IDS_CHANGED: %s", conn.address, exc
+                )
+                group = ""
             consumer = self.consumers.get(group)
             logger.debug("broker %s: consumers of %s changed", conn.address, group)
             if consumer is not None:
@@ -661,7 +711,7 @@ class ClientInstance:
     def _running_info(self, command: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO: the named group's consumer describes itself (RocketMQ's
         ``ClientRemotingProcessor.getConsumerRunningInfo``; no jstack: this is not a JVM)."""
-        group = command.ext_fields.get("consumerGroup", "")
+        group = command.ext_fields.get("consumerGroup", "")  # the one field a client needs
         consumer = self.consumers.get(group)
         if consumer is None:
             return command.response(

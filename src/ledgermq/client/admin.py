@@ -52,8 +52,21 @@ from ledgermq.wire import (
     validate_topic,
 )
 from ledgermq.wire.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetQuarantinedEntriesRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryMessageRequestHeader,
+    ReplicaAddRequestHeader,
+    ReplicaBackupRequestHeader,
+    ReplicaRemoveRequestHeader,
+    TransferLeadershipRequestHeader,
+    ViewMessageRequestHeader,
 )
 from ledgermq.wire.names import GROUP_MAX_LENGTH
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
@@ -499,16 +512,9 @@ class Admin:
                 f"queues {reads}..{writes - 1} would be read by no consumer"
             )
         masters = await self._wait_masters(cluster, broker_names, wait_s, absent)
-        ext = {
-            "topic": topic,
-            "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": str(reads),
-            "writeQueueNums": str(writes),
-            "perm": str(perm),
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "true" if order else "false",
-        }
+        ext = CreateTopicRequestHeader(
+            topic, DEFAULT_TOPIC, reads, writes, perm, order=order
+        ).to_ext_fields()
         if changes:
             ext["attributes"] = format_changes(changes)
         created = []
@@ -554,7 +560,9 @@ class Admin:
         for name, address in masters.items():
             try:
                 await self._client.invoke(
-                    address, MQRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}
+                    address,
+                    MQRequestCode.DELETE_TOPIC_IN_BROKER,
+                    DeleteTopicRequestHeader(topic).to_ext_fields(),
                 )
             except LedgerMQError as exc:
                 if absent is None:
@@ -580,7 +588,9 @@ class Admin:
                 continue
             try:
                 response = await self._client.invoke(
-                    address, MQRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}
+                    address,
+                    MQRequestCode.GET_TOPIC_STATS_INFO,
+                    GetTopicStatsInfoRequestHeader(topic).to_ext_fields(),
                 )
             except LedgerMQError as exc:
                 if absent is None:
@@ -670,7 +680,7 @@ class Admin:
         """Broker offset, consumer offset and lag of every queue ``group`` consumes; with
         ``absent``, of the broker groups that answer (module docstring)."""
         masters = await self._masters(absent=absent)
-        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        ext = GetConsumeStatsRequestHeader(group, topic or None).to_ext_fields()
         rows: list[ConsumerProgress] = []
         for name, address in masters.items():
             try:
@@ -795,7 +805,9 @@ class Admin:
         for name, address in (await self._masters(cluster, broker_names, absent)).items():
             try:
                 await self._client.invoke(
-                    address, MQRequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}
+                    address,
+                    MQRequestCode.DELETE_SUBSCRIPTIONGROUP,
+                    DeleteSubscriptionGroupRequestHeader(group).to_ext_fields(),
                 )
             except LedgerMQError as exc:
                 if absent is None:
@@ -885,7 +897,7 @@ class Admin:
             response = await self._client.invoke(
                 address,
                 MQRequestCode.GET_PRODUCER_CONNECTION_LIST,
-                {"producerGroup": group},
+                GetProducerConnectionListRequestHeader(group).to_ext_fields(),
                 expect=(MQResponseCode.SUCCESS, MQResponseCode.SYSTEM_ERROR),
             )
             if response.code != MQResponseCode.SUCCESS:
@@ -1060,16 +1072,7 @@ class Admin:
         address = next(iter((await self._masters()).values()), None)
         if address is None:
             raise NoRouteError("no broker group is registered with the NameServers yet")
-        ext = {
-            "topic": _ADMIN_PROBE_TOPIC,
-            "defaultTopic": DEFAULT_TOPIC,
-            "readQueueNums": "1",
-            "writeQueueNums": "1",
-            "perm": str(PERM_READ | PERM_WRITE),
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        }
+        ext = CreateTopicRequestHeader(_ADMIN_PROBE_TOPIC, DEFAULT_TOPIC, 1, 1).to_ext_fields()
         try:
             await self._client.invoke(address, MQRequestCode.UPDATE_AND_CREATE_TOPIC, ext)
         except MQResponseError as exc:
@@ -1094,7 +1097,7 @@ class Admin:
         response = await self._client.invoke(
             address,
             MQRequestCode.GET_QUARANTINED_ENTRIES,
-            {"sinceIndex": str(since_index), "limit": str(limit)},
+            GetQuarantinedEntriesRequestHeader(since_index, limit).to_ext_fields(),
         )
         try:
             body = json.loads(response.body or b"{}")
@@ -1132,11 +1135,53 @@ class Admin:
         """Add ``peer`` (``nX-HOST:PORT``, its ledger address) to ``broker_name`` as a learner;
         the log index of the change, once committed. Start the new replica next, with a
         ``dLegerPeers`` that lists the members (``replica_list``) plus itself."""
-        return await self._membership(broker_name, MQRequestCode.REPLICA_ADD, {"peer": peer})
+        header = ReplicaAddRequestHeader(peer)
+        return await self._membership(broker_name, header.CODE, header.to_ext_fields())
 
     async def replica_remove(self, broker_name: str, member: str) -> int:
         """Remove replica ``member`` from ``broker_name``; the change's log index."""
-        return await self._membership(broker_name, MQRequestCode.REPLICA_REMOVE, {"id": member})
+        header = ReplicaRemoveRequestHeader(member)
+        return await self._membership(broker_name, header.CODE, header.to_ext_fields())
+
+    async def replica_backup(
+        self, broker_name: str, replica: str, destination: str
+    ) -> dict[str, object]:
+        """Ask replica ``replica`` (its ``dLegerSelfId``) of ``broker_name`` to copy its data,
+        while it serves, into ``destination``: an absolute path on *that replica's* host, new
+        or empty. The backup's manifest (``backup.json``'s keys: ``selfId``, ``beginIndex``,
+        ``endIndex``, ``committedIndex``, ``metadataAppliedIndex``, ``diskBytes``, ...).
+
+        Raises:
+            ConfigError: no registered replica of ``broker_name`` says it is ``replica``.
+        """
+        info = await self.cluster_info()
+        data = info.broker_addr_table.get(broker_name)
+        addresses = sorted(data.broker_addrs.values()) if data is not None else []
+        tables = await asyncio.gather(
+            *(self.broker_runtime_info(a) for a in addresses), return_exceptions=True
+        )
+        found = [
+            a
+            for a, t in zip(addresses, tables, strict=True)
+            if isinstance(t, dict) and t.get("dLegerSelfId") == replica
+        ]
+        if not found:
+            raise ConfigError(
+                f"no registered replica of broker group {broker_name!r} is {replica!r} "
+                f"(asked {', '.join(addresses) or 'none: the group is not registered'})"
+            )
+        response = await self._client.invoke(
+            found[0],
+            MQRequestCode.REPLICA_BACKUP,
+            ReplicaBackupRequestHeader(destination).to_ext_fields(),
+            timeout_s=600.0,
+        )
+        try:
+            return dict(json.loads(response.body or b"{}"))
+        except (ValueError, TypeError) as exc:
+            raise MessageFormatError(
+                f"{found[0]} answered REPLICA_BACKUP with a malformed body: {exc}"
+            ) from None
 
     async def _membership(self, broker_name: str, code: int, fields: dict[str, str]) -> int:
         (address,) = (await self._masters(broker_names=[broker_name])).values()
@@ -1146,9 +1191,8 @@ class Admin:
     async def transfer_leadership(self, broker_name: str, to_self_id: str) -> None:
         """Ask ``broker_name``'s master to hand its ledger leadership to replica ``to_self_id``."""
         (address,) = (await self._masters(broker_names=[broker_name])).values()
-        await self._client.invoke(
-            address, MQRequestCode.TRANSFER_LEADERSHIP, {"to": to_self_id}, timeout_s=10.0
-        )
+        header = TransferLeadershipRequestHeader(to_self_id)
+        await self._client.invoke(address, header.CODE, header.to_ext_fields(), timeout_s=10.0)
 
     # ------------------------------------------------------------------ messages
     async def resend_from_dlq(self, group: str, offset_msg_id: str) -> SendResult:
@@ -1261,14 +1305,8 @@ class Admin:
 
         async def ask(address: str, name: str) -> None:
             nonlocal asked
-            ext = {
-                "topic": name,
-                "key": key,
-                "maxNum": str(max_num),
-                "beginTimestamp": "0",
-                "endTimestamp": str(1 << 62),
-                _UNIQUE_KEY_QUERY: "true",
-            }
+            ext = QueryMessageRequestHeader(name, key, max_num, 0, 1 << 62).to_ext_fields()
+            ext[_UNIQUE_KEY_QUERY] = "true"
             async with gate:
                 try:
                     response = await self._client.invoke(
@@ -1303,7 +1341,9 @@ class Admin:
         ip, port, offset = decode_offset_message_id(offset_msg_id)
         address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
         response = await self._client.invoke(
-            address, MQRequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}
+            address,
+            MQRequestCode.VIEW_MESSAGE_BY_ID,
+            ViewMessageRequestHeader(offset).to_ext_fields(),
         )
         messages = decode_records(response.body)
         if not messages:
@@ -1396,13 +1436,7 @@ class Admin:
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose KEYS (or UNIQ_KEY) include ``key``, from every group."""
         route = await self.topic_route(topic)
-        ext = {
-            "topic": topic,
-            "key": key,
-            "maxNum": str(max_num),
-            "beginTimestamp": str(begin_ms),
-            "endTimestamp": str(end_ms),
-        }
+        ext = QueryMessageRequestHeader(topic, key, max_num, begin_ms, end_ms).to_ext_fields()
         found: dict[str, MessageExt] = {}
         for data in route.broker_datas:
             address = master_address(route, data.broker_name)

@@ -93,7 +93,7 @@ from ledgermq.wire import (
     encode_properties,
     validate_message,
 )
-from ledgermq.wire.headers import RecallMessageRequestHeader
+from ledgermq.wire.headers import RecallMessageRequestHeader, SendMessageRequestHeaderV2
 from ledgermq.wire.names import check_send_topic, group_name_problem
 from ledgermq.wire.route import MASTER_ID, is_writable
 
@@ -808,6 +808,18 @@ def _no_writable_queue_reason(topic: str, route: TopicRouteData) -> str:
     return f"no broker group can take messages for topic {topic!r} now: {detail}"
 
 
+_write_v2: Final = SendMessageRequestHeaderV2.writer(
+    default_topic=DEFAULT_TOPIC,
+    default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
+    reconsume_times=0,
+    unit_mode=False,
+    max_reconsume_times=None,
+)
+"""A send's V2 header from what varies (group, topic, queue id, sys flag, born time, flag,
+properties, batch, broker name): the shared definition (``wire.headers``), with what a
+producer always sends the same written in, as fast as the dict literal it replaced."""
+
+
 @dataclass(frozen=True, slots=True)
 class _SendRequest:
     """One send, ready for any queue: only ``queueId`` and ``brokerName`` vary per attempt."""
@@ -823,19 +835,16 @@ class _SendRequest:
     born_ms: Callable[[], int]
 
     def ext_fields(self, mq: MessageQueue) -> dict[str, str]:
-        """SEND_MESSAGE_V2's one-letter header (protocol-remoting-and-grpc.md section 2.7)."""
-        return {
-            "a": self.group,
-            "b": self.topic,
-            "c": DEFAULT_TOPIC,
-            "d": str(DEFAULT_TOPIC_QUEUE_NUMS),
-            "e": str(mq.queue_id),
-            "f": str(self.sys_flag),
-            "g": str(self.born_ms()),
-            "h": str(self.flag),
-            "i": self.properties,
-            "j": "0",
-            "k": "false",
-            "m": "true" if self.code == MQRequestCode.SEND_BATCH_MESSAGE else "false",
-            "n": mq.broker_name,
-        }
+        """SEND_MESSAGE_V2's one-letter header (protocol-remoting-and-grpc.md section 2.7),
+        ``SendMessageRequestHeaderV2`` as its generated writer writes it (``_write_v2``)."""
+        return _write_v2(
+            self.group,
+            self.topic,
+            mq.queue_id,
+            self.sys_flag,
+            self.born_ms(),
+            self.flag,
+            self.properties,
+            self.code == MQRequestCode.SEND_BATCH_MESSAGE,
+            mq.broker_name,
+        )

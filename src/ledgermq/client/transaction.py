@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ledgermq.client.producer import Producer
-from ledgermq.errors import ConfigError, LedgerMQError, MessageFormatError
-from ledgermq.wire import MessageProperty, MQRequestCode, SysFlag, decode_offset_message_id
+from ledgermq.errors import BadRequestError, ConfigError, LedgerMQError, MessageFormatError
+from ledgermq.wire import MessageProperty, SysFlag, decode_offset_message_id
+from ledgermq.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from ledgermq.wire.message import decode_records
 
 if TYPE_CHECKING:
@@ -156,18 +157,18 @@ class TransactionProducer(Producer):
         mq = sent.message_queue
         info = await self._publish_info(mq.topic)
         address = self._address(info, mq)
-        fields = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": str(sent.queue_offset),
-            "commitLogOffset": str(decode_offset_message_id(sent.offset_msg_id)[2]),
-            "commitOrRollback": str(state.value),
-            "fromTransactionCheck": "false",
-            "msgId": sent.msg_id,
-            "transactionId": sent.msg_id,
-            "topic": mq.topic,
-        }
+        header = EndTransactionRequestHeader(
+            commit_or_rollback=state.value,
+            commit_log_offset=decode_offset_message_id(sent.offset_msg_id)[2],
+            producer_group=self.group,
+            tran_state_table_offset=sent.queue_offset,
+            from_transaction_check=False,
+            msg_id=sent.msg_id,
+            transaction_id=sent.msg_id,
+            topic=mq.topic,
+        )
         await self._client.invoke(
-            address, MQRequestCode.END_TRANSACTION, fields, timeout_s=_END_TIMEOUT_S
+            address, header.CODE, header.to_ext_fields(), timeout_s=_END_TIMEOUT_S
         )
 
     # ------------------------------------------------------------------ check-backs
@@ -177,10 +178,11 @@ class TransactionProducer(Producer):
         task.add_done_callback(self._checks.discard)
 
     async def _answer_check(self, address: str, command: RemotingCommand) -> None:
-        fields = command.ext_fields
         try:
             (message,) = decode_records(command.body)
-        except (MessageFormatError, ValueError) as exc:
+            # CHECK_TRANSACTION_STATE's offsets and ids, which the answer gives back
+            check = CheckTransactionStateRequestHeader.from_ext_fields(command.ext_fields)
+        except (MessageFormatError, ValueError, BadRequestError) as exc:
             logger.warning("check-back from %s with an unreadable message: %s", address, exc)
             return
         try:
@@ -189,18 +191,18 @@ class TransactionProducer(Producer):
             logger.exception("transaction checker failed for %s; answering UNKNOWN", message.msg_id)
             state = LocalTransactionState.UNKNOWN
         self.checks_answered[state] = self.checks_answered.get(state, 0) + 1
-        answer = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": fields.get("tranStateTableOffset", ""),
-            "commitLogOffset": fields.get("commitLogOffset", ""),
-            "commitOrRollback": str(state.value),
-            "fromTransactionCheck": "true",
-            "msgId": fields.get("msgId", message.msg_id),
-            "transactionId": fields.get("transactionId", message.msg_id),
-            "topic": message.topic,
-        }
+        answer = EndTransactionRequestHeader(
+            commit_or_rollback=state.value,
+            commit_log_offset=check.commit_log_offset,
+            producer_group=self.group,
+            tran_state_table_offset=check.tran_state_table_offset,
+            from_transaction_check=True,
+            msg_id=message.msg_id if check.msg_id is None else check.msg_id,
+            transaction_id=message.msg_id if check.transaction_id is None else check.transaction_id,
+            topic=message.topic,
+        )
         try:
-            await self._client.invoke_oneway(address, MQRequestCode.END_TRANSACTION, answer)
+            await self._client.invoke_oneway(address, answer.CODE, answer.to_ext_fields())
         except LedgerMQError as exc:
             logger.warning("answer to the check-back of %s not sent: %s", message.msg_id, exc)
 

@@ -1,20 +1,19 @@
 """The Messages page's searches, paged: ``&max=`` messages a page (up to ``PAGE_MAX``), a next
 page while more match, up to ``SEARCH_MAX`` matches in all.
 
-A broker answers a key lookup (QUERY_MESSAGE) with at most 64 messages, the newest of the time
-range asked, so a search that asks once stops silently at 64. ``by_key`` asks again with the
-range ending where a full answer ended, for each broker whose answer was full, until it has
-enough or nothing new comes. A time search asks ``Admin.messages_between`` for as many as the
-page needs. Pages are counted from the first match each time (no state between requests: a
-page's link works in any browser and after a restart), which is why the total is bounded.
+A broker answers a key lookup (QUERY_MESSAGE) with at most 64 messages, so a search that asks
+once stops silently at 64: ``by_key`` gathers past them (``ledgermq.client.key_search``). A
+time search asks ``Admin.messages_between`` for as many as the page needs. Pages are counted from
+the first match each time (no state between requests: a page's link works in any browser and
+after a restart), which is why the total is bounded.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.client.key_search import KEY_BATCH, newest_by_key
 from ledgermq.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,8 +38,6 @@ PAGE_MAX: Final = 500
 """Most messages one page shows (``&max=`` above it is refused with this number)."""
 SEARCH_MAX: Final = 5000
 """Most matches a search pages through; past them the page says to narrow the search."""
-KEY_BATCH: Final = 64
-"""Most messages a broker returns for one key lookup (it clamps ``maxNum`` to 64)."""
 
 
 def page_size(text: str | None) -> int:
@@ -116,21 +113,5 @@ def cut(found: list[MessageExt], number: int, size: int) -> Page:
 
 async def by_key(admin: Admin, topic: str, key: str, limit: int) -> list[MessageExt]:
     """Up to ``limit`` messages of ``topic`` whose KEYS or UNIQ_KEY include ``key``, newest
-    first, gathered past the 64 a broker returns at once."""
-    found: dict[str, MessageExt] = {}
-    end_ms = 1 << 62
-    while len(found) < limit:
-        batch = await admin.query_message(topic, key, max_num=KEY_BATCH, end_ms=end_ms)
-        new = [m for m in batch if m.offset_msg_id not in found]
-        found.update((m.offset_msg_id, m) for m in new)
-        per_broker = Counter(m.store_host for m in batch)
-        full = [host for host, count in per_broker.items() if count >= KEY_BATCH]
-        if not new or not full:
-            break  # every broker gave all it had, or nothing older came
-        # ask again up to where the latest-ending full answer stopped (inclusive: messages
-        # of that millisecond not yet seen come back; the seen ones are dropped above)
-        end_ms = max(min(m.store_timestamp for m in batch if m.store_host == h) for h in full)
-    ordered = sorted(
-        found.values(), key=lambda m: (m.store_timestamp, m.commit_log_offset), reverse=True
-    )
-    return ordered[:limit]
+    first, gathered past the 64 a broker returns at once (``newest_by_key``)."""
+    return await newest_by_key(admin, topic, key, limit)

@@ -74,7 +74,7 @@ def write_membership(directory: str, record: MembershipRecord) -> None:
 
 def _parse_address(text: str) -> tuple[str, int] | None:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not (port.isascii() and port.isdigit()):  # int("²") raises
         return None
     return host, int(port)
 

@@ -21,6 +21,8 @@ from prometheus_client import Counter, Gauge, Histogram
 from ledgermq.net.metrics_http import MetricsEndpoint
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
     from prometheus_client import CollectorRegistry
 
 __all__ = ["LABELS", "LedgerMetrics"]
@@ -31,10 +33,12 @@ _LATENCY_BUCKETS: Final = (
     0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 )  # fmt: skip
 _ROLES: Final = ("LEADER", "FOLLOWER", "CANDIDATE")
+_MEMBERS: Final = ("voter", "learner")
 
 
 class LedgerMetrics:
-    """Append latency, replication lag per follower, commit index, term and role.
+    """Append latency, replication lag per follower, commit index, term and role, and the
+    membership (members by role, learners' catch-up lag, changes committed).
 
     ``cluster`` is the broker cluster (``brokerClusterName``; empty for a standalone ledger
     group), ``broker`` the broker name (the group's name for a standalone group), ``replica``
@@ -82,6 +86,28 @@ class LedgerMetrics:
             registry=r,
         )
         self._lag_children: dict[str, Gauge] = {}
+        self._members = Gauge(
+            "ledgermq_raft_members",
+            "Members of the group's configuration in effect, by role (voter, learner).",
+            [*LABELS, "role"],
+            registry=r,
+        )
+        self._member_children = {name: self._members.labels(*values, name) for name in _MEMBERS}
+        self._learner_lag = Gauge(
+            "ledgermq_raft_learner_lag_entries",
+            "Leader only: entries a learner has not acknowledged yet (its catch-up before it "
+            "is promoted to voter).",
+            [*LABELS, "learner"],
+            registry=r,
+        )
+        self._learner_children: dict[str, Gauge] = {}
+        self.membership_changes = Counter(
+            "ledgermq_raft_membership_changes",
+            "Membership changes (CONFIG_CHANGE entries) this replica saw committed since it "
+            "started: adds, promotions, removals.",
+            LABELS,
+            registry=r,
+        ).labels(*values)
         self.syncs = Counter(
             "ledgermq_syncs", "Group-commit fsyncs (flush=sync).", LABELS, registry=r
         ).labels(*values)
@@ -108,6 +134,28 @@ class LedgerMetrics:
             child = self._replication_lag.labels(*self._values, follower)
             self._lag_children[follower] = child
         child.set(entries)
+
+    def set_replication_lags(self, lags: Mapping[str, int], learners: Collection[str]) -> None:
+        """The leader's view of every follower and learner (``lags``; empty on a follower).
+        A member that left the group loses its series, so dashboards follow the membership."""
+        for follower, entries in lags.items():
+            self.set_replication_lag(follower, entries)
+        for gone in set(self._lag_children) - set(lags):
+            self._replication_lag.remove(*self._values, gone)
+            del self._lag_children[gone]
+        for learner in learners:
+            child = self._learner_children.get(learner)
+            if child is None:
+                child = self._learner_lag.labels(*self._values, learner)
+                self._learner_children[learner] = child
+            child.set(lags.get(learner, 0))
+        for gone in set(self._learner_children) - set(learners):
+            self._learner_lag.remove(*self._values, gone)
+            del self._learner_children[gone]
+
+    def set_members(self, voters: int, learners: int) -> None:
+        self._member_children["voter"].set(voters)
+        self._member_children["learner"].set(learners)
 
     def serve(self, host: str, port: int) -> int:
         """Start the ``/metrics`` endpoint; returns the port it listens on."""

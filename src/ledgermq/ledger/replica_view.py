@@ -7,7 +7,10 @@ how far behind its own log end each follower is, and which of them answered its 
 heartbeat. These fields carry that view (GET_BROKER_RUNTIME_INFO is a string table, as in
 RocketMQ, so lists are comma-separated ``id`` or ``id=value`` items):
 
-- ``dLegerPeerIds``: the voters, ``n0,n1,n2`` (every replica);
+- ``dLegerPeerIds``: the voters of the configuration in effect, ``n0,n1,n2`` (every replica;
+  the membership in the log, not the ``dLegerPeers`` it started with, which only seeds a new
+  group);
+- ``dLegerLearnerIds``: its learners (members being added, not voting yet), ``n3``;
 - ``dLegerFollowerLags``: leader only, ``n1=0,n2=3``: entries between the leader's log end and
   what each follower has acknowledged;
 - ``dLegerFollowersLive``: leader only, the followers that answered the last heartbeat round.
@@ -33,7 +36,8 @@ def replication_fields(core: RaftCore) -> dict[str, str]:
     lags = core.replication_lags() if leading else {}
     live = sorted(peer for peer, ok in core.peers_live.items() if ok) if leading else []
     return {
-        "dLegerPeerIds": ",".join(core.config.peer_ids),
+        "dLegerPeerIds": ",".join(core.membership.voters),
+        "dLegerLearnerIds": ",".join(core.membership.learners),
         "dLegerFollowerLags": ",".join(f"{peer}={lag}" for peer, lag in sorted(lags.items())),
         "dLegerFollowersLive": ",".join(live),
     }

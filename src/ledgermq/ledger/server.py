@@ -172,6 +172,9 @@ class LedgerServer:
         """Persisted membership and peer addresses (``ledger.membership``), once started."""
         self._last_contact: dict[str, int] = {}
         """Peer id -> monotonic ms of the last message from it (``replica-list``)."""
+        self._counted_change = -1
+        """Index of the committed configuration ``ledgermq_raft_membership_changes`` last
+        counted (at start: the one the replica started with, which is not a change)."""
         self.peer_auth: PeerAuthenticator | None = None
         """The ledger port's gate when ``peer_secret`` is set (its ``refused`` counts)."""
         self._reply_routes: collections.OrderedDict[tuple[str, int], tuple[Connection, int]] = (
@@ -241,6 +244,7 @@ class LedgerServer:
             committed_index=store_.committed_index,
             membership=members.record,
         )
+        self._counted_change = self._core.membership_state.committed.index
         if self._sync_mode:
             self._flusher = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix=f"ledgermq-sync-{cfg.self_id}"
@@ -579,9 +583,12 @@ class LedgerServer:
 
     def _update_gauges(self) -> None:
         """Gauges that change with every entry are sampled, not set on the hot path."""
-        lags = self.core.replication_lags()
-        for follower in self._raft_config.others:
-            self.metrics.set_replication_lag(follower, lags.get(follower, 0))
+        core = self.core
+        members = core.membership
+        self.metrics.set_members(len(members.voters), len(members.learners))
+        leading = core.role is Role.LEADER
+        lags = core.replication_lags() if leading else {}
+        self.metrics.set_replication_lags(lags, members.learners if leading else ())
         self.metrics.end_index.set(self.store.end_index)
 
     def _kick(self) -> None:
@@ -677,6 +684,9 @@ class LedgerServer:
             self._unsynced = True
         if ready.membership is not None:  # before a commit index past its entry
             assert self.membership is not None
+            if ready.membership.committed.index > self._counted_change:
+                self.metrics.membership_changes.inc()
+                self._counted_change = ready.membership.committed.index
             self.membership.persist(ready.membership)
             self._link_members()
         if ready.committed_index is not None:

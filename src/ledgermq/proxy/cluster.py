@@ -21,9 +21,9 @@ import grpc.aio
 
 from ledgermq.client import ClientInstance
 from ledgermq.errors import ConfigError, NetworkError
+from ledgermq.messaging import Door
 from ledgermq.net.tls import TlsServerConfig
 from ledgermq.proxy.admission import Admission
-from ledgermq.proxy.backend import Door
 from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.protocol import service_pb2_grpc

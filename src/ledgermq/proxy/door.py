@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, 
 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import topic_resource
-from ledgermq.proxy.backend import (
+from ledgermq.messaging import (
     AckEntry,
     Caller,
     ClientKind,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
-    from ledgermq.proxy.backend import Backend
+    from ledgermq.proxy.backend import GrpcBackend
     from ledgermq.security import AclGate
 
     Context = grpc.aio.ServicerContext[Any, Any]
@@ -147,9 +147,11 @@ def deadline_s(context: Context) -> float:
 class DoorServicer(PullRpcs, service_pb2_grpc.MessagingServiceServicer):
     """The RPCs both doors serve alike (module docstring)."""
 
+    backend: GrpcBackend
+
     def __init__(
         self,
-        backend: Backend,
+        backend: GrpcBackend,
         acl: AclGate | None,
         real_peer: Callable[[str], str] | None,
         wall_time_s: Callable[[], float],

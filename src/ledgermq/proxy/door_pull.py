@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import group_resource, topic_resource
-from ledgermq.proxy.backend import OffsetPolicy, PullOutcome, PullQuery, QueueRef
+from ledgermq.messaging import OffsetPolicy, PullOutcome, PullQuery, QueueRef
 from ledgermq.proxy.messages import long_polling_ms
 from ledgermq.proxy.name_status import group_refusal, topic_refusal
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
-    from ledgermq.proxy.backend import Backend, Pulled
+    from ledgermq.messaging import Backend, Delivered
 
     Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -106,7 +106,7 @@ def _where(queue: QueueRef) -> str:
     return f"{queue.topic}:{queue.queue_id}"
 
 
-def _pull_status(query: PullQuery, pulled: Pulled) -> definition_pb2.Status:
+def _pull_status(query: PullQuery, pulled: Delivered) -> definition_pb2.Status:
     where, offset, next_offset = _where(query.queue), query.offset, pulled.next_offset
     if pulled.outcome is PullOutcome.FOUND:
         return ok()
@@ -160,8 +160,8 @@ class PullRpcs:
             return
         yield service_pb2.PullMessageResponse(status=_pull_status(query, pulled))
         if pulled.outcome is PullOutcome.FOUND:
-            for record in pulled.records:
-                yield service_pb2.PullMessageResponse(message=stored_message(record))
+            for delivery in pulled.messages:
+                yield service_pb2.PullMessageResponse(message=stored_message(delivery.record))
         yield service_pb2.PullMessageResponse(next_offset=pulled.next_offset)
 
     async def UpdateOffset(  # noqa: N802

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgermq.acl import Needs, Perm
 from ledgermq.acl.resources import topic_resource
-from ledgermq.proxy.backend import Sending
+from ledgermq.messaging import Sending
 from ledgermq.proxy.messages import PROPERTY_SHARDING_KEY, outgoing
 from ledgermq.proxy.name_status import send_topic_refusal
 from ledgermq.proxy.protocol import service_pb2
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     import grpc.aio
 
-    from ledgermq.proxy.backend import Outgoing
+    from ledgermq.messaging import Outgoing
     from ledgermq.proxy.door import DoorServicer
 
     Context = grpc.aio.ServicerContext[Any, Any]

@@ -25,9 +25,9 @@ import grpc.aio
 from ledgermq.acl import sign_request
 from ledgermq.client import ClientInstance, Credentials
 from ledgermq.errors import NetworkError
+from ledgermq.messaging import Door
 from ledgermq.net import ConnectionPool
 from ledgermq.proxy.admission import Admission
-from ledgermq.proxy.backend import Door
 from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.forward import Forwarder
 from ledgermq.proxy.local_backend import LocalBackend
@@ -163,7 +163,7 @@ class GrpcDoor:
                 check_message_type=config.enable_topic_message_type_check,
                 max_body_size=config.max_message_size,
             )  # fmt: skip
-        backend = LocalBackend(services, state, routes, broker.acl, remote, broker.consumers)
+        backend = LocalBackend(services, state, routes, broker.acl, remote)
         return DoorServicer(backend, broker.acl, real_peer, state.clock.wall_time_s)
 
     async def close(self) -> None:

@@ -14,9 +14,10 @@ Routes come from the NameServers (``proxy.routes``: every replica's door of each
 topic's message type and a group's orderliness from this replica's metadata; a send is placed
 and stored by ``proxy.local_send`` (forwarded to the master while this replica is not it); a
 POP receive is served by the pop service on the master, and forwarded to the master from a
-follower. v5 clients' sessions go into the broker's client registry (the remoting door's
-``ConsumerManager``), checked as a remoting heartbeat is (``ClientService``), so
-``consumer-connection``, the console and the metrics list them.
+follower. v5 clients' sessions go into the broker's client registry
+(``broker.service.client_registry``, which the remoting heartbeats feed too), checked as a
+remoting heartbeat is (``ClientService.client_alive``), so ``consumer-connection``, the console
+and the metrics list them.
 
 A transaction id is the half message's offset message id (``proxy.transactions``); a service's
 refusal becomes a status through ``proxy.status``, its one table.
@@ -25,29 +26,14 @@ refusal becomes a status through ``proxy.status``, its one table.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from ledgermq.broker.errors import NotMasterError, ServiceError
-from ledgermq.broker.remoting.consumers import ConsumerData, Heartbeat
 from ledgermq.broker.service.access import OPEN_ACCESS
-from ledgermq.broker.service.pop import PopRequest
-from ledgermq.broker.service.pull import MAX_SUSPEND_MS, PullRequest, PullStatus
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.service.transactions import EndTransactionRequest
-from ledgermq.broker.service.transactions import Resolution as ServiceResolution
 from ledgermq.errors import LedgerMQError, MessageFormatError
-from ledgermq.proxy.backend import (
-    ClientKind,
-    Door,
-    Limits,
-    OffsetPolicy,
-    Pulled,
-    PullOutcome,
-    Received,
-    ReceivedMessage,
-    Resolution,
-    TopicRoute,
-)
+from ledgermq.messaging import Door, Limits, OffsetPolicy, TopicRoute
 from ledgermq.proxy.local_send import LocalSender
 from ledgermq.proxy.message_types import TopicMessageType, topic_message_type
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
@@ -56,19 +42,20 @@ from ledgermq.proxy.replica_access import GrpcAccess
 from ledgermq.proxy.routes import TopicNotFound
 from ledgermq.proxy.status import Code, error_status, status
 from ledgermq.proxy.transactions import TelemetryProducers
-from ledgermq.wire.message import decode_offset_message_id, decode_records
+from ledgermq.wire.message import decode_offset_message_id
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ledgermq.broker.remoting.consumers import ConsumerManager
     from ledgermq.broker.service.access import Access
+    from ledgermq.broker.service.pop import PoppedMessage
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
-    from ledgermq.proxy.backend import (
+    from ledgermq.messaging import (
         AckEntry,
         Caller,
         ClientSession,
+        Delivered,
         EndTransaction,
         PullQuery,
         QueueRef,
@@ -82,31 +69,11 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalBackend"]
 
-_RESOLUTIONS: Final = {
-    Resolution.COMMIT: ServiceResolution.COMMIT,
-    Resolution.ROLLBACK: ServiceResolution.ROLLBACK,
-    Resolution.UNKNOWN: ServiceResolution.UNKNOWN,
-}
-
-_PULL_OUTCOMES: Final = {
-    PullStatus.FOUND: PullOutcome.FOUND,
-    PullStatus.OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
-    PullStatus.RETRY_IMMEDIATELY: PullOutcome.FILTERED,
-}
-
-
-_CONSUME_TYPES: Final = {
-    ClientKind.CONSUMER: "CONSUME_POP",
-    ClientKind.PULL_CONSUMER: "CONSUME_ACTIVELY",
-}
-"""How a v5 consumer consumes, in the registry's (RocketMQ's ``ConsumeType``) words."""
-
 
 class LocalBackend:
     """``Backend`` over a replica's services (module docstring). ``routes``: the NameServers'
     routes and the replicas' doors; ``remote``: the way to the group's master while this
-    replica is not it (None: none, the services answer); ``clients``: the broker's client
-    registry, where v5 sessions are kept (None: they are not)."""
+    replica is not it (None: none, the services answer)."""
 
     def __init__(
         self,
@@ -115,14 +82,12 @@ class LocalBackend:
         routes: RouteFinder,
         acl: AclGate | None,
         remote: RemoteBackend | None = None,
-        clients: ConsumerManager | None = None,
     ) -> None:
         self._services = services
         self._state = state
         self._routes = routes
         self._acl = acl
         self._remote = remote
-        self._clients = clients
         self._sender = LocalSender(state, services, remote)
         self.streams = TelemetryProducers()
         """v5 producers' Telemetry streams: where check-backs of gRPC half messages go."""
@@ -170,94 +135,44 @@ class LocalBackend:
     async def send(self, sending: Sending, deadline_s: float) -> Sent:
         return await self._sender.send(sending, deadline_s)
 
-    async def receive(self, request: Receive, deadline_s: float) -> Received:
+    async def receive(self, request: Receive, deadline_s: float) -> Delivered:
         if (remote := self._master_elsewhere()) is not None:
             # the master's door serves its own group's queue whatever broker the queue names,
             # and the master needs the name
             named = request.broker_name or self._state.config.broker_name
             return await remote.receive(dataclasses.replace(request, broker_name=named), deadline_s)
-        pop = PopRequest(
-            group=request.group,
-            topic=request.topic,
-            queue_id=None,
-            max_messages=request.max_messages,
-            invisible_ms=request.invisible_ms,
-            subscription=(request.expression, request.expression_type),
-            poll_ms=request.poll_ms,
-        )
+        tracer = self._services.trace
+        trace = None
+        if tracer is not None:
+            group = request.group
+
+            def trace(popped: PoppedMessage) -> None:
+                tracer.delivered(group=group, popped=popped)
+
         try:
-            result = await self._services.pop.receive(pop)
+            return await self._services.pop.deliver(request, trace)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        tracer = self._services.trace
-        if tracer is not None:
-            for popped in result.messages:
-                tracer.delivered(group=request.group, popped=popped)
-        return Received(
-            [
-                ReceivedMessage(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
-                for p in result.messages
-            ],
-            result.pop_time_ms,
-        )
 
     # ------------------------------------------------------------------ client sessions
     async def client_alive(self, session: ClientSession) -> None:
-        """Into the registry, checked and bounded as a remoting heartbeat is; a consumer
-        group seen on the master gets its subscription config and retry topic. While this
-        replica is not the master, the master hears of the client too (a remoting heartbeat
-        with the client's id, as the stand-alone proxy sends it): the views ask masters."""
-        registry = self._clients
-        if registry is None:
-            return
-        heartbeat = self._heartbeat(registry, session)
-        clients = self._services.clients
-        changed = registry.register(
-            heartbeat, None, session.language, 0, clients.now_ms(), session.address
-        )
-        for data in heartbeat.consumers:
-            await clients.consumer_group_seen(data.group)
-        registry.notify_changed(changed)
+        """Into the broker's client registry, checked and bounded as a remoting heartbeat is
+        (``ClientService.client_alive``); a consumer group seen on the master gets its
+        subscription config and retry topic. While this replica is not the master, the master
+        hears of the client too (a remoting heartbeat with the client's id, as the stand-alone
+        proxy sends it): the views ask masters."""
+        try:
+            await self._services.clients.client_alive(
+                session.heartbeat(GRPC_PRODUCER_GROUP), None, session.language, 0,
+                session.address,
+            )  # fmt: skip
+        except ServiceError as exc:
+            raise Refusal(error_status(exc)) from None
         if (remote := self._master_elsewhere()) is not None:
             await remote.client_alive(session)
 
-    def _heartbeat(self, registry: ConsumerManager, session: ClientSession) -> Heartbeat:
-        """The session as a remoting heartbeat; ``Refusal`` for what a heartbeat may not
-        hold (bad names, too many groups or subscriptions: ``ClientService``)."""
-        consumers: tuple[ConsumerData, ...] = ()
-        consume_type = _CONSUME_TYPES.get(session.kind)
-        if consume_type is not None and session.group:
-            subscriptions = session.subscriptions
-            consumers = (
-                ConsumerData(
-                    group=session.group,
-                    consume_type=consume_type,
-                    message_model="CLUSTERING",
-                    consume_from_where="CONSUME_FROM_LAST_OFFSET",
-                    subscriptions={t: e for t, (e, _) in subscriptions.items()},
-                    expression_types={t: kind for t, (_, kind) in subscriptions.items()},
-                ),
-            )
-        producers = (GRPC_PRODUCER_GROUP,) if session.kind is ClientKind.PRODUCER else ()
-        wanted = {data.group for data in consumers}
-        clients = self._services.clients
-        try:
-            clients.check_heartbeat(
-                producers, [(data.group, data.subscriptions.keys()) for data in consumers]
-            )
-            clients.check_registry(
-                client_groups=len(registry.groups_of(session.client_id) | wanted),
-                new_groups=len(wanted - registry.groups.keys()),
-                online_groups=len(registry.groups),
-            )
-        except ServiceError as exc:
-            raise Refusal(error_status(exc)) from None
-        return Heartbeat(session.client_id, producers, consumers)
-
     async def client_gone(self, client_id: str, group: str) -> None:
-        if self._clients is None:
-            return
-        self._clients.notify_changed(self._clients.unregister(client_id, group or None))
+        self._services.clients.client_gone(client_id, group or None)
         if (remote := self._master_elsewhere()) is not None:
             await remote.client_gone(client_id, group)
 
@@ -330,7 +245,7 @@ class LocalBackend:
         if remote is None:
             end = EndTransactionRequest(
                 commit_log_offset=offset,
-                resolution=_RESOLUTIONS[request.resolution],
+                resolution=request.resolution,
                 msg_id=request.message_id or None,
                 from_check=request.from_check,
                 topic=request.topic or None,
@@ -406,28 +321,12 @@ class LocalBackend:
             return queue
         return dataclasses.replace(queue, broker_name=self._state.config.broker_name)
 
-    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
-        topic, queue_id = self._queue(query.queue)
-        request = PullRequest(
-            group=query.group,
-            topic=topic,
-            queue_id=queue_id,
-            offset=query.offset,
-            max_nums=query.max_messages,
-            subscription=(query.expression, query.expression_type),
-            suspend_ms=min(query.poll_ms, MAX_SUSPEND_MS),
-        )
+    async def pull(self, query: PullQuery, deadline_s: float) -> Delivered:
+        self._queue(query.queue)  # this group's, a topic and a queue id it has
         try:
-            result = await self._services.pull.pull(request)
+            return await self._services.pull.deliver(query)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        return Pulled(
-            outcome=_PULL_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
-            records=decode_records(result.body) if result.count else [],
-            next_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        )
 
     async def commit_offset(
         self, group: str, queue: QueueRef, offset: int, deadline_s: float
@@ -456,11 +355,7 @@ class LocalBackend:
         self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
     ) -> int:
         topic, queue_id = self._queue(queue)
-        offsets = self._services.offsets
         try:
-            if policy is OffsetPolicy.TIMESTAMP and at_ms is not None:
-                return offsets.search_offset_by_timestamp(topic, queue_id, at_ms)
-            low, high = offsets.queue_bounds(topic, queue_id)
+            return self._services.offsets.query_offset(topic, queue_id, policy, at_ms)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
-        return low if policy is OffsetPolicy.BEGINNING else high

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from ledgermq.broker.errors import NotMasterError, ServiceError
 from ledgermq.broker.service.send import SendRequest, SendResult
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.backend import Sent
+from ledgermq.messaging import Sent
 from ledgermq.proxy.message_types import topic_message_type
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.placement import place
@@ -43,7 +43,7 @@ from ledgermq.wire.message import MessageProperty, SysFlag
 if TYPE_CHECKING:
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.broker.state.broker_state import BrokerState
-    from ledgermq.proxy.backend import Sending
+    from ledgermq.messaging import Sending
     from ledgermq.proxy.remote_backend import RemoteBackend
 
 __all__ = ["LocalSender", "send_request"]

@@ -23,9 +23,9 @@ topic as before.
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.messaging import TopicMessageType
 from ledgermq.proxy.protocol import definition_pb2
 from ledgermq.wire.message import MessageProperty
 
@@ -50,17 +50,6 @@ PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
 """``MessageConst.PROPERTY_SHARDING_KEY``: a FIFO message's group."""
 _TIMER_PROPERTIES: Final = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 """``MessageConst.PROPERTY_TIMER_*``: a RocketMQ 5 timer message's due time."""
-
-
-class TopicMessageType(enum.Enum):
-    """``org.apache.rocketmq.common.attribute.TopicMessageType``; values as stored."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    NORMAL = "NORMAL"
-    FIFO = "FIFO"
-    DELAY = "DELAY"
-    TRANSACTION = "TRANSACTION"
-    MIXED = "MIXED"
 
 
 def topic_message_type(config: TopicConfig) -> TopicMessageType:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Final
 
 from ledgermq.broker.service.pop import MAX_POLL_MS, MAX_POP_MESSAGES
-from ledgermq.proxy.backend import Outgoing, Receive
+from ledgermq.messaging import Outgoing, Receive
 from ledgermq.proxy.message_groups import group_problem
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.proxy.refusal import Refusal

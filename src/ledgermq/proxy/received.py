@@ -26,13 +26,13 @@ from ledgermq.proxy.protocol import definition_pb2
 from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:
-    from ledgermq.proxy.backend import ReceivedMessage
+    from ledgermq.messaging import Delivery
     from ledgermq.wire.message import MessageExt
 
 __all__ = ["received_message", "stored_message"]
 
 
-def received_message(delivery: ReceivedMessage) -> definition_pb2.Message:
+def received_message(delivery: Delivery) -> definition_pb2.Message:
     """The v5 message a receive answers for ``delivery``."""
     message = stored_message(delivery.record)
     system = message.system_properties

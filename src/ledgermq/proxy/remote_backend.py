@@ -37,7 +37,7 @@ import binascii
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import LedgerMQError, MessageFormatError, MQResponseError, TopicNotFoundError
-from ledgermq.proxy.backend import OffsetPolicy, Pulled, PullOutcome, Resolution
+from ledgermq.messaging import Delivered, Delivery, OffsetPolicy, PullOutcome, Resolution
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.remote_messages import RemoteMessages, refusing
@@ -45,6 +45,19 @@ from ledgermq.proxy.remote_sessions import RemoteSessions
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.status import Code, status
 from ledgermq.wire import MQRequestCode, MQResponseCode
+from ledgermq.wire.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    RecallMessageRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from ledgermq.wire.message import (
     DEFAULT_MAX_MESSAGE_BYTES,
     SysFlag,
@@ -55,14 +68,7 @@ from ledgermq.wire.message import (
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ledgermq.proxy.backend import (
-        AckEntry,
-        Caller,
-        Door,
-        EndTransaction,
-        PullQuery,
-        QueueRef,
-    )
+    from ledgermq.messaging import AckEntry, Caller, Door, EndTransaction, PullQuery, QueueRef
     from ledgermq.proxy.forward import Forwarded, Forwarder
 
 __all__ = ["RemoteBackend", "end_fields", "handle_broker", "recall_broker", "transaction_at"]
@@ -79,11 +85,6 @@ _PULL_OUTCOMES: Final[dict[int, PullOutcome]] = {
     MQResponseCode.SUCCESS: PullOutcome.FOUND,
     MQResponseCode.PULL_OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
     MQResponseCode.PULL_RETRY_IMMEDIATELY: PullOutcome.FILTERED,
-}
-_OFFSET_CODES: Final = {
-    OffsetPolicy.BEGINNING: MQRequestCode.GET_MIN_OFFSET,
-    OffsetPolicy.END: MQRequestCode.GET_MAX_OFFSET,
-    OffsetPolicy.TIMESTAMP: MQRequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
 }
 _FLAGS: Final = {
     Resolution.COMMIT: SysFlag.TRANSACTION_COMMIT,
@@ -113,19 +114,14 @@ def recall_broker(handle: str) -> str | None:
     return fields[2]
 
 
-def _queue_fields(queue: QueueRef, group: str | None) -> dict[str, str]:
-    """The remoting fields naming a queue (and group); ``Refusal`` for a queue that names no
-    broker group or a negative id."""
+def _check_queue(queue: QueueRef) -> None:
+    """``Refusal`` for a queue that names no broker group or a negative id."""
     if not queue.broker_name:
         raise Refusal(
             status(Code.BAD_REQUEST, "the queue names no broker (take it from QueryRoute)")
         )
     if queue.queue_id < 0:
         raise Refusal(status(Code.BAD_REQUEST, f"queue id {queue.queue_id} is negative"))
-    fields = {"topic": queue.topic, "queueId": str(queue.queue_id)}
-    if group:
-        fields["consumerGroup"] = group
-    return fields
 
 
 def _int(fields: Mapping[str, str], name: str, default: int) -> int:
@@ -141,17 +137,15 @@ def end_fields(request: EndTransaction, commit_log_offset: int) -> dict[str, str
     message's)."""
     if not request.topic:
         raise Refusal(status(Code.ILLEGAL_TOPIC, "the request names no topic"))
-    fields = {
-        "producerGroup": GRPC_PRODUCER_GROUP,
-        "commitLogOffset": str(commit_log_offset),
-        "commitOrRollback": str(_FLAGS[request.resolution]),
-        "fromTransactionCheck": str(request.from_check).lower(),
-        "transactionId": request.transaction_id,
-        "topic": request.topic,
-    }
-    if request.message_id:
-        fields["msgId"] = request.message_id
-    return fields
+    return EndTransactionRequestHeader(
+        commit_or_rollback=_FLAGS[request.resolution],
+        commit_log_offset=commit_log_offset,
+        producer_group=GRPC_PRODUCER_GROUP,
+        from_transaction_check=request.from_check,
+        msg_id=request.message_id or None,
+        transaction_id=request.transaction_id,
+        topic=request.topic,
+    ).to_ext_fields()
 
 
 def transaction_at(transaction_id: str) -> tuple[str, int]:
@@ -202,7 +196,7 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             return Refusal(
                 status(Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {handle!r:.120}")
             )
-        fields = {"consumerGroup": group, "topic": topic, "extraInfo": handle}
+        fields = AckMessageRequestHeader(group, topic, handle).to_ext_fields()
         try:
             forwarded = await self._forward.call(
                 topic, broker_name, MQRequestCode.ACK_MESSAGE, fields, deadline_s=deadline_s,
@@ -226,10 +220,9 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
                     Code.INVALID_RECEIPT_HANDLE, f"not a receipt handle: {receipt_handle!r:.120}"
                 )
             )
-        fields = {
-            "consumerGroup": group, "topic": topic,
-            "extraInfo": receipt_handle, "invisibleTime": str(invisible_ms),
-        }  # fmt: skip
+        fields = ChangeInvisibleTimeRequestHeader(
+            group, topic, receipt_handle, invisible_ms
+        ).to_ext_fields()
         try:
             forwarded = await self._forward.call(
                 topic, broker_name, MQRequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields,
@@ -256,11 +249,11 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
         try:
             pulled = await forwarder.call(
                 topic, broker_name, MQRequestCode.PULL_MESSAGE,
-                {"consumerGroup": group, "topic": topic, "queueId": queue_id,
-                 "queueOffset": str(offset), "maxMsgNums": "1",
-                 "sysFlag": str(_FLAG_SUBSCRIPTION), "commitOffset": "-1",
-                 "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0",
-                 "expressionType": "TAG"},
+                PullMessageRequestHeader(
+                    group, topic, int(queue_id), offset, max_msg_nums=1,
+                    sys_flag=_FLAG_SUBSCRIPTION, commit_offset=-1, suspend_timeout_millis=0,
+                    subscription="*", sub_version=0, expression_type="TAG",
+                ).to_ext_fields(),
                 deadline_s=deadline_s,
                 expect=(MQResponseCode.SUCCESS, MQResponseCode.PULL_NOT_FOUND,
                         MQResponseCode.PULL_OFFSET_MOVED, MQResponseCode.PULL_RETRY_IMMEDIATELY),
@@ -280,13 +273,14 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             message = records[0]
             await forwarder.call(
                 topic, broker_name, MQRequestCode.CONSUMER_SEND_MSG_BACK,
-                {"offset": str(message.commit_log_offset), "group": group, "delayLevel": "-1",
-                 "originMsgId": message.msg_id, "originTopic": topic, "unitMode": "false"},
+                ConsumerSendMsgBackRequestHeader(
+                    message.commit_log_offset, group, -1, message.msg_id, topic
+                ).to_ext_fields(),
                 deadline_s=deadline_s,
             )  # fmt: skip
             acked = await forwarder.call(
                 topic, broker_name, MQRequestCode.ACK_MESSAGE,
-                {"consumerGroup": group, "topic": topic, "extraInfo": handle},
+                AckMessageRequestHeader(group, topic, handle).to_ext_fields(),
                 deadline_s=deadline_s, expect=(MQResponseCode.SUCCESS, MQResponseCode.NO_MESSAGE),
             )  # fmt: skip
         except LedgerMQError as exc:
@@ -329,8 +323,9 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             raise Refusal(
                 status(Code.BAD_REQUEST, f"recall handle is invalid: {recall_handle!r:.120}")
             )
-        fields = {"producerGroup": GRPC_PRODUCER_GROUP, "topic": topic,
-                  "recallHandle": recall_handle}  # fmt: skip
+        fields = RecallMessageRequestHeader(
+            topic, recall_handle, GRPC_PRODUCER_GROUP
+        ).to_ext_fields()
         try:
             forwarded = await self._forward.call(
                 topic, broker_name, MQRequestCode.RECALL_MESSAGE, fields, deadline_s=deadline_s
@@ -366,28 +361,28 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
             queue.topic,
         )  # fmt: skip
 
-    async def pull(self, query: PullQuery, deadline_s: float) -> Pulled:
-        fields = _queue_fields(query.queue, query.group)
-        fields.update(
-            queueOffset=str(query.offset),
-            maxMsgNums=str(query.max_messages),
-            sysFlag=str(_FLAG_SUBSCRIPTION | (_FLAG_SUSPEND if query.poll_ms else 0)),
-            commitOffset="-1",
-            suspendTimeoutMillis=str(query.poll_ms),
-            subscription=query.expression,
-            subVersion="0",
-            expressionType=query.expression_type,
-        )
+    async def pull(self, query: PullQuery, deadline_s: float) -> Delivered:
+        queue = query.queue
+        _check_queue(queue)
+        fields = PullMessageRequestHeader(
+            query.group, queue.topic, queue.queue_id, query.offset,
+            max_msg_nums=query.max_messages,
+            sys_flag=_FLAG_SUBSCRIPTION | (_FLAG_SUSPEND if query.poll_ms else 0),
+            commit_offset=-1, suspend_timeout_millis=query.poll_ms,
+            subscription=query.expression, sub_version=0, expression_type=query.expression_type,
+        ).to_ext_fields()  # fmt: skip
         forwarded = await self._queue_call(
-            query.queue, MQRequestCode.PULL_MESSAGE, fields, deadline_s,
+            queue, MQRequestCode.PULL_MESSAGE, fields, deadline_s,
             expect=_PULL_CODES, extra_s=query.poll_ms / 1000,
         )  # fmt: skip
         response = forwarded.response
         ext = response.ext_fields
         outcome = _PULL_OUTCOMES.get(response.code, PullOutcome.NOT_FOUND)
-        return Pulled(
+        return Delivered(
             outcome=outcome,
-            records=decode_records(response.body) if outcome is PullOutcome.FOUND else [],
+            messages=[Delivery(r) for r in decode_records(response.body)]
+            if outcome is PullOutcome.FOUND
+            else [],
             next_offset=_int(ext, "nextBeginOffset", query.offset),
             min_offset=_int(ext, "minOffset", 0),
             max_offset=_int(ext, "maxOffset", 0),
@@ -396,13 +391,15 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
     async def commit_offset(
         self, group: str, queue: QueueRef, offset: int, deadline_s: float
     ) -> None:
-        fields = _queue_fields(queue, group)
-        fields["commitOffset"] = str(offset)
-        await self._queue_call(queue, MQRequestCode.UPDATE_CONSUMER_OFFSET, fields, deadline_s)
+        _check_queue(queue)
+        header = UpdateConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id, offset)
+        await self._queue_call(queue, header.CODE, header.to_ext_fields(), deadline_s)
 
     async def consumer_offset(self, group: str, queue: QueueRef, deadline_s: float) -> int | None:
+        _check_queue(queue)
+        header = QueryConsumerOffsetRequestHeader(group, queue.topic, queue.queue_id)
         forwarded = await self._queue_call(
-            queue, MQRequestCode.QUERY_CONSUMER_OFFSET, _queue_fields(queue, group), deadline_s,
+            queue, header.CODE, header.to_ext_fields(), deadline_s,
             expect=(MQResponseCode.SUCCESS, MQResponseCode.QUERY_NOT_FOUND),
         )  # fmt: skip
         if forwarded.response.code == MQResponseCode.QUERY_NOT_FOUND:
@@ -412,8 +409,14 @@ class RemoteBackend(RemoteMessages, RemoteSessions):
     async def query_offset(
         self, queue: QueueRef, policy: OffsetPolicy, at_ms: int | None, deadline_s: float
     ) -> int:
-        fields = _queue_fields(queue, None)
-        if at_ms is not None:
-            fields["timestamp"] = str(at_ms)
-        forwarded = await self._queue_call(queue, _OFFSET_CODES[policy], fields, deadline_s)
+        _check_queue(queue)
+        topic, queue_id = queue.topic, queue.queue_id
+        header: SearchOffsetRequestHeader | GetMinOffsetRequestHeader | GetMaxOffsetRequestHeader
+        if policy is OffsetPolicy.TIMESTAMP and at_ms is not None:
+            header = SearchOffsetRequestHeader(topic, queue_id, at_ms)
+        elif policy is OffsetPolicy.BEGINNING:
+            header = GetMinOffsetRequestHeader(topic, queue_id)
+        else:  # the end (as the local backend answers a time-less TIMESTAMP)
+            header = GetMaxOffsetRequestHeader(topic, queue_id)
+        forwarded = await self._queue_call(queue, header.CODE, header.to_ext_fields(), deadline_s)
         return _int(forwarded.response.ext_fields, "offset", 0)

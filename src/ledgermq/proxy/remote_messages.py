@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ledgermq.errors import LedgerMQError, TopicNotFoundError
-from ledgermq.proxy.backend import Door, Limits, Received, ReceivedMessage, Sent, TopicRoute
+from ledgermq.messaging import Delivered, Delivery, Door, Limits, PullOutcome, Sent, TopicRoute
 from ledgermq.proxy.cluster_topic_types import TopicTypes
 from ledgermq.proxy.cluster_transactions import transaction_id
 from ledgermq.proxy.forward import write_queues
@@ -50,7 +50,7 @@ from ledgermq.wire.route import is_readable
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Sequence
 
-    from ledgermq.proxy.backend import Receive, Sending
+    from ledgermq.messaging import Receive, Sending
     from ledgermq.proxy.forward import Forwarder
     from ledgermq.wire.route import TopicRouteData
 
@@ -240,7 +240,7 @@ class RemoteMessages:
         )
 
     # ------------------------------------------------------------------ POP
-    async def receive(self, request: Receive, deadline_s: float) -> Received:
+    async def receive(self, request: Receive, deadline_s: float) -> Delivered:
         """POP_MESSAGE to the assignment's broker group (any readable one when none named)."""
         broker_name = request.broker_name or await self._any_readable(request.topic)
         header = PopMessageRequestHeader(
@@ -264,10 +264,12 @@ class RemoteMessages:
         delivered = []
         for record in records:
             handle = record.properties.pop(POP_CK, "")
-            delivered.append(
-                ReceivedMessage(record, handle, record.reconsume_times + 1, invisible_ms)
-            )
-        return Received(delivered, int(response.ext_fields.get("popTime", 0) or 0))
+            delivered.append(Delivery(record, handle, record.reconsume_times + 1, invisible_ms))
+        return Delivered(
+            PullOutcome.FOUND if delivered else PullOutcome.NOT_FOUND,
+            delivered,
+            pop_time_ms=int(response.ext_fields.get("popTime", 0) or 0),
+        )
 
     async def _any_readable(self, topic: str) -> str:
         route = await refusing(self._route(topic), topic)

@@ -23,7 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.errors import LedgerMQError
-from ledgermq.proxy.backend import ClientKind
+from ledgermq.messaging import ClientKind
 from ledgermq.proxy.cluster_transactions import orphaned_command
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.telemetry import TelemetryStreams
@@ -31,8 +31,8 @@ from ledgermq.proxy.telemetry import TelemetryStreams
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
+    from ledgermq.messaging import ClientSession, ConsumerData
     from ledgermq.net import Connection
-    from ledgermq.proxy.backend import ClientSession
     from ledgermq.proxy.forward import Forwarder
     from ledgermq.wire import RemotingCommand
 
@@ -44,30 +44,27 @@ RENEW_S: Final = 20.0
 """How often an unchanged v5 consumer's session is told to the brokers again."""
 _FORGET_MS: Final = 130_000
 """A session not renewed for this long is forgotten here (the brokers forget it after 120 s)."""
-_CONSUME_TYPES: Final = {
-    ClientKind.CONSUMER: "CONSUME_POP",
-    ClientKind.PULL_CONSUMER: "CONSUME_ACTIVELY",
-}
 
 
-def consumer_data(session: ClientSession, consume_type: str) -> dict[str, object]:
-    """The session's entry of a heartbeat's ``consumerDataSet`` (``ConsumerData``)."""
+def consumer_data(data: ConsumerData) -> dict[str, object]:
+    """A consumer group's entry of a remoting heartbeat's ``consumerDataSet`` (RocketMQ's
+    ``ConsumerData`` JSON), from a session's ``ClientSession.heartbeat``."""
     return {
-        "groupName": session.group,
-        "consumeType": consume_type,
-        "messageModel": "CLUSTERING",
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        "groupName": data.group,
+        "consumeType": data.consume_type,
+        "messageModel": data.message_model,
+        "consumeFromWhere": data.consume_from_where,
         "subscriptionDataSet": [
             {
                 "topic": topic,
                 "subString": expression,
-                "expressionType": kind,
+                "expressionType": data.expression_types.get(topic, "TAG"),
                 "classFilterMode": False,
                 "tagsSet": [],
                 "codeSet": [],
                 "subVersion": 0,
             }
-            for topic, (expression, kind) in sorted(session.subscriptions.items())
+            for topic, expression in sorted(data.subscriptions.items())
         ],
         "unitMode": False,
     }
@@ -92,8 +89,8 @@ class RemoteSessions:
             if client.register_producer(GRPC_PRODUCER_GROUP, session.publishes):
                 self._heartbeat_soon()
             return
-        consume_type = _CONSUME_TYPES.get(session.kind)
-        if consume_type is None or not session.group:
+        consumers = session.heartbeat(GRPC_PRODUCER_GROUP).consumers
+        if not consumers:
             return
         now = client.now_ms()
         told = self._told.get(session.client_id)
@@ -102,7 +99,7 @@ class RemoteSessions:
         self._told[session.client_id] = (session, now)
         for client_id in [c for c, (_, at) in self._told.items() if now - at > _FORGET_MS]:
             del self._told[client_id]  # silent for longer than the brokers keep a client
-        data = [consumer_data(session, consume_type)]
+        data = [consumer_data(consumer) for consumer in consumers]
         # in the background: a broker that does not answer must not hold the client's call
         self._spawn(client.heartbeat_for(session.client_id, data, session.subscriptions))
 

@@ -218,6 +218,9 @@ class RaftCore:
     """Leader: when each follower last answered a heartbeat (``hears_from``)."""
     _preferred_refused_ms: dict[str, int]
     """Leader: when a transfer to each replica last failed (``_check_preferred_leader``)."""
+    refused_as_non_member: bool = False
+    """A quorum of the voters it knows answered that it is not a member: it stops campaigning
+    until a leader contacts it (``_refused_by_a_quorum``); a restart forgets it."""
 
     def __init__(
         self,
@@ -441,6 +444,7 @@ class RaftCore:
             NotLeaderError: not the leader (``leader_hint`` names the known leader).
             LeaderTransferringError: a leadership transfer is in progress.
             LeaderPendingFullError: more than ``max_pending_requests_num`` proposals wait.
+            ValueError: no bodies, or ``entry_type`` CONFIG_CHANGE (see ``add_learner``).
         """
         self._check_not_in_ready()
         if self.role is not Role.LEADER:
@@ -453,6 +457,12 @@ class RaftCore:
             )
         if not bodies:
             raise ValueError("propose() needs at least one body")
+        if entry_type == CONFIG_CHANGE_TYPE:
+            # Validated before it is appended: a committed entry is applied on every replica.
+            raise ValueError(
+                "a CONFIG_CHANGE entry is appended only by add_learner, remove_member and "
+                "promote_learner, which check the membership and the one-change-at-a-time rule"
+            )
         first = self._log.last_index + 1
         entries = [
             NewEntry(first + i, self.term, body, entry_type, channel)
@@ -559,6 +569,8 @@ class RaftCore:
         configuration (its own vote does not count there), commits the change and steps down
         (simulation seed 466 never elected a leader without this)."""
         me = self.config.self_id
+        if self.refused_as_non_member:
+            return False
         if self.membership.is_voter(me):
             return True
         return self._members.pending is not None and self._members.committed.membership.is_voter(me)
@@ -849,6 +861,7 @@ class RaftCore:
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         self.role = Role.FOLLOWER
         self.leader_id = leader_id
+        self.refused_as_non_member = False  # a leader knows it: added (again), or told the log
         self.transferee = None
         self._vote_round = None
         self._last_leader_heartbeat_ms = self._now
@@ -1198,7 +1211,9 @@ class RaftCore:
         cfg = self.config
         members = self.membership
         result: ParseResult
-        if round_.known_max_term > round_.term:
+        if self._refused_by_a_quorum(round_):
+            result = ParseResult.WAIT_TO_REVOTE
+        elif round_.known_max_term > round_.term:
             result = ParseResult.WAIT_TO_VOTE_NEXT
             self._next_time_to_request_vote_ms = self._get_next_time_to_request_vote()
             self._change_role_to_candidate(round_.known_max_term)
@@ -1244,6 +1259,29 @@ class RaftCore:
         )
         if result is ParseResult.PASSED:
             self._change_role_to_leader(round_.term)
+
+    def _refused_by_a_quorum(self, round_: _VoteRound) -> bool:
+        """So many voters answered REJECT_UNKNOWN_LEADER that the others cannot make a quorum:
+        their configuration no longer (or does not yet) count this node, so it stops campaigning.
+
+        A replica removed while it was cut off never receives the entry that removes it (the
+        leader no longer sends to it); before this it asked for votes every back-off for ever,
+        refused each time (issue 27). Those voters hold a later configuration than this node's
+        log, so one of them, not this node, can be elected; this node still votes. It campaigns
+        again only after a leader contacts it (``_change_role_to_follower``: it was added again,
+        or it is shown the log that removes it) or after a restart, and says so once.
+        """
+        members = self.membership
+        if members.is_quorum(len(members.voters) - round_.unknown_num):
+            return False
+        self.refused_as_non_member = True
+        _log.warning(
+            "%s: %d of the voters %s refused it as not a member of the group: it was removed "
+            "(and missed its removal) or is not added yet; it stops asking for votes until a "
+            "leader contacts it. Stop this replica, or add it with `ledgermq admin replica-add`",
+            self.config.self_id, round_.unknown_num, ",".join(members.voters),
+        )  # fmt: skip
+        return True
 
     def _behind_a_peers_log(self, round_: _VoteRound) -> bool:
         """A blank or rebuilding candidate has just been shown that the group has a longer log.

@@ -158,20 +158,39 @@ class Membership:
 
     @classmethod
     def decode(cls, body: bytes) -> Membership:
+        """The membership in a CONFIG_CHANGE entry's body, or ``MembershipError`` for anything
+        else (never another exception): a committed entry is applied on every replica, so an
+        unreadable one must be refused the same way everywhere (``RaftCore`` logs and ignores
+        it), never raise on all of them. The shape is exact: lists of strings, a dict of
+        strings (a string where a list belongs is not read as its characters)."""
         try:
             data = json.loads(bytes(body))
-            voters = tuple(sorted(str(v) for v in data["voters"]))
-            learners = tuple(sorted(str(v) for v in data.get("learners", [])))
-            addresses = tuple(
-                sorted((str(k), str(v)) for k, v in data.get("addresses", {}).items())
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MembershipError(f"not a membership entry: {exc}") from exc
-        return cls(voters, learners, addresses)
+        except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+            raise MembershipError(f"not a membership entry: {type(exc).__name__}") from None
+        if not isinstance(data, dict):
+            raise MembershipError("not a membership entry: not a JSON object")
+        addresses = data.get("addresses", {})
+        if not isinstance(addresses, dict) or not all(
+            isinstance(v, str) for v in addresses.values()
+        ):
+            raise MembershipError("not a membership entry: addresses is not an object of strings")
+        return cls(
+            _ids(data.get("voters"), "voters"),
+            _ids(data.get("learners", []), "learners"),
+            tuple(sorted((str(k), v) for k, v in addresses.items())),
+        )
 
     def describe(self) -> str:
         learners = f" learners {','.join(self.learners)}" if self.learners else ""
         return f"voters {','.join(self.voters)}{learners}"
+
+
+def _ids(value: object, name: str) -> tuple[str, ...]:
+    """A CONFIG_CHANGE body's list of member ids, sorted; ``MembershipError`` for anything
+    else (``Membership.decode``)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MembershipError(f"not a membership entry: {name} is not a list of ids")
+    return tuple(sorted(value))
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,11 +142,15 @@ def copy_live_store(source: str, target: str) -> None:
                 ) from None
 
 
-def open_copy(directory: str, committed_at_least: int = -1) -> LogCopy:
+def open_copy(
+    directory: str, committed_at_least: int = -1, committed_when_copied: int = -1
+) -> LogCopy:
     """Recover the copied store in ``directory`` (cutting a torn tail), record entries up to
     ``committed_at_least`` as committed (the caller knows them committed: a metadata snapshot
-    applied them before the log was copied), close it (writing its checkpoint) and say what it
-    holds; ``BackupError`` when it is not one log or ends before ``committed_at_least``."""
+    applied them before the log was copied) and up to ``committed_when_copied`` as far as the
+    copy reaches (a running replica's commit index when the copy began), close it (writing its
+    checkpoint) and say what it holds; ``BackupError`` when it is not one log or ends before
+    ``committed_at_least``."""
     data_bytes, index_entries = detect_segment_sizes(directory)
     try:
         store = LedgerStore.open(
@@ -167,7 +171,11 @@ def open_copy(directory: str, committed_at_least: int = -1) -> LogCopy:
                 "that the copied metadata snapshot applied: the replica truncated its log while "
                 "it was copied; run the backup again"
             )
-        store.set_committed_index(committed_at_least)
+        # what the running replica had committed when the copy began, as far as the copy reaches
+        # (entries it had not yet written out are not in the copy, and need not be)
+        store.set_committed_index(
+            max(committed_at_least, min(committed_when_copied, store.end_index))
+        )
         copy = (store.begin_index, store.end_index, store.end_term, store.committed_index)
     disk = 0
     for root, _, files in os.walk(directory):

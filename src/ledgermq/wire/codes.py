@@ -88,6 +88,7 @@ class MQRequestCode(enum.IntEnum):
     REPLICA_LIST = 1020  # ours: a broker group's ledger members, roles and lags (admin)
     REPLICA_ADD = 1021  # ours: add a replica to a broker group as a learner (admin)
     REPLICA_REMOVE = 1022  # ours: remove a replica from a broker group (admin)
+    REPLICA_BACKUP = 1023  # ours: a replica copies its data into a new directory (admin)
 
 
 class MQResponseCode(enum.IntEnum):

@@ -12,22 +12,31 @@ from typing import TYPE_CHECKING
 
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
 from ledgermq.errors import BadRequestError, MessageFormatError, RequestRejectedError
-from ledgermq.wire import MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire import MQResponseCode
 from ledgermq.wire.json_fields import check_json_budget
 from ledgermq.wire.message import decode_offset_message_id
-from ledgermq.wire.route import PERM_READ, PERM_WRITE, TopicConfig
+from ledgermq.wire.route import TopicConfig
 from ledgermq.wire.topic_attributes import parse_changes
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.admin import AdminService
     from ledgermq.wire import RemotingCommand
     from ledgermq.wire.headers import (
+        CreateTopicRequestHeader,
+        DeleteSubscriptionGroupRequestHeader,
+        DeleteTopicRequestHeader,
         GetConsumerConnectionListRequestHeader,
         GetConsumeStatsRequestHeader,
+        GetQuarantinedEntriesRequestHeader,
         GetTopicStatsInfoRequestHeader,
         QueryMessageRequestHeader,
+        ReplicaAddRequestHeader,
+        ReplicaBackupRequestHeader,
+        ReplicaRemoveRequestHeader,
+        TransferLeadershipRequestHeader,
+        ViewMessageRequestHeader,
     )
 
 __all__ = ["AdminProcessor", "json_body", "message_id_offset"]
@@ -50,29 +59,31 @@ class AdminProcessor:
     def __init__(self, service: AdminService) -> None:
         self._service = service
 
-    async def create_topic(self, command: RemotingCommand) -> RemotingCommand:
-        fields = command.ext_fields
-        topic = ext_str(fields, "topic")
-        read = ext_int(fields, "readQueueNums", 8)
-        write = ext_int(fields, "writeQueueNums", read)
+    async def create_topic(
+        self, command: RemotingCommand, header: CreateTopicRequestHeader
+    ) -> RemotingCommand:
+        topic, read = header.topic, header.read_queue_nums
+        write = read if header.write_queue_nums is None else header.write_queue_nums
         config = TopicConfig(
             topic,
             read,
             write,
-            ext_int(fields, "perm", PERM_READ | PERM_WRITE),
-            fields.get("topicFilterType", "SINGLE_TAG"),
-            ext_int(fields, "topicSysFlag", 0),
-            ext_bool(fields, "order"),
+            header.perm,
+            header.topic_filter_type,
+            header.topic_sys_flag,
+            header.order,
         )
         try:
-            changes = parse_changes(fields.get("attributes", ""))
+            changes = parse_changes(header.attributes)
         except ValueError as exc:
             raise BadRequestError(f"topic {topic}: {exc}") from None
         await self._service.create_topic(config, changes)
         return command.response(MQResponseCode.SUCCESS)
 
-    async def delete_topic(self, command: RemotingCommand) -> RemotingCommand:
-        await self._service.delete_topic(ext_str(command.ext_fields, "topic"))
+    async def delete_topic(
+        self, command: RemotingCommand, header: DeleteTopicRequestHeader
+    ) -> RemotingCommand:
+        await self._service.delete_topic(header.topic)
         return command.response(MQResponseCode.SUCCESS)
 
     async def create_group(self, command: RemotingCommand) -> RemotingCommand:
@@ -84,8 +95,10 @@ class AdminProcessor:
         await self._service.put_group(config)
         return command.response(MQResponseCode.SUCCESS)
 
-    async def delete_group(self, command: RemotingCommand) -> RemotingCommand:
-        await self._service.delete_group(ext_str(command.ext_fields, "groupName"))
+    async def delete_group(
+        self, command: RemotingCommand, header: DeleteSubscriptionGroupRequestHeader
+    ) -> RemotingCommand:
+        await self._service.delete_group(header.group_name)
         return command.response(MQResponseCode.SUCCESS)
 
     def all_topics(self, command: RemotingCommand) -> RemotingCommand:
@@ -143,9 +156,11 @@ class AdminProcessor:
         ]
         return command.response(MQResponseCode.SUCCESS, body=json_body({"offsetTable": rows}))
 
-    def view_message(self, command: RemotingCommand, access: Access) -> RemotingCommand:
+    def view_message(
+        self, command: RemotingCommand, header: ViewMessageRequestHeader, access: Access
+    ) -> RemotingCommand:
         """``access``: the requester, who needs SUB on the record's topic."""
-        record = self._service.view_message(ext_int(command.ext_fields, "offset"), access)
+        record = self._service.view_message(header.offset, access)
         return command.response(MQResponseCode.SUCCESS, body=record)
 
     def query_message(
@@ -167,12 +182,12 @@ class AdminProcessor:
         table = self._service.runtime_info()
         return command.response(MQResponseCode.SUCCESS, body=json_body({"table": table}))
 
-    def quarantined_entries(self, command: RemotingCommand) -> RemotingCommand:
+    def quarantined_entries(
+        self, command: RemotingCommand, header: GetQuarantinedEntriesRequestHeader
+    ) -> RemotingCommand:
         """GET_QUARANTINED_ENTRIES (ours): ``sinceIndex`` (default 0) and ``limit`` (default
         1000) in; ``{"total": n, "entries": [{index, record, topic, reason, timeMs}]}`` out."""
-        ext = command.ext_fields
-        since = ext_int(ext, "sinceIndex") if "sinceIndex" in ext else 0
-        limit = ext_int(ext, "limit") if "limit" in ext else 1000
+        since, limit = header.since_index, header.limit
         if limit < 1:
             raise BadRequestError(f"limit must be at least 1, got {limit}")
         service = self._service
@@ -186,28 +201,42 @@ class AdminProcessor:
         body = {"replicas": self._service.replica_list()}
         return command.response(MQResponseCode.SUCCESS, body=json_body(body))
 
-    async def replica_add(self, command: RemotingCommand) -> RemotingCommand:
+    async def replica_add(
+        self, command: RemotingCommand, header: ReplicaAddRequestHeader
+    ) -> RemotingCommand:
         """REPLICA_ADD (1021): ``peer`` (nX-HOST:PORT) in; ``index`` of the change out."""
-        index = await self._service.replica_add(ext_str(command.ext_fields, "peer"))
+        index = await self._service.replica_add(header.peer)
         return command.response(MQResponseCode.SUCCESS, ext_fields={"index": str(index)})
 
-    async def replica_remove(self, command: RemotingCommand) -> RemotingCommand:
+    async def replica_remove(
+        self, command: RemotingCommand, header: ReplicaRemoveRequestHeader
+    ) -> RemotingCommand:
         """REPLICA_REMOVE (1022): ``id`` in; ``index`` of the change out."""
-        index = await self._service.replica_remove(ext_str(command.ext_fields, "id"))
+        index = await self._service.replica_remove(header.replica_id)
         return command.response(MQResponseCode.SUCCESS, ext_fields={"index": str(index)})
 
-    async def transfer_leadership(self, command: RemotingCommand) -> RemotingCommand:
-        await self._service.transfer_leadership(ext_str(command.ext_fields, "to"))
+    async def replica_backup(
+        self, command: RemotingCommand, header: ReplicaBackupRequestHeader
+    ) -> RemotingCommand:
+        """REPLICA_BACKUP (1023): ``to`` (an absolute path on this replica's host, new or
+        empty) in; the backup's manifest (``backup.json``'s keys) out."""
+        manifest = await self._service.backup(header.to)
+        return command.response(MQResponseCode.SUCCESS, body=json_body(manifest.to_json()))
+
+    async def transfer_leadership(
+        self, command: RemotingCommand, header: TransferLeadershipRequestHeader
+    ) -> RemotingCommand:
+        await self._service.transfer_leadership(header.to)
         return command.response(MQResponseCode.SUCCESS)
 
 
 def consumer_connections(
-    consumers: ConsumerManager,
+    consumers: Registry,
     command: RemotingCommand,
     header: GetConsumerConnectionListRequestHeader,
 ) -> RemotingCommand:
     """GET_CONSUMER_CONNECTION_LIST (203): the remoting clients of a group, from the registry
-    their heartbeats keep (``broker.remoting.consumers``)."""
+    their heartbeats keep (``broker.service.client_registry``)."""
     group = header.consumer_group
     info = consumers.groups.get(group)
     if info is None:

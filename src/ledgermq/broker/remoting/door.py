@@ -40,11 +40,12 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 if TYPE_CHECKING:
     from ledgermq.broker.metrics import BrokerMetrics
     from ledgermq.broker.remoting.access import SignedIn
-    from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.remoting.handlers import Handler
     from ledgermq.broker.remoting.house import House
     from ledgermq.broker.remoting.parse_once import Parsed
     from ledgermq.broker.service.access import Access
+    from ledgermq.broker.service.client_registry import QueueLockManager
     from ledgermq.broker.service.send import SendRequest, SendResult
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.net import Connection, Listener, Network
@@ -90,7 +91,7 @@ class RemotingDoor:
         *,
         network: Network,
         metrics: BrokerMetrics,
-        consumers: ConsumerManager,
+        consumers: Registry,
         locks: QueueLockManager,
         acl: AclGate | None,
         signed_in: SignedIn | None,
@@ -123,11 +124,13 @@ class RemotingDoor:
         returns the port. ``grpc_port``: where a gRPC client that knocks on this port is
         sent."""
         consumers = self.consumers
-        processors = Processors.over(services, consumers, self.locks)
+        processors = Processors.over(services, self.locks)
         self._processors = processors
         self._handlers = handler_table(processors, consumers, self._house, self._access)
         self._parser = RequestParser(
-            typed_table(processors, consumers), processors.clients, acl=self.acl is not None
+            typed_table(processors, consumers, self._access),
+            processors.clients,
+            acl=self.acl is not None,
         )
         config = self._house.config
         # The master's check-backs of open half messages reach producers connected here too

@@ -28,9 +28,10 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ledgermq.broker.remoting.consumers import ConsumerManager, QueueLockManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.remoting.house import House
     from ledgermq.broker.service.access import Access
+    from ledgermq.broker.service.client_registry import QueueLockManager
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.net import Connection
     from ledgermq.wire import RemotingCommand
@@ -60,16 +61,14 @@ class Processors:
     pop: PopProcessor
 
     @classmethod
-    def over(
-        cls, services: BrokerServices, consumers: ConsumerManager, locks: QueueLockManager
-    ) -> Processors:
+    def over(cls, services: BrokerServices, locks: QueueLockManager) -> Processors:
         return cls(
             send=SendProcessor(services.send),
             send_back=SendBackProcessor(services.send_back),
             pull=PullProcessor(services.pull),
             offsets=OffsetProcessor(services.offsets),
             admin=AdminProcessor(services.admin),
-            clients=ClientProcessor(services.clients, consumers, locks),
+            clients=ClientProcessor(services.clients, locks),
             transactions=EndTransactionProcessor(services.transactions),
             recall=RecallProcessor(services.timers),
             pop=PopProcessor(services.pop),
@@ -77,11 +76,10 @@ class Processors:
 
 
 def handler_table(
-    processors: Processors, consumers: ConsumerManager, house: House, access: AccessOf
+    processors: Processors, consumers: Registry, house: House, access: AccessOf
 ) -> dict[int, Handler]:
     """Request code -> translator of the requests served from the request as it came."""
-    send_back, admin, clients = processors.send_back, processors.admin, processors.clients
-    transactions = processors.transactions
+    admin, clients = processors.admin, processors.clients
 
     def sync(fn: Callable[[RemotingCommand], RemotingCommand]) -> Handler:
         async def run(conn: Connection, command: RemotingCommand) -> RemotingCommand:
@@ -94,18 +92,6 @@ def handler_table(
             return await fn(command)
 
         return run
-
-    async def view(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        return admin.view_message(command, access(conn, command))
-
-    async def send_back_one(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        return await send_back.process(command, access(conn, command))
-
-    async def end(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        return await transactions.end(command, access(conn, command))
-
-    async def producers(conn: Connection, command: RemotingCommand) -> RemotingCommand:
-        return producer_connections(consumers, command)
 
     async def broker_config(conn: Connection, command: RemotingCommand) -> RemotingCommand:
         lines = [f"{k}={v}" for k, v in house.config.to_properties().items()]
@@ -122,36 +108,27 @@ def handler_table(
 
     code = MQRequestCode
     return {
-        code.CONSUMER_SEND_MSG_BACK: send_back_one,
-        code.END_TRANSACTION: end,
         code.CHECK_CLIENT_CONFIG: clients.check_client_config,
-        code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
-        code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
         code.GET_ALL_TOPIC_CONFIG: sync(admin.all_topics),
         code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: asynchronous(admin.create_group),
         code.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: sync(admin.all_groups),
-        code.DELETE_SUBSCRIPTIONGROUP: asynchronous(admin.delete_group),
         code.GET_ALL_CONSUMER_OFFSET: sync(admin.all_offsets),
-        code.GET_PRODUCER_CONNECTION_LIST: producers,
-        code.VIEW_MESSAGE_BY_ID: view,
         code.GET_BROKER_RUNTIME_INFO: sync(admin.runtime_info),
         code.GET_BROKER_CONFIG: broker_config,
         code.UPDATE_BROKER_CONFIG: update_config,
-        code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
-        code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
         code.REPLICA_LIST: sync(admin.replica_list),
-        code.REPLICA_ADD: asynchronous(admin.replica_add),
-        code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
     }
 
 
-def typed_table(processors: Processors, consumers: ConsumerManager) -> dict[int, Serve]:
+def typed_table(processors: Processors, consumers: Registry, access: AccessOf) -> dict[int, Serve]:
     """Request code -> translator of its typed header (``ledgermq.wire.headers``): every
-    code of ``HEADER_TYPES``, served from the header the door parsed and checked."""
+    code of ``HEADER_TYPES``, served from the header the door parsed and checked. ``access``:
+    the requester, for the handlers that check what only the record they read tells."""
     pull, offsets, clients, admin = (
         processors.pull, processors.offsets, processors.clients, processors.admin
     )  # fmt: skip
     recall, pop = processors.recall, processors.pop
+    send_back, transactions = processors.send_back, processors.transactions
 
     def sync(fn: Callable[[RemotingCommand, Any], RemotingCommand]) -> Serve:
         async def run(conn: Connection, command: RemotingCommand, header: Any) -> RemotingCommand:
@@ -175,6 +152,20 @@ def typed_table(processors: Processors, consumers: ConsumerManager) -> dict[int,
     ) -> RemotingCommand:
         return await consumer_running_info(consumers, command, header)
 
+    async def view(conn: Connection, command: RemotingCommand, header: Any) -> RemotingCommand:
+        return admin.view_message(command, header, access(conn, command))
+
+    async def send_back_one(
+        conn: Connection, command: RemotingCommand, header: Any
+    ) -> RemotingCommand:
+        return await send_back.process(command, header, access(conn, command))
+
+    async def end(conn: Connection, command: RemotingCommand, header: Any) -> RemotingCommand:
+        return await transactions.end(command, header, access(conn, command))
+
+    async def producers(conn: Connection, command: RemotingCommand, header: Any) -> RemotingCommand:
+        return producer_connections(consumers, command, header)
+
     code = MQRequestCode
     return {
         code.PULL_MESSAGE: asynchronous(pull.process),
@@ -195,4 +186,16 @@ def typed_table(processors: Processors, consumers: ConsumerManager) -> dict[int,
         code.QUERY_MESSAGE: sync(admin.query_message),
         code.GET_CONSUMER_CONNECTION_LIST: connections,
         code.GET_CONSUMER_RUNNING_INFO: running_info,
+        code.CONSUMER_SEND_MSG_BACK: send_back_one,
+        code.END_TRANSACTION: end,
+        code.VIEW_MESSAGE_BY_ID: view,
+        code.GET_PRODUCER_CONNECTION_LIST: producers,
+        code.UPDATE_AND_CREATE_TOPIC: asynchronous(admin.create_topic),
+        code.DELETE_TOPIC_IN_BROKER: asynchronous(admin.delete_topic),
+        code.DELETE_SUBSCRIPTIONGROUP: asynchronous(admin.delete_group),
+        code.TRANSFER_LEADERSHIP: asynchronous(admin.transfer_leadership),
+        code.GET_QUARANTINED_ENTRIES: sync(admin.quarantined_entries),
+        code.REPLICA_ADD: asynchronous(admin.replica_add),
+        code.REPLICA_REMOVE: asynchronous(admin.replica_remove),
+        code.REPLICA_BACKUP: asynchronous(admin.replica_backup),
     }

@@ -4,7 +4,8 @@ Sends (their header), the typed headers (``ledgermq.wire.headers``), heartbeats 
 bodies) are parsed here, once, into a ``Parsed``: the ACL checks its ``needs`` and the door runs
 its handler, bound to that same object, so that the ACL and the handler cannot read different
 fields (issue 25: PUB was checked on a V2 send's ``b`` and the message stored in its ``topic``).
-A request that does not parse needs a valid account and is answered with the parser's error.
+A request that does not parse needs a valid account (an admin one for an admin code) and is
+answered with the parser's error.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import Needs, header_needs, heartbeat_needs, lock_needs, send_needs
+from ledgermq.acl.resources import ADMIN_CODES
 from ledgermq.broker.remoting.consumers import parse_heartbeat, parse_lock_body
 from ledgermq.broker.remoting.send import parse_send_request
 from ledgermq.errors import RequestRejectedError
@@ -85,7 +87,9 @@ class RequestParser:
             async def refuse(conn: Connection, command: RemotingCommand) -> RemotingCommand:
                 raise error
 
-            return Parsed(Needs(), refuse)
+            # an admin request that does not parse is still refused to all but an admin: the
+            # parser's error is no answer for anyone else to read
+            return Parsed(Needs(admin=True) if code in ADMIN_CODES else Needs(), refuse)
         clients = self._clients
         serve = clients.lock if code == MQRequestCode.LOCK_BATCH_MQ else clients.unlock
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.service.pop import PopRequest
+from ledgermq.messaging.consuming import Receive
 from ledgermq.wire import MQResponseCode
 from ledgermq.wire.message import encode_properties, encode_record
 
@@ -53,14 +53,15 @@ class PopProcessor:
     async def pop(
         self, command: RemotingCommand, asked: PopMessageRequestHeader
     ) -> RemotingCommand:
-        request = PopRequest(
+        request = Receive(
             group=asked.consumer_group,
             topic=asked.topic,
-            queue_id=asked.queue_id,
             max_messages=asked.max_msg_nums,
             invisible_ms=asked.invisible_time,
-            subscription=(asked.exp or "*", asked.exp_type or None),
+            expression=asked.exp or "*",
+            expression_type=asked.exp_type or "",
             poll_ms=asked.poll_time,
+            queue_id=asked.queue_id,
             order=asked.order,
         )
         result = await self._service.receive(request)

@@ -1,5 +1,6 @@
 """GET_PRODUCER_CONNECTION_LIST (204): the clients of a producer group online at this broker,
-from the registry heartbeats keep (``ConsumerManager.producer_connections``); RocketMQ's
+from the registry heartbeats keep (``ConsumerManager.producer_connections``, in
+``broker.service.client_registry``); RocketMQ's
 ``mqadmin producerConnection``.
 
 Kept apart from the consumer side (``admin.consumer_connections``) so the two registries can
@@ -13,19 +14,24 @@ from typing import TYPE_CHECKING
 
 from ledgermq.broker.remoting.admin import json_body
 from ledgermq.errors import RequestRejectedError
-from ledgermq.wire import MQResponseCode, ext_str
+from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import GetProducerConnectionListRequestHeader
 
 __all__ = ["producer_connections"]
 
 
-def producer_connections(consumers: ConsumerManager, command: RemotingCommand) -> RemotingCommand:
-    """``{"connectionSet": [{"clientId", "clientAddr"}]}`` of group ``producerGroup``; a group
-    with no connection open is SYSTEM_ERROR with a sentence, as RocketMQ answers it."""
-    group = ext_str(command.ext_fields, "producerGroup")
+def producer_connections(
+    consumers: Registry,
+    command: RemotingCommand,
+    header: GetProducerConnectionListRequestHeader,
+) -> RemotingCommand:
+    """``{"connectionSet": [{"clientId", "clientAddr"}]}`` of the header's producer group; a
+    group with no connection open is SYSTEM_ERROR with a sentence, as RocketMQ answers it."""
+    group = header.producer_group
     live = sorted(
         (client_id, connection.address)
         for client_id, connection in consumers.producer_connections.get(group, {}).items()

@@ -18,7 +18,7 @@ from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.headers import GetConsumerRunningInfoRequestHeader
 
 if TYPE_CHECKING:
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
 
 __all__ = ["CLIENT_ANSWER_TIMEOUT_S", "consumer_running_info"]
 
@@ -27,7 +27,7 @@ CLIENT_ANSWER_TIMEOUT_S: Final = 5.0
 
 
 async def consumer_running_info(
-    consumers: ConsumerManager,
+    consumers: Registry,
     command: RemotingCommand,
     header: GetConsumerRunningInfoRequestHeader,
     timeout_s: float = CLIENT_ANSWER_TIMEOUT_S,

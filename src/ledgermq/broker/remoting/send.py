@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.service.send import SendRequest
-from ledgermq.wire import MQRequestCode, MQResponseCode, ext_bool, ext_int, ext_str
+from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields, send_v2_topic
+from ledgermq.wire.headers import SendMessageRequestHeader
+from ledgermq.wire.names import topic_name_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -31,10 +33,12 @@ _INT64_MAX: Final = (1 << 63) - 1
 
 
 def parse_send_request(command: RemotingCommand) -> SendRequest:
-    """The send's header; ``BadRequestError`` names a missing or malformed field. Parsed once
-    per request: the broker's ACL computes what the send needs from this very object
-    (``acl.send_needs`` of its ``topic``) and hands the same object to ``SendProcessor``. A V2
-    header must name its topic in ``b`` and carry no V1 name (``wire.ext_fields.send_v2_topic``)."""
+    """The send's header; ``BadRequestError`` names a missing or malformed field, or the naming
+    rule its topic breaks (INVALID_PARAMETER). Parsed once per request: the broker's ACL
+    computes what the send needs from this very object (``acl.send_needs`` of its ``topic``)
+    and hands the same object to ``SendProcessor``. A V1 header is RocketMQ's
+    ``SendMessageRequestHeader`` (``wire.headers``); a V2 header must name its topic in ``b``
+    and carry no V1 name (``wire.ext_fields.send_v2_topic``), and is read as V1 once renamed."""
     fields: Mapping[str, str] = command.ext_fields
     if command.code in _V2_CODES:
         if fields.keys() <= _V2_KEYS:
@@ -43,20 +47,20 @@ def parse_send_request(command: RemotingCommand) -> SendRequest:
                 return request
         send_v2_topic(fields)  # refuses a missing b or a V1 name that would override it
         fields = expand_send_v2_fields(fields)
-    max_reconsume = fields.get("maxReconsumeTimes")
+    header = SendMessageRequestHeader.from_ext_fields(fields)
     return SendRequest(
-        producer_group=fields.get("producerGroup", ""),
-        topic=ext_str(fields, "topic"),
-        default_topic=fields.get("defaultTopic") or None,
-        default_topic_queue_nums=ext_int(fields, "defaultTopicQueueNums", 4),
-        queue_id=ext_int(fields, "queueId", -1),
-        sys_flag=ext_int(fields, "sysFlag", 0),
-        born_timestamp=ext_int(fields, "bornTimestamp", 0),
-        flag=ext_int(fields, "flag", 0),
-        properties=fields.get("properties", ""),
-        reconsume_times=ext_int(fields, "reconsumeTimes", 0),
-        max_reconsume_times=int(max_reconsume) if max_reconsume not in (None, "") else None,
-        batch=command.code == MQRequestCode.SEND_BATCH_MESSAGE or ext_bool(fields, "batch"),
+        producer_group=header.producer_group,
+        topic=header.topic,
+        default_topic=header.default_topic,
+        default_topic_queue_nums=header.default_topic_queue_nums,
+        queue_id=header.queue_id,
+        sys_flag=header.sys_flag,
+        born_timestamp=header.born_timestamp,
+        flag=header.flag,
+        properties=header.properties,
+        reconsume_times=header.reconsume_times,
+        max_reconsume_times=header.max_reconsume_times,
+        batch=command.code == MQRequestCode.SEND_BATCH_MESSAGE or header.batch,
     )
 
 
@@ -70,8 +74,8 @@ def _parse_v2_plain(fields: Mapping[str, str], batch_code: bool) -> SendRequest 
     topic = get("b")
     batch_text = get("m")
     max_reconsume = get("l")
-    if topic is None or batch_text not in (None, "false", "true"):
-        return None
+    if topic is None or batch_text not in (None, "false", "true") or topic_name_problem(topic):
+        return None  # (a topic that breaks the naming rules: the general reader says which)
     try:
         numbers = (
             int(fields["d"]) if "d" in fields else 4,

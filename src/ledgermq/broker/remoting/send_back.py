@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.wire import MQResponseCode, ext_int, ext_str
+from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.retry import SendBackService
     from ledgermq.wire import RemotingCommand
+    from ledgermq.wire.headers import ConsumerSendMsgBackRequestHeader
 
 __all__ = ["SendBackProcessor"]
 
@@ -19,14 +20,16 @@ class SendBackProcessor:
     def __init__(self, service: SendBackService) -> None:
         self._service = service
 
-    async def process(self, command: RemotingCommand, access: Access) -> RemotingCommand:
-        """``access``: the requester, who needs SUB on the record's topic (checked once read)."""
-        fields = command.ext_fields
-        offset = ext_int(fields, "offset")
-        group = ext_str(fields, "group")
-        delay_level = ext_int(fields, "delayLevel", 0)
-        max_times = fields.get("maxReconsumeTimes")
+    async def process(
+        self, command: RemotingCommand, header: ConsumerSendMsgBackRequestHeader, access: Access
+    ) -> RemotingCommand:
+        """``header``: parsed once by the door (its group checked, and SUB on it by the ACL);
+        ``access``: the requester, who needs SUB on the record's topic (checked once read)."""
         await self._service.send_back(
-            offset, group, delay_level, int(max_times) if max_times else None, access=access
+            header.offset,
+            header.group,
+            header.delay_level,
+            header.max_reconsume_times,
+            access=access,
         )
         return command.response(MQResponseCode.SUCCESS)

@@ -28,15 +28,17 @@ from ledgermq.broker.errors import InvalidArgumentError
 from ledgermq.broker.service.message_writer import split_host_port
 from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
 from ledgermq.errors import NetworkError
-from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand, ext_bool, ext_int
+from ledgermq.wire import MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import CheckTransactionStateRequestHeader
 from ledgermq.wire.message import SysFlag, encode_properties, encode_record
 
 if TYPE_CHECKING:
     from ledgermq.broker.remoting.access import SignedIn
-    from ledgermq.broker.remoting.consumers import ConsumerManager
+    from ledgermq.broker.remoting.consumers import Registry
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.service.transactions import TransactionCheck, TransactionService
     from ledgermq.net import Connection
+    from ledgermq.wire.headers import EndTransactionRequestHeader
 
 __all__ = ["EndTransactionProcessor", "RemotingCheckBack", "check_request"]
 
@@ -47,25 +49,23 @@ _RESOLUTIONS: Final = {
 }
 
 
-def parse_end_request(command: RemotingCommand) -> EndTransactionRequest:
-    """The header of an END_TRANSACTION; ``BadRequestError`` / ``InvalidArgumentError`` name a
-    missing or malformed field."""
-    fields = command.ext_fields
-    flag = ext_int(fields, "commitOrRollback")
+def parse_end_request(header: EndTransactionRequestHeader) -> EndTransactionRequest:
+    """The request ``header`` (parsed once by the door) asks for; ``InvalidArgumentError`` for
+    a ``commitOrRollback`` that is none of RocketMQ's three."""
+    flag = header.commit_or_rollback
     resolution = _RESOLUTIONS.get(flag)
     if resolution is None:
         raise InvalidArgumentError(
             f"commitOrRollback must be 8 (commit), 12 (rollback) or 0 (unknown), not {flag}"
         )
-    queue_offset = fields.get("tranStateTableOffset")
     return EndTransactionRequest(
-        commit_log_offset=ext_int(fields, "commitLogOffset"),
+        commit_log_offset=header.commit_log_offset,
         resolution=resolution,
-        producer_group=fields.get("producerGroup", ""),
-        queue_offset=ext_int(fields, "tranStateTableOffset") if queue_offset else None,
-        msg_id=fields.get("msgId") or None,
-        from_check=ext_bool(fields, "fromTransactionCheck"),
-        topic=fields.get("topic") or None,
+        producer_group=header.producer_group,
+        queue_offset=header.tran_state_table_offset,
+        msg_id=header.msg_id,
+        from_check=header.from_transaction_check,
+        topic=header.topic,
     )
 
 
@@ -73,15 +73,18 @@ class EndTransactionProcessor:
     def __init__(self, service: TransactionService) -> None:
         self._service = service
 
-    async def end(self, command: RemotingCommand, access: Access) -> RemotingCommand:
-        """SUCCESS, or the refusal. ``access``: the requester, who needs PUB on the half
+    async def end(
+        self, command: RemotingCommand, header: EndTransactionRequestHeader, access: Access
+    ) -> RemotingCommand:
+        """SUCCESS, or the refusal of ``header`` (the door parsed it once, before the ACL
+        checked PUB on its topic). ``access``: the requester, who needs PUB on the half
         message's real topic. A request that does not match its half message, or that was
         settled the other way (``InvalidArgumentError``), is MESSAGE_ILLEGAL, where RocketMQ's
         broker answers SYSTEM_ERROR: its clients send END_TRANSACTION one-way and never read
         the code, and a two-way caller (the stand-alone proxy, ``proxy.remote_status``) must
         tell the caller's mistake (BAD_REQUEST) from a broker failure (INTERNAL_ERROR)."""
         try:
-            await self._service.end(parse_end_request(command), access)
+            await self._service.end(parse_end_request(header), access)
         except InvalidArgumentError as exc:
             return command.response(MQResponseCode.MESSAGE_ILLEGAL, remark=str(exc))
         return command.response(MQResponseCode.SUCCESS)
@@ -106,16 +109,16 @@ def check_request(check: TransactionCheck, broker_name: str) -> RemotingCommand:
         queue_offset=check.queue_offset,
         physical_offset=check.commit_log_offset,
     )
-    fields = {
-        "tranStateTableOffset": str(check.queue_offset),
-        "commitLogOffset": str(check.commit_log_offset),
-        "msgId": message.msg_id,
-        "transactionId": check.transaction_id,
-        "offsetMsgId": check.offset_msg_id,
-        "topic": message.topic,
-        "brokerName": broker_name,
-    }
-    return RemotingCommand(MQRequestCode.CHECK_TRANSACTION_STATE, 0, ext_fields=fields, body=body)
+    header = CheckTransactionStateRequestHeader(
+        check.queue_offset,
+        check.commit_log_offset,
+        message.msg_id,
+        check.transaction_id,
+        check.offset_msg_id,
+        message.topic,
+        broker_name,
+    )
+    return RemotingCommand(header.CODE, 0, ext_fields=header.to_ext_fields(), body=body)
 
 
 class RemotingCheckBack:
@@ -126,7 +129,7 @@ class RemotingCheckBack:
     client may claim a producer group; without one, nobody gets it (the checker tries again)."""
 
     def __init__(
-        self, clients: ConsumerManager, broker_name: str, signed_in: SignedIn | None = None
+        self, clients: Registry, broker_name: str, signed_in: SignedIn | None = None
     ) -> None:
         self._clients = clients
         self._broker_name = broker_name

@@ -1,12 +1,13 @@
 """The broker's service room: protocol-neutral operations, one place each (DESIGN.md, "Growing
 the broker: two front doors, one house").
 
-Every front door (the remoting processors in ``broker.remoting`` today, the gRPC v5 servicer
-later) only translates: its wire fields in, a call here, its wire fields out. What an operation
-means lives here once, over ``broker.state`` and ``broker.storage``, so the doors agree by
-construction and tests of semantics need no protocol. Arguments and results are typed
-(dataclasses); refusals are ``broker.errors`` classes, which say what the caller should do and
-name no protocol code (each door maps them: ``broker.remoting.errors``).
+Every front door (the remoting translators in ``broker.remoting``, the gRPC servicer of
+``proxy.door`` over ``proxy.local_backend``) only translates: its wire fields in, a call here,
+its wire fields out. What an operation means lives here once, over ``broker.state`` and
+``broker.storage``, so the doors agree by construction and tests of semantics need no protocol.
+Arguments and results are typed (dataclasses); refusals are ``broker.errors`` classes, which say
+what the caller should do and name no protocol code (each door maps them:
+``broker.remoting.errors``, ``proxy.status``).
 
 Where each operation lives:
 
@@ -19,8 +20,9 @@ Where each operation lives:
   (``queue_bounds``, ``earliest_store_time``, ``search_offset_by_timestamp``).
 - ``retry.SendBackService``: ``send_back`` (a consumer's failed message to its retry or
   dead-letter topic); ``retry.DelayScheduler``: delayed messages to their topic when due.
-- ``clients.ClientService``: what a consumer's heartbeat means (its group's subscription config
-  and retry topic) and ``check_subscription`` (as a pull would check it).
+- ``clients.ClientService``: ``client_alive`` / ``client_gone`` (a client's heartbeat or session,
+  checked, into the registry; its group's subscription config and retry topic) and
+  ``check_subscription`` (as a pull would check it).
 - ``pop.PopService``: POP consumption (``receive``: messages made invisible for a time, each
   with a receipt handle; ``ack`` per message in any order; ``change_invisible``: re-arm, new
   handle; ``forward_to_dead_letters``), over the replicated POP queues of
@@ -28,15 +30,14 @@ Where each operation lives:
 - ``transactions.TransactionService``: half messages (stored invisible by ``SendService``),
   ``end`` (commit once / roll back) and ``check_pass``, the master's check-back of half
   messages left open (``TransactionChecker`` runs it), over ``broker.state.transactions``.
+- ``timers.TimerService``: timer messages (any delivery time: a send diverted to the timer
+  topic, the master's driver that delivers it when due, ``recall``), over
+  ``broker.state.timer_table``.
 - ``admin.AdminService``: topics and subscription groups (create, update, delete, list), the
   offset table, topic and consume statistics, messages by offset or key, runtime information,
   leadership transfer.
 
-Still to come here (issue 16 sections 2 and 3), each an operation of its own over state kept
-through the ledger, never a second copy in a door:
-
-- timer messages (any delivery time) beside the delay levels.
-
-The client registry (members of consumer groups, their connections, queue locks) is the
-remoting door's own, in ``broker.remoting.consumers``.
+The client registry (members of consumer groups, producer groups, queue locks) is the broker's,
+in ``client_registry``: both doors feed it through ``clients.ClientService.client_alive`` (a
+remoting HEART_BEAT, a v5 client's session), so every view sees every client.
 """

@@ -7,12 +7,15 @@ RocketMQ's JSON bodies.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.acl import Perm, record_needs
+from ledgermq.broker.backup import backup_replica
 from ledgermq.broker.errors import (
     BusyError,
     InvalidArgumentError,
@@ -25,8 +28,9 @@ from ledgermq.broker.errors import (
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.queue_counts import queue_count_problem
-from ledgermq.broker.state.metadata import delete_group_op, delete_topic_op
+from ledgermq.broker.state.ops import DeleteGroupOp, DeleteTopicOp
 from ledgermq.errors import (
+    ConfigError,
     IndexCompactedError,
     IndexOutOfRangeError,
     LeaderTransferringError,
@@ -44,6 +48,7 @@ from ledgermq.wire.topic_attributes import apply_changes
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ledgermq.broker.backup import BackupManifest
     from ledgermq.broker.service.access import Access
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.metadata import SubscriptionGroupConfig
@@ -81,6 +86,8 @@ class AdminService:
     def __init__(self, state: BrokerState, ledger: LedgerServer) -> None:
         self._state = state
         self._ledger = ledger
+        self._backing_up = False
+        """A REPLICA_BACKUP is copying this replica's files (one at a time)."""
 
     # ------------------------------------------------------------------ topics and groups
     async def create_topic(
@@ -133,7 +140,7 @@ class AdminService:
     async def delete_topic(self, topic: str) -> None:
         state = self._state
         state.require_master("deleting a topic")
-        await state.writer.submit(delete_topic_op(topic))
+        await state.writer.submit(DeleteTopicOp(topic))
         # The queue offsets carry on: the ConsumeQueues keep their units (on every replica; a new
         # master rebuilds its offsets from them), so a topic made again under the same name must
         # not hand out offsets that already name the old messages, or its new ones are unreachable.
@@ -149,7 +156,7 @@ class AdminService:
     async def delete_group(self, group: str) -> None:
         state = self._state
         state.require_master("deleting a subscription group")
-        await state.writer.submit(delete_group_op(group))
+        await state.writer.submit(DeleteGroupOp(group))
 
     def topics(self) -> tuple[dict[str, TopicConfig], DataVersion]:
         """Every topic by name, sorted, and the version of the topic table."""
@@ -317,6 +324,40 @@ class AdminService:
             raise BusyError(f"{exc}; retry shortly") from None
         except (NotLeaderError, LeaderTransferringError) as exc:
             raise UnavailableError(f"{exc}; send it to the group's master") from None
+
+    # ------------------------------------------------------------------ backup
+    async def backup(self, destination: str) -> BackupManifest:
+        """``admin backup --to DIR``: this replica copies its data into ``destination`` on its
+        own host while it serves (``broker.backup.backup_replica``: the metadata snapshot, then
+        the live ledger, recovered as after a crash), in a thread so the loop keeps serving;
+        one backup at a time. The path must be absolute and new or empty: an admin request
+        never overwrites files, and a relative path would depend on the broker's working
+        directory."""
+        if not os.path.isabs(destination):
+            raise InvalidArgumentError(
+                f"the backup directory must be an absolute path on the replica's host, got "
+                f"{destination!r}"
+            )
+        if self._backing_up:
+            raise BusyError("a backup of this replica is already running; retry when it is done")
+        config = self._state.config
+        self._backing_up = True
+        try:
+            return await asyncio.to_thread(
+                backup_replica,
+                config.store_path_root_dir,
+                destination,
+                self_id=config.dleger_self_id,
+                committed_at_start=self._ledger.store.committed_index,
+            )
+        except ConfigError as exc:  # the directory exists and is not empty
+            raise InvalidArgumentError(str(exc)) from None
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"the backup could not be written to {destination}: {exc.strerror or exc}"
+            ) from None
+        finally:
+            self._backing_up = False
 
     # ------------------------------------------------------------------ leadership
     async def transfer_leadership(self, target: str) -> None:

@@ -1,8 +1,9 @@
-"""Clients: what a consumer's presence and subscription mean to the broker, whatever the door.
+"""Clients: what a client's presence and subscription mean to the broker, whatever the door.
 
-A door keeps its own registry of connected clients (the remoting one is
-``broker.remoting.consumers``); what their heartbeats and checks mean lives here: a consumer
-group seen on the master gets its subscription config and retry topic
+Both doors register their clients here, in the broker's one registry
+(``broker.service.client_registry``): a remoting HEART_BEAT and a v5 client's session alike
+(``client_alive``, a ``messaging.sessions.Heartbeat``), checked and bounded the same way; a
+consumer group seen on the master gets its subscription config and retry topic
 (``ClientManageProcessor``), and a subscription is checked exactly as a pull would check it.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ledgermq.broker.errors import OverLimitError, ServiceError
 from ledgermq.broker.names import require_group_name, require_topic_name
@@ -21,7 +22,9 @@ from ledgermq.errors import LedgerMQError
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
+    from ledgermq.broker.service.client_registry import ClientChannel, ConsumerManager
     from ledgermq.broker.state.broker_state import BrokerState
+    from ledgermq.messaging.sessions import Heartbeat
 
 __all__ = ["ClientService"]
 
@@ -36,11 +39,49 @@ async def _outcome_of(task: asyncio.Future[None]) -> None:
 
 
 class ClientService:
-    def __init__(self, state: BrokerState) -> None:
+    """``registry``: the broker's clients (module docstring)."""
+
+    def __init__(self, state: BrokerState, registry: ConsumerManager[Any]) -> None:
         self._state = state
+        self.registry = registry
 
     def now_ms(self) -> int:
         return self._state.now_ms()
+
+    async def client_alive(
+        self,
+        heartbeat: Heartbeat,
+        channel: ClientChannel | None,
+        language: str,
+        version: int,
+        address: str = "",
+    ) -> None:
+        """Register or renew a client, whatever its door: checked and bounded first
+        (``check_heartbeat``, ``check_registry``: nothing of a refused heartbeat is kept), then
+        every consumer group seen gets its config and retry topic (``consumer_group_seen``)
+        and the members of groups whose membership changed are told. ``channel``: where a
+        remoting client is reached (None: a v5 client, known by its ``address``)."""
+        self.check_heartbeat(
+            heartbeat.producer_groups,
+            [(data.group, data.subscriptions.keys()) for data in heartbeat.consumers],
+        )
+        registry = self.registry
+        wanted = {data.group for data in heartbeat.consumers}
+        self.check_registry(
+            client_groups=len(registry.groups_of(heartbeat.client_id) | wanted),
+            new_groups=len(wanted - registry.groups.keys()),
+            online_groups=len(registry.groups),
+        )
+        changed = registry.register(heartbeat, channel, language, version, self.now_ms(), address)
+        for data in heartbeat.consumers:
+            await self.consumer_group_seen(data.group)
+        registry.notify_changed(changed)
+
+    def client_gone(self, client_id: str, group: str | None) -> None:
+        """The client leaves consumer group ``group`` (None: none) and every producer group;
+        the group's other members are told."""
+        registry = self.registry
+        registry.notify_changed(registry.unregister(client_id, group))
 
     def check_heartbeat(
         self, producer_groups: Sequence[str], consumers: Sequence[tuple[str, Collection[str]]]

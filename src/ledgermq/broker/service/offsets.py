@@ -32,6 +32,7 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError
+from ledgermq.messaging.consuming import OffsetPolicy
 from ledgermq.wire.message import STORE_TIMESTAMP_POSITION
 
 if TYPE_CHECKING:
@@ -46,6 +47,16 @@ NO_POSITION: Final = -1
 class OffsetService:
     def __init__(self, state: BrokerState) -> None:
         self._state = state
+
+    def query_offset(
+        self, topic: str, queue_id: int, policy: OffsetPolicy, at_ms: int | None
+    ) -> int:
+        """The messaging contract's QueryOffset: the queue's first offset (BEGINNING), its next
+        (END), or the first stored at or after ``at_ms`` (TIMESTAMP; with no time, END)."""
+        if policy is OffsetPolicy.TIMESTAMP and at_ms is not None:
+            return self.search_offset_by_timestamp(topic, queue_id, at_ms)
+        low, high = self.queue_bounds(topic, queue_id)
+        return low if policy is OffsetPolicy.BEGINNING else high
 
     def queue_bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
         """(min offset, max offset) of a queue; (0, 0) for one that has no message yet."""

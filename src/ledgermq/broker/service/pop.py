@@ -54,7 +54,7 @@ from ledgermq.broker.errors import (
 )
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
-from ledgermq.broker.state.pop_table import pop_op
+from ledgermq.broker.state.ops import PopOp
 from ledgermq.broker.state.topics import dlq_topic
 from ledgermq.broker.storage.filter.subscription import is_tag_type, resolve
 from ledgermq.errors import (
@@ -63,6 +63,7 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.messaging import consuming
 from ledgermq.pop import (
     Acked,
     DeadLettered,
@@ -82,16 +83,17 @@ from ledgermq.wire.message import (
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.pop_table import PopKey
     from ledgermq.broker.storage.filter import Sql92Selector
+    from ledgermq.messaging.consuming import Receive
     from ledgermq.pop import PopRecord
     from ledgermq.wire.message import MessageExt
 
-__all__ = ["PopHandle", "PopRequest", "PopResult", "PopService", "PoppedMessage"]
+__all__ = ["PopHandle", "PopResult", "PopService", "PoppedMessage"]
 
 MAX_POP_MESSAGES: Final = 32
 """Most messages one receive hands out (RocketMQ's proxy allows 32 per ReceiveMessage)."""
@@ -140,25 +142,6 @@ class PopHandle:
 
 
 @dataclass(frozen=True, slots=True)
-class PopRequest:
-    """A receive: up to ``max_messages`` of ``topic`` for ``group``, invisible for
-    ``invisible_ms``; from queue ``queue_id`` (None: any readable queue of the topic)."""
-
-    group: str
-    topic: str
-    queue_id: int | None = None
-    max_messages: int = 32
-    invisible_ms: int = 30_000
-    subscription: tuple[str, str | None] = ("*", None)
-    """(expression, expression type), as a pull's."""
-    poll_ms: int = 0
-    """How long a receive that finds nothing may wait for a message (long polling)."""
-    order: bool = False
-    """FIFO for this receive even when the group is not orderly: remoting POP's ``order``
-    (RocketMQ's ``PopMessageRequestHeader.order``, what an orderly pop consumer sends)."""
-
-
-@dataclass(frozen=True, slots=True)
 class PoppedMessage:
     message: MessageExt
     handle: PopHandle
@@ -196,7 +179,25 @@ class PopService:
             event.set()
 
     # ------------------------------------------------------------------ receive
-    async def receive(self, request: PopRequest) -> PopResult:
+    async def deliver(
+        self, request: Receive, delivered: Callable[[PoppedMessage], None] | None = None
+    ) -> consuming.Delivered:
+        """A receive in the messaging contract's terms (the gRPC door's ReceiveMessage): any
+        of the topic's queues, the deliveries with their handles, FOUND or NOT_FOUND.
+        ``delivered``: told of each delivery (the broker's message trace). Raises as
+        ``receive``."""
+        result = await self.receive(request)
+        if delivered is not None:
+            for popped in result.messages:
+                delivered(popped)
+        messages = [
+            consuming.Delivery(p.message, str(p.handle), p.attempt, p.handle.invisible_ms)
+            for p in result.messages
+        ]
+        found = consuming.PullOutcome.FOUND if messages else consuming.PullOutcome.NOT_FOUND
+        return consuming.Delivered(found, messages, pop_time_ms=result.pop_time_ms)
+
+    async def receive(self, request: Receive) -> PopResult:
         """Hand out up to ``request.max_messages`` messages (none when nothing is due within
         ``poll_ms``). Raises ``NotMasterError``, ``NoSuchTopicError``, ``ForbiddenError``,
         ``InvalidArgumentError`` or the filter's refusals."""
@@ -213,7 +214,7 @@ class PopService:
         group_config = state.topics.group(request.group)
         if not group_config.consume_enable:
             raise ForbiddenError(f"subscription group [{request.group}] may not consume")
-        expression, expression_type = request.subscription
+        expression, expression_type = request.expression, request.expression_type
         wanted = resolve(
             expression, expression_type, property_filter=state.config.enable_property_filter
         )
@@ -247,7 +248,7 @@ class PopService:
                 await asyncio.wait_for(event.wait(), min(left, _POLL_STEP_S))
             state.require_master("POP (receive)")
 
-    def _queue_ids(self, request: PopRequest) -> list[int]:
+    def _queue_ids(self, request: Receive) -> list[int]:
         state = self._state
         if not is_readable(state.config.broker_permission):
             raise ForbiddenError(f"the broker[{state.config.broker_name}] may not be read now")
@@ -288,7 +289,7 @@ class PopService:
         if model is not None and model.settings != settings:
             # The group's settings changed: every replica takes them first (an op of no
             # records), so that this plan, and the apply that checks it, use them.
-            await state.writer.submit(pop_op(key, settings, []))
+            await state.writer.submit(PopOp(key, settings, ()))
         for _ in range(_PLAN_ROUNDS):
             model = state.metadata.pop.find(key) or PopQueue(settings)
             # Offsets retention removed are done for everybody: settle them with the rest.
@@ -470,7 +471,7 @@ class PopService:
     async def _commit(self, key: PopKey, settings: PopSettings, records: list[PopRecord]) -> None:
         """Propose ``records`` and return once committed and applied here."""
         if records:
-            await self._state.writer.submit(pop_op(key, settings, records))
+            await self._state.writer.submit(PopOp(key, settings, tuple(records)))
 
     def _message(self, topic: str, queue_id: int, offset: int) -> MessageExt | None:
         """The message at ``offset`` of the queue, None if the store no longer has it."""

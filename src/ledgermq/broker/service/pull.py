@@ -39,7 +39,8 @@ from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.storage.consume_queue import BLANK_SIZE
 from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
-from ledgermq.wire.message import read_dispatch_info
+from ledgermq.messaging.consuming import Delivered, Delivery, PullOutcome
+from ledgermq.wire.message import decode_records, read_dispatch_info
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.storage.filter import Sql92Selector
+    from ledgermq.messaging.consuming import PullQuery
 
 __all__ = ["PullRequest", "PullResult", "PullService", "PullStatus"]
 
@@ -101,6 +103,14 @@ class PullResult:
     """The records found, back to back (RocketMQ's record layout)."""
     count: int = 0
     """How many records ``body`` holds."""
+
+
+_OUTCOMES: Final = {
+    PullStatus.FOUND: PullOutcome.FOUND,
+    PullStatus.OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
+    PullStatus.RETRY_IMMEDIATELY: PullOutcome.FILTERED,
+}
+"""A pull's status in the messaging contract's words (NO_NEW_MESSAGE: NOT_FOUND)."""
 
 
 class PullService:
@@ -158,6 +168,29 @@ class PullService:
                         del self._held[(topic, queue_id)]
 
     # ------------------------------------------------------------------ the request
+    async def deliver(self, query: PullQuery) -> Delivered:
+        """A pull in the messaging contract's terms (a door that reads records, not RocketMQ's
+        bytes: the gRPC door's PullMessage): the records decoded, the outcome in the
+        contract's words. The queue is ``query.queue``'s topic and id (its broker group is the
+        door's business); raises as ``pull``."""
+        request = PullRequest(
+            group=query.group,
+            topic=query.queue.topic,
+            queue_id=query.queue.queue_id,
+            offset=query.offset,
+            max_nums=query.max_messages,
+            subscription=(query.expression, query.expression_type),
+            suspend_ms=min(query.poll_ms, MAX_SUSPEND_MS),
+        )
+        result = await self.pull(request)
+        return Delivered(
+            outcome=_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
+            messages=[Delivery(r) for r in decode_records(result.body)] if result.count else [],
+            next_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        )
+
     async def pull(self, request: PullRequest) -> PullResult:
         """Read ``request``'s queue from its offset, holding the pull for up to its
         ``suspend_ms`` when nothing is there yet. Raises ``ForbiddenError``,

@@ -30,7 +30,7 @@ from ledgermq.broker.errors import InvalidArgumentError, NotFoundError
 from ledgermq.broker.names import require_group_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
-from ledgermq.broker.state.metadata import delay_offsets_op
+from ledgermq.broker.state.ops import DelayOffsetsOp
 from ledgermq.broker.state.topics import SCHEDULE_TOPIC
 from ledgermq.errors import (
     IndexCompactedError,
@@ -242,7 +242,7 @@ class DelayScheduler:
             if not changed:
                 continue
             try:
-                await self._state.writer.submit(delay_offsets_op(changed))
+                await self._state.writer.submit(DelayOffsetsOp(changed))
                 self._saved.update(changed)
             except LedgerMQError as exc:
                 _log.debug("delay progress not saved yet: %s", exc)

@@ -51,7 +51,8 @@ from ledgermq.broker.errors import (
     ServiceError,
 )
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
-from ledgermq.broker.state.timer_table import TIMER_TOPIC, timer_op
+from ledgermq.broker.state.ops import TimerOp
+from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
@@ -274,7 +275,7 @@ class TimerService:
                     f"{reason}"
                 )
             now = state.now_ms()
-            await state.writer.submit(timer_op(Recalled(t, now) for t in pending))
+            await state.writer.submit(TimerOp(tuple(Recalled(t, now) for t in pending)))
         _log.info("timer message %s of topic %s recalled", handle.message_id, topic)
         return handle.message_id
 
@@ -330,7 +331,7 @@ class TimerService:
         if plan:
             async with self._lock:
                 # what a recall took meanwhile is refused on apply (the model's rule 3)
-                await state.writer.submit(timer_op(plan))
+                await state.writer.submit(TimerOp(tuple(plan)))
             now = state.now_ms()
             for record in plan:
                 if (
@@ -391,7 +392,7 @@ class TimerService:
 
         async def end() -> None:
             try:
-                await state.writer.submit(timer_op([Fired(timer_id)]))
+                await state.writer.submit(TimerOp((Fired(timer_id),)))
             finally:
                 self._dropping.discard(timer_id)
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
@@ -48,13 +47,13 @@ from ledgermq.broker.errors import (
 from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.service.access import record_topic
 from ledgermq.broker.service.undeliverable import drop_head, target_problem
+from ledgermq.broker.state.ops import TxnOp
 from ledgermq.broker.state.transactions import (
     CHECK,
     COMMIT,
     DISCARD,
     HALF_TOPIC,
     ROLLBACK,
-    txn_op,
 )
 from ledgermq.errors import (
     IndexCompactedError,
@@ -62,6 +61,7 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.messaging.sending import Resolution
 from ledgermq.wire.message import (
     MessageProperty,
     decode_properties,
@@ -95,16 +95,6 @@ _log = logging.getLogger(__name__)
 _HALF_QUEUE: Final = 0
 _MAX_CHECKS_PER_PASS: Final = 2000
 """Half messages looked at per check pass (the rest wait for the next pass)."""
-
-
-class Resolution(enum.Enum):
-    """How the producer ended its transaction (remoting ``commitOrRollback`` 8 / 12 / 0; gRPC
-    ``TransactionResolution``)."""
-
-    COMMIT = COMMIT
-    ROLLBACK = ROLLBACK
-    UNKNOWN = "unknown"
-    """Not decided yet: nothing happens, the broker checks back later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,11 +225,11 @@ class TransactionService:
         elif self._delivered(half) is not None:
             # The commit happened (its settlement was lost with a master): it stays committed.
             _log.warning("rollback of %s refused: it was committed and delivered", half.msg_id)
-            await self._state.writer.submit(txn_op([(offset, COMMIT)]))
+            await self._state.writer.submit(TxnOp(((offset, COMMIT),)))
             raise InvalidArgumentError(
                 f"the transaction of message {half.msg_id} was committed already"
             )
-        await self._state.writer.submit(txn_op([(offset, resolution.value)]))
+        await self._state.writer.submit(TxnOp(((offset, resolution.value),)))
         return resolution.value
 
     async def _deliver(self, half: MessageExt) -> None:
@@ -318,7 +308,7 @@ class TransactionService:
                 items.append((offset, CHECK))
                 checks.append(_check_of(half))
             if items:
-                await state.writer.submit(txn_op(items))
+                await state.writer.submit(TxnOp(tuple(items)))
         finally:
             for lock in held:
                 lock.release()

@@ -8,4 +8,7 @@ transaction table (``transactions``: settled half messages and check counts), th
 messages (``timer_table``: a ``ledgermq.timers`` wheel fed by the log) (issue 16). Nothing
 here knows a protocol; it never imports
 ``broker.service`` or ``broker.remoting`` (pyproject.toml's import-linter contracts).
+
+The changes themselves are the typed, versioned ops of ``ops`` (the only reader and writer of
+their on-disk format); ``group_config`` is a subscription group's record, used by both.
 """

@@ -8,10 +8,11 @@ Here every change is a ledger entry on the METADATA channel (the seeds' embedded
 DLedger): it is committed by a majority before it is acknowledged, and every replica applies the
 same changes in log order. A new master therefore has every acknowledged commit.
 
-A change is a small JSON object with an ``op``; ``apply`` is deterministic and never fails on a
-well-formed op (an op it does not know is logged and skipped, so an older broker can follow a
-newer one). The state is snapshotted to ``metadata.json`` with the ledger index it covers, so a
-restart replays only the entries after it.
+A change is one of the typed, versioned ops of ``ops`` (their on-disk format is there);
+``apply`` is deterministic and never fails on an op ``ops.decode_op`` made (an entry that does
+not decode, say of a newer release's format, is quarantined by the dispatcher instead). The
+state is snapshotted to ``metadata.json`` with the ledger index it covers, so a restart replays
+only the entries after it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import replace
+from typing import Final, assert_never
 
+from ledgermq.broker.state.group_config import SubscriptionGroupConfig
+from ledgermq.broker.state.ops import (
+    CommitOffsetsOp,
+    DelayOffsetsOp,
+    DeleteGroupOp,
+    DeleteTopicOp,
+    MetadataOp,
+    MetadataOpError,
+    PopOp,
+    PutGroupOp,
+    PutTopicOp,
+    TimerOp,
+    TxnOp,
+)
 from ledgermq.broker.state.pop_table import PopTable
 from ledgermq.broker.state.timer_table import TimerTable
 from ledgermq.broker.state.transactions import TransactionTable
@@ -29,116 +44,17 @@ from ledgermq.errors import ConfigError, StoreError
 from ledgermq.store.segment import replace_file_durably
 from ledgermq.wire.route import DataVersion, TopicConfig
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-
 __all__ = [
     "SNAPSHOT_FILE",
     "BrokerMetadata",
     "MetadataOpError",
     "SubscriptionGroupConfig",
-    "commit_offsets_op",
-    "decode_op",
-    "delay_offsets_op",
-    "delete_group_op",
-    "delete_topic_op",
-    "encode_op",
-    "put_group_op",
-    "put_topic_op",
 ]
 
 _log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE: Final = "metadata.json"
 _SNAPSHOT_VERSION: Final = 1
-
-
-class MetadataOpError(ValueError):
-    """A metadata op that does not apply (malformed, or of a newer format): the same on every
-    replica, so the dispatcher quarantines its entry (``storage.dispatcher``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    """RocketMQ's ``SubscriptionGroupConfig`` (the fields clients and tools look at)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-
-    def to_object(self) -> dict[str, object]:
-        return {
-            "groupName": self.group_name,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "consumeMessageOrderly": self.consume_message_orderly,
-            "retryQueueNums": self.retry_queue_nums,
-            "retryMaxTimes": self.retry_max_times,
-            "brokerId": self.broker_id,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-        }
-
-    @classmethod
-    def from_object(cls, value: Mapping[str, Any]) -> SubscriptionGroupConfig:
-        name = value.get("groupName")
-        if not isinstance(name, str) or not name:
-            raise ValueError("a subscription group needs a groupName")
-        return cls(
-            group_name=name,
-            consume_enable=bool(value.get("consumeEnable", True)),
-            consume_from_min_enable=bool(value.get("consumeFromMinEnable", True)),
-            consume_broadcast_enable=bool(value.get("consumeBroadcastEnable", True)),
-            consume_message_orderly=bool(value.get("consumeMessageOrderly", False)),
-            retry_queue_nums=int(value.get("retryQueueNums", 1)),
-            retry_max_times=int(value.get("retryMaxTimes", 16)),
-            broker_id=int(value.get("brokerId", 0)),
-            which_broker_when_consume_slowly=int(value.get("whichBrokerWhenConsumeSlowly", 1)),
-        )
-
-
-# ---------------------------------------------------------------------- the ops
-def encode_op(op: Mapping[str, object]) -> bytes:
-    return json.dumps(op, separators=(",", ":"), sort_keys=True).encode()
-
-
-def decode_op(body: bytes) -> dict[str, Any]:
-    value = json.loads(body)
-    if not isinstance(value, dict) or not isinstance(value.get("op"), str):
-        raise ValueError("a metadata entry must be a JSON object with an op")  # noqa: TRY004
-    return value
-
-
-def put_topic_op(config: TopicConfig) -> dict[str, object]:
-    return {"op": "put_topic", "topic": config.to_object()}
-
-
-def delete_topic_op(topic: str) -> dict[str, object]:
-    return {"op": "delete_topic", "topic": topic}
-
-
-def put_group_op(config: SubscriptionGroupConfig) -> dict[str, object]:
-    return {"op": "put_group", "group": config.to_object()}
-
-
-def delete_group_op(group: str) -> dict[str, object]:
-    return {"op": "delete_group", "group": group}
-
-
-def commit_offsets_op(offsets: Iterable[tuple[str, str, int, int]]) -> dict[str, object]:
-    """Consumer offsets: (group, topic, queue id, next offset to consume) each."""
-    return {"op": "commit_offsets", "offsets": [list(item) for item in offsets]}
-
-
-def delay_offsets_op(offsets: Mapping[int, int]) -> dict[str, object]:
-    """Progress of the delay-level queues (level -> next queue offset to deliver)."""
-    return {"op": "delay_offsets", "offsets": {str(k): v for k, v in offsets.items()}}
 
 
 # ---------------------------------------------------------------------- the state
@@ -171,57 +87,52 @@ class BrokerMetadata:
         return sorted(t for (t, g) in self.offsets if g == group)
 
     # ------------------------------------------------------------------ changes
-    def apply(self, index: int, op: Mapping[str, Any], now_ms: int) -> None:
+    def apply(self, index: int, op: MetadataOp, now_ms: int) -> None:
         """Apply the op of ledger entry ``index`` (entries at or below ``applied_index`` are
         skipped: a restart replays from an older point than the snapshot)."""
         if index <= self.applied_index:
             return
         self.applied_index = index
-        kind = op.get("op")
         try:
-            if kind == "put_topic":
-                config = TopicConfig.from_object(op["topic"], "topic")
-                self.topics[config.topic_name] = config
-                self.topic_version = _next_version(self.topic_version, now_ms)
-            elif kind == "delete_topic":
-                topic = str(op["topic"])
-                self.topics.pop(topic, None)
-                for key in [k for k in self.offsets if k[0] == topic]:
-                    del self.offsets[key]
-                self.pop.drop(topic=topic)
-                self.topic_version = _next_version(self.topic_version, now_ms)
-            elif kind == "put_group":
-                group = SubscriptionGroupConfig.from_object(op["group"])
-                self.groups[group.group_name] = group
-                self.group_version = _next_version(self.group_version, now_ms)
-            elif kind == "delete_group":
-                name = str(op["group"])
-                self.groups.pop(name, None)
-                for key in [k for k in self.offsets if k[1] == name]:
-                    del self.offsets[key]
-                self.pop.drop(group=name)
-                self.group_version = _next_version(self.group_version, now_ms)
-            elif kind == "commit_offsets":
-                for group, topic, queue_id, offset in op["offsets"]:
-                    self.offsets.setdefault((str(topic), str(group)), {})[int(queue_id)] = int(
-                        offset
-                    )
-            elif kind == "pop":
-                self.pop.apply(op)
-            elif kind == "txn":
-                self.transactions.apply(op)
-            elif kind == "timer":
-                self.timers.apply_op(index, op)
-            elif kind == "delay_offsets":
-                for level, offset in op["offsets"].items():
-                    self.delay_offsets[int(level)] = int(offset)
-            else:
-                _log.warning("metadata entry %d has an unknown op %r; skipped", index, kind)
+            match op:  # the commonest first: each case is one isinstance test
+                case CommitOffsetsOp(offsets=offsets):
+                    for group, topic, queue_id, offset in offsets:
+                        self.offsets.setdefault((topic, group), {})[queue_id] = offset
+                case PopOp():
+                    self.pop.apply(op)
+                case TxnOp():
+                    self.transactions.apply(op)
+                case TimerOp():
+                    self.timers.apply_op(index, op)
+                case DelayOffsetsOp(offsets=delay_offsets):
+                    self.delay_offsets.update(delay_offsets)
+                case PutTopicOp(config=config):
+                    self.topics[config.topic_name] = config
+                    self.topic_version = _next_version(self.topic_version, now_ms)
+                case DeleteTopicOp(topic=topic):
+                    self.topics.pop(topic, None)
+                    for key in [k for k in self.offsets if k[0] == topic]:
+                        del self.offsets[key]
+                    self.pop.drop(topic=topic)
+                    self.topic_version = _next_version(self.topic_version, now_ms)
+                case PutGroupOp(config=group):
+                    self.groups[group.group_name] = group
+                    self.group_version = _next_version(self.group_version, now_ms)
+                case DeleteGroupOp(group=name):
+                    self.groups.pop(name, None)
+                    for key in [k for k in self.offsets if k[1] == name]:
+                        del self.offsets[key]
+                    self.pop.drop(group=name)
+                    self.group_version = _next_version(self.group_version, now_ms)
+                case _:
+                    assert_never(op)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # Written by a broker, so this is a bug or a newer format; every replica fails on
-            # it the same way, and the dispatcher quarantines it alike on each (it stays
+            # ``decode_op`` checked what these rely on, so this is a bug; every replica fails
+            # on it the same way, and the dispatcher quarantines it alike on each (it stays
             # skipped: ``applied_index`` is already past it).
-            raise MetadataOpError(f"metadata entry {index} ({kind!r}) is malformed: {exc}") from exc
+            raise MetadataOpError(
+                f"metadata entry {index} ({type(op).NAME}) does not apply: {exc}"
+            ) from exc
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> bytes:

@@ -22,13 +22,12 @@ from ledgermq.broker.errors import (
     ServiceError,
     UnavailableError,
 )
-from ledgermq.broker.state.metadata import commit_offsets_op, encode_op
+from ledgermq.broker.state.ops import CommitOffsetsOp
 from ledgermq.errors import LedgerMQError, OutcomeUnknownError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from ledgermq.broker.state.metadata import BrokerMetadata
+    from ledgermq.broker.state.ops import MetadataOp
     from ledgermq.broker.storage.commitlog import CommitLog
     from ledgermq.broker.storage.dispatcher import Dispatcher
 
@@ -51,10 +50,10 @@ class MetadataWriter:
         self._flusher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ generic changes
-    async def submit(self, op: Mapping[str, object]) -> None:
+    async def submit(self, op: MetadataOp) -> None:
         """Append one change and return once it is committed and applied here."""
         try:
-            index = await self._commitlog.append_metadata([encode_op(op)])
+            index = await self._commitlog.append_metadata([op.encode()])
         except LedgerMQError as exc:
             raise _not_stored(exc) from exc
         await self._dispatcher.wait_dispatched(index)
@@ -93,10 +92,10 @@ class MetadataWriter:
             batch, self._staged = self._staged, {}
             waiters, self._staged_waiters = self._staged_waiters, []
             self._in_flight = batch
-            op = commit_offsets_op((g, t, q, o) for (g, t, q), o in batch.items())
+            op = CommitOffsetsOp(tuple((g, t, q, o) for (g, t, q), o in batch.items()))
             error: BaseException | None = None
             try:
-                index = await self._commitlog.append_metadata([encode_op(op)])
+                index = await self._commitlog.append_metadata([op.encode()])
                 await self._dispatcher.wait_dispatched(index)
             except LedgerMQError as exc:
                 error = _not_stored(exc)

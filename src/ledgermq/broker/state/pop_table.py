@@ -1,6 +1,6 @@
 """POP state of the broker: one ``ledgermq.pop.PopQueue`` per (group, topic, queue), replicated.
 
-Every change is a ``pop`` op on the ledger's metadata channel (``pop_op``), applied by every
+Every change is a ``pop`` op on the ledger's metadata channel (``ops.PopOp``), applied by every
 replica in log order like consumer offsets (``metadata.BrokerMetadata.apply`` hands it here), and
 the whole table is part of the metadata snapshot. So a new master after a failover, or a replica
 rebuilt from a snapshot, holds exactly the deliveries, acks and handle numbers the old master had
@@ -19,33 +19,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.pop import PopQueue, PopSettings, decode_record, encode_record
+from ledgermq.pop import PopQueue
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
-    from ledgermq.pop import Outcome, PopRecord
+    from ledgermq.broker.state.ops import PopOp
+    from ledgermq.pop import Outcome
 
-__all__ = ["PopKey", "PopTable", "pop_op"]
+__all__ = ["PopKey", "PopTable"]
 
 _log = logging.getLogger(__name__)
 
 PopKey = tuple[str, str, int]
 """(consumer group, topic, queue id)."""
-
-
-def pop_op(key: PopKey, settings: PopSettings, records: Iterable[PopRecord]) -> dict[str, object]:
-    """The metadata op that applies ``records`` to the POP queue ``key``."""
-    group, topic, queue_id = key
-    return {
-        "op": "pop",
-        "group": group,
-        "topic": topic,
-        "queue": queue_id,
-        "fifo": settings.fifo,
-        "maxAttempts": settings.max_attempts,
-        "records": [encode_record(r) for r in records],
-    }
 
 
 class PopTable:
@@ -57,18 +44,15 @@ class PopTable:
     def find(self, key: PopKey) -> PopQueue | None:
         return self.queues.get(key)
 
-    def apply(self, op: Mapping[str, Any]) -> list[Outcome]:
-        """Apply a ``pop`` op; raises KeyError / TypeError / ValueError for a malformed one
-        (``BrokerMetadata.apply`` logs and skips it, the same on every replica)."""
-        key = (str(op["group"]), str(op["topic"]), int(op["queue"]))
-        records = [decode_record(r) for r in op["records"]]
-        settings = PopSettings(fifo=bool(op["fifo"]), max_attempts=int(op["maxAttempts"]))
-        queue = self.queues.get(key)
+    def apply(self, op: PopOp) -> list[Outcome]:
+        """Apply a ``pop`` op (``ops.decode_op`` checked it: this does not fail)."""
+        settings = op.settings
+        queue = self.queues.get(op.key)
         if queue is None:
-            queue = self.queues[key] = PopQueue(settings)
+            queue = self.queues[op.key] = PopQueue(settings)
         elif queue.settings != settings:
             queue.reconfigure(settings)
-        return queue.apply_all(records)
+        return queue.apply_all(op.records)
 
     def drop(self, *, topic: str | None = None, group: str | None = None) -> None:
         """Forget the queues of a deleted topic or group."""

@@ -7,7 +7,7 @@ table changes on three kinds of committed entries, applied by every replica in l
 
 - a record in the timer topic (dispatched like any message): ``Scheduled(offset, due)``. The
   send is one append, and the pending set is rebuilt from the records on every replica;
-- a ``timer`` op on the metadata channel (``timer_op``): ``Firing`` (the master starts
+- a ``timer`` op on the metadata channel (``ops.TimerOp``): ``Firing`` (the master starts
   delivering), ``Recalled`` (RecallMessage) and ``Fired`` (a timer dropped because its message
   is unreadable);
 - a delivered message carrying ``LEDGERMQ_TIMER_ID`` in its real topic: ``Fired``. The delivery
@@ -41,15 +41,15 @@ from ledgermq.timers import (
     TimerOutcome,
     TimerRecord,
     TimerWheel,
-    decode_timer_record,
-    encode_timer_record,
 )
 from ledgermq.wire.message import MessageProperty, decode_records
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping
 
-__all__ = ["TIMER_TOPIC", "TimerKey", "TimerTable", "timer_op"]
+    from ledgermq.broker.state.ops import TimerOp
+
+__all__ = ["TIMER_TOPIC", "TimerKey", "TimerTable"]
 
 _log = logging.getLogger(__name__)
 
@@ -58,11 +58,6 @@ TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 
 TimerKey = tuple[str, str]
 """(real topic, unique key): what a recall handle names."""
-
-
-def timer_op(records: Iterable[TimerRecord]) -> dict[str, object]:
-    """The metadata op that applies ``records`` (``Firing``, ``Recalled``, ``Fired``)."""
-    return {"op": "timer", "records": [encode_timer_record(r) for r in records]}
 
 
 class TimerTable:
@@ -135,13 +130,11 @@ class TimerTable:
         if self._fresh(index):
             self._apply(Fired(int(text)))
 
-    def apply_op(self, index: int, op: Mapping[str, Any]) -> list[TimerOutcome]:
-        """Apply a ``timer`` op; KeyError / TypeError / ValueError for a malformed one
-        (``BrokerMetadata.apply`` logs and skips it, the same on every replica)."""
-        records = [decode_timer_record(r) for r in op["records"]]
+    def apply_op(self, index: int, op: TimerOp) -> list[TimerOutcome]:
+        """Apply a ``timer`` op (``ops.decode_op`` checked it: this does not fail)."""
         if not self._fresh(index):
             return []
-        return [self._apply(r) for r in records]
+        return [self._apply(r) for r in op.records]
 
     def _apply(self, record: TimerRecord) -> TimerOutcome:
         outcome = self.wheel.apply(record)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import NoSuchGroupError, NoSuchTopicError, NotStoredError
 from ledgermq.broker.names import require_group_name, require_topic_name
-from ledgermq.broker.state.metadata import SubscriptionGroupConfig, put_group_op, put_topic_op
+from ledgermq.broker.state.group_config import SubscriptionGroupConfig
+from ledgermq.broker.state.ops import PutGroupOp, PutTopicOp
 from ledgermq.wire.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class TopicManager:
         if pending is not None and self.find(name) is None:
             await asyncio.shield(pending)
         else:
-            future = asyncio.ensure_future(self._writer.submit(put_topic_op(config)))
+            future = asyncio.ensure_future(self._writer.submit(PutTopicOp(config)))
             self._creating[name] = future
             try:
                 await asyncio.shield(future)
@@ -195,7 +196,7 @@ class TopicManager:
         if pending is not None:
             await asyncio.shield(pending)
             return
-        future = asyncio.ensure_future(self._writer.submit(put_group_op(config)))
+        future = asyncio.ensure_future(self._writer.submit(PutGroupOp(config)))
         self._creating[key] = future
         try:
             await asyncio.shield(future)

@@ -4,9 +4,10 @@ was checked -- replicated through the ledger's metadata channel (issue 16 sectio
 Half messages themselves are ordinary records in the commit log, in queue 0 of
 ``RMQ_SYS_TRANS_HALF_TOPIC`` (``HALF_TOPIC``), so every replica has them. What RocketMQ keeps in
 its op topic (``RMQ_SYS_TRANS_OP_HALF_TOPIC``: "this half message is done") and in re-appended
-half messages (their ``TRANSACTION_CHECK_TIMES``) is here a ``txn`` op, applied by every replica
-in log order like a consumer offset. So a new master after a failover knows exactly which half
-messages were committed, rolled back or discarded, and how many check-backs each open one had.
+half messages (their ``TRANSACTION_CHECK_TIMES``) is here a ``txn`` op (``ops.TxnOp``), applied
+by every replica in log order like a consumer offset. So a new master after a failover knows
+exactly which half messages were committed, rolled back or discarded, and how many check-backs
+each open one had.
 
 The table is keyed by the half message's offset in the half queue. ``progress`` is the first
 offset not known to be settled; settled offsets at and after it are kept in ``settled`` until
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from ledgermq.broker.state.ops import TxnOp
 
 __all__ = [
     "CHECK",
@@ -29,7 +30,6 @@ __all__ = [
     "ROLLBACK",
     "SETTLING_ACTIONS",
     "TransactionTable",
-    "txn_op",
 ]
 
 HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -46,11 +46,6 @@ delivered, as RocketMQ does."""
 CHECK: Final = "check"
 """One more check-back was sent (the count, not a settlement)."""
 SETTLING_ACTIONS: Final = frozenset({COMMIT, ROLLBACK, DISCARD})
-
-
-def txn_op(items: Iterable[tuple[int, str]]) -> dict[str, object]:
-    """The metadata op that records ``(half queue offset, action)`` pairs, in order."""
-    return {"op": "txn", "items": [[offset, action] for offset, action in items]}
 
 
 class TransactionTable:
@@ -74,12 +69,11 @@ class TransactionTable:
     def check_times(self, offset: int) -> int:
         return self.checks.get(offset, 0)
 
-    def apply(self, op: Mapping[str, Any]) -> None:
-        """Apply a ``txn`` op; raises KeyError / TypeError / ValueError for a malformed one
-        (``BrokerMetadata.apply`` logs and skips it, the same on every replica). A second
-        settlement of one offset is ignored: the first one counts (a commit delivered the
-        message; a later rollback cannot take it back)."""
-        items = [(int(offset), str(action)) for offset, action in op["items"]]
+    def apply(self, op: TxnOp) -> None:
+        """Apply a ``txn`` op; ValueError for an unknown action (``ops.decode_op`` refuses it
+        first). A second settlement of one offset is ignored: the first one counts (a commit
+        delivered the message; a later rollback cannot take it back)."""
+        items = op.items
         for _, action in items:
             if action not in SETTLING_ACTIONS and action != CHECK:
                 raise ValueError(f"unknown transaction action {action!r}")

@@ -49,7 +49,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.state.metadata import decode_op
+from ledgermq.broker.state.ops import decode_op
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CHANNEL_METADATA
 from ledgermq.broker.storage.quarantine import QuarantineLog

@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from ledgermq.testing.chaos.disks import LoopDisks
     from ledgermq.testing.chaos.netns import NetnsLab
 
-__all__ = ["CLIENT_NODE", "GROUP", "NAMESRV_NODE", "ChaosCluster", "namesrv_node", "replica_name"]
+__all__ = [
+    "CLIENT_NODE",
+    "GROUP",
+    "NAMESRV_NODE",
+    "SPARE_REPLICAS",
+    "ChaosCluster",
+    "namesrv_node",
+    "replica_name",
+]
 
 GROUP: Final = "broker-a"
 NAMESRV_NODE: Final = "ns"
@@ -38,6 +46,9 @@ _BROKER_PORT: Final = 10911
 _LEDGER_PORT: Final = 40911
 _GRPC_PORT: Final = 8081
 """Each replica has its own address in its namespace, so the default ports fit (RocketMQ's)."""
+SPARE_REPLICAS: Final = 4
+"""Replicas a run may add (``n3``...``n6``: the ``replace`` fault); in namespaces the runner
+makes a namespace for each beforehand."""
 
 
 def namesrv_node(index: int) -> str:
@@ -140,6 +151,30 @@ class ChaosCluster(BrokerCluster):
         self.ports = dict.fromkeys(keys, _BROKER_PORT)
         self.ledger_ports = dict.fromkeys(keys, _LEDGER_PORT)
         self.grpc_ports = dict.fromkeys(keys, _GRPC_PORT)
+
+    def spare_replica(self, group: str) -> str | None:
+        """An id never used in ``group`` for a replica added during the run (the ``replace``
+        fault): ``n3``, ``n4``, ...; in namespaces only those with a namespace made for them
+        (``SPARE_REPLICAS``). None when none is left."""
+        for index in range(3, 3 + SPARE_REPLICAS):
+            node = f"n{index}"
+            if (group, node) in self._brokers:
+                continue
+            if self.lab is not None and replica_name(group, node) not in self.lab.ips:
+                return None
+            return node
+        return None
+
+    def add_replica(self, group: str, node: str) -> str:
+        """Room for a new replica (``BrokerCluster.add_replica``); in namespaces on the fixed
+        ports of its own namespace. Its ledger address, as ``replica-add --peer`` takes it."""
+        address = super().add_replica(group, node)
+        if self.lab is None:
+            return address
+        key = (group, node)
+        self.ports[key], self.ledger_ports[key] = _BROKER_PORT, _LEDGER_PORT
+        self.grpc_ports[key] = _GRPC_PORT
+        return f"{self.host(replica_name(group, node))}:{_LEDGER_PORT}"
 
     def _prefix(self, node: str) -> list[str]:
         return [] if self.lab is None else self.lab.exec_prefix(node)

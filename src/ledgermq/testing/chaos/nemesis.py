@@ -57,6 +57,17 @@ Opt-in too (``--faults poison``, combinable with any other kind):
   group that fail-stopped on it, as before issue 25, never elects again). Not a held fault:
   there is nothing to heal.
 
+Opt-in too (``--faults replace``, one group, combinable with the others but ``disk-full``):
+
+- ``replace``: the operator's replacement of a replica, online (issue 27): a new replica
+  (``n3``, ``n4``, ...: ``ChaosCluster.spare_replica``) is added through the master
+  (REPLICA_ADD, as ``ledgermq admin replica-add``), started with the members plus itself as
+  ``dLegerPeers``, and, once the master has promoted it to voter, the picked replica (any of
+  the group's, the master included) is removed (REPLICA_REMOVE) and stopped for good. A learner
+  not promoted within ``_PROMOTE_S`` is removed instead (the change is abandoned). The
+  replicas read at the end are the members then; kill -9 and partitions hit the new ones as
+  any other. Membership changes must lose nothing acknowledged.
+
 The network kinds and ``disk-full`` need namespaces (root); on loopback only ``kill9``,
 ``pause``, the NameServer's, ``wipe`` and ``poison`` are possible.
 ``random.Random(seed)`` picks the kinds, targets, hold and quiet times, so a seed replays the
@@ -65,6 +76,7 @@ same schedule (which replica is master at a given moment is up to the cluster).
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import signal
@@ -88,6 +100,7 @@ __all__ = [
     "CONTENT_KINDS",
     "DEFAULT_KINDS",
     "DISK_KINDS",
+    "MEMBERSHIP_KINDS",
     "NAMESRV_KINDS",
     "NETWORK_KINDS",
     "PROCESS_KINDS",
@@ -116,7 +129,13 @@ acknowledgement; after: none)."""
 UNSAFE_KINDS: Final = ("wipe",)
 CONTENT_KINDS: Final = ("poison",)
 """A committed entry no replica can apply (opt-in; the brokers run ``poison_broker``)."""
-ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *CONTENT_KINDS)
+MEMBERSHIP_KINDS: Final = ("replace",)
+"""A replica replaced online (opt-in; one group)."""
+ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *CONTENT_KINDS, *MEMBERSHIP_KINDS)
+_PROMOTE_S: Final = 30.0
+"""How long a replacement waits for the master to promote the new replica."""
+_MASTER_S: Final = 15.0
+"""How long a membership request is retried while the group has no master (or refuses)."""
 _FLAP_S: Final = (0.2, 1.0)
 _SUPERVISE_S: Final = 0.5
 _HOLD_S: Final = (2.0, 6.0)
@@ -167,6 +186,9 @@ class Nemesis:
             raise ValueError("network faults need namespaces; on loopback use kill9, pause, wipe")
         if not kinds:
             raise ValueError("the nemesis needs at least one fault kind")
+        if "replace" in kinds and (len(cluster.groups) != 1 or "disk-full" in kinds):
+            raise ValueError("replace needs one broker group, and not disk-full (no loop disk "
+                             "for a new replica)")  # fmt: skip
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.kinds = list(kinds)
@@ -372,8 +394,8 @@ class Nemesis:
                 self._held.discard(target)
 
             self._heals.append(restart)
-        elif kind == "poison":
-            self._poison(group, node, target)
+        elif kind in ("poison", "replace"):  # nothing held, nothing to heal
+            self._apply_unheld(kind, group, node, target)
         elif kind == "wipe":
             cluster.kill9(group, node)
             for ledger in cluster.store_dir(group, node).glob("dledger-*"):
@@ -384,6 +406,77 @@ class Nemesis:
         else:
             cluster.sigstop(group, node)
             self._heals.append(lambda: cluster.sigcont(group, node))
+
+    def _apply_unheld(self, kind: str, group: str, node: str, target: str) -> None:
+        if kind == "poison":
+            self._poison(group, node, target)
+        else:
+            self._replace(group, node)
+
+    def _replace(self, group: str, old: str) -> None:
+        """Add a new replica, wait for its promotion, remove ``old`` (module docstring)."""
+        cluster = self.cluster
+        new = cluster.spare_replica(group)
+        if new is None:
+            self.log(f"{self.now_ms() / 1000:7.1f} s  replace: no spare replica id left")
+            return
+        address = cluster.add_replica(group, new)
+        name = replica_name(group, new)
+        self._held.add(name)  # not started yet: the supervisor leaves it alone
+        promoted = False
+        try:
+            if self._membership(group, MQRequestCode.REPLICA_ADD, {"peer": f"{new}-{address}"}):
+                cluster.start_replica(group, new)
+                self._held.discard(name)
+                promoted = self._wait_promoted(group, new)
+        finally:
+            self._held.discard(name)
+        leaving = old if promoted else new
+        if not promoted:
+            self.log(f"{self.now_ms() / 1000:7.1f} s  replace: {new} not promoted; removing it")
+        if self._membership(group, MQRequestCode.REPLICA_REMOVE, {"id": leaving}):
+            cluster.forget_replica(group, leaving)
+            self.log(f"{self.now_ms() / 1000:7.1f} s  replace: {leaving} removed and stopped")
+
+    def _membership(self, group: str, code: int, fields: dict[str, str]) -> bool:
+        """One membership request to the master, retried while there is none or it refuses
+        (a change not committed yet, an election); False if it never took it."""
+        end = self._monotonic() + _MASTER_S
+        last = ""
+        while self._monotonic() < end:
+            master = self.cluster.master(group)
+            if master is not None:
+                try:
+                    answer = self.cluster.request(
+                        self.cluster.address(group, master), code, fields, timeout_s=15.0
+                    )
+                except LedgerMQError as exc:
+                    last = str(exc)
+                else:
+                    if answer.code == MQResponseCode.SUCCESS:
+                        return True
+                    last = f"{answer.code} {answer.remark}"
+            self._wait(0.5)
+        self.log(f"{self.now_ms() / 1000:7.1f} s  replace: {code} {fields} not taken: {last}")
+        return False
+
+    def _wait_promoted(self, group: str, new: str) -> bool:
+        """Until the master lists ``new`` as a voter (REPLICA_LIST), at most ``_PROMOTE_S``."""
+        end = self._monotonic() + _PROMOTE_S
+        while self._monotonic() < end:
+            master = self.cluster.master(group)
+            if master is not None:
+                try:
+                    answer = self.cluster.request(
+                        self.cluster.address(group, master), MQRequestCode.REPLICA_LIST
+                    )
+                    rows = json.loads(answer.body or b"{}").get("replicas", [])
+                except (LedgerMQError, ValueError, AttributeError):
+                    rows = []
+                if any(r.get("id") == new and r.get("role") != "learner" for r in rows):
+                    return True
+            self._wait(0.5)
+        return False
 
     def _poison(self, group: str, node: str, target: str) -> None:
         """Send one message to ``TRIGGER_TOPIC`` through ``target``: committed as a poison

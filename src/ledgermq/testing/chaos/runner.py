@@ -22,6 +22,7 @@ from ledgermq.testing.chaos.checker import Report, check
 from ledgermq.testing.chaos.cluster import (
     CLIENT_NODE,
     GROUP,
+    SPARE_REPLICAS,
     ChaosCluster,
     namesrv_node,
     replica_name,
@@ -143,8 +144,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         f"logs in {base}")  # fmt: skip
     namesrvs = [namesrv_node(index) for index in range(options.namesrvs)]
     groups = [f"broker-{letter}" for letter in "abcdefgh"[: options.groups]]
-    replicas = [replica_name(group, node) for group in groups for node in ("n0", "n1", "n2")]
-    lab = None if loopback else NetnsLab([*namesrvs, *replicas, CLIENT_NODE])
+    lab = None if loopback else NetnsLab([*namesrvs, *_replica_nodes(groups, faults), CLIENT_NODE])
     broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
     if "poison" in faults:
         broker_module = POISON_MODULE
@@ -187,6 +187,15 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
         shutil.rmtree(base, ignore_errors=True)
         result.timeline = None
     return result
+
+
+def _replica_nodes(groups: Sequence[str], faults: Sequence[str]) -> list[str]:
+    """The replicas' namespaces: three per group, and with ``replace`` one for each replica
+    the run may add (``SPARE_REPLICAS``)."""
+    replicas = [replica_name(group, node) for group in groups for node in ("n0", "n1", "n2")]
+    if "replace" in faults:
+        replicas += [f"n{index}" for index in range(3, 3 + SPARE_REPLICAS)]
+    return replicas
 
 
 def _choose_mode(options: RunOptions, log: Callable[[str], None]) -> tuple[bool, str, list[str]]:

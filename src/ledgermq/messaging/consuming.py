@@ -1,0 +1,135 @@
+"""Consuming: pull (a queue read from an offset), POP (receive, ack, change-invisible, dead
+letters) and offsets, with one result shape for both ways of reading.
+
+``Delivered`` answers a pull and a POP receive alike: the messages handed out (``Delivery``:
+the record as stored, plus a POP delivery's receipt handle, attempt and invisible time) and
+where to go on (a pull's next offset and the queue's bounds; a receive's pop time). A door
+renders it in its protocol; the messages are records, never a protocol's encoding.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ledgermq.wire.message import MessageExt
+
+__all__ = [
+    "AckEntry",
+    "Delivered",
+    "Delivery",
+    "OffsetPolicy",
+    "PullOutcome",
+    "PullQuery",
+    "QueueRef",
+    "Receive",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRef:
+    """One queue of a topic."""
+
+    topic: str
+    broker_name: str
+    """Its broker group; "" when the request names none (a replica's door: its own)."""
+    queue_id: int
+
+
+class PullOutcome(enum.Enum):
+    """What a read found."""
+
+    FOUND = "found"
+    NOT_FOUND = "not found"
+    """Nothing new at the offset (nothing to receive): read again later."""
+    FILTERED = "filtered"
+    """Nothing the filter wanted: go on from the next offset."""
+    OFFSET_MOVED = "offset moved"
+    """The offset is outside the queue: go on from the next offset."""
+
+
+@dataclass(frozen=True, slots=True)
+class PullQuery:
+    """Read a queue from an offset."""
+
+    group: str
+    queue: QueueRef
+    offset: int
+    max_messages: int
+    expression: str
+    expression_type: str
+    """``TAG`` or ``SQL92``."""
+    poll_ms: int
+    """How long to wait for a message when there is none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Receive:
+    """A POP receive: up to ``max_messages`` of ``topic`` for ``group``, invisible for
+    ``invisible_ms``, from queue ``queue_id`` (None: any readable queue of the topic)."""
+
+    group: str
+    topic: str
+    broker_name: str = ""
+    """The assignment's broker group ("": any, or the replica's own)."""
+    max_messages: int = 32
+    invisible_ms: int = 30_000
+    expression: str = "*"
+    expression_type: str = "TAG"
+    """``TAG`` or ``SQL92`` ("": TAG)."""
+    poll_ms: int = 0
+    """How long a receive that finds nothing may wait for a message (long polling)."""
+    queue_id: int | None = None
+    """One queue of the topic (remoting POP's ``queueId``; None or -1: any)."""
+    order: bool = False
+    """FIFO for this receive even when the group is not orderly: remoting POP's ``order``
+    (RocketMQ's ``PopMessageRequestHeader.order``, what an orderly pop consumer sends)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message handed out by a pull or a receive."""
+
+    record: MessageExt
+    """The message as stored (without the broker's ``POP_CK`` property)."""
+    receipt_handle: str = ""
+    """A POP delivery's handle to ack it by ("" for a pull's)."""
+    attempt: int = 1
+    """1 for the first delivery."""
+    invisible_ms: int = 0
+    """How long a POP delivery stays invisible (0 for a pull's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A pull's or a receive's answer (module docstring)."""
+
+    outcome: PullOutcome
+    messages: Sequence[Delivery]
+    next_offset: int = 0
+    """A pull's: where the next pull starts."""
+    min_offset: int = 0
+    max_offset: int = 0
+    """A pull's: the queue's bounds, for an offset outside it."""
+    pop_time_ms: int = 0
+    """A receive's: when the messages were handed out."""
+
+
+@dataclass(frozen=True, slots=True)
+class AckEntry:
+    """One delivery to acknowledge."""
+
+    message_id: str
+    receipt_handle: str
+
+
+class OffsetPolicy(enum.Enum):
+    """Where QueryOffset looks: a queue's beginning, its end, or a time."""
+
+    BEGINNING = "beginning"
+    END = "end"
+    TIMESTAMP = "timestamp"
