@@ -11,6 +11,7 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import ConnectionPool, MemoryNetwork
+from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.message import encode_properties
 
@@ -160,17 +161,28 @@ class Cluster:
 
 
 def run_with_cluster(
-    tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object
+    tmp: Path,
+    test: Callable[[Cluster], Awaitable[None]],
+    *,
+    in_virtual_time: bool = False,
+    **settings: object,
 ) -> None:
     """Start a ``Cluster`` under ``tmp`` (``settings`` for its brokers), run ``test`` on it
-    within 80 s, and close it whatever happens."""
+    within 80 s, and close it whatever happens. ``in_virtual_time``: on a ``VirtualTimeLoop``
+    with the brokers on its clock (timers, POP, transactions: their waits cost no real time),
+    within 110 s of virtual time."""
 
     async def main() -> None:
         cluster = Cluster(tmp, **settings)
+        if in_virtual_time:
+            cluster.clock = virtual_time.current_clock()
         try:
             await cluster.start()
             await test(cluster)
         finally:
             await cluster.close()
 
-    asyncio.run(asyncio.wait_for(main(), 80))
+    if in_virtual_time:
+        virtual_time.run(asyncio.wait_for(main(), 110))
+    else:
+        asyncio.run(asyncio.wait_for(main(), 80))

@@ -19,7 +19,7 @@ from ledgermq.net import Connection
 from ledgermq.net.memory import MemoryTransport
 from ledgermq.wire import MQResponseCode
 
-from .test_pop_remoting import _run
+from .harness import run_with_cluster
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,7 +63,7 @@ def test_the_answer_is_written_before_the_dispatch_pass(
         pulled = await cluster.pull(master.address, "T", 0, 0)
         assert pulled.code == MQResponseCode.SUCCESS, pulled.remark
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_the_answers_of_a_burst_of_sends_go_out_in_one_write(
@@ -95,4 +95,4 @@ def test_the_answers_of_a_burst_of_sends_go_out_in_one_write(
             assert all(a.code == MQResponseCode.SUCCESS for a in answers)
             assert len(writes) == 1, writes
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)

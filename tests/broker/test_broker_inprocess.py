@@ -27,25 +27,13 @@ from ledgermq.wire.message import (
 )
 from ledgermq.wire.route import TopicRouteData
 
-from .harness import LEDGER_PEERS, NAMESRV, Cluster
+from .harness import LEDGER_PEERS, NAMESRV, Cluster, run_with_cluster
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp, **settings)
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(asyncio.wait_for(main(), 80))
 
 
 async def _route(cluster: Cluster, topic: str) -> TopicRouteData:
@@ -144,7 +132,7 @@ def test_send_pull_roles_and_routes(tmp_path: Path) -> None:
         assert queried.code == 0, queried.remark
         assert [m.body for m in decode_records(queried.body)] == [b"hello"]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_bad_requests_get_clear_answers(tmp_path: Path) -> None:
@@ -170,7 +158,7 @@ def test_bad_requests_get_clear_answers(tmp_path: Path) -> None:
         ok = await cluster.send(master.address, "T", b"fine")
         assert ok.code == MQResponseCode.SUCCESS, ok.remark
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_long_polling_answers_when_a_message_arrives(tmp_path: Path) -> None:
@@ -193,7 +181,7 @@ def test_long_polling_answers_when_a_message_arrives(tmp_path: Path) -> None:
         empty = await cluster.pull(master.address, "Poll", 0, 2, sys_flag=6, suspend_ms=200)
         assert empty.code == MQResponseCode.PULL_NOT_FOUND
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> None:
@@ -254,7 +242,7 @@ def test_offsets_survive_failover_and_queue_offsets_continue(tmp_path: Path) -> 
             assert refused.code == MQResponseCode.SERVICE_NOT_AVAILABLE, refused.remark
             assert "master" in (refused.remark or "")
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_commit_offset_minus_one_is_accepted_and_never_moves_a_stored_offset(
@@ -305,7 +293,7 @@ def test_commit_offset_minus_one_is_accepted_and_never_moves_a_stored_offset(
         assert "-2" in (remark or "")
         assert await query(0) == (MQResponseCode.SUCCESS, "2")
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
@@ -345,7 +333,7 @@ def test_close_never_flushes_while_a_cancelled_housekeeping_flush_still_runs(
         assert second_started.is_set()  # close flushed too
         assert most[0] == 1
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 @pytest.mark.parametrize("fault", ["ledger store", "dispatch", "dispatch and the last checkpoint"])
@@ -398,7 +386,7 @@ def test_a_replica_whose_store_fails_refuses_every_pull_and_stops(
         # the group goes on without it
         assert (await cluster.send(master.address, "S", b"three")).code == 0
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_a_topic_made_again_after_deletion_keeps_every_acknowledged_message(
@@ -427,7 +415,7 @@ def test_a_topic_made_again_after_deletion_keeps_every_acknowledged_message(
         stored = {m.queue_offset: m.body for m in decode_records(pulled.body)}
         assert {o: stored.get(o) for o in acked} == acked
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_send_back_goes_to_retry_then_dead_letter(tmp_path: Path) -> None:
@@ -463,7 +451,7 @@ def test_send_back_goes_to_retry_then_dead_letter(tmp_path: Path) -> None:
         assert dead.code == 0, dead.remark
         assert decode_records(dead.body)[0].body == b"payload"
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_heartbeat_consumer_list_locks_and_admin(tmp_path: Path) -> None:
@@ -510,7 +498,7 @@ def test_heartbeat_consumer_list_locks_and_admin(tmp_path: Path) -> None:
         info = await cluster.request(master.address, MQRequestCode.GET_BROKER_RUNTIME_INFO)
         assert json.loads(info.body)["table"]["brokerRole"] == "SYNC_MASTER"
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_a_role_taken_while_the_broker_starts_is_not_lost(
@@ -633,7 +621,7 @@ def test_a_batch_is_one_entry_and_each_record_is_addressable(tmp_path: Path) -> 
         assert dead.code == 0, dead.remark
         assert decode_records(dead.body)[0].body == items[1][0]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_concurrent_single_sends_share_entries_and_keep_their_own_offsets(
@@ -694,7 +682,7 @@ def test_concurrent_single_sends_share_entries_and_keep_their_own_offsets(
             )  # fmt: skip
             assert [m.body for m in decode_records(queried.body)] == [bodies[i]]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_an_unusable_key_index_is_rebuilt_from_the_commit_log(tmp_path: Path) -> None:
@@ -722,4 +710,4 @@ def test_an_unusable_key_index_is_rebuilt_from_the_commit_log(tmp_path: Path) ->
         restarted = await cluster.start_broker(node)
         assert await indexed(restarted.address)
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)

@@ -17,7 +17,8 @@ import pytest
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
 
-from .test_pop_remoting import _pop, _run
+from .harness import run_with_cluster
+from .test_pop_remoting import _pop
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -90,7 +91,7 @@ def test_fifo_topic_and_orderly_pop_over_remoting(tmp_path: Path) -> None:
         back = decode_records(again.body)
         assert [(m.body, m.reconsume_times) for m in back] == [(b"n0", 1), (b"k0", 1), (b"n2", 1)]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_pop_with_order_true_is_fifo_for_a_group_that_is_not_orderly(tmp_path: Path) -> None:
@@ -123,4 +124,4 @@ def test_pop_with_order_true_is_fifo_for_a_group_that_is_not_orderly(tmp_path: P
         assert bad.code != MQResponseCode.SUCCESS
         assert "order" in (bad.remark or "")
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)

@@ -19,7 +19,12 @@ from ledgermq.wire.message import encode_properties, encode_record
 from .harness import Cluster
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+
+    from ledgermq.broker.server import BrokerServer
+
+    Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -33,6 +38,24 @@ def _scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
         for sample in family.samples:
             samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
     return samples
+
+
+async def _scrape_when(port: int, check: Callable[[Samples], None]) -> Samples:
+    """Scrape until ``check`` (the test's assertions) passes, 10 s at most (then its failure
+    is raised): the housekeeping pass folds the counters into the snapshot once a second, so
+    the figures come within a second or two, and the test waits for them, not a fixed time."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10.0
+    while True:
+        samples = await asyncio.to_thread(_scrape, port)
+        try:
+            check(samples)
+        except AssertionError:
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+        else:
+            return samples
 
 
 def _value(samples: dict[str, dict[tuple[tuple[str, str], ...], float]], name: str,
@@ -58,37 +81,40 @@ def test_the_master_shows_its_traffic_lag_and_requests(tmp_path: Path) -> None:
                       "commitOffset": "3"}  # fmt: skip
             commit = await cluster.request(address, MQRequestCode.UPDATE_CONSUMER_OFFSET, fields)
             assert commit.code == MQResponseCode.SUCCESS
-            await asyncio.sleep(2.2)  # the housekeeping pass folds the counters once a second
             port = master.ledger.metrics_port
             assert port is not None
-            samples = await asyncio.to_thread(_scrape, port)
+            await _scrape_when(port, lambda samples: _check_traffic(samples, master))
         finally:
             await cluster.close()
-        base = {"broker": "broker-a", "cluster": "DefaultCluster"}
-        assert _value(samples, "ledgermq_broker_messages_in_total", topic="Metered", **base) == 7
-        assert _value(samples, "ledgermq_broker_bytes_in_total", topic="Metered", **base) > 7
-        assert _value(samples, "ledgermq_broker_messages_out_total", topic="Metered") == 7
-        assert _value(samples, "rocketmq_group_diff", group="meter-group", topic="Metered") == 4
-        sends = _value(samples, "ledgermq_broker_requests_total", code="SEND_MESSAGE",
-                       response="0")  # fmt: skip
-        assert sends == 7
-        latency = _value(samples, "ledgermq_broker_request_latency_seconds_count",
-                         request="send", topic="Metered")  # fmt: skip
-        assert latency == 7
-        assert _value(samples, "ledgermq_broker_master") == 1
-        assert _value(samples, "ledgermq_broker_dispatch_lag_entries") == 0
-        assert _value(samples, "ledgermq_broker_connections") >= 1
-        assert _value(samples, "ledgermq_broker_disk_bytes", kind="commitlog") > 0
-        assert "rocketmq_producer_tps" in samples
-        # the ledger's series stay beside them, labelled as the broker's (issue 28 item 3)
-        replica = {**base, "replica": master.config.dleger_self_id}
-        assert _value(samples, "ledgermq_commit_index", **replica) > 0
-        assert _value(samples, "ledgermq_append_latency_seconds_count", **replica) >= 7
-        # and the process figures (issue 28 item 2)
-        assert _value(samples, "process_resident_memory_bytes") > 0
-        assert _value(samples, "process_open_fds") > 0
 
     asyncio.run(asyncio.wait_for(main(), 80))
+
+
+def _check_traffic(samples: Samples, master: BrokerServer) -> None:
+    """What ``test_the_master_shows_its_traffic_lag_and_requests`` must see on /metrics."""
+    base = {"broker": "broker-a", "cluster": "DefaultCluster"}
+    assert _value(samples, "ledgermq_broker_messages_in_total", topic="Metered", **base) == 7
+    assert _value(samples, "ledgermq_broker_bytes_in_total", topic="Metered", **base) > 7
+    assert _value(samples, "ledgermq_broker_messages_out_total", topic="Metered") == 7
+    assert _value(samples, "rocketmq_group_diff", group="meter-group", topic="Metered") == 4
+    sends = _value(samples, "ledgermq_broker_requests_total", code="SEND_MESSAGE",
+                   response="0")  # fmt: skip
+    assert sends == 7
+    latency = _value(samples, "ledgermq_broker_request_latency_seconds_count",
+                     request="send", topic="Metered")  # fmt: skip
+    assert latency == 7
+    assert _value(samples, "ledgermq_broker_master") == 1
+    assert _value(samples, "ledgermq_broker_dispatch_lag_entries") == 0
+    assert _value(samples, "ledgermq_broker_connections") >= 1
+    assert _value(samples, "ledgermq_broker_disk_bytes", kind="commitlog") > 0
+    assert "rocketmq_producer_tps" in samples
+    # the ledger's series stay beside them, labelled as the broker's (issue 28 item 3)
+    replica = {**base, "replica": master.config.dleger_self_id}
+    assert _value(samples, "ledgermq_commit_index", **replica) > 0
+    assert _value(samples, "ledgermq_append_latency_seconds_count", **replica) >= 7
+    # and the process figures (issue 28 item 2)
+    assert _value(samples, "process_resident_memory_bytes") > 0
+    assert _value(samples, "process_open_fds") > 0
 
 
 def test_quarantined_entries_and_dropped_heads_are_counted(tmp_path: Path) -> None:
@@ -111,13 +137,15 @@ def test_quarantined_entries_and_dropped_heads_are_counted(tmp_path: Path) -> No
             await MessageWriter(state).put(
                 SCHEDULE_TOPIC, 0, [(b"never", 0, encode_properties(delayed))]
             )
-            await asyncio.sleep(3.2)  # due after 1 s; folded into the snapshot once a second
             port = master.ledger.metrics_port
             assert port is not None
-            samples = await asyncio.to_thread(_scrape, port)
+            await _scrape_when(port, _check_skips_counted)  # due after 1 s, then folded
         finally:
             await cluster.close()
-        assert _value(samples, "ledgermq_broker_quarantined_entries_total") == 1
-        assert _value(samples, "ledgermq_broker_scheduler_dropped_total", scheduler="delay") == 1
 
     asyncio.run(asyncio.wait_for(main(), 80))
+
+
+def _check_skips_counted(samples: Samples) -> None:
+    assert _value(samples, "ledgermq_broker_quarantined_entries_total") == 1
+    assert _value(samples, "ledgermq_broker_scheduler_dropped_total", scheduler="delay") == 1

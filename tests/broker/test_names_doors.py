@@ -19,10 +19,9 @@ import pytest
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_offset_message_id
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from ledgermq.broker.server import BrokerServer
@@ -31,18 +30,6 @@ pytestmark = pytest.mark.timeout(90)
 
 LONG_GROUP = "g" * 125
 """Legal characters, but ``%RETRY%`` + it is 132 characters: no valid topic (item 7)."""
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp, **settings)
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(asyncio.wait_for(main(), 80))
 
 
 def _heartbeat(
@@ -116,7 +103,7 @@ def test_group_orders_v1_is_refused_at_heartbeat_and_send_back(tmp_path: Path) -
         later = await cluster.send(master.address, "Orders", b"order-2")
         assert later.code == MQResponseCode.SUCCESS, later.remark
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_a_group_whose_retry_topic_is_too_long_is_refused(tmp_path: Path) -> None:
@@ -153,7 +140,7 @@ def test_a_group_whose_retry_topic_is_too_long_is_refused(tmp_path: Path) -> Non
         )
         assert ok.code == MQResponseCode.SUCCESS, ok.remark
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_heartbeats_are_bounded_and_checked(tmp_path: Path) -> None:
@@ -195,7 +182,7 @@ def test_heartbeats_are_bounded_and_checked(tmp_path: Path) -> None:
         assert "G" in state.metadata.groups
         assert state.topics.find("%RETRY%G") is not None
 
-    _run(tmp_path, test, heartbeat_max_groups=4, heartbeat_max_subscriptions=10)
+    run_with_cluster(tmp_path, test, heartbeat_max_groups=4, heartbeat_max_subscriptions=10)
 
 
 def test_auto_created_groups_stop_at_the_bound(tmp_path: Path) -> None:
@@ -218,7 +205,7 @@ def test_auto_created_groups_stop_at_the_bound(tmp_path: Path) -> None:
         await asyncio.sleep(0.5)
         assert len(state.metadata.groups) == bound
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_offsets_of_queues_the_topic_does_not_have_are_refused(tmp_path: Path) -> None:
@@ -254,7 +241,7 @@ def test_offsets_of_queues_the_topic_does_not_have_are_refused(tmp_path: Path) -
         assert state.metadata.offsets.get(("Q", "cg")) == {0: 1}
         assert state.metadata.offset("cg.v1", "Q", 0) is None
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 @pytest.mark.parametrize(
@@ -277,4 +264,4 @@ def test_producers_cannot_send_into_system_topics(tmp_path: Path, topic: str) ->
         delayed = await cluster.send(master.address, "D", b"later", properties={"DELAY": "1"})
         assert delayed.code == MQResponseCode.SUCCESS, delayed.remark
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)

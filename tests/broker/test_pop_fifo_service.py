@@ -19,7 +19,8 @@ from ledgermq.messaging import Receive
 from ledgermq.wire.message import encode_properties
 from ledgermq.wire.route import TopicConfig
 
-from .test_pop_service import CLIENT, _master, _run
+from .harness import run_with_cluster
+from .test_pop_service import CLIENT, _master
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -82,7 +83,7 @@ def test_fifo_group_order_redelivery_and_failover(tmp_path: Path) -> None:
             await successor.pop.ack("G", "F", str(message.handle))
         assert _bodies(await successor.pop.receive(Receive("G", "F"))) == []
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_dead_letters_move_a_group_on_and_settings_change_under_a_backlog(
@@ -116,4 +117,4 @@ def test_dead_letters_move_a_group_on_and_settings_change_under_a_backlog(
             (b"x2", 1),
         ]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)

@@ -9,32 +9,18 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
     from pathlib import Path
 
     from ledgermq.wire import RemotingCommand
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp)
-        cluster.clock = virtual_time.current_clock()
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _pop(cluster: Cluster, address: str, **fields: str) -> RemotingCommand:
@@ -118,7 +104,7 @@ def test_pop_ack_change_and_redelivery_over_remoting(tmp_path: Path) -> None:
         only_b = await _pop(cluster, address, consumerGroup="F", expType="TAG", exp="b")
         assert [m.body for m in decode_records(only_b.body)] == [b"late", b"tagged-b"]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_remoting_refusals(tmp_path: Path) -> None:
@@ -146,4 +132,4 @@ def test_remoting_refusals(tmp_path: Path) -> None:
                 assert refused.code == MQResponseCode.SERVICE_NOT_AVAILABLE
                 assert "slave" in (refused.remark or "")
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)

@@ -26,14 +26,13 @@ from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
 from ledgermq.messaging import OffsetPolicy, PullOutcome, PullQuery, QueueRef, Receive
-from ledgermq.testing import virtual_time
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable
     from pathlib import Path
 
     from ledgermq.broker.server import BrokerServer
@@ -42,19 +41,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(120)
 
 CLIENT = "10.0.9.9:4321"
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp)
-        cluster.clock = virtual_time.current_clock()
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _master(
@@ -112,7 +98,7 @@ def test_receive_ack_out_of_order_and_redelivery(tmp_path: Path) -> None:
         other = await pop.receive(Receive("H", "T", max_messages=32, invisible_ms=400))
         assert len(other.messages) == 4
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_change_invisible_filters_and_long_polling(tmp_path: Path) -> None:
@@ -150,7 +136,7 @@ def test_change_invisible_filters_and_long_polling(tmp_path: Path) -> None:
         assert empty.messages == []
         assert loop.time() - started >= 0.25
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_dead_letters_after_max_attempts_and_forward(tmp_path: Path) -> None:
@@ -180,7 +166,7 @@ def test_dead_letters_after_max_attempts_and_forward(tmp_path: Path) -> None:
         assert [m.body for m in decode_records(dlq.body)] == [b"m2"]
         assert (await pop.receive(Receive("G", "T", invisible_ms=100))).messages == []
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_refusals(tmp_path: Path) -> None:
@@ -216,7 +202,7 @@ def test_refusals(tmp_path: Path) -> None:
                 with pytest.raises(NotMasterError):
                     await broker.services.pop.ack("G", "T", str(got.messages[0].handle))
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_failover_keeps_acks_and_redelivers_the_rest(tmp_path: Path) -> None:
@@ -252,7 +238,7 @@ def test_failover_keeps_acks_and_redelivers_the_rest(tmp_path: Path) -> None:
         else:
             raise AssertionError("the restarted replica did not rebuild the POP state")
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_ack_many_settles_a_batch_with_one_op_per_queue(tmp_path: Path) -> None:
@@ -306,7 +292,7 @@ def test_ack_many_settles_a_batch_with_one_op_per_queue(tmp_path: Path) -> None:
         assert isinstance(results[0], InvalidHandleError)
         assert results[1:] == [None, None]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_a_message_with_no_possible_dead_letter_queue_is_dropped_and_the_queue_goes_on(
@@ -343,7 +329,7 @@ def test_a_message_with_no_possible_dead_letter_queue_is_dropped_and_the_queue_g
             assert broker.state is not None
             assert len(broker.state.dispatcher.quarantine) == 0
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_a_receive_and_a_pull_answer_in_the_contracts_one_shape(tmp_path: Path) -> None:
@@ -386,4 +372,4 @@ def test_a_receive_and_a_pull_answer_in_the_contracts_one_shape(tmp_path: Path) 
         assert offsets.query_offset("T", 0, OffsetPolicy.TIMESTAMP, 0) == 0
         assert offsets.query_offset("T", 0, OffsetPolicy.TIMESTAMP, None) == 3
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)

@@ -7,7 +7,6 @@ of the master or of a slave.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
@@ -24,10 +23,9 @@ from ledgermq.broker.service.send import SendRequest
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from ledgermq.broker.service.services import BrokerServices
@@ -35,18 +33,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(90)
 
 CLIENT = "10.0.9.9:4321"
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp)
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(asyncio.wait_for(main(), 80))
 
 
 def _request(topic: str, **fields: object) -> SendRequest:
@@ -117,7 +103,7 @@ def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
             with pytest.raises(NotMasterError):
                 await slave.offsets.commit("G", "Orders", 1, 1)
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_refusals_are_typed(tmp_path: Path) -> None:
@@ -137,7 +123,7 @@ def test_refusals_are_typed(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError):
             await services.admin.create_topic(TopicConfig("T2", 0, 1))
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_a_queue_shrink_drains_first_and_never_strands_messages(tmp_path: Path) -> None:
@@ -168,4 +154,4 @@ def test_a_queue_shrink_drains_first_and_never_strands_messages(tmp_path: Path) 
         config = services.admin.topics()[0]["Shrink"]
         assert (config.read_queue_nums, config.write_queue_nums) == (4, 4)
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)

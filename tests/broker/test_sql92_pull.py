@@ -12,10 +12,10 @@ import pytest
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import decode_records
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Mapping
     from pathlib import Path
 
     from ledgermq.wire import RemotingCommand
@@ -35,18 +35,6 @@ MESSAGES: list[tuple[bytes, dict[str, str]]] = [
     (b"m6", {"color": "red", "price": "cheap"}),
     (b"m7", {"color": "blue", "TAGS": "sale"}),
 ]
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp, **settings)
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    asyncio.run(asyncio.wait_for(main(), 80))
 
 
 async def _fill(cluster: Cluster) -> str:
@@ -137,7 +125,7 @@ def test_a_sql92_pull_delivers_exactly_the_matching_messages(tmp_path: Path) -> 
         everything = await _pull(cluster, address, 0, "*", None)
         assert len(_bodies(everything)) == len(MESSAGES)
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_a_pull_without_subscription_uses_the_sql92_one_the_heartbeat_registered(
@@ -169,7 +157,7 @@ def test_a_pull_without_subscription_uses_the_sql92_one_the_heartbeat_registered
         pulled = await _pull(cluster, address, 0, None, "SQL92", sys_flag=0, group="hb")
         assert _bodies(pulled) == [b"m1", b"m3", b"m5"]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 def test_a_malformed_selector_is_refused_with_its_position(tmp_path: Path) -> None:
@@ -203,7 +191,7 @@ def test_a_malformed_selector_is_refused_with_its_position(tmp_path: Path) -> No
         assert garbled.code == MQResponseCode.SYSTEM_ERROR
         assert "CheckClientRequestBody" in (garbled.remark or "")
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test)
 
 
 async def _committed(cluster: Cluster, address: str, group: str) -> int | None:
@@ -251,7 +239,7 @@ def test_with_enable_property_filter_false_a_sql92_pull_is_refused_and_moves_not
         assert await _committed(cluster, address, "on") == 5
         assert await _committed(cluster, address, "off") == 0  # none stored (the queue starts at 0)
 
-    _run(tmp_path, test, enable_property_filter=False)
+    run_with_cluster(tmp_path, test, enable_property_filter=False)
 
 
 def test_enable_property_filter_is_a_broker_conf_key() -> None:

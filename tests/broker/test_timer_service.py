@@ -33,10 +33,10 @@ from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import MessageExt, decode_records, encode_batch, encode_properties
 from ledgermq.wire.route import TopicConfig
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Mapping
     from pathlib import Path
 
     from ledgermq.broker.server import BrokerServer
@@ -46,19 +46,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(120)
 
 CLIENT = "10.0.9.9:4321"
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp, **settings)
-        cluster.clock = virtual_time.current_clock()
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _master(
@@ -147,7 +134,7 @@ def test_delivered_once_when_due_with_its_id_keys_and_properties(tmp_path: Path)
             assert len(broker.state.metadata.timers) == 0
             assert broker.state.metadata.timers.wheel.firing() == []
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_past_due_delivers_at_once_and_limits_are_refused(tmp_path: Path) -> None:
@@ -180,7 +167,7 @@ def test_past_due_delivers_at_once_and_limits_are_refused(tmp_path: Path) -> Non
         assert mixed.recall_handle is not None
         assert RecallHandle.parse(mixed.recall_handle).due_ms >= _now_ms() + 59_000
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_recall(tmp_path: Path) -> None:
@@ -206,7 +193,7 @@ def test_recall(tmp_path: Path) -> None:
         assert master.state is not None
         assert len(master.state.metadata.timers) == 0
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_remoting_send_and_recall(tmp_path: Path) -> None:
@@ -231,7 +218,7 @@ def test_remoting_send_and_recall(tmp_path: Path) -> None:
         assert refused.remark is not None
         assert "timerMaxDelaySec" in refused.remark
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_failover_and_restart_keep_the_pending_set(tmp_path: Path) -> None:
@@ -270,7 +257,7 @@ def test_failover_and_restart_keep_the_pending_set(tmp_path: Path) -> None:
             await asyncio.sleep(0.05)
         assert len(restarted.state.metadata.timers) == 0
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_a_timer_left_firing_is_delivered_by_the_next_master(tmp_path: Path) -> None:
@@ -308,7 +295,7 @@ def test_a_timer_left_firing_is_delivered_by_the_next_master(tmp_path: Path) -> 
         assert successor.state is not None
         assert successor.state.metadata.timers.wheel.firing() == []
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_a_compressed_body_is_delivered_inflated(tmp_path: Path) -> None:
@@ -332,7 +319,7 @@ def test_a_compressed_body_is_delivered_inflated(tmp_path: Path) -> None:
         assert delivered.flag == 7
         assert delivered.sys_flag & 1 == 0
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_a_timer_that_can_never_be_delivered_is_dropped_and_the_others_go_on(
@@ -373,7 +360,7 @@ def test_a_timer_that_can_never_be_delivered_is_dropped_and_the_others_go_on(
             assert broker.state is not None
             assert len(broker.state.dispatcher.quarantine) == 0
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)
 
 
 def test_a_dropped_timer_whose_end_must_be_written_again_is_counted_once(tmp_path: Path) -> None:
@@ -407,4 +394,4 @@ def test_a_dropped_timer_whose_end_must_be_written_again_is_counted_once(tmp_pat
         assert failed, "the Fired write never failed: the test did not test anything"
         assert state.stats.scheduler_dropped == {"timer": 1}
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True)

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.net import ConnectionPool
-from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.message import decode_offset_message_id, decode_records
 from ledgermq.wire.route import TopicConfig
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from ledgermq.net import Connection
@@ -31,19 +29,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(120)
 
 TOPIC = "TxnT"
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]]) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp, transaction_time_out=200)
-        cluster.clock = virtual_time.current_clock()
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _half(cluster: Cluster, address: str, uniq: str) -> RemotingCommand:
@@ -117,7 +102,7 @@ def test_end_transaction_fields_and_refusals(tmp_path: Path) -> None:
         on_slave = await cluster.request(slave.address, end, _end_fields(rolled, 12))
         assert on_slave.code == MQResponseCode.SERVICE_NOT_AVAILABLE
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=200)
 
 
 def test_check_back_to_a_producer_of_the_group(tmp_path: Path) -> None:
@@ -171,7 +156,7 @@ def test_check_back_to_a_producer_of_the_group(tmp_path: Path) -> None:
         finally:
             await producer.close()
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=200)
 
 
 def _command(code: int, fields: dict[str, str], body: bytes = b"") -> RemotingCommand:

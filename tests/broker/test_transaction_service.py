@@ -27,7 +27,6 @@ from ledgermq.broker.service.transactions import (
 )
 from ledgermq.broker.state.ops import TxnOp
 from ledgermq.broker.state.transactions import TransactionTable
-from ledgermq.testing import virtual_time
 from ledgermq.wire.message import (
     decode_offset_message_id,
     decode_records,
@@ -36,10 +35,9 @@ from ledgermq.wire.message import (
 )
 from ledgermq.wire.route import TopicConfig
 
-from .harness import Cluster
+from .harness import Cluster, run_with_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from ledgermq.broker.service.send import SendResult
@@ -49,19 +47,6 @@ pytestmark = pytest.mark.timeout(120)
 
 CLIENT = "10.0.9.9:4321"
 TIMEOUT_MS = 300
-
-
-def _run(tmp: Path, test: Callable[[Cluster], Awaitable[None]], **settings: object) -> None:
-    async def main() -> None:
-        cluster = Cluster(tmp, transaction_time_out=TIMEOUT_MS, **settings)
-        cluster.clock = virtual_time.current_clock()
-        try:
-            await cluster.start()
-            await test(cluster)
-        finally:
-            await cluster.close()
-
-    virtual_time.run(asyncio.wait_for(main(), 110))
 
 
 async def _services(cluster: Cluster, exclude: str | None = None) -> BrokerServices:
@@ -145,7 +130,7 @@ def test_half_invisible_commit_once_rollback_never(tmp_path: Path) -> None:
         await asyncio.sleep(TIMEOUT_MS / 1000)
         assert await tx.check_pass() == []
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=TIMEOUT_MS)
 
 
 def test_bad_requests_are_refused_and_lose_nothing(tmp_path: Path) -> None:
@@ -176,7 +161,7 @@ def test_bad_requests_are_refused_and_lose_nothing(tmp_path: Path) -> None:
         assert await tx.end(_end(half, Resolution.COMMIT), OPEN_ACCESS) == "commit"
         assert await _bodies(services) == [b"n", b"body-u1"]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=TIMEOUT_MS)
 
 
 def test_check_back_then_commit_or_rollback(tmp_path: Path) -> None:
@@ -217,7 +202,7 @@ def test_check_back_then_commit_or_rollback(tmp_path: Path) -> None:
         assert await tx.check_pass() == []
         assert await _bodies(services) == [b"body-u1"]
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=TIMEOUT_MS)
 
 
 def test_discarded_after_max_checks(tmp_path: Path) -> None:
@@ -236,7 +221,13 @@ def test_discarded_after_max_checks(tmp_path: Path) -> None:
             await tx.end(_end(half, Resolution.COMMIT), OPEN_ACCESS)
         assert await _bodies(services) == []
 
-    _run(tmp_path, test, transaction_check_max=2)
+    run_with_cluster(
+        tmp_path,
+        test,
+        in_virtual_time=True,
+        transaction_time_out=TIMEOUT_MS,
+        transaction_check_max=2,
+    )
 
 
 def test_failover_keeps_settlements_counts_and_a_lost_commit(tmp_path: Path) -> None:
@@ -283,7 +274,7 @@ def test_failover_keeps_settlements_counts_and_a_lost_commit(tmp_path: Path) -> 
         assert await tx.end(_end(fresh, Resolution.COMMIT), OPEN_ACCESS) == "commit"
         assert b"body-fresh" in await _bodies(services)
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=TIMEOUT_MS)
 
 
 def test_table_apply_and_snapshot() -> None:
@@ -331,4 +322,4 @@ def test_a_half_message_no_commit_could_store_is_discarded_at_once(tmp_path: Pat
         assert state.stats.scheduler_dropped == {"transaction": 2}
         assert tx.open_count() == 1
 
-    _run(tmp_path, test)
+    run_with_cluster(tmp_path, test, in_virtual_time=True, transaction_time_out=TIMEOUT_MS)
