@@ -482,7 +482,7 @@ def grpc_methods() -> list[str]:
 
 
 def protocol_page() -> str:
-    from ledgermq.acl.resources import (  # noqa: PLC0415
+    from ledgermq.security.acl.resources import (  # noqa: PLC0415
         ACCOUNT_ONLY_CODES,
         ADMIN_CODES,
         RESOURCE_CODES,

@@ -1,4 +1,4 @@
-"""ledgermq.acl: RocketMQ's plain ACL file, signatures, the permission table and the decision."""
+"""ledgermq.security.acl: RocketMQ's plain ACL file, signatures, the permission table and the decision."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledgermq.acl import (
+from ledgermq.security.acl import (
     AclConfig,
     AclConfigError,
     Decision,
@@ -27,7 +27,7 @@ from ledgermq.acl import (
     signature_matches,
     validate,
 )
-from ledgermq.acl.resources import (
+from ledgermq.security.acl.resources import (
     ACCOUNT_ONLY_CODES,
     ADMIN_CODES,
     RESOURCE_CODES,
@@ -371,7 +371,7 @@ def test_group_permissions_and_defaults() -> None:
 def test_rocketmq_signatures_do_not_cover_the_code_nor_field_boundaries() -> None:
     """What the strong signature is for: RocketMQ's content is the same for a topic-create and
     a topic-delete with the same fields, and for values moved between fields."""
-    from ledgermq.acl.strong import strong_content
+    from ledgermq.security.acl.strong import strong_content
 
     create = {"topic": "Orders", "readQueueNums": "8"}
     moved = {"topic": "8Orders", "readQueueNums": ""}
@@ -383,7 +383,7 @@ def test_rocketmq_signatures_do_not_cover_the_code_nor_field_boundaries() -> Non
 
 
 def test_a_strong_signature_is_checked_for_time_code_and_every_field() -> None:
-    from ledgermq.acl.strong import (
+    from ledgermq.security.acl.strong import (
         STRONG_NONCE,
         STRONG_SIGNATURE,
         STRONG_TIME,
@@ -414,7 +414,7 @@ def test_a_strong_signature_is_checked_for_time_code_and_every_field() -> None:
 
 
 def test_the_nonce_cache_refuses_replays_and_stays_bounded() -> None:
-    from ledgermq.acl.strong import NonceCache
+    from ledgermq.security.acl.strong import NonceCache
 
     cache = NonceCache(skew_s=300, max_nonces=100)
     now_ms = 1_800_000_000_000
@@ -439,7 +439,7 @@ def test_one_account_flooding_the_nonce_cache_does_not_refuse_another_accounts_r
     """Found in review: the floor was one for all keys, so an account that filled the cache
     with requests dated nearly 300 s ahead made every other account's honest requests "older
     than the replays this server can still tell apart" for about 5 minutes."""
-    from ledgermq.acl.strong import NonceCache
+    from ledgermq.security.acl.strong import NonceCache
 
     cache = NonceCache(skew_s=300, max_nonces=100)
     now_ms = 1_800_000_000_000

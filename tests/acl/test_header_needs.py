@@ -10,9 +10,9 @@ from typing import ClassVar
 
 import pytest
 
-from ledgermq.acl import Needs, Perm, Resource, header_needs, request_needs
-from ledgermq.acl.resources import ADMIN_CODES, RESOURCE_CODES
 from ledgermq.errors import BadRequestError
+from ledgermq.security.acl import Needs, Perm, Resource, header_needs, request_needs
+from ledgermq.security.acl.resources import ADMIN_CODES, RESOURCE_CODES
 from ledgermq.wire.codes import MQRequestCode
 from ledgermq.wire.headers import HEADER_TYPES, parse_header
 

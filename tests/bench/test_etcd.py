@@ -10,17 +10,18 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.bench import etcd_cluster, etcd_log, ledger
-from ledgermq.bench.etcd_client import (
+from benchmarks.peers import etcd_cluster, etcd_log
+from benchmarks.peers.etcd_client import (
     client_unavailable,
     decode_fields,
     encode_put,
     encode_range,
     encode_txn_of_puts,
 )
-from ledgermq.bench.peers.etcd_peer import EtcdSystem, key_prefix
-from ledgermq.bench.peers.servers import session_pids
-from ledgermq.bench.peers.workloads import WORKLOADS
+from benchmarks.peers.etcd_peer import EtcdSystem, key_prefix
+from benchmarks.peers.servers import session_pids
+from benchmarks.peers.workloads import WORKLOADS
+from ledgermq.bench import ledger
 from ledgermq.bench.stats import RunResult, format_table
 from ledgermq.errors import BenchmarkError
 

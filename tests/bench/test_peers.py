@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.bench.peers import run as peers_run
-from ledgermq.bench.peers.nats_peer import NatsSystem, build_go_loader
-from ledgermq.bench.peers.report import SystemInfo, format_peers_table, summarize, write_json
-from ledgermq.bench.peers.servers import (
+from benchmarks.peers import run as peers_run
+from benchmarks.peers.nats_peer import NatsSystem, build_go_loader
+from benchmarks.peers.report import SystemInfo, format_peers_table, summarize, write_json
+from benchmarks.peers.servers import (
     INSTALL_HINT,
     PeerUnavailableError,
     ServerProcess,
     session_pids,
 )
-from ledgermq.bench.peers.workloads import WORKLOADS
+from benchmarks.peers.workloads import WORKLOADS
 from ledgermq.bench.stats import RunResult
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 pytest.importorskip("pysyncobj")
 
-from ledgermq.bench.pysyncobj_log import SYSTEM, main, run_pysyncobj
+from benchmarks.peers.pysyncobj_log import SYSTEM, main, run_pysyncobj
 
 
 def _children() -> set[int]:

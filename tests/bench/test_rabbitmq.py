@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgermq.bench.peers import rabbitmq_peer
-from ledgermq.bench.peers.rabbitmq_peer import RABBIT_SCRIPTS, RabbitSystem
-from ledgermq.bench.peers.servers import (
+from benchmarks.peers import rabbitmq_peer
+from benchmarks.peers.rabbitmq_peer import RABBIT_SCRIPTS, RabbitSystem
+from benchmarks.peers.servers import (
     MARKER_VARIABLE,
     ServerProcess,
     kill_marked,
@@ -23,7 +23,7 @@ from ledgermq.bench.peers.servers import (
     new_mark,
     session_pids,
 )
-from ledgermq.bench.peers.workloads import WORKLOADS
+from benchmarks.peers.workloads import WORKLOADS
 
 RABBIT_MISSING = (
     not (Path(RABBIT_SCRIPTS) / "rabbitmq-server").exists()

@@ -10,10 +10,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from ledgermq.acl import Needs
-from ledgermq.acl.resources import ACCOUNT_ONLY_CODES, ADMIN_CODES, HEADER_NEEDS, RESOURCE_CODES
 from ledgermq.broker.remoting.parse_once import PARSED_CODES, RequestParser
 from ledgermq.errors import BadRequestError
+from ledgermq.security.acl import Needs
+from ledgermq.security.acl.resources import (
+    ACCOUNT_ONLY_CODES,
+    ADMIN_CODES,
+    HEADER_NEEDS,
+    RESOURCE_CODES,
+)
 from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.headers import HEADER_TYPES
 from tests.broker.harness import Cluster

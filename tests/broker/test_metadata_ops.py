@@ -14,6 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledgermq.broker.pop import (
+    Acked,
+    DeadLettered,
+    DeadLetterReason,
+    Delivered,
+    InvisibilityChanged,
+    PopSettings,
+)
 from ledgermq.broker.state.group_config import SubscriptionGroupConfig
 from ledgermq.broker.state.ops import (
     OP_VERSION,
@@ -32,15 +40,7 @@ from ledgermq.broker.state.ops import (
     decode_op,
 )
 from ledgermq.broker.state.transactions import CHECK, COMMIT, DISCARD, ROLLBACK
-from ledgermq.pop import (
-    Acked,
-    DeadLettered,
-    DeadLetterReason,
-    Delivered,
-    InvisibilityChanged,
-    PopSettings,
-)
-from ledgermq.timers import Fired, Firing, Recalled, Scheduled
+from ledgermq.broker.timers import Fired, Firing, Recalled, Scheduled
 from ledgermq.wire.route import TopicConfig
 
 NAMES = st.text(min_size=1, max_size=12)

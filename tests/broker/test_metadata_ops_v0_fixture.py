@@ -15,6 +15,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ledgermq.broker.pop import (
+    Acked,
+    DeadLettered,
+    DeadLetterReason,
+    Delivered,
+    InvisibilityChanged,
+    PopSettings,
+)
 from ledgermq.broker.state.group_config import SubscriptionGroupConfig
 from ledgermq.broker.state.metadata import BrokerMetadata
 from ledgermq.broker.state.ops import (
@@ -30,15 +38,7 @@ from ledgermq.broker.state.ops import (
     TxnOp,
     decode_op,
 )
-from ledgermq.pop import (
-    Acked,
-    DeadLettered,
-    DeadLetterReason,
-    Delivered,
-    InvisibilityChanged,
-    PopSettings,
-)
-from ledgermq.timers import Fired, Firing, Recalled
+from ledgermq.broker.timers import Fired, Firing, Recalled
 from ledgermq.wire.route import TopicConfig
 
 FIXTURE = json.loads(

@@ -1,6 +1,6 @@
 """A committed entry no replica can apply never takes the group down (issue 25 item 1), with
 real processes: a message for ``%DLQ%orders.v1`` is committed in a 3-replica group (through
-``testing.chaos.poison_broker``, which writes it past the doors' name checks, as a broker
+``tests.chaos.buggy.poison_broker``, which writes it past the doors' name checks, as a broker
 without them did); every replica quarantines it and keeps serving, every replica survives a
 kill -9 and restart (they used to exit 74 and refuse to start again), and ``ledgermq admin
 quarantined-entries`` lists it on each.
@@ -20,7 +20,7 @@ import pytest
 from ledgermq.bench.processes import child_env, ledgermq_command
 from ledgermq.client import SyncAdmin, SyncProducer
 from ledgermq.testing.chaos.cluster import ChaosCluster
-from ledgermq.testing.chaos.poison_broker import POISON_TOPIC, TRIGGER_TOPIC
+from tests.chaos.buggy.poison_broker import POISON_TOPIC, TRIGGER_TOPIC
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,7 +52,7 @@ def test_a_poison_entry_is_quarantined_and_every_replica_keeps_serving_and_resta
     tmp_path: Path,
 ) -> None:
     cluster = ChaosCluster(
-        tmp_path / "cluster", lab=None, broker_module="ledgermq.testing.chaos.poison_broker"
+        tmp_path / "cluster", lab=None, broker_module="tests.chaos.buggy.poison_broker"
     )
     try:
         cluster.start()

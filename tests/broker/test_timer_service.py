@@ -27,8 +27,8 @@ from ledgermq.broker.service.send import SendRequest, SendResult
 from ledgermq.broker.service.timers import RecallHandle
 from ledgermq.broker.state.ops import TimerOp
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
+from ledgermq.broker.timers import Fired
 from ledgermq.testing import virtual_time
-from ledgermq.timers import Fired
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.message import MessageExt, decode_records, encode_batch, encode_properties
 from ledgermq.wire.route import TopicConfig

@@ -14,8 +14,8 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.state.metadata import BrokerMetadata
 from ledgermq.broker.state.ops import TimerOp
 from ledgermq.broker.state.timer_table import TimerTable
+from ledgermq.broker.timers import Fired, Firing, Recalled, TimerOutcome
 from ledgermq.errors import ConfigError
-from ledgermq.timers import Fired, Firing, Recalled, TimerOutcome
 from ledgermq.wire.message import encode_properties, encode_records
 
 

@@ -14,9 +14,9 @@ import pytest
 from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
 from ledgermq.testing.chaos.nemesis import DEFAULT_KINDS, Nemesis
-from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.child_process import ProcessStartError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from tests.chaos.buggy.poison_broker import TRIGGER_TOPIC
 
 
 class FakeClock:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import ledgermq
-from ledgermq.bench.pysyncobj_log import _build_parser as pysyncobj_parser
+from benchmarks.peers.pysyncobj_log import _build_parser as pysyncobj_parser
 from ledgermq.cli.main import build_parser, main
 
 PACKAGE = Path(ledgermq.__file__).parent

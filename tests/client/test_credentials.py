@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from ledgermq.acl import signature_matches
 from ledgermq.client import Credentials, Producer
 from ledgermq.errors import ConfigError, LedgerMQError
+from ledgermq.security.acl import signature_matches
 from ledgermq.wire import RemotingCommand
 from ledgermq.wire.frame import FrameDecoder, encode_frame
 

@@ -1,4 +1,4 @@
-"""The POP model's rules, one scenario each (src/ledgermq/pop/queue.py, rules 1-7)."""
+"""The POP model's rules, one scenario each (src/ledgermq/broker/pop/queue.py, rules 1-7)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ledgermq.pop import (
+from ledgermq.broker.pop import (
     Acked,
     DeadLettered,
     DeadLetterReason,

@@ -31,7 +31,8 @@ from ledgermq.proxy.remote_backend import end_fields, handle_broker, recall_brok
 from ledgermq.proxy.remote_sessions import consumer_data
 from ledgermq.proxy.remote_status import remote_status
 from ledgermq.proxy.telemetry import TelemetryStreams
-from ledgermq.security import AclFiles, AclGate
+from ledgermq.security.acl_files import AclFiles
+from ledgermq.security.gate import AclGate
 from ledgermq.wire.message import create_offset_message_id
 from ledgermq.wire.route import BrokerData, QueueData, TopicRouteData
 

@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Any
 import grpc.aio
 import pytest
 
-from ledgermq.acl.grpc_auth import (
-    date_time_within,
-    grpc_signature,
-    parse_authorization,
-    signature_matches,
-)
 from ledgermq.clock import SystemClock
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.proxy.cluster import ClusterProxy
 from ledgermq.proxy.door import DoorServicer
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
-from ledgermq.security import AclFiles, AclGate
+from ledgermq.security.acl.grpc_auth import (
+    date_time_within,
+    grpc_signature,
+    parse_authorization,
+    signature_matches,
+)
+from ledgermq.security.acl_files import AclFiles
+from ledgermq.security.gate import AclGate
 from tests.proxy.test_servicer import Group, _message, _run, _stub, _topic_with_route
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.errors import ConfigError
-from ledgermq.security import AclFiles, default_acl_paths
+from ledgermq.security.acl_files import AclFiles, default_acl_paths
 
 if TYPE_CHECKING:
     from pathlib import Path

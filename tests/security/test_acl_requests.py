@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledgermq.acl.signature import sign_request
-from ledgermq.acl.strong import sign_strong
 from ledgermq.net import ConnectionPool
+from ledgermq.security.acl.signature import sign_request
+from ledgermq.security.acl.strong import sign_strong
 from ledgermq.testing import virtual_time
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.message import decode_offset_message_id, encode_properties

@@ -6,9 +6,9 @@ import asyncio
 import json
 from typing import TYPE_CHECKING
 
-from ledgermq.acl import sign_request
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import TcpNetwork
+from ledgermq.security.acl import sign_request
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.route import RegisterBrokerBody
 from tests.namesrv.test_server import TOPICS, arun, connect, register_ext

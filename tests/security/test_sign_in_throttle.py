@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-import ledgermq.acl.validator
+import ledgermq.security.acl.validator
 import ledgermq.security.gate
 import ledgermq.security.strong_check
-from ledgermq.acl import Needs, sign_request
-from ledgermq.acl.grpc_auth import grpc_signature
 from ledgermq.errors import ConfigError
-from ledgermq.security import AclFiles, AclGate, AuditLog
+from ledgermq.security.acl import Needs, sign_request
+from ledgermq.security.acl.grpc_auth import grpc_signature
+from ledgermq.security.acl_files import AclFiles
+from ledgermq.security.audit import AuditLog
+from ledgermq.security.gate import AclGate
 from ledgermq.security.throttle import ThrottleSettings
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from ledgermq.acl.validator import Decision
+    from ledgermq.security.acl.validator import Decision
 
 ACL = """
 accounts:
@@ -75,13 +77,13 @@ def _remark(answer: RemotingCommand | None) -> str:
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the secrets the gate checks (calls of the ACL's decision that reach a signature)."""
     seen: list[int] = []
-    authorize = ledgermq.acl.validator.authorize
+    authorize = ledgermq.security.acl.validator.authorize
 
     def counting(*args: object, **kwargs: object) -> Decision:
         seen.append(1)
         return authorize(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ledgermq.acl.validator, "authorize", counting)
+    monkeypatch.setattr(ledgermq.security.acl.validator, "authorize", counting)
     monkeypatch.setattr(ledgermq.security.gate, "authorize", counting)  # gRPC's
     monkeypatch.setattr(ledgermq.security.strong_check, "authorize", counting)
     return seen

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ledgermq.acl import sign_request
-from ledgermq.acl.strong import STRONG_SIGNATURE, sign_strong
 from ledgermq.client import Credentials
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import TcpNetwork
-from ledgermq.security import AclFiles, AclGate
+from ledgermq.security.acl import sign_request
+from ledgermq.security.acl.strong import STRONG_SIGNATURE, sign_strong
+from ledgermq.security.acl_files import AclFiles
+from ledgermq.security.gate import AclGate
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import RegisterBrokerBody
 from tests.namesrv.test_server import TOPICS, connect, register_ext

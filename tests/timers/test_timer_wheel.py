@@ -1,4 +1,4 @@
-"""The replicated timer wheel (src/ledgermq/timers/wheel.py): its rules, one scenario each, and a
+"""The replicated timer wheel (src/ledgermq/broker/timers/wheel.py): its rules, one scenario each, and a
 10 000-timer run through a driver that ticks every 100 ms."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from ledgermq.timers import (
+from ledgermq.broker.timers import (
     Fired,
     Firing,
     Recalled,

@@ -330,10 +330,10 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
 
 
 def _run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
-    from ledgermq.bench.etcd_cluster import etcd_unavailable  # noqa: PLC0415
-    from ledgermq.bench.etcd_log import applies as etcd_applies  # noqa: PLC0415
-    from ledgermq.bench.etcd_log import run_etcd  # noqa: PLC0415
-    from ledgermq.bench.pysyncobj_log import run_pysyncobj  # noqa: PLC0415
+    from benchmarks.peers.etcd_cluster import etcd_unavailable  # noqa: PLC0415
+    from benchmarks.peers.etcd_log import applies as etcd_applies  # noqa: PLC0415
+    from benchmarks.peers.etcd_log import run_etcd  # noqa: PLC0415
+    from benchmarks.peers.pysyncobj_log import run_pysyncobj  # noqa: PLC0415
     from ledgermq.bench.stats import format_table, write_json  # noqa: PLC0415
 
     out = out or sys.stdout

@@ -24,11 +24,11 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import sign_request
-from ledgermq.acl.strong import sign_strong
 from ledgermq.clock import SystemClock
 from ledgermq.errors import LedgerMQError
 from ledgermq.raft import Role
+from ledgermq.security.acl import sign_request
+from ledgermq.security.acl.strong import sign_strong
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.route import RegisterBrokerBody
 
@@ -151,7 +151,7 @@ class NameServerRegistrar:
     def _signed(self, code: int, fields: dict[str, str], body: bytes | None) -> dict[str, str]:
         """``fields`` signed with the broker's own account (``aclAccessKey``), if it has one:
         NameServers with ``aclEnable`` take registrations only from admin accounts. A broker
-        with ``aclRequireStrongSignature=true`` signs strongly (``ledgermq.acl.strong``), for
+        with ``aclRequireStrongSignature=true`` signs strongly (``ledgermq.security.acl.strong``), for
         NameServers that require it too."""
         config = self._state.config
         if not config.acl_access_key:

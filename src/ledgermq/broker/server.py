@@ -24,7 +24,9 @@ from ledgermq.broker.replica import BrokerReplica
 from ledgermq.broker.service.client_registry import ConsumerManager, QueueLockManager
 from ledgermq.clock import Clock, SystemClock
 from ledgermq.net import TcpNetwork
-from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
+from ledgermq.security.acl_files import AclFiles, default_acl_paths
+from ledgermq.security.audit import AuditLog
+from ledgermq.security.gate import AclGate
 
 if TYPE_CHECKING:
     from ledgermq.broker.config import BrokerConfig

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from benchmarks.peers import run as peers_run
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
-from ledgermq.bench.peers import run as peers_run
 from ledgermq.bench.stats import Progress, format_table, write_json
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.tls_args import add_tls_args, tls_from

@@ -40,7 +40,8 @@ from ledgermq.net import run
 from ledgermq.net.tls import TLS_KEYS, tls_server_from_properties
 from ledgermq.proxy.cluster import DEFAULT_LISTEN, ClusterProxy
 from ledgermq.rocketmq_keys import PROXY_FILE_KEYS, check_keys, ignored_warning, suggestions
-from ledgermq.security import AclFiles, AclGate, default_acl_paths
+from ledgermq.security.acl_files import AclFiles, default_acl_paths
+from ledgermq.security.gate import AclGate
 from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
 
 _KEYS = ("tls.server.", "tls.test.mode.enable", "aclEnable", "aclFilePath", "rocketmqHome",

@@ -3,9 +3,9 @@
 Given to a ``Producer``, a consumer or ``Admin`` as ``credentials=``, they make the client sign
 every request it sends, as RocketMQ's ``AclClientRPCHook`` does: ``AccessKey`` (and
 ``SecurityToken``) added to the request's extFields and a ``Signature`` over them and the body
-(``ledgermq.acl.signature``). The secret key never goes on the wire.
+(``ledgermq.security.acl.signature``). The secret key never goes on the wire.
 
-``strong_signature=True`` adds LedgerMQ's strong signature (``ledgermq.acl.strong``: the
+``strong_signature=True`` adds LedgerMQ's strong signature (``ledgermq.security.acl.strong``: the
 request code, the time, a fresh nonce, unambiguous fields and the body, under HMAC-SHA256),
 which a server with ``aclRequireStrongSignature=true`` requires: a captured request is then
 accepted once, as what it was, within 5 minutes. Off by default: it needs the client's clock
@@ -20,10 +20,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl.signature import sign_request
-from ledgermq.acl.strong import sign_strong
 from ledgermq.clock import SystemClock
 from ledgermq.errors import ConfigError
+from ledgermq.security.acl.signature import sign_request
+from ledgermq.security.acl.strong import sign_strong
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -24,10 +24,10 @@ import asyncio
 import enum
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl.strong import STRONG_REQUIRED
 from ledgermq.client import Credentials
 from ledgermq.client.credentials import STRONG_SIGNATURE_ENV, strong_signature_from_env
 from ledgermq.errors import LedgerMQError, MQResponseError
+from ledgermq.security.acl.strong import STRONG_REQUIRED
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:

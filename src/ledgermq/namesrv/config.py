@@ -69,7 +69,7 @@ class NameServerConfig:
             default 100 MiB; 0: never).
         audit_log_backup_count: rotated audit files kept (``auditLogBackupCount``, 10).
         acl_require_strong_signature: refuse checked requests without LedgerMQ's strong
-            signature (``aclRequireStrongSignature``; ``ledgermq.acl.strong``).
+            signature (``aclRequireStrongSignature``; ``ledgermq.security.acl.strong``).
         tls: TLS on the listening port (``tls.server.mode``, ``tls.server.certPath`` ...;
             ``net.tls``); disabled by default.
         metrics_port: Prometheus ``/metrics`` port (``metricsPort``; ours): the process figures

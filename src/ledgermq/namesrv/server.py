@@ -47,7 +47,9 @@ from ledgermq.errors import BadRequestError, RequestRejectedError
 from ledgermq.namesrv.routes import RemovedBroker, RouteTable
 from ledgermq.net import TcpNetwork
 from ledgermq.net.metrics_http import MetricsEndpoint
-from ledgermq.security import AclFiles, AclGate, AuditLog, default_acl_paths
+from ledgermq.security.acl_files import AclFiles, default_acl_paths
+from ledgermq.security.audit import AuditLog
+from ledgermq.security.gate import AclGate
 from ledgermq.wire import (
     MQRequestCode,
     MQResponseCode,

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Final
 import grpc
 import grpc.aio
 
-from ledgermq.acl import Needs
 from ledgermq.proxy.protocol import service_pb2
 from ledgermq.proxy.request_budget import (
     DEFAULT_INFLIGHT_REQUEST_BYTES,
@@ -46,6 +45,7 @@ from ledgermq.proxy.request_budget import (
     check_field_budget,
 )
 from ledgermq.proxy.status import Code, status
+from ledgermq.security.acl import Needs
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from google.protobuf.message import Message
 
     from ledgermq.proxy.protocol import definition_pb2
-    from ledgermq.security import AclGate
+    from ledgermq.security.gate import AclGate
 
     Context = grpc.aio.ServicerContext[Any, Any]
     Handler = grpc.RpcMethodHandler[Any, Any]

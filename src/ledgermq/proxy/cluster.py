@@ -36,7 +36,7 @@ from ledgermq.wire.message import DEFAULT_MAX_MESSAGE_BYTES
 if TYPE_CHECKING:
     from ledgermq.client.credentials import Credentials
     from ledgermq.net import TlsClientConfig
-    from ledgermq.security import AclGate
+    from ledgermq.security.gate import AclGate
 
 __all__ = ["DEFAULT_LISTEN", "ClusterProxy", "parse_listen"]
 

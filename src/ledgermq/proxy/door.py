@@ -24,8 +24,6 @@ import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import topic_resource
 from ledgermq.messaging import (
     AckEntry,
     Caller,
@@ -64,6 +62,8 @@ from ledgermq.proxy.status import (
     status,
 )
 from ledgermq.proxy.timestamps import duration_ms
+from ledgermq.security.acl import Needs, Perm
+from ledgermq.security.acl.resources import topic_resource
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     import grpc.aio
 
     from ledgermq.proxy.backend import GrpcBackend
-    from ledgermq.security import AclGate
+    from ledgermq.security.gate import AclGate
 
     Context = grpc.aio.ServicerContext[Any, Any]
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import group_resource, topic_resource
 from ledgermq.messaging import OffsetPolicy, PullOutcome, PullQuery, QueueRef
 from ledgermq.proxy.messages import long_polling_ms
 from ledgermq.proxy.name_status import group_refusal, topic_refusal
@@ -31,6 +29,8 @@ from ledgermq.proxy.received import stored_message
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.status import Code, internal_error, ok, status
 from ledgermq.proxy.timestamps import timestamp_ms
+from ledgermq.security.acl import Needs, Perm
+from ledgermq.security.acl.resources import group_resource, topic_resource
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

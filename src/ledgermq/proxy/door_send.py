@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.resources import topic_resource
 from ledgermq.messaging import Sending
 from ledgermq.proxy.messages import PROPERTY_SHARDING_KEY, outgoing
 from ledgermq.proxy.name_status import send_topic_refusal
 from ledgermq.proxy.protocol import service_pb2
 from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.status import Code, common_status, ok, status
+from ledgermq.security.acl import Needs, Perm
+from ledgermq.security.acl.resources import topic_resource
 from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.acl import Needs, Perm
-from ledgermq.acl.grpc_auth import parse_authorization
-from ledgermq.acl.resources import topic_resource
-from ledgermq.acl.validator import authorize
-from ledgermq.security import remote_ip
+from ledgermq.security.acl import Needs, Perm
+from ledgermq.security.acl.grpc_auth import parse_authorization
+from ledgermq.security.acl.resources import topic_resource
+from ledgermq.security.acl.validator import authorize
+from ledgermq.security.gate import remote_ip
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ledgermq.security import AclGate
+    from ledgermq.security.gate import AclGate
 
 __all__ = ["signed_in_publisher"]
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Final
 
 import grpc.aio
 
-from ledgermq.acl import sign_request
 from ledgermq.client import ClientInstance, Credentials
 from ledgermq.errors import NetworkError
 from ledgermq.messaging import Door
@@ -37,6 +36,7 @@ from ledgermq.proxy.routes import RouteFinder
 from ledgermq.proxy.server_options import max_request_bytes, server_options
 from ledgermq.proxy.tls import door_tls
 from ledgermq.proxy.unify import PortUnifier
+from ledgermq.security.acl import sign_request
 
 if TYPE_CHECKING:
     from ledgermq.broker.server import BrokerServer

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     )
     from ledgermq.proxy.remote_backend import RemoteBackend
     from ledgermq.proxy.routes import RouteFinder
-    from ledgermq.security import AclGate
+    from ledgermq.security.gate import AclGate
 
 __all__ = ["LocalBackend"]
 

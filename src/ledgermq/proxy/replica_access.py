@@ -12,8 +12,8 @@ from ledgermq.broker.errors import ForbiddenError
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ledgermq.acl import Needs
-    from ledgermq.security import AclGate
+    from ledgermq.security.acl import Needs
+    from ledgermq.security.gate import AclGate
 
 __all__ = ["GrpcAccess"]
 

@@ -14,8 +14,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import AclConfig, AclConfigError, parse_acl_config
 from ledgermq.errors import ConfigError
+from ledgermq.security.acl import AclConfig, AclConfigError, parse_acl_config
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -3,7 +3,7 @@
 ``check`` runs before a request's handler. Which requests it looks at is the door's choice:
 a broker checks every request; a NameServer, like RocketMQ's, serves route lookups to anyone and
 checks what changes the cluster (registrations, topic deletion). The answer's remark says what
-is missing (``ledgermq.acl.validate``); admin requests and refusals go to the audit log.
+is missing (``ledgermq.security.acl.validate``); admin requests and refusals go to the audit log.
 
 Failed sign-ins are throttled per source and per access key (``ledgermq.security.throttle``):
 a locked source or key is refused before any signature is computed. Refusals that repeat are
@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Needs, request_needs
-from ledgermq.acl.grpc_auth import DATE_TIME_HEADER, date_time_within, parse_authorization
-from ledgermq.acl.grpc_auth import signature_matches as grpc_signature_matches
-from ledgermq.acl.resources import ADMIN_CODES
-from ledgermq.acl.signature import ACCESS_KEY
-from ledgermq.acl.validator import Decision, authorize
 from ledgermq.clock import SystemClock
+from ledgermq.security.acl import Needs, request_needs
+from ledgermq.security.acl.grpc_auth import DATE_TIME_HEADER, date_time_within, parse_authorization
+from ledgermq.security.acl.grpc_auth import signature_matches as grpc_signature_matches
+from ledgermq.security.acl.resources import ADMIN_CODES
+from ledgermq.security.acl.signature import ACCESS_KEY
+from ledgermq.security.acl.validator import Decision, authorize
 from ledgermq.security.repeats import WINDOW_S, RepeatedLines, alike, more_like_it
 from ledgermq.security.strong_check import StrongSignatureCheck
 from ledgermq.security.throttle import SignInThrottle
@@ -115,7 +115,7 @@ class AclGate:
         now_s: float,
     ) -> Decision:
         """The decision for a gRPC call from its metadata (``authorization`` and
-        ``x-mq-date-time``, ``ledgermq.acl.grpc_auth``); refusals are logged and audited."""
+        ``x-mq-date-time``, ``ledgermq.security.acl.grpc_auth``); refusals are logged and audited."""
         header = metadata.get("authorization", "")
         auth = parse_authorization(header) if header else None
         date_time = metadata.get(DATE_TIME_HEADER, "")

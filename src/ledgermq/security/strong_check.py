@@ -1,4 +1,4 @@
-"""The server's side of LedgerMQ's strong signature (``ledgermq.acl.strong``) at a remoting door.
+"""The server's side of LedgerMQ's strong signature (``ledgermq.security.acl.strong``) at a remoting door.
 
 A request that carries the strong signature is checked by it (whatever the server requires):
 its time must be within ``SKEW_S`` of the server's clock, its (access key, nonce) pair new, and
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.acl import validate
-from ledgermq.acl.signature import ACCESS_KEY
-from ledgermq.acl.strong import (
+from ledgermq.security.acl import validate
+from ledgermq.security.acl.signature import ACCESS_KEY
+from ledgermq.security.acl.strong import (
     STRONG_NONCE,
     STRONG_REQUIRED,
     STRONG_SIGNATURE,
@@ -24,13 +24,13 @@ from ledgermq.acl.strong import (
     strong_problem,
     strong_time_ms,
 )
-from ledgermq.acl.validator import Decision, authorize
+from ledgermq.security.acl.validator import Decision, authorize
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ledgermq.acl import AclConfig, Needs
     from ledgermq.clock import Clock
+    from ledgermq.security.acl import AclConfig, Needs
 
 __all__ = ["StrongSignatureCheck"]
 
@@ -53,7 +53,7 @@ class StrongSignatureCheck:
         body: bytes | None,
         needs: Needs,
     ) -> Decision:
-        """The decision for one remoting request (``ledgermq.acl.validate`` when neither sent
+        """The decision for one remoting request (``ledgermq.security.acl.validate`` when neither sent
         nor required)."""
         access_key = fields.get(ACCESS_KEY)
         strong = STRONG_SIGNATURE in fields

@@ -34,12 +34,12 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.acl import sign_request
-from ledgermq.acl.strong import sign_strong
 from ledgermq.bench.processes import free_ports, ledgermq_command
 from ledgermq.clock import SystemClock
 from ledgermq.errors import LedgerMQError
 from ledgermq.net import ConnectionPool, TcpNetwork
+from ledgermq.security.acl import sign_request
+from ledgermq.security.acl.strong import sign_strong
 from ledgermq.store.layout import parse_segment_name
 from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait_until
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ledgermq.acl.signature import ACCESS_KEY
-from ledgermq.acl.validator import authorize
 from ledgermq.broker.errors import ForbiddenError
-from ledgermq.security import remote_ip
+from ledgermq.security.acl.signature import ACCESS_KEY
+from ledgermq.security.acl.validator import authorize
+from ledgermq.security.gate import remote_ip
 
 if TYPE_CHECKING:
-    from ledgermq.acl import Needs
     from ledgermq.net import Connection
-    from ledgermq.security import AclGate
+    from ledgermq.security.acl import Needs
+    from ledgermq.security.gate import AclGate
     from ledgermq.wire import RemotingCommand
 
 __all__ = ["GateAccess", "SignedIn"]

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ledgermq.broker.service.send import SendRequest, SendResult
     from ledgermq.broker.service.services import BrokerServices
     from ledgermq.net import Connection, Listener, Network
-    from ledgermq.security import AclGate
+    from ledgermq.security.gate import AclGate
     from ledgermq.wire import RemotingCommand
 
 __all__ = ["RemotingDoor"]

@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Needs, header_needs, heartbeat_needs, lock_needs, send_needs
-from ledgermq.acl.resources import ADMIN_CODES
 from ledgermq.broker.remoting.consumers import parse_heartbeat, parse_lock_body
 from ledgermq.broker.remoting.send import parse_send_request
 from ledgermq.errors import RequestRejectedError
+from ledgermq.security.acl import Needs, header_needs, heartbeat_needs, lock_needs, send_needs
+from ledgermq.security.acl.resources import ADMIN_CODES
 from ledgermq.wire import MQRequestCode
 from ledgermq.wire.headers import HEADER_TYPES, parse_header
 

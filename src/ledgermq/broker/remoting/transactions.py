@@ -23,11 +23,11 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import InvalidArgumentError
 from ledgermq.broker.service.message_writer import split_host_port
 from ledgermq.broker.service.transactions import EndTransactionRequest, Resolution
 from ledgermq.errors import NetworkError
+from ledgermq.security.acl import Perm, record_needs
 from ledgermq.wire import MQResponseCode, RemotingCommand
 from ledgermq.wire.headers import CheckTransactionStateRequestHeader
 from ledgermq.wire.message import SysFlag, encode_properties, encode_record

@@ -16,7 +16,7 @@ from ledgermq.broker.state.topics import DLQ_PREFIX, RETRY_PREFIX
 from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:
-    from ledgermq.acl import Needs
+    from ledgermq.security.acl import Needs
     from ledgermq.wire.message import MessageExt
 
 __all__ = ["OPEN_ACCESS", "Access", "record_topic"]

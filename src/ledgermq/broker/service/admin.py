@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.backup import backup_replica
 from ledgermq.broker.errors import (
     BusyError,
@@ -42,6 +41,7 @@ from ledgermq.errors import (
 )
 from ledgermq.ledger.replica_view import replication_fields
 from ledgermq.raft import ResponseCode
+from ledgermq.security.acl import Perm, record_needs
 from ledgermq.wire.message import decode_records
 from ledgermq.wire.topic_attributes import apply_changes
 

@@ -1,7 +1,7 @@
 """POP consumption: receive (messages made invisible for a time), ack, change-invisible, forward
 to the dead letters -- one meaning for both front doors (issue 16 section 2).
 
-The decisions are ``ledgermq.pop.PopQueue``'s (``plan_*``); this module reads the messages,
+The decisions are ``ledgermq.broker.pop.PopQueue``'s (``plan_*``); this module reads the messages,
 filters them as a pull would, and commits the model's records through the ledger's metadata
 channel (``broker.state.pop_table``), answering only once they are committed and applied. So the
 POP state is the same on every replica, and a new master after a failover goes on from what the
@@ -53,6 +53,15 @@ from ledgermq.broker.errors import (
     ServiceError,
 )
 from ledgermq.broker.names import require_group_name, require_topic_name
+from ledgermq.broker.pop import (
+    Acked,
+    DeadLettered,
+    Delivered,
+    Outcome,
+    PopQueue,
+    PopSettings,
+    ReceiptHandle,
+)
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.ops import PopOp
 from ledgermq.broker.state.topics import dlq_topic
@@ -64,15 +73,6 @@ from ledgermq.errors import (
     MessageFormatError,
 )
 from ledgermq.messaging import consuming
-from ledgermq.pop import (
-    Acked,
-    DeadLettered,
-    Delivered,
-    Outcome,
-    PopQueue,
-    PopSettings,
-    ReceiptHandle,
-)
 from ledgermq.wire.message import (
     MessageProperty,
     decode_records,
@@ -85,12 +85,12 @@ from ledgermq.wire.route import is_readable
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from ledgermq.broker.pop import PopRecord
     from ledgermq.broker.service.message_writer import MessageWriter
     from ledgermq.broker.state.broker_state import BrokerState
     from ledgermq.broker.state.pop_table import PopKey
     from ledgermq.broker.storage.filter import Sql92Selector
     from ledgermq.messaging.consuming import Receive
-    from ledgermq.pop import PopRecord
     from ledgermq.wire.message import MessageExt
 
 __all__ = ["PopHandle", "PopResult", "PopService", "PoppedMessage"]

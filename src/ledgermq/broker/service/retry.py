@@ -25,7 +25,6 @@ import logging
 import random
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import InvalidArgumentError, NotFoundError
 from ledgermq.broker.names import require_group_name
 from ledgermq.broker.service.access import record_topic
@@ -38,6 +37,7 @@ from ledgermq.errors import (
     LedgerMQError,
     MessageFormatError,
 )
+from ledgermq.security.acl import Perm, record_needs
 from ledgermq.wire.message import MessageProperty, decode_records, encode_properties
 
 if TYPE_CHECKING:

@@ -53,13 +53,13 @@ from ledgermq.broker.errors import (
 from ledgermq.broker.service.undeliverable import drop_head, is_deterministic, target_problem
 from ledgermq.broker.state.ops import TimerOp
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
+from ledgermq.broker.timers import Fired, Recalled
 from ledgermq.errors import (
     IndexCompactedError,
     IndexOutOfRangeError,
     LedgerMQError,
     MessageFormatError,
 )
-from ledgermq.timers import Fired, Recalled
 from ledgermq.wire.message import MessageProperty, SysFlag, decode_records, encode_properties
 
 if TYPE_CHECKING:

@@ -37,7 +37,6 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from ledgermq.acl import Perm, record_needs
 from ledgermq.broker.errors import (
     IllegalMessageError,
     InvalidArgumentError,
@@ -62,6 +61,7 @@ from ledgermq.errors import (
     MessageFormatError,
 )
 from ledgermq.messaging.sending import Resolution
+from ledgermq.security.acl import Perm, record_needs
 from ledgermq.wire.message import (
     MessageProperty,
     decode_properties,

@@ -41,19 +41,19 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
+from ledgermq.broker.pop import PopSettings, decode_record, encode_record
 from ledgermq.broker.state.group_config import SubscriptionGroupConfig
 from ledgermq.broker.state.transactions import CHECK, SETTLING_ACTIONS
+from ledgermq.broker.timers import decode_timer_record, encode_timer_record
 from ledgermq.errors import LedgerMQError
-from ledgermq.pop import PopSettings, decode_record, encode_record
-from ledgermq.timers import decode_timer_record, encode_timer_record
 from ledgermq.wire.route import TopicConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ledgermq.broker.pop import PopRecord
     from ledgermq.broker.state.pop_table import PopKey
-    from ledgermq.pop import PopRecord
-    from ledgermq.timers import TimerRecord
+    from ledgermq.broker.timers import TimerRecord
 
 __all__ = [
     "OP_VERSION",

@@ -1,4 +1,4 @@
-"""POP state of the broker: one ``ledgermq.pop.PopQueue`` per (group, topic, queue), replicated.
+"""POP state of the broker: one ``ledgermq.broker.pop.PopQueue`` per (group, topic, queue), replicated.
 
 Every change is a ``pop`` op on the ledger's metadata channel (``ops.PopOp``), applied by every
 replica in log order like consumer offsets (``metadata.BrokerMetadata.apply`` hands it here), and
@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.pop import PopQueue
+from ledgermq.broker.pop import PopQueue
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from ledgermq.broker.pop import Outcome
     from ledgermq.broker.state.ops import PopOp
-    from ledgermq.pop import Outcome
 
 __all__ = ["PopKey", "PopTable"]
 

@@ -1,4 +1,4 @@
-"""Timer messages of the broker: ``ledgermq.timers.TimerWheel`` fed by the replicated log.
+"""Timer messages of the broker: ``ledgermq.broker.timers.TimerWheel`` fed by the replicated log.
 
 A timer message is stored at once, in the system timer topic ``rmq_sys_wheel_timer`` (RocketMQ
 5's ``TimerMessageStore.TIMER_TOPIC``) with its real topic and queue in ``REAL_TOPIC`` /
@@ -31,8 +31,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.errors import MessageFormatError
-from ledgermq.timers import (
+from ledgermq.broker.timers import (
     DEFAULT_SLOT_MS,
     Fired,
     Firing,
@@ -42,6 +41,7 @@ from ledgermq.timers import (
     TimerRecord,
     TimerWheel,
 )
+from ledgermq.errors import MessageFormatError
 from ledgermq.wire.message import MessageProperty, decode_records
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ Opt-in only (``--faults wipe``; not in the default set, and never more than one 
 Opt-in too (``--faults poison``, combinable with any other kind):
 
 - ``poison``: a committed entry that no replica can apply. The brokers run through
-  ``testing.chaos.poison_broker``, whose writer stores a message for ``ChaosPoisonTrigger``
+  ``tests.chaos.buggy.poison_broker``, whose writer stores a message for ``ChaosPoisonTrigger``
   under ``%DLQ%orders.v1`` (a name no ConsumeQueue can have, past the doors' checks); the
   nemesis sends one to the master. Every replica must quarantine it and go on (README
   "Operations"): the run checks that every replica reports the same quarantined entries, at
@@ -83,10 +83,11 @@ import signal
 import time
 from typing import TYPE_CHECKING, Final
 
+from tests.chaos.buggy.poison_broker import TRIGGER_TOPIC
+
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
-from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.child_process import ProcessStartError
 from ledgermq.wire import MQRequestCode, MQResponseCode
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from tests.chaos.buggy.poison_broker import TRIGGER_TOPIC
+
 from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
@@ -37,7 +39,6 @@ from ledgermq.testing.chaos.nemesis import (
     Nemesis,
 )
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
-from ledgermq.testing.chaos.poison_broker import TRIGGER_TOPIC
 from ledgermq.testing.chaos.pop_workload import MAX_ATTEMPTS, PopGroup, read_dlq
 from ledgermq.testing.chaos.reader import PullReader, final_offsets
 from ledgermq.testing.chaos.timeline import NO_MATPLOTLIB, write_timeline
@@ -50,12 +51,12 @@ __all__ = ["BUGS", "RunOptions", "RunResult", "replay_command", "run_chaos"]
 
 TOPIC: Final = "ChaosTopic"
 BUGS: Final = {
-    "ack-before-commit": "ledgermq.testing.chaos.buggy_broker",
-    "follower-ack-before-store": "ledgermq.testing.chaos.buggy_follower",
-    "pop-ack-before-commit": "ledgermq.testing.chaos.buggy_pop",
+    "ack-before-commit": "tests.chaos.buggy.buggy_broker",
+    "follower-ack-before-store": "tests.chaos.buggy.buggy_follower",
+    "pop-ack-before-commit": "tests.chaos.buggy.buggy_pop",
 }
 """Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
-POISON_MODULE: Final = "ledgermq.testing.chaos.poison_broker"
+POISON_MODULE: Final = "tests.chaos.buggy.poison_broker"
 """The brokers' wrapper with ``--faults poison`` (``nemesis`` module docstring)."""
 _SETTLE_S: Final = 30.0
 _CONSUME_S: Final = 60.0

@@ -1,4 +1,4 @@
-"""``python -m ledgermq.testing.chaos.buggy_pop broker ...``: a broker whose POP service answers
+"""``python -m tests.chaos.buggy.buggy_pop broker ...``: a broker whose POP service answers
 an ack before its op is committed: the third bug put in on purpose to show that the chaos
 checker catches what it is meant to catch, here for POP (checker rule 8).
 
@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import sys
 
+from ledgermq.broker.pop import Outcome
 from ledgermq.broker.service import pop
 from ledgermq.cli.main import main
-from ledgermq.pop import Outcome
 
 __all__ = ["install"]
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledgermq.acl.permission import Perm, perm_allows
-from ledgermq.acl.signature import ACCESS_KEY, signature_matches
+from ledgermq.security.acl.permission import Perm, perm_allows
+from ledgermq.security.acl.signature import ACCESS_KEY, signature_matches
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ledgermq.acl.config import Account, AclConfig
-    from ledgermq.acl.resources import Needs
+    from ledgermq.security.acl.config import Account, AclConfig
+    from ledgermq.security.acl.resources import Needs
 
 __all__ = ["Decision", "authorize", "validate"]
 

@@ -11,7 +11,7 @@ a LedgerMQ ledger.
 
 PySyncObj has no network client: commands are submitted on a node object in the same process.
 So the driver (``run_pysyncobj``) hosts node 0 itself and starts nodes 1 and 2 as subprocesses
-(``python -m ledgermq.bench.pysyncobj_log node ...``). Node 0 gets shorter election timeouts, so
+(``python -m benchmarks.peers.pysyncobj_log node ...``). Node 0 gets shorter election timeouts, so
 it usually wins the first election and the driver submits on the leader (no forwarding hop); if
 another node wins, the driver asks it to hand leadership over (PySyncObj's ``transfer`` utility
 command, Raft TimeoutNow) and, if that fails too, runs anyway against a follower, which forwards
@@ -120,7 +120,7 @@ _POLL_S: Final = 0.05
 @functools.cache
 def _log_class() -> type[Any]:
     """``ReplicatedLog``, built on first use so ``ledgermq.bench`` imports without pysyncobj."""
-    from pysyncobj import SyncObj, replicated  # noqa: PLC0415 - optional extra "bench"
+    from pysyncobj import SyncObj, replicated
 
     class ReplicatedLog(SyncObj):  # type: ignore[misc] # pysyncobj is untyped
         """A list of bodies, appended to through Raft."""
@@ -154,8 +154,8 @@ def _journal_for(flush: str) -> Iterator[None]:
     if flush == "async":
         yield
         return
-    from pysyncobj import syncobj as syncobj_module  # noqa: PLC0415 - optional extra "bench"
-    from pysyncobj.journal import FileJournal  # noqa: PLC0415
+    from pysyncobj import syncobj as syncobj_module
+    from pysyncobj.journal import FileJournal
 
     class _SyncedFileJournal(FileJournal):  # type: ignore[misc] # pysyncobj is untyped
         def add(self, command: bytes, idx: int, term: int) -> None:
@@ -175,7 +175,7 @@ def _journal_for(flush: str) -> Iterator[None]:
 
 
 def _conf(journal_dir: str, *, preferred: bool) -> Any:
-    from pysyncobj import SyncObjConf  # noqa: PLC0415 - optional extra "bench"
+    from pysyncobj import SyncObjConf
 
     Path(journal_dir).mkdir(parents=True, exist_ok=True)
     low_s, high_s = _DRIVER_ELECTION_TIMEOUT_S if preferred else _OTHER_ELECTION_TIMEOUT_S
@@ -221,12 +221,12 @@ def _spawn_node(
     self_address: str, partners: list[str], journal_dir: str, flush: str, log_path: str
 ) -> subprocess.Popen[bytes]:
     command = [
-        sys.executable, "-m", "ledgermq.bench.pysyncobj_log", "node",
+        sys.executable, "-m", "benchmarks.peers.pysyncobj_log", "node",
         "--self", self_address, "--partners", ",".join(partners),
         "--journal", journal_dir, "--flush", flush,
     ]  # fmt: skip
     with open(log_path, "wb") as log:
-        return subprocess.Popen(  # noqa: S603 - our own module, arguments we built
+        return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -243,7 +243,7 @@ class _Load:
     """Keeps ``clients`` calls outstanding on a node; callbacks run on PySyncObj's tick thread."""
 
     def __init__(self, node: Any, *, batch: int, body_bytes: int, expected_calls: int) -> None:
-        from pysyncobj import FAIL_REASON  # noqa: PLC0415 - optional extra "bench"
+        from pysyncobj import FAIL_REASON
 
         self._success: int = FAIL_REASON.SUCCESS
         self._submit = node.append if batch == 1 else node.append_batch
@@ -324,7 +324,7 @@ def _wait_ready(
 
 def _take_leadership(node: Any) -> str:
     """Ask the current leader to hand over to node 0; returns how it went, for the note."""
-    from pysyncobj.utility import TcpUtility, UtilityException  # noqa: PLC0415
+    from pysyncobj.utility import TcpUtility, UtilityException
 
     if node._isLeader():
         return "elected"
@@ -481,7 +481,7 @@ def _note(
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ledgermq.bench.pysyncobj_log",
+        prog="python -m benchmarks.peers.pysyncobj_log",
         description="PySyncObj as a 3-node replicated log on 127.0.0.1: run a benchmark "
         "(run) or one node of the cluster (node, started by run).",
         allow_abbrev=False,
@@ -528,7 +528,7 @@ def _run_command(args: argparse.Namespace) -> int:
     ]
     print(format_table(results))
     if args.json:
-        from importlib.metadata import version  # noqa: PLC0415
+        from importlib.metadata import version
 
         write_json(
             args.json,

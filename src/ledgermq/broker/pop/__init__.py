@@ -7,8 +7,8 @@ of operation. A package of its own for now, beside the broker's refactoring into
 ``broker/state``, where it will move (issue 16).
 """
 
-from ledgermq.pop.queue import DEFAULT_MAX_ATTEMPTS, InFlight, Outcome, PopQueue, PopSettings
-from ledgermq.pop.records import (
+from ledgermq.broker.pop.queue import DEFAULT_MAX_ATTEMPTS, InFlight, Outcome, PopQueue, PopSettings
+from ledgermq.broker.pop.records import (
     Acked,
     DeadLettered,
     DeadLetterReason,

@@ -13,19 +13,19 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Final
 
+from benchmarks.peers.etcd_client import EtcdError
+from benchmarks.peers.etcd_cluster import EtcdCluster, etcd_binary, etcd_unavailable
+from benchmarks.peers.servers import PeerUnavailableError
+from benchmarks.peers.workloads import BODY_BYTES, drive_produce, result_of
 from ledgermq.bench.cpu import CpuMeter
-from ledgermq.bench.etcd_client import EtcdError
-from ledgermq.bench.etcd_cluster import EtcdCluster, etcd_binary, etcd_unavailable
-from ledgermq.bench.peers.servers import PeerUnavailableError
-from ledgermq.bench.peers.workloads import BODY_BYTES, drive_produce, result_of
 from ledgermq.bench.stats import LatencyRecorder
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from ledgermq.bench.etcd_client import EtcdClient
-    from ledgermq.bench.peers.workloads import Workload
+    from benchmarks.peers.etcd_client import EtcdClient
+    from benchmarks.peers.workloads import Workload
     from ledgermq.bench.stats import RunResult
 
 __all__ = ["DURABILITY", "EtcdSystem", "key_prefix"]

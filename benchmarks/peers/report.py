@@ -178,10 +178,10 @@ def write_chart(path: Path, rows: Sequence[SummaryRow], title: str) -> str | Non
     if not rows:
         return "chart skipped: nothing ran"
     try:
-        import matplotlib as mpl  # noqa: PLC0415 - optional extra `bench`
+        import matplotlib as mpl
 
         mpl.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
+        import matplotlib.pyplot as plt
     except ImportError:
         return "chart skipped: matplotlib is not installed (pip install 'ledgermq[bench]')"
     workloads = list(dict.fromkeys(r.workload for r in rows))

@@ -1,4 +1,4 @@
-"""``python -m ledgermq.testing.chaos.poison_broker broker ...``: a broker whose writer commits a
+"""``python -m tests.chaos.buggy.poison_broker broker ...``: a broker whose writer commits a
 *poison entry* on demand, to show that a committed entry no replica can apply never takes the
 group down (issue 25 item 1).
 
@@ -33,7 +33,7 @@ _PATCHED: Final = "encode_records"
 def install() -> None:
     """Make ``message_writer.encode_records`` store ``TRIGGER_TOPIC``'s messages under
     ``POISON_TOPIC``."""
-    from ledgermq.broker.service import message_writer  # noqa: PLC0415 - the broker's, not ours
+    from ledgermq.broker.service import message_writer
 
     correct: Callable[..., tuple[bytes, list[int]]] = getattr(message_writer, _PATCHED)
 

@@ -1,4 +1,4 @@
-"""``python -m ledgermq.testing.chaos.buggy_follower broker ...``: a broker whose ledger replica,
+"""``python -m tests.chaos.buggy.buggy_follower broker ...``: a broker whose ledger replica,
 as a follower, acknowledges an append before it stores it: the second bug put in on purpose to
 show that the chaos checker catches what it is meant to catch (issue 15).
 

@@ -1,4 +1,4 @@
-"""``python -m ledgermq.testing.chaos.buggy_broker broker ...``: a broker with a bug put in on
+"""``python -m tests.chaos.buggy.buggy_broker broker ...``: a broker with a bug put in on
 purpose, to show that the chaos checker catches what it is meant to catch.
 
 The bug, "acknowledge before commit": when an append was not acknowledged by a quorum (the

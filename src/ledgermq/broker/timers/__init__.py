@@ -7,7 +7,7 @@ proposes the records through the ledger's metadata channel and applies them on e
 the send side and RecallMessage).
 """
 
-from ledgermq.timers.wheel import (
+from ledgermq.broker.timers.wheel import (
     DEFAULT_SLOT_MS,
     Fired,
     Firing,

@@ -1,6 +1,6 @@
 """LedgerMQ's strong request signature: an opt-in for our own clients, beside RocketMQ's.
 
-RocketMQ's signature (``ledgermq.acl.signature``) is HMAC-SHA1 over the extFields' values
+RocketMQ's signature (``ledgermq.security.acl.signature``) is HMAC-SHA1 over the extFields' values
 joined without separators, and the body. It does not cover the request code, has no time and
 no nonce: a captured request can be sent again for ever, and as another request with the same
 fields (a topic-create replayed as DELETE_TOPIC_IN_BROKER deletes the topic), and values can
@@ -23,7 +23,7 @@ so a request is accepted once, as the request it was, for ``SKEW_S`` at most. A 
 sends it still sends RocketMQ's ``Signature`` over all the fields (these three included), so a
 RocketMQ server, which ignores fields it does not know, accepts the request as before.
 
-Pure, like the rest of ``ledgermq.acl``: the caller gives the time and the nonce.
+Pure, like the rest of ``ledgermq.security.acl``: the caller gives the time and the nonce.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import hashlib
 import hmac
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.acl.signature import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, sign_request
+from ledgermq.security.acl.signature import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, sign_request
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Final
 
 import yaml
 
-from ledgermq.acl.addresses import AddressPattern, parse_address_pattern
-from ledgermq.acl.permission import Perm, parse_perm
 from ledgermq.errors import LedgerMQError
+from ledgermq.security.acl.addresses import AddressPattern, parse_address_pattern
+from ledgermq.security.acl.permission import Perm, parse_perm
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -49,7 +49,7 @@ class AclConfigError(LedgerMQError):
 
 @dataclass(frozen=True)
 class Account:
-    """One account of the ACL; ``secret_key`` stays inside ``ledgermq.acl``."""
+    """One account of the ACL; ``secret_key`` stays inside ``ledgermq.security.acl``."""
 
     access_key: str
     secret_key: str = field(repr=False)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.bench.etcd_client import EtcdClient, EtcdError, client_unavailable
-from ledgermq.bench.peers.servers import ServerProcess, find_binary
+from benchmarks.peers.etcd_client import EtcdClient, EtcdError, client_unavailable
+from benchmarks.peers.servers import ServerProcess, find_binary
 from ledgermq.bench.processes import HOST, free_ports
 from ledgermq.errors import LedgerMQError
 

@@ -158,7 +158,7 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"=== {self.name}: {' '.join(command)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(  # noqa: S603 - our own command line
+            self.proc = subprocess.Popen(
                 list(command),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -129,7 +129,7 @@ class EtcdClient:
 
     def _method(self, name: str) -> Any:
         if self._channel is None:
-            import grpc  # noqa: PLC0415 - optional dependency
+            import grpc
 
             self._channel = grpc.aio.insecure_channel(
                 self.target,
@@ -144,7 +144,7 @@ class EtcdClient:
         return self._methods[name]
 
     async def _call(self, name: str, request: bytes) -> bytes:
-        import grpc  # noqa: PLC0415 - optional dependency
+        import grpc
 
         try:
             answer: bytes = await self._method(name)(request, timeout=_TIMEOUT_S)

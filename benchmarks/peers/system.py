@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ledgermq.bench.peers.workloads import Workload
+    from benchmarks.peers.workloads import Workload
     from ledgermq.bench.stats import RunResult
 
 __all__ = ["System"]

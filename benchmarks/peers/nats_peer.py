@@ -21,14 +21,14 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.bench.cpu import CpuMeter
-from ledgermq.bench.peers.servers import (
+from benchmarks.peers.servers import (
     INSTALL_HINT,
     PeerUnavailableError,
     ServerProcess,
     find_binary,
 )
-from ledgermq.bench.peers.workloads import BODY_BYTES, drive_produce, result_of
+from benchmarks.peers.workloads import BODY_BYTES, drive_produce, result_of
+from ledgermq.bench.cpu import CpuMeter
 from ledgermq.bench.processes import HOST, free_ports
 from ledgermq.bench.stats import LatencyRecorder
 from ledgermq.errors import LedgerMQError
@@ -36,7 +36,7 @@ from ledgermq.errors import LedgerMQError
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ledgermq.bench.peers.workloads import Workload
+    from benchmarks.peers.workloads import Workload
     from ledgermq.bench.stats import RunResult
 
 __all__ = ["DURABILITY", "GO_SOURCE", "NatsSystem", "build_go_loader"]
@@ -70,7 +70,7 @@ def build_go_loader(outdir: Path, path: str | None = None) -> Path:
         "GOCACHE": str(outdir / "cache"),
         "GOFLAGS": "",
     }
-    built = subprocess.run(  # noqa: S603 - our own command line
+    built = subprocess.run(
         [go, "build", "-o", str(outdir / "natsload"), "main.go"],
         cwd=outdir,
         env=env,
@@ -138,8 +138,8 @@ class NatsSystem:
         asyncio.run(self._create_stream())
 
     async def _create_stream(self) -> None:
-        import nats  # noqa: PLC0415 - optional dependency
-        from nats.js.api import StorageType  # noqa: PLC0415
+        import nats
+        from nats.js.api import StorageType
 
         deadline = asyncio.get_running_loop().time() + _START_TIMEOUT_S
         nc = await nats.connect(servers=self._urls)
@@ -171,8 +171,8 @@ class NatsSystem:
 
     # ------------------------------------------------------------------ nats-py
     async def _run_py(self, workload: Workload, duration_s: float, meter: CpuMeter) -> RunResult:
-        import nats  # noqa: PLC0415 - optional dependency
-        from nats.js.api import AckPolicy, ConsumerConfig  # noqa: PLC0415
+        import nats
+        from nats.js.api import AckPolicy, ConsumerConfig
 
         nc = await nats.connect(servers=self._urls)
         try:
@@ -293,7 +293,7 @@ class NatsSystem:
         )
 
     async def _stream_messages(self) -> int:
-        import nats  # noqa: PLC0415 - optional dependency
+        import nats
 
         nc = await nats.connect(servers=self._urls)
         try:

@@ -5,7 +5,7 @@ Credential=<accessKey>, SignedHeaders=x-mq-date-time, Signature=<hex>``, where t
 the hex HMAC-SHA1 of the date-time under the account's secret key (the official clients'
 ``Signature.sign``; hex compared without regard to case). The date-time must be within
 ``SKEW_S`` of the server's clock, so a recorded header stops working. Pure, like the rest of
-``ledgermq.acl``: the caller gives the time.
+``ledgermq.security.acl``: the caller gives the time.
 """
 
 from __future__ import annotations

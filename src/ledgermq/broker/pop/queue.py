@@ -79,7 +79,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.pop.records import (
+from ledgermq.broker.pop.records import (
     Acked,
     DeadLettered,
     DeadLetterReason,

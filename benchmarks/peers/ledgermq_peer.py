@@ -12,9 +12,9 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Final
 
+from benchmarks.peers.servers import ServerProcess
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
 from ledgermq.bench.cpu import CpuMeter
-from ledgermq.bench.peers.servers import ServerProcess
 from ledgermq.bench.processes import HOST, child_env, free_ports, ledgermq_command
 from ledgermq.client import Admin
 from ledgermq.errors import LedgerMQError
@@ -22,7 +22,7 @@ from ledgermq.errors import LedgerMQError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ledgermq.bench.peers.workloads import Workload
+    from benchmarks.peers.workloads import Workload
     from ledgermq.bench.stats import RunResult
 
 __all__ = ["DURABILITY", "LedgerMQSystem"]

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.acl.permission import Perm
 from ledgermq.errors import BadRequestError
+from ledgermq.security.acl.permission import Perm
 from ledgermq.wire.codes import MQRequestCode
 from ledgermq.wire.ext_fields import send_v2_topic
 from ledgermq.wire.headers import (

@@ -23,8 +23,7 @@ import os
 import subprocess
 from typing import TYPE_CHECKING, Any, Final
 
-from ledgermq.bench.cpu import CpuMeter
-from ledgermq.bench.peers.servers import (
+from benchmarks.peers.servers import (
     MARKER_VARIABLE,
     PeerUnavailableError,
     ServerProcess,
@@ -33,7 +32,8 @@ from ledgermq.bench.peers.servers import (
     marked_pids,
     new_mark,
 )
-from ledgermq.bench.peers.workloads import BODY_BYTES, drive_produce, result_of
+from benchmarks.peers.workloads import BODY_BYTES, drive_produce, result_of
+from ledgermq.bench.cpu import CpuMeter
 from ledgermq.bench.processes import HOST, free_ports
 from ledgermq.bench.stats import LatencyRecorder
 from ledgermq.errors import LedgerMQError
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from ledgermq.bench.peers.workloads import Workload
+    from benchmarks.peers.workloads import Workload
     from ledgermq.bench.stats import RunResult
 
 __all__ = ["DURABILITY", "QUEUE", "RabbitSystem"]
@@ -162,7 +162,7 @@ class RabbitSystem:
 
     def _ctl(self, ctl: str, node: str, command: list[str]) -> None:
         try:
-            done = subprocess.run(  # noqa: S603 - our own command line
+            done = subprocess.run(
                 [ctl, "-n", node, *command],
                 env=self._env,
                 capture_output=True,
@@ -186,7 +186,7 @@ class RabbitSystem:
         return f"amqp://guest:guest@{HOST}:{self._amqp_ports[index]}/"
 
     async def _declare_queue(self) -> None:
-        import aio_pika  # noqa: PLC0415 - optional dependency
+        import aio_pika
 
         connection = await aio_pika.connect(self._url())
         try:
@@ -214,7 +214,7 @@ class RabbitSystem:
 
     # ------------------------------------------------------------------ workloads
     async def run(self, workload: Workload, duration_s: float) -> RunResult | None:
-        import aio_pika  # noqa: PLC0415 - optional dependency
+        import aio_pika
 
         meter = CpuMeter(self.server_pids())
         connection = await aio_pika.connect(self._url())
@@ -308,7 +308,7 @@ def _node_name(index: int) -> str:
 def _free_range(count: int) -> int:
     """The first of ``count`` consecutive ports free right now (for ``rabbitmqctl``'s own
     distribution port, which it picks from a range)."""
-    import socket  # noqa: PLC0415
+    import socket
 
     for _ in range(50):
         (base,) = free_ports(1)

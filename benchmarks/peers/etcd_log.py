@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.bench.etcd_client import EtcdError
-from ledgermq.bench.etcd_cluster import MAX_TXN_OPS, EtcdCluster
+from benchmarks.peers.etcd_client import EtcdError
+from benchmarks.peers.etcd_cluster import MAX_TXN_OPS, EtcdCluster
 from ledgermq.bench.stats import LatencyRecorder, RunResult
 from ledgermq.errors import BenchmarkError
 from ledgermq.net import run
 
 if TYPE_CHECKING:
-    from ledgermq.bench.etcd_client import EtcdClient
+    from benchmarks.peers.etcd_client import EtcdClient
     from ledgermq.bench.stats import Progress
 
 __all__ = ["NOTE", "SYSTEM", "applies", "run_etcd"]

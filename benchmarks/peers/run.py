@@ -1,4 +1,4 @@
-"""``ledgermq bench peers`` / ``python benchmarks/peers.py``: the side-by-side run.
+"""``ledgermq bench peers`` / ``python -m benchmarks.peers``: the side-by-side run.
 
 For each round, each system in turn: start its 3-node cluster fresh under a temporary directory,
 run every workload that applies, kill the cluster. Rounds interleave the systems so that a
@@ -20,26 +20,26 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.bench.peers.etcd_peer import EtcdSystem
-from ledgermq.bench.peers.ledgermq_peer import LedgerMQSystem
-from ledgermq.bench.peers.nats_peer import NatsSystem
-from ledgermq.bench.peers.rabbitmq_peer import RabbitSystem
-from ledgermq.bench.peers.report import (
+from benchmarks.peers.etcd_peer import EtcdSystem
+from benchmarks.peers.ledgermq_peer import LedgerMQSystem
+from benchmarks.peers.nats_peer import NatsSystem
+from benchmarks.peers.rabbitmq_peer import RabbitSystem
+from benchmarks.peers.report import (
     SystemInfo,
     format_peers_table,
     summarize,
     write_chart,
     write_json,
 )
-from ledgermq.bench.peers.servers import INSTALL_HINT, PeerUnavailableError
-from ledgermq.bench.peers.workloads import WORKLOADS
+from benchmarks.peers.servers import INSTALL_HINT, PeerUnavailableError
+from benchmarks.peers.workloads import WORKLOADS
 from ledgermq.errors import LedgerMQError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from types import FrameType
 
-    from ledgermq.bench.peers.system import System
+    from benchmarks.peers.system import System
     from ledgermq.bench.stats import RunResult
 
 __all__ = ["add_arguments", "build_systems", "main", "run_peers"]
