@@ -1,4 +1,4 @@
-"""ledgermq.security.acl: RocketMQ's plain ACL file, signatures, the permission table and the decision."""
+"""security.acl: RocketMQ's plain ACL file, signatures, the permission table, the decision."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Model-based test of ``ledgermq.broker.pop.PopQueue`` (STYLE.md 7.13.1 L4): hypothesis drives random
+"""Model-based test of ``broker.pop.PopQueue`` (STYLE.md 7.13.1 L4): hypothesis drives random
 receives, acks, re-arms, dead-letterings, concurrent plans and clock jumps against ``Reference``,
 a brute-force model of the same contract written without the real one's structure (no low
 watermark, no records, no plans: a status per message, and every receive scans from offset 0).

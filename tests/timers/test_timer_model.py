@@ -1,4 +1,4 @@
-"""Model-based test of ``ledgermq.broker.timers.TimerWheel`` (STYLE.md 7.13.1 L4) against ``Reference``:
+"""Model-based test of ``broker.timers.TimerWheel`` (STYLE.md 7.13.1 L4) against ``Reference``:
 a dict of timers and a sort on every tick, instead of slots and an index. After every step the
 two agree, the log replays (and the snapshot restores) to the same wheel, and no timer has
 started firing before its due time or after a successful recall."""

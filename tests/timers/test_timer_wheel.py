@@ -1,5 +1,5 @@
-"""The replicated timer wheel (src/ledgermq/broker/timers/wheel.py): its rules, one scenario each, and a
-10 000-timer run through a driver that ticks every 100 ms."""
+"""The replicated timer wheel (src/ledgermq/broker/timers/wheel.py): its rules, one scenario each,
+and a 10 000-timer run through a driver that ticks every 100 ms."""
 
 from __future__ import annotations
 

@@ -185,9 +185,9 @@ class BrokerConfig:
     audit_log_backup_count: int = 10
     """Rotated audit files kept (``audit.log.1`` ...; ours)."""
     acl_require_strong_signature: bool = False
-    """Refuse remoting requests without LedgerMQ's strong signature (``ledgermq.security.acl.strong``:
-    request code, timestamp, nonce, unambiguous fields, body; ours). RocketMQ's own clients
-    cannot send it: leave it off while any of them signs in."""
+    """Refuse remoting requests without LedgerMQ's strong signature
+    (``ledgermq.security.acl.strong``: request code, timestamp, nonce, unambiguous fields, body;
+    ours). RocketMQ's own clients cannot send it: leave it off while any of them signs in."""
     acl_access_key: str = ""
     """The account this broker signs its own requests with (registrations with the NameServers
     when they check them; ours)."""

@@ -151,8 +151,8 @@ class NameServerRegistrar:
     def _signed(self, code: int, fields: dict[str, str], body: bytes | None) -> dict[str, str]:
         """``fields`` signed with the broker's own account (``aclAccessKey``), if it has one:
         NameServers with ``aclEnable`` take registrations only from admin accounts. A broker
-        with ``aclRequireStrongSignature=true`` signs strongly (``ledgermq.security.acl.strong``), for
-        NameServers that require it too."""
+        with ``aclRequireStrongSignature=true`` signs strongly (``ledgermq.security.acl.strong``),
+        for NameServers that require it too."""
         config = self._state.config
         if not config.acl_access_key:
             return fields

@@ -1,7 +1,7 @@
 """The servers' side of access control: ACL files on disk, the request gate, the audit log.
 
-``ledgermq.security.acl`` decides (pure); this package feeds it the files (found where RocketMQ finds
-them, reloaded when they change, the old configuration kept when a new one is bad), turns its
+``ledgermq.security.acl`` decides (pure); this package feeds it the files (found where RocketMQ
+finds them, reloaded when they change, the old configuration kept when a new one is bad), turns its
 refusals into NO_PERMISSION answers at a front door, and writes the audit log.
 """
 

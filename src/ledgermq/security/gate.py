@@ -115,7 +115,7 @@ class AclGate:
         now_s: float,
     ) -> Decision:
         """The decision for a gRPC call from its metadata (``authorization`` and
-        ``x-mq-date-time``, ``ledgermq.security.acl.grpc_auth``); refusals are logged and audited."""
+        ``x-mq-date-time``, ``security.acl.grpc_auth``); refusals are logged and audited."""
         header = metadata.get("authorization", "")
         auth = parse_authorization(header) if header else None
         date_time = metadata.get(DATE_TIME_HEADER, "")

@@ -1,4 +1,4 @@
-"""The server's side of LedgerMQ's strong signature (``ledgermq.security.acl.strong``) at a remoting door.
+"""The server's side of LedgerMQ's strong signature (``security.acl.strong``) at a remoting door.
 
 A request that carries the strong signature is checked by it (whatever the server requires):
 its time must be within ``SKEW_S`` of the server's clock, its (access key, nonce) pair new, and
@@ -53,8 +53,8 @@ class StrongSignatureCheck:
         body: bytes | None,
         needs: Needs,
     ) -> Decision:
-        """The decision for one remoting request (``ledgermq.security.acl.validate`` when neither sent
-        nor required)."""
+        """The decision for one remoting request (``security.acl.validate`` when neither sent nor
+        required)."""
         access_key = fields.get(ACCESS_KEY)
         strong = STRONG_SIGNATURE in fields
         if not strong and not self.required:

@@ -1,7 +1,7 @@
 """Typed remoting request headers (RocketMQ's ``*RequestHeader`` classes), parsed once.
 
 A request's extFields are read here, once, into a frozen dataclass; the broker's door computes
-what the request needs from the ACL from that object (``ledgermq.security.acl.header_needs``) and hands
+what the request needs from the ACL from that object (``security.acl.header_needs``) and hands
 the same object to the handler, so the check and the work cannot read different fields
 (issue 25 item 2: a send was checked on one field and stored by another). Our clients build the
 same headers with ``to_ext_fields``, so the field names are written in one place.

@@ -1,4 +1,4 @@
-"""POP state of the broker: one ``ledgermq.broker.pop.PopQueue`` per (group, topic, queue), replicated.
+"""POP state of the broker: one ``broker.pop.PopQueue`` per (group, topic, queue), replicated.
 
 Every change is a ``pop`` op on the ledger's metadata channel (``ops.PopOp``), applied by every
 replica in log order like consumer offsets (``metadata.BrokerMetadata.apply`` hands it here), and
