@@ -181,15 +181,14 @@ def run_peers(
 def _results_dir(explicit: Path | None) -> Path:
     if explicit is not None:
         return explicit
-    clone = Path(__file__).resolve().parents[4] / "benchmarks"
-    if clone.is_dir():
-        return clone / "results"
-    return Path.cwd()
+    return Path(__file__).resolve().parents[1] / "results"  # benchmarks/results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="LedgerMQ side by side with Raft-replicated peers", allow_abbrev=False
+        prog="python -m benchmarks.peers",
+        description="LedgerMQ side by side with Raft-replicated peers",
+        allow_abbrev=False,
     )
     add_arguments(parser)
     return run_from_args(parser.parse_args(argv))

@@ -1,5 +1,7 @@
-"""Benchmarks of the replicated log against other systems (``ledgermq ledger bench``).
+"""LedgerMQ's own benchmarks: ``ledgermq bench produce | consume`` (``broker``) against a running
+cluster and ``ledgermq ledger bench`` (``ledger``), which starts its own replicas.
 
-``stats`` holds the accounting both sides share; ``pysyncobj_log`` runs PySyncObj (optional extra
-``bench``) as a 3-node replicated log with the same workloads.
+``stats`` holds the accounting every benchmark shares, ``cpu`` the server CPU per message,
+``processes`` the child processes. The peers they are compared with (NATS, RabbitMQ, etcd,
+PySyncObj) are the clone's ``benchmarks/peers``, not installed; ``checkout`` finds them.
 """

@@ -11,14 +11,17 @@ Failover: with one client appending continuously, the leader is killed with SIGK
 figure is the time from the kill to the first append acknowledged by the new leader. The killed
 replica is restarted and the next trial kills whoever leads then.
 
-In the same run the same workloads go to PySyncObj (``bench.pysyncobj_log``) when it is
-installed, and the ``flush=sync`` ones to a 3-member etcd (``bench.etcd_log``: fsync on a majority
-before the answer, like ``sync``) when it is installed; the table shows a ratio per peer.
+In the same run the same workloads go to PySyncObj (``benchmarks.peers.pysyncobj_log``) when
+it is installed, and the ``flush=sync`` ones to a 3-member etcd (``benchmarks.peers.etcd_log``:
+fsync on a majority before the answer, like ``sync``) when it is installed; the table shows a
+ratio per peer. Those drivers are the clone's (``benchmarks/``, not installed): an installed
+package measures LedgerMQ alone and says so in one line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -30,6 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ledgermq.bench.checkout import CloneOnlyError, import_from_clone
 from ledgermq.bench.processes import (
     HOST,
     child_env,
@@ -44,7 +48,7 @@ from ledgermq.ledger.client import AsyncLedgerClient
 from ledgermq.net import run
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "DEFAULT_WORKLOADS",
@@ -57,6 +61,10 @@ __all__ = [
 ]
 
 _READY_TIMEOUT_S: Final = 30.0
+_COMPARISONS: Final = "The PySyncObj and etcd comparisons"
+_ETCD_CLUSTER: Final = "benchmarks.peers.etcd_cluster"
+_ETCD_LOG: Final = "benchmarks.peers.etcd_log"
+_PYSYNCOBJ_LOG: Final = "benchmarks.peers.pysyncobj_log"
 _GROUP: Final = "bench"
 
 
@@ -329,18 +337,45 @@ def run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
         peer_log.setLevel(level)
 
 
+@dataclass(frozen=True)
+class _PeerDrivers:
+    """The clone's PySyncObj and etcd drivers (``benchmarks.peers``), looked up by name."""
+
+    etcd_unavailable: Callable[[str], str | None]
+    etcd_applies: Callable[[str, int], bool]
+    run_etcd: Callable[..., RunResult]
+    run_pysyncobj: Callable[..., RunResult]
+
+
+def _peer_drivers(options: BenchOptions, out: Any) -> _PeerDrivers | None:
+    """The comparisons' drivers when any is asked for and this is a clone; else None, with one
+    line saying why when they were asked for."""
+    if not (options.pysyncobj or options.etcd):
+        return None
+    try:
+        etcd_cluster = import_from_clone(_ETCD_CLUSTER, _COMPARISONS)
+    except CloneOnlyError as exc:
+        print(f"{exc}; measuring LedgerMQ alone", file=out)
+        return None
+    etcd_log = importlib.import_module(_ETCD_LOG)
+    pysyncobj_log = importlib.import_module(_PYSYNCOBJ_LOG)
+    return _PeerDrivers(
+        etcd_unavailable=etcd_cluster.etcd_unavailable,
+        etcd_applies=etcd_log.applies,
+        run_etcd=etcd_log.run_etcd,
+        run_pysyncobj=pysyncobj_log.run_pysyncobj,
+    )
+
+
 def _run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
-    from benchmarks.peers.etcd_cluster import etcd_unavailable  # noqa: PLC0415
-    from benchmarks.peers.etcd_log import applies as etcd_applies  # noqa: PLC0415
-    from benchmarks.peers.etcd_log import run_etcd  # noqa: PLC0415
-    from benchmarks.peers.pysyncobj_log import run_pysyncobj  # noqa: PLC0415
     from ledgermq.bench.stats import format_table, write_json  # noqa: PLC0415
 
     out = out or sys.stdout
     progress = Progress()
-    compare = options.pysyncobj and pysyncobj_available()
-    etcd_skipped = etcd_unavailable("etcd comparison") if options.etcd else None
-    with_etcd = options.etcd and etcd_skipped is None
+    peers = _peer_drivers(options, out)
+    compare = peers is not None and options.pysyncobj and pysyncobj_available()
+    etcd_skipped = peers.etcd_unavailable("etcd comparison") if peers and options.etcd else None
+    with_etcd = peers is not None and options.etcd and etcd_skipped is None
     results: list[RunResult] = []
     for workload in options.workloads:
         results.append(
@@ -353,10 +388,10 @@ def _run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
                 progress=progress,
             )
         )
-        if compare:
+        if compare and peers is not None:
             with tempfile.TemporaryDirectory(prefix="pysyncobj-", dir=options.workdir) as tmp:
                 results.append(
-                    run_pysyncobj(
+                    peers.run_pysyncobj(
                         mode=workload.mode,
                         clients=workload.clients,
                         batch=workload.batch,
@@ -368,9 +403,9 @@ def _run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
                         warmup_s=options.warmup_s,
                     )
                 )
-        if with_etcd and etcd_applies(workload.flush, workload.batch):
+        if with_etcd and peers is not None and peers.etcd_applies(workload.flush, workload.batch):
             results.append(
-                run_etcd(
+                peers.run_etcd(
                     mode=workload.mode,
                     clients=workload.clients,
                     batch=workload.batch,
@@ -386,7 +421,7 @@ def _run_bench(options: BenchOptions, out: Any = None) -> dict[str, Any]:
     if with_etcd:
         ratios.append(("ledgermq", "etcd"))
     print(format_table(results, ratios=ratios), file=out)
-    if options.pysyncobj and not compare:
+    if peers is not None and options.pysyncobj and not compare:
         print("PySyncObj comparison skipped: pip install 'ledgermq[bench]'", file=out)
     if etcd_skipped is not None:
         print(etcd_skipped, file=out)

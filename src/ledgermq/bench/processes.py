@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import ledgermq
+from ledgermq.bench.checkout import clone_root
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,11 +33,16 @@ def ledgermq_command(*args: str) -> list[str]:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a child: ``ledgermq`` importable from where this process found it."""
+    """The environment for a child: ``ledgermq`` importable from where this process found it,
+    and in a clone the clone's root too, so that ``python -m benchmarks.peers.pysyncobj_log`` and
+    ``python -m tests.chaos.buggy.buggy_broker`` resolve (``checkout``)."""
     env = dict(os.environ)
-    source_root = str(Path(ledgermq.__file__).resolve().parent.parent)
+    roots = [str(Path(ledgermq.__file__).resolve().parent.parent)]
+    clone = clone_root()
+    if clone is not None:
+        roots.append(str(clone))
     old = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = source_root if not old else f"{source_root}{os.pathsep}{old}"
+    env["PYTHONPATH"] = os.pathsep.join([*roots, old] if old else roots)
     env["PYTHONUNBUFFERED"] = "1"
     if extra:
         env.update(extra)

@@ -3,25 +3,36 @@
 (``ledgermq ledger bench`` measures the ledger alone, starting its own replicas;
 ``python benchmarks/broker.py`` starts a whole cluster and runs every workload of the README;
 ``ledgermq bench peers`` starts LedgerMQ and the peers that are installed, NATS JetStream first,
-and runs those workloads side by side.)
+and runs those workloads side by side: its code is the clone's ``benchmarks/peers``, not part of
+the installed package, so an installed ``ledgermq`` says in one line that it runs from a clone.)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
-from benchmarks.peers import run as peers_run
 from ledgermq.bench.broker import ConsumeOptions, ProduceOptions, run_consume, run_produce
+from ledgermq.bench.checkout import clone_has, import_from_clone
 from ledgermq.bench.stats import Progress, format_table, write_json
 from ledgermq.cli.credentials_args import add_credential_args, credentials_from
 from ledgermq.cli.tls_args import add_tls_args, tls_from
 from ledgermq.net import run
 
 if TYPE_CHECKING:
-    import argparse
-
     from ledgermq.bench.stats import RunResult
+
+_PEERS_MODULE: Final = "benchmarks.peers.run"
+_PEERS: Final = "Peer benchmarks (ledgermq bench peers)"
+
+
+class _PeersRun(Protocol):
+    """What the CLI uses of the clone's ``benchmarks.peers.run``."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run_from_args(self, args: argparse.Namespace) -> int: ...
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,13 +64,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             parser.add_argument("--pull-batch", type=int, default=256, help="messages per pull")
             parser.add_argument("--max", type=int, help="stop after this many messages")
             parser.set_defaults(handler=cmd_bench_consume)
-    peers = sub.add_parser(
-        "peers",
-        help="LedgerMQ side by side with NATS JetStream and other Raft-replicated peers "
-        "(starts them all on loopback; peers not installed are skipped)",
+    help_text = (
+        "LedgerMQ side by side with NATS JetStream and other Raft-replicated peers "
+        "(starts them all on loopback; peers not installed are skipped; from a clone)"
     )
-    peers_run.add_arguments(peers)
+    if clone_has(_PEERS_MODULE):
+        peers = sub.add_parser("peers", help=help_text)
+        _peers_run().add_arguments(peers)
+    else:
+        # an installed package: whatever the words, cmd_bench_peers says where the command runs
+        peers = sub.add_parser("peers", help=help_text, add_help=False, prefix_chars="\0")
+        peers.add_argument("words", nargs="*", help=argparse.SUPPRESS)
     peers.set_defaults(handler=cmd_bench_peers)
+
+
+def _peers_run() -> _PeersRun:
+    return cast("_PeersRun", import_from_clone(_PEERS_MODULE, _PEERS))
 
 
 def _report(result: RunResult, json_path: str | None) -> int:
@@ -98,4 +118,4 @@ def cmd_bench_consume(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_peers(args: argparse.Namespace) -> int:
-    return peers_run.run_from_args(args)
+    return _peers_run().run_from_args(args)

@@ -20,12 +20,10 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+from ledgermq.testing.chaos.nemesis import POISON_TOPIC, TRIGGER_TOPIC
+
 __all__ = ["POISON_TOPIC", "TRIGGER_TOPIC", "install"]
 
-TRIGGER_TOPIC: Final = "ChaosPoisonTrigger"
-"""Messages sent here are committed under ``POISON_TOPIC``."""
-POISON_TOPIC: Final = "%DLQ%orders.v1"
-"""Fits a record (14 bytes) but not a ConsumeQueue directory: every replica rejects it alike."""
 _PATCHED: Final = "encode_records"
 """The name the message writer encodes its records with (imported into its module)."""
 

@@ -83,8 +83,6 @@ import signal
 import time
 from typing import TYPE_CHECKING, Final
 
-from tests.chaos.buggy.poison_broker import TRIGGER_TOPIC
-
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.cluster import replica_name
 from ledgermq.testing.chaos.history import FaultRecord
@@ -104,7 +102,9 @@ __all__ = [
     "MEMBERSHIP_KINDS",
     "NAMESRV_KINDS",
     "NETWORK_KINDS",
+    "POISON_TOPIC",
     "PROCESS_KINDS",
+    "TRIGGER_TOPIC",
     "UNSAFE_KINDS",
     "Nemesis",
 ]
@@ -130,6 +130,11 @@ acknowledgement; after: none)."""
 UNSAFE_KINDS: Final = ("wipe",)
 CONTENT_KINDS: Final = ("poison",)
 """A committed entry no replica can apply (opt-in; the brokers run ``poison_broker``)."""
+TRIGGER_TOPIC: Final = "ChaosPoisonTrigger"
+"""The poison broker (``tests/chaos/buggy/poison_broker.py``, in a clone) commits the messages
+sent here under ``POISON_TOPIC``; the nemesis sends them."""
+POISON_TOPIC: Final = "%DLQ%orders.v1"
+"""Fits a record (14 bytes) but not a ConsumeQueue directory: every replica rejects it alike."""
 MEMBERSHIP_KINDS: Final = ("replace",)
 """A replica replaced online (opt-in; one group)."""
 ALL_KINDS: Final = (*DEFAULT_KINDS, *UNSAFE_KINDS, *CONTENT_KINDS, *MEMBERSHIP_KINDS)

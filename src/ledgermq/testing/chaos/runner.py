@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from tests.chaos.buggy.poison_broker import TRIGGER_TOPIC
-
+from ledgermq.bench.checkout import require_clone
 from ledgermq.client import SyncAdmin
 from ledgermq.errors import LedgerMQError
 from ledgermq.testing.chaos.checker import Report, check
@@ -36,6 +35,7 @@ from ledgermq.testing.chaos.nemesis import (
     DISK_KINDS,
     NETWORK_KINDS,
     PROCESS_KINDS,
+    TRIGGER_TOPIC,
     Nemesis,
 )
 from ledgermq.testing.chaos.netns import NetnsLab, cleanup_leftovers, namespaces_available
@@ -55,9 +55,10 @@ BUGS: Final = {
     "follower-ack-before-store": "tests.chaos.buggy.buggy_follower",
     "pop-ack-before-commit": "tests.chaos.buggy.buggy_pop",
 }
-"""Injected bugs: the broker runs through this wrapper module (``--inject-bug``)."""
+"""Injected bugs: the broker runs through this wrapper module (``--inject-bug``), which lives in
+the repository's tests, not in the package: such runs start from a clone (``bench.checkout``)."""
 POISON_MODULE: Final = "tests.chaos.buggy.poison_broker"
-"""The brokers' wrapper with ``--faults poison`` (``nemesis`` module docstring)."""
+"""The brokers' wrapper with ``--faults poison`` (``nemesis`` module docstring), a clone's too."""
 _SETTLE_S: Final = 30.0
 _CONSUME_S: Final = 60.0
 _CONSUME_INVALID_S: Final = 10.0
@@ -137,6 +138,7 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     if options.inject_bug is not None and "poison" in options.faults:
         raise ValueError("the poison fault runs its own broker module: not with --inject-bug")
     loopback, mode, faults = _choose_mode(options, log)
+    broker_module = _broker_module(options, faults)
     base = Path(options.base_dir or tempfile.mkdtemp(prefix=f"ledgermq-chaos-{options.seed}-"))
     base.mkdir(parents=True, exist_ok=True)
     if options.unsafe:
@@ -146,9 +148,6 @@ def run_chaos(options: RunOptions, log: Callable[[str], None]) -> RunResult:
     namesrvs = [namesrv_node(index) for index in range(options.namesrvs)]
     groups = [f"broker-{letter}" for letter in "abcdefgh"[: options.groups]]
     lab = None if loopback else NetnsLab([*namesrvs, *_replica_nodes(groups, faults), CLIENT_NODE])
-    broker_module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
-    if "poison" in faults:
-        broker_module = POISON_MODULE
     disks = LoopDisks(base / "disks", options.disk_mib) if set(faults) & set(DISK_KINDS) else None
     cluster: ChaosCluster | None = None
     try:
@@ -197,6 +196,17 @@ def _replica_nodes(groups: Sequence[str], faults: Sequence[str]) -> list[str]:
     if "replace" in faults:
         replicas += [f"n{index}" for index in range(3, 3 + SPARE_REPLICAS)]
     return replicas
+
+
+def _broker_module(options: RunOptions, faults: Sequence[str]) -> str:
+    """What the brokers run: ``ledgermq``, or a wrapper with a bug or the poison, which only a
+    clone has (``CloneOnlyError`` from an installed package, before anything starts)."""
+    module = BUGS[options.inject_bug] if options.inject_bug else "ledgermq"
+    if "poison" in faults:
+        module = POISON_MODULE
+    if module != "ledgermq":
+        require_clone(module, "Injected bugs and the poison fault")
+    return module
 
 
 def _choose_mode(options: RunOptions, log: Callable[[str], None]) -> tuple[bool, str, list[str]]:
