@@ -15,10 +15,11 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "ledgermq"
 
 # Pure layers: no I/O, no clocks, no randomness, no concurrency (STYLE.md section 7.12).
-PURE_PACKAGES = ("raft", "wire", "pop", "timers", "acl", "messaging")
+PURE_PACKAGES = ("raft", "wire", "broker/pop", "broker/timers", "security/acl", "messaging")
 PURE_BANNED = {"asyncio", "socket", "threading", "time", "random", "os", "selectors", "mmap"}
-# Core layers never import the layers above them.
-CORE_PACKAGES = ("raft", "store", "wire", "pop", "timers", "acl")
+# Core layers never import the layers above them (their own package aside: broker.pop's
+# modules import each other).
+CORE_PACKAGES = ("raft", "store", "wire", "broker/pop", "broker/timers", "security/acl")
 UPPER_LAYERS = {
     "net", "ledger", "broker", "namesrv", "client", "spark", "cli", "testing", "proxy",
     "security",
@@ -69,10 +70,40 @@ def test_core_layers_do_not_import_upper_layers() -> None:
         for package in CORE_PACKAGES
         for path in python_files(package)
         for name in imported_modules(path)
-        if name.startswith("ledgermq.") and name.split(".")[1] in UPPER_LAYERS
+        if name.startswith("ledgermq.")
+        and name.split(".")[1] in UPPER_LAYERS
+        and not _within(name, package)
     ]
     assert offenders == []
-    assert python_files("store"), "the store package must exist"
+    assert all(python_files(package) for package in CORE_PACKAGES), "a core package is missing"
+
+
+def _within(module: str, package: str) -> bool:
+    own = "ledgermq." + package.replace("/", ".")
+    return module == own or module.startswith(own + ".")
+
+
+def test_the_package_never_imports_the_clone() -> None:
+    """benchmarks/ and tests/ are not installed: the package reaches them only by name, through
+    ``bench.checkout`` (issue 26 item 7), never with an import statement."""
+    offenders = [
+        f"{path.relative_to(SRC)} imports {name}"
+        for path in sorted(SRC.rglob("*.py"))
+        for name in _all_imported_modules(path)
+        if name.split(".")[0] in {"benchmarks", "tests"}
+    ]
+    assert offenders == []
+
+
+def _all_imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, under ``TYPE_CHECKING`` or in a function too."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
 
 
 # What the messaging contract (issue 26 item 1) may not name, even for type checking: a door, a

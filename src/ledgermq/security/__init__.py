@@ -1,12 +1,11 @@
-"""The servers' side of access control: ACL files on disk, the request gate, the audit log.
+"""Access control, one package: the ACL's decisions (``acl``) and the servers' side around them.
 
-``ledgermq.security.acl`` decides (pure); this package feeds it the files (found where RocketMQ
-finds them, reloaded when they change, the old configuration kept when a new one is bad), turns its
-refusals into NO_PERMISSION answers at a front door, and writes the audit log.
+``acl`` is pure (RocketMQ's plain ACL file, signatures, what each request needs, the decision):
+the clients sign with it and every front door asks it. The other modules are the servers': the
+ACL files on disk (``acl_files``: found where RocketMQ finds them, reloaded when they change, the
+old configuration kept when a new one is bad), the gate that turns a refusal into NO_PERMISSION
+at a front door (``gate``, ``strong_check``, ``throttle``), the audit log (``audit``) and local
+certificates (``certs``). Import them from their modules: this ``__init__`` imports nothing, so
+a client that signs requests loads ``acl`` and none of the servers' side (a contract keeps
+``acl`` from importing it).
 """
-
-from ledgermq.security.acl_files import AclFiles, default_acl_paths
-from ledgermq.security.audit import AuditLog
-from ledgermq.security.gate import AclGate, remote_ip
-
-__all__ = ["AclFiles", "AclGate", "AuditLog", "default_acl_paths", "remote_ip"]
