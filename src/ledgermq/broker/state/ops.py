@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
 
 from ledgermq.broker.pop import PopSettings, decode_record, encode_record
 from ledgermq.broker.state.group_config import SubscriptionGroupConfig
-from ledgermq.broker.state.transactions import CHECK, SETTLING_ACTIONS
 from ledgermq.broker.timers import decode_timer_record, encode_timer_record
 from ledgermq.errors import LedgerMQError
 from ledgermq.wire.route import TopicConfig
@@ -52,11 +51,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from ledgermq.broker.pop import PopRecord
-    from ledgermq.broker.state.pop_table import PopKey
     from ledgermq.broker.timers import TimerRecord
 
 __all__ = [
+    "CHECK",
+    "COMMIT",
+    "DISCARD",
     "OP_VERSION",
+    "ROLLBACK",
+    "SETTLING_ACTIONS",
     "CommitOffsetsOp",
     "DelayOffsetsOp",
     "DeleteGroupOp",
@@ -64,6 +67,7 @@ __all__ = [
     "MetadataOp",
     "MetadataOpError",
     "OffsetCommit",
+    "PopKey",
     "PopOp",
     "PutGroupOp",
     "PutTopicOp",
@@ -76,6 +80,19 @@ __all__ = [
 
 OP_VERSION: Final = 1
 """The format version this release writes (``"v"``); it reads every version up to it."""
+
+PopKey: TypeAlias = tuple[str, str, int]
+"""(consumer group, topic, queue id): where a POP record belongs (``PopTable``'s key)."""
+
+COMMIT: Final = "commit"
+ROLLBACK: Final = "rollback"
+DISCARD: Final = "discard"
+"""Checked ``transactionCheckMax`` times with no answer (or gone from the store): dropped, never
+delivered, as RocketMQ does."""
+CHECK: Final = "check"
+"""One more check-back was sent (the count, not a settlement)."""
+SETTLING_ACTIONS: Final = frozenset({COMMIT, ROLLBACK, DISCARD})
+"""A transaction op's actions that settle a half message (``TransactionTable``)."""
 
 _TXN_ACTIONS: Final = frozenset({CHECK, *SETTLING_ACTIONS})
 

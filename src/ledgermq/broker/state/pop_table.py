@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.broker.pop import PopQueue
+from ledgermq.broker.state.ops import PopKey
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["PopKey", "PopTable"]
 
 _log = logging.getLogger(__name__)
-
-PopKey = tuple[str, str, int]
-"""(consumer group, topic, queue id)."""
 
 
 class PopTable:

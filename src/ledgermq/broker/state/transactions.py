@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+# The actions are the op format's words (broker.state.ops), named here too for the table's users.
+from ledgermq.broker.state.ops import CHECK, COMMIT, DISCARD, ROLLBACK, SETTLING_ACTIONS
+
 if TYPE_CHECKING:
     from ledgermq.broker.state.ops import TxnOp
 
@@ -37,15 +40,6 @@ HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 the broker has no topic config for it, so pulls and receives of it are refused."""
 OP_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 """RocketMQ's op topic; named for reference: the ops live in the metadata channel here."""
-
-COMMIT: Final = "commit"
-ROLLBACK: Final = "rollback"
-DISCARD: Final = "discard"
-"""Checked ``transactionCheckMax`` times with no answer (or gone from the store): dropped, never
-delivered, as RocketMQ does."""
-CHECK: Final = "check"
-"""One more check-back was sent (the count, not a settlement)."""
-SETTLING_ACTIONS: Final = frozenset({COMMIT, ROLLBACK, DISCARD})
 
 
 class TransactionTable:
