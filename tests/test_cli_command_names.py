@@ -24,6 +24,9 @@ SOURCES = [
 _MENTION = re.compile(r"\bledgermq((?:[ \t]+[^\s`'\"()]+)+)")
 _WORD = re.compile(r"[a-z][a-z0-9-]*")
 _IMPORT = re.compile(r"^\s*(from|import)\s")
+_COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
+"""A line that is an HTML comment: a marker the site's hooks read (``<!-- generated: rooms
+ledgermq -->`` names the package whose rooms the architecture page draws), never shown."""
 PROSE: frozenset[str] = frozenset({"and", "source"})
 """Words that follow "ledgermq" in prose, not as a command ("the ledgermq source's schema",
 "workers must see ledgermq and pyarrow"). Keep this list short and look at each addition."""
@@ -65,7 +68,7 @@ def mentions() -> list[tuple[str, int, str]]:
     found = []
     for path in SOURCES:
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if _IMPORT.match(line):
+            if _IMPORT.match(line) or _COMMENT.match(line):
                 continue
             for match in _MENTION.finditer(line):
                 words = match.group(1).split()
