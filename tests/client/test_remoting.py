@@ -100,12 +100,23 @@ def test_server_requests_notify_running_info_and_unsupported() -> None:
             assert info.subscriptions == (SubscriptionInfo("T", "a||b"),)
             answer = await conn.request(
                 RemotingCommand(
-                    MQRequestCode.GET_CONSUMER_RUNNING_INFO, 0, ext_fields={"consumerGroup": "x"}
+                    MQRequestCode.GET_CONSUMER_RUNNING_INFO,
+                    0,
+                    ext_fields={"consumerGroup": "x", "clientId": "me"},
                 ),
                 2,
             )
             assert answer.code == MQResponseCode.SYSTEM_ERROR
             assert answer.remark == "The Consumer Group <x> not exist in this consumer"
+            # read with the typed header the broker writes it with: no clientId, the rule
+            answer = await conn.request(
+                RemotingCommand(
+                    MQRequestCode.GET_CONSUMER_RUNNING_INFO, 0, ext_fields={"consumerGroup": "g"}
+                ),
+                2,
+            )
+            assert answer.code == MQResponseCode.SYSTEM_ERROR
+            assert answer.remark == "the request header lacks the field 'clientId'"
             conn.send_oneway(
                 RemotingCommand(
                     MQRequestCode.NOTIFY_CONSUMER_IDS_CHANGED, 0, ext_fields={"consumerGroup": "g"}

@@ -12,6 +12,7 @@ import pytest
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.net import Connection, MemoryNetwork, Network, TcpNetwork
 from ledgermq.wire import FLAG_RESPONSE, MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.namesrv_headers import NAMESRV_HEADER_TYPES
 from ledgermq.wire.route import (
     ClusterInfo,
     RegisterBrokerBody,
@@ -379,5 +380,78 @@ def test_get_route_version_answers_a_version_that_moves_with_the_routes() -> Non
         assert second != first
         await client.register(A, 0, topics=TOPICS, term=1)  # nothing changed
         assert await version() == second
+
+    with_server(test)
+
+
+_HEADERLESS = {
+    MQRequestCode.GET_BROKER_CLUSTER_INFO,
+    MQRequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+    MQRequestCode.GET_ROUTE_VERSION,
+}
+
+
+def test_every_served_code_with_a_header_reads_it_typed() -> None:
+    """Issue 26 item 2: the codes the NameServer serves are those of its typed headers
+    (``wire.namesrv_headers``) and three that carry none; a new code needs either."""
+    server = NameServer(NameServerConfig(listen_port=0), network=MemoryNetwork())
+    assert set(server._processors) - _HEADERLESS == set(NAMESRV_HEADER_TYPES)
+
+
+_MALFORMED = [
+    (MQRequestCode.REGISTER_BROKER, {"brokerName": "b", "brokerAddr": A, "brokerId": "0"},
+     "the request header lacks the field 'clusterName'"),
+    (MQRequestCode.REGISTER_BROKER, register_ext(A, 0) | {"heartbeatTimeoutMillis": "0"},
+     "heartbeatTimeoutMillis must be positive, not 0"),
+    (MQRequestCode.REGISTER_BROKER, register_ext(A, 0) | {"term": "soon"},
+     "header field 'term' must be an integer, got 'soon'"),
+    (MQRequestCode.UNREGISTER_BROKER,
+     {"clusterName": "c1", "brokerName": "broker-a", "brokerAddr": " ", "brokerId": "0"},
+     "header field 'brokerAddr' must not be empty"),
+    (MQRequestCode.UNREGISTER_BROKER,
+     {"clusterName": "c1", "brokerName": "broker-a", "brokerAddr": A},
+     "the request header lacks the field 'brokerId'"),
+    (MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {}, "the request header lacks the field 'topic'"),
+    (MQRequestCode.DELETE_TOPIC_IN_NAMESRV, {"clusterName": "c1"},
+     "the request header lacks the field 'topic'"),
+    (MQRequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": ""},
+     "header field 'brokerName' must not be empty"),
+    (MQRequestCode.ADD_WRITE_PERM_OF_BROKER, {},
+     "the request header lacks the field 'brokerName'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "ext", "remark"), _MALFORMED)
+def test_a_malformed_header_is_refused_with_its_rule_not_as_a_failure(
+    code: int, ext: dict[str, str], remark: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client's malformed header is answered with the rule its typed header's parse broke
+    (code 1, as RocketMQ answers a header it cannot decode), logged as a refusal, not as a
+    failure of the NameServer (no traceback), and the connection keeps serving."""
+
+    async def test(server: NameServer, network: MemoryNetwork, clock: FakeClock) -> None:
+        client = await connect(network, server)
+        answer = await client.call(code, ext)
+        assert answer.code == MQResponseCode.SYSTEM_ERROR
+        assert answer.remark == remark
+        assert (await client.register(A, 0, topics=TOPICS)).code == MQResponseCode.SUCCESS
+        assert (await client.route("T")).code == MQResponseCode.SUCCESS
+
+    with caplog.at_level("INFO", logger="ledgermq.namesrv.server"):
+        with_server(test)
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelname == "ERROR"] == []
+    assert any("namesrv refused request" in r.getMessage() for r in caplog.records)
+
+
+def test_a_malformed_topic_has_no_route_and_deletes_nothing() -> None:
+    """The route lookup's topic is looked up, not checked with the naming rules: a malformed
+    one has no route (TOPIC_NOT_EXIST), as before the header was typed and as in RocketMQ."""
+
+    async def test(server: NameServer, network: MemoryNetwork, clock: FakeClock) -> None:
+        client = await connect(network, server)
+        answer = await client.route("a/b")
+        assert answer.code == MQResponseCode.TOPIC_NOT_EXIST
+        answer = await client.call(MQRequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "a/b"})
+        assert answer.code == MQResponseCode.SUCCESS
 
     with_server(test)

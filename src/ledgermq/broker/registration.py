@@ -30,6 +30,10 @@ from ledgermq.raft import Role
 from ledgermq.security.acl import sign_request
 from ledgermq.security.acl.strong import sign_strong
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.namesrv_headers import (
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from ledgermq.wire.route import RegisterBrokerBody
 
 if TYPE_CHECKING:
@@ -130,17 +134,17 @@ class NameServerRegistrar:
             topic_configs=dict(state.metadata.topics),
             data_version=state.metadata.topic_version,
         ).encode(compressed=False)
-        fields = {
-            "brokerName": config.broker_name,
-            "brokerAddr": config.address,
-            "clusterName": config.broker_cluster_name,
-            "haServerAddr": config.address,
-            "brokerId": str(state.broker_id),
-            "heartbeatTimeoutMillis": "120000",
-            "compressed": "false",
-            "bodyCrc32": str(crc),
-            "term": str(self._ledger.core.term),
-        }
+        fields = RegisterBrokerRequestHeader(
+            config.broker_name,
+            config.address,
+            config.broker_cluster_name,
+            state.broker_id,
+            ha_server_addr=config.address,
+            heartbeat_timeout_millis=120_000,
+            compressed=False,
+            body_crc32=crc,
+            term=self._ledger.core.term,
+        ).to_ext_fields()
         return RemotingCommand(
             code=MQRequestCode.REGISTER_BROKER,
             opaque=0,
@@ -188,12 +192,12 @@ class NameServerRegistrar:
             opaque=0,
             ext_fields=self._signed(
                 MQRequestCode.UNREGISTER_BROKER,
-                {
-                    "brokerName": config.broker_name,
-                    "brokerAddr": config.address,
-                    "clusterName": config.broker_cluster_name,
-                    "brokerId": str(state.broker_id),
-                },
+                UnRegisterBrokerRequestHeader(
+                    config.broker_name,
+                    config.address,
+                    config.broker_cluster_name,
+                    state.broker_id,
+                ).to_ext_fields(),
                 None,
             ),
         )

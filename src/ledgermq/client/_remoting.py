@@ -64,9 +64,11 @@ from ledgermq.errors import (
 from ledgermq.net import ConnectionPool, TcpNetwork
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.headers import (
+    GetConsumerRunningInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
+from ledgermq.wire.namesrv_headers import GetRouteInfoRequestHeader
 from ledgermq.wire.route import MASTER_ID, TopicRouteData
 
 if TYPE_CHECKING:
@@ -364,7 +366,9 @@ class ClientInstance:
             return await self._fetch_route(topic)
 
     async def _fetch_route(self, topic: str) -> TopicRouteData:
-        response = await self.invoke_namesrv(MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        response = await self.invoke_namesrv(
+            MQRequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_ext_fields()
+        )
         new = TopicRouteData.from_json(response.body)
         old = self._routes.get(topic)
         self._routes[topic] = new
@@ -710,8 +714,15 @@ class ClientInstance:
 
     def _running_info(self, command: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO: the named group's consumer describes itself (RocketMQ's
-        ``ClientRemotingProcessor.getConsumerRunningInfo``; no jstack: this is not a JVM)."""
-        group = command.ext_fields.get("consumerGroup", "")  # the one field a client needs
+        ``ClientRemotingProcessor.getConsumerRunningInfo``; no jstack: this is not a JVM). The
+        question is read with the header the broker writes it with, so a malformed one (no
+        ``clientId``, a group that breaks the naming rules) is answered with the broken rule,
+        as the broker answers the admin's question."""
+        try:
+            header = GetConsumerRunningInfoRequestHeader.from_ext_fields(command.ext_fields)
+        except BadRequestError as exc:
+            return command.response(exc.code, remark=str(exc))
+        group = header.consumer_group
         consumer = self.consumers.get(group)
         if consumer is None:
             return command.response(

@@ -69,6 +69,12 @@ from ledgermq.wire.headers import (
     ViewMessageRequestHeader,
 )
 from ledgermq.wire.names import GROUP_MAX_LENGTH
+from ledgermq.wire.namesrv_headers import (
+    AddWritePermOfBrokerRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+)
 from ledgermq.wire.route import PERM_READ, PERM_WRITE, ClusterInfo, TopicList, TopicRouteData
 from ledgermq.wire.running_info import ConsumerRunningInfo
 from ledgermq.wire.topic_attributes import format_changes, parse_changes
@@ -428,7 +434,7 @@ class Admin:
                     response = await self._client.invoke(
                         address,
                         MQRequestCode.GET_ROUTEINFO_BY_TOPIC,
-                        {"topic": topic},
+                        GetRouteInfoRequestHeader(topic).to_ext_fields(),
                         expect=(MQResponseCode.SUCCESS, MQResponseCode.TOPIC_NOT_EXIST),
                     )
                 except NetworkError:
@@ -570,7 +576,7 @@ class Admin:
                 absent[name] = f"its master {address} refused or did not answer: {exc}"
         if absent is not None and set(masters) <= set(absent):
             raise _none_answered(f"topic {topic!r} was deleted nowhere", absent)
-        ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
+        ext = DeleteTopicFromNamesrvRequestHeader(topic, cluster or None).to_ext_fields()
         for address in self._client.namesrv_addrs:
             await self._client.invoke(address, MQRequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
         self._client.forget_route(topic)
@@ -990,21 +996,26 @@ class Admin:
     async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
         """Route broker group ``broker_name`` read-only on every NameServer (drain it: producers
         go elsewhere, consumers finish reading it). NameServer -> topics it serves."""
-        return await self._write_perm(MQRequestCode.WIPE_WRITE_PERM_OF_BROKER, broker_name)
+        return await self._write_perm(
+            WipeWritePermOfBrokerRequestHeader(broker_name), "wipeTopicCount"
+        )
 
     async def add_write_perm(self, broker_name: str) -> dict[str, int]:
         """Undo ``wipe_write_perm`` on every NameServer."""
-        return await self._write_perm(MQRequestCode.ADD_WRITE_PERM_OF_BROKER, broker_name)
+        return await self._write_perm(
+            AddWritePermOfBrokerRequestHeader(broker_name), "addTopicCount"
+        )
 
-    async def _write_perm(self, code: MQRequestCode, broker_name: str) -> dict[str, int]:
+    async def _write_perm(
+        self,
+        header: WipeWritePermOfBrokerRequestHeader | AddWritePermOfBrokerRequestHeader,
+        field: str,
+    ) -> dict[str, int]:
+        """``header`` sent to every NameServer; NameServer -> its answer's count ``field``."""
         counts: dict[str, int] = {}
+        fields = header.to_ext_fields()
         for address in self._client.namesrv_addrs:  # every one: clients may ask any of them
-            response = await self._client.invoke(address, code, {"brokerName": broker_name})
-            field = (
-                "wipeTopicCount"
-                if code == MQRequestCode.WIPE_WRITE_PERM_OF_BROKER
-                else ("addTopicCount")
-            )
+            response = await self._client.invoke(address, header.CODE, fields)
             counts[address] = int(response.ext_fields.get(field, "0"))
         return counts
 

@@ -13,11 +13,13 @@ is drained for maintenance; not persisted, like the rest of the table), and our
 changes whenever any route does (the boot id, drawn at start, tells a restarted NameServer's
 count from the previous one's); clients poll it every second and look their routes up again
 when it moves. Anything else is answered
-REQUEST_CODE_NOT_SUPPORTED. Errors become answers in one place (``_on_frame``): a refused or
-malformed request gets its error's code and message; a bug gets SYSTEM_ERROR, is logged, and the
-server keeps serving. Responses to requests flagged one-way are not sent (a registration sent
-one-way is applied but not answered); the C++ client's "one-way" sends arrive unflagged and are
-answered, which that client ignores.
+REQUEST_CODE_NOT_SUPPORTED. Each request's header is read once, typed
+(``wire.namesrv_headers``, the classes the broker and the clients write it with), its names
+and numbers checked in that parse. Errors become answers in one place (``_on_frame``): a
+refused or malformed request gets its error's code and message; a bug gets SYSTEM_ERROR, is
+logged, and the server keeps serving. Responses to requests flagged one-way are not sent (a
+registration sent one-way is applied but not answered); the C++ client's "one-way" sends arrive
+unflagged and are answered, which that client ignores.
 
 A master's address is bound to its connection: while the current master (id 0) of a group is
 live and the connection its last accepted registration came over is open, a REGISTER_BROKER or
@@ -43,28 +45,25 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ledgermq.clock import Clock, SystemClock
-from ledgermq.errors import BadRequestError, RequestRejectedError
+from ledgermq.errors import RequestRejectedError
 from ledgermq.namesrv.routes import RemovedBroker, RouteTable
 from ledgermq.net import TcpNetwork
 from ledgermq.net.metrics_http import MetricsEndpoint
 from ledgermq.security.acl_files import AclFiles, default_acl_paths
 from ledgermq.security.audit import AuditLog
 from ledgermq.security.gate import AclGate
-from ledgermq.wire import (
-    MQRequestCode,
-    MQResponseCode,
-    RemotingCommand,
-    ext_bool,
-    ext_int,
-    ext_str,
-    optional_int,
-    optional_str,
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.namesrv_headers import (
+    AddWritePermOfBrokerRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
 )
 from ledgermq.wire.route import MASTER_ID, RegisterBrokerBody
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from ledgermq.namesrv.config import NameServerConfig
     from ledgermq.net import Connection, Listener, Network
 
@@ -253,21 +252,16 @@ class NameServer:
 
     # ------------------------------------------------------------------ processors
     def _register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        fields = cmd.ext_fields
-        cluster = _name(fields, "clusterName")
-        broker_name = _name(fields, "brokerName")
-        broker_addr = _name(fields, "brokerAddr")
-        broker_id = ext_int(fields, "brokerId")
-        timeout_ms = ext_int(fields, "heartbeatTimeoutMillis", self.config.broker_timeout_ms)
-        if timeout_ms <= 0:
-            raise BadRequestError(f"heartbeatTimeoutMillis must be positive, not {timeout_ms}")
-        term = optional_int(fields, "term")
+        header = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        cluster, broker_name = header.cluster_name, header.broker_name
+        broker_addr, broker_id, term = header.broker_addr, header.broker_id, header.term
+        timeout_ms = header.heartbeat_timeout_millis
+        if timeout_ms is None:
+            timeout_ms = self.config.broker_timeout_ms
         self._check_master_binding(conn, broker_name, broker_addr)
         body = (
             RegisterBrokerBody.decode(
-                cmd.body,
-                compressed=ext_bool(fields, "compressed"),
-                expected_crc32=optional_int(fields, "bodyCrc32"),
+                cmd.body, compressed=header.compressed, expected_crc32=header.body_crc32
             )
             if cmd.body
             else RegisterBrokerBody()  # RocketMQ accepts a body-less registration too
@@ -280,7 +274,7 @@ class NameServer:
             broker_id,
             topic_configs=body.topic_configs,
             data_version=body.data_version,
-            ha_server_addr=optional_str(fields, "haServerAddr") or "",
+            ha_server_addr=header.ha_server_addr or "",
             heartbeat_timeout_ms=timeout_ms,
             term=term,
             now_ms=self._clock.monotonic_ms(),
@@ -311,15 +305,11 @@ class NameServer:
         )
 
     def _unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        fields = cmd.ext_fields
-        broker_addr = _name(fields, "brokerAddr")
-        broker_name = _name(fields, "brokerName")
+        header = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        broker_addr, broker_name = header.broker_addr, header.broker_name
         self._check_master_binding(conn, broker_name, broker_addr)
         removed = self.routes.unregister_broker(
-            _name(fields, "clusterName"),
-            broker_name,
-            broker_addr,
-            ext_int(fields, "brokerId"),
+            header.cluster_name, broker_name, broker_addr, header.broker_id
         )
         if self._registered_over.get(broker_addr) is conn:
             del self._registered_over[broker_addr]
@@ -327,7 +317,7 @@ class NameServer:
         return cmd.response(MQResponseCode.SUCCESS)
 
     def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd.ext_fields, "topic")
+        topic = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields).topic
         route = self.routes.route(topic)
         if route is None:
             return cmd.response(
@@ -346,14 +336,14 @@ class NameServer:
         return cmd.response(MQResponseCode.SUCCESS, body=self.routes.topic_list().to_json())
 
     def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        topic = ext_str(cmd.ext_fields, "topic")
-        cluster = optional_str(cmd.ext_fields, "clusterName") or None
+        header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields)
+        topic, cluster = header.topic, header.cluster_name
         deleted = self.routes.delete_topic(topic, cluster)
         logger.info("topic deleted topic=%s cluster=%s found=%s", topic, cluster, deleted)
         return cmd.response(MQResponseCode.SUCCESS)
 
     def _wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        name = _name(cmd.ext_fields, "brokerName")
+        name = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields).broker_name
         count = self.routes.wipe_write_perm(name)
         logger.warning(
             "write permission wiped broker_name=%s topics=%d from=%s", name, count, conn.address
@@ -361,7 +351,7 @@ class NameServer:
         return cmd.response(MQResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)})
 
     def _add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        name = _name(cmd.ext_fields, "brokerName")
+        name = AddWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields).broker_name
         count = self.routes.add_write_perm(name)
         logger.warning(
             "write permission added broker_name=%s topics=%d from=%s", name, count, conn.address
@@ -400,11 +390,3 @@ class NameServer:
             del self._registered_over[addr]
             removed = self.routes.channel_closed(addr)
             logger.warning("broker connection closed broker_addr=%s removed=%s", addr, removed)
-
-
-def _name(fields: Mapping[str, str], name: str) -> str:
-    """A required, non-empty header field (a name or an address)."""
-    value = ext_str(fields, name)
-    if not value.strip():
-        raise BadRequestError(f"header field {name!r} must not be empty")
-    return value

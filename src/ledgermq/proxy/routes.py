@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import LedgerMQError, NetworkError
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.namesrv_headers import GetRouteInfoRequestHeader
 from ledgermq.wire.route import TopicRouteData
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class RouteFinder:
             command = RemotingCommand(
                 code=MQRequestCode.GET_ROUTEINFO_BY_TOPIC,
                 opaque=0,
-                ext_fields=self._sign({"topic": topic}),
+                ext_fields=self._sign(GetRouteInfoRequestHeader(topic).to_ext_fields()),
             )
             try:
                 response = await self._pool.request(address, command, _TIMEOUT_S)

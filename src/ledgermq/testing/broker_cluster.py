@@ -43,6 +43,7 @@ from ledgermq.security.acl.strong import sign_strong
 from ledgermq.store.layout import parse_segment_name
 from ledgermq.testing.child_process import ChildProcess, ProcessStartError, wait_until
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.namesrv_headers import GetRouteInfoRequestHeader
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
@@ -493,7 +494,9 @@ class BrokerCluster:
     def route(self, topic: str, namesrv: int = 0) -> dict[str, Any] | None:
         """The NameServer's TopicRouteData for ``topic`` (code 105), None if it has none."""
         answer = self.request(
-            self.namesrv_addresses[namesrv], MQRequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}
+            self.namesrv_addresses[namesrv],
+            MQRequestCode.GET_ROUTEINFO_BY_TOPIC,
+            GetRouteInfoRequestHeader(topic).to_ext_fields(),
         )
         if answer.code != MQResponseCode.SUCCESS:
             return None

@@ -100,7 +100,8 @@ def _camel(name: str) -> str:
 def _required_text(name: str, *, nonempty: bool = False, rule: str = "") -> str:
     """A required text field named ``name`` in extFields (not the camelCase of the attribute);
     ``nonempty``: an empty value is as absent; ``rule``: ``topic`` or ``group``, the naming
-    rule its value is checked with (else the attribute's name tells, ``_name_rule``)."""
+    rule its value is checked with, or ``any``, none (else the attribute's name tells,
+    ``_name_rule``)."""
     return cast("str", field(metadata={"ext": name, "nonempty": nonempty, "rule": rule}))
 
 
@@ -115,9 +116,11 @@ either): they are never stored."""
 
 
 def _name_rule(attr: str, declared: str) -> str:
-    """The naming rule of attribute ``attr`` (``declared`` wins): topic, group or none."""
+    """The naming rule of attribute ``attr`` (``declared`` wins): topic, group or none
+    (declared ``any``: a name only looked up, never stored, such as a NameServer's route
+    lookup, which answers a malformed topic as one that does not exist)."""
     if declared:
-        return declared
+        return "" if declared == "any" else declared
     if attr in _TOPIC_ATTRS:
         return "topic"
     return "group" if attr in _GROUP_ATTRS else ""
