@@ -55,7 +55,7 @@ async def _send(services: BrokerServices, topic: str, body: bytes, tags: str = "
     request = SendRequest(
         producer_group="P", topic=topic, default_topic="TBW102", default_topic_queue_nums=1,
         queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
-        properties=encode_properties({"TAGS": tags}), reconsume_times=0,
+        encoded=encode_properties({"TAGS": tags}), reconsume_times=0,
         max_reconsume_times=None, batch=False,
     )  # fmt: skip
     await services.send.send(request, body, CLIENT)

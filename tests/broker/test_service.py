@@ -45,7 +45,7 @@ def _request(topic: str, **fields: object) -> SendRequest:
         "sys_flag": 0,
         "born_timestamp": 0,
         "flag": 0,
-        "properties": "",
+        "encoded": "",
         "reconsume_times": 0,
         "max_reconsume_times": None,
         "batch": False,
@@ -67,7 +67,7 @@ def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
         services, slaves = await _services(cluster)
         props = encode_properties({"TAGS": "a", "UNIQ_KEY": "U1"})
         first = await services.send.send(
-            _request("Orders", properties=props, queue_id=1), b"hello", CLIENT
+            _request("Orders", encoded=props, queue_id=1), b"hello", CLIENT
         )
         assert (first.queue_id, first.queue_offset, first.unique_key) == (1, 0, "U1")
         assert len(first.msg_ids) == 1

@@ -58,7 +58,7 @@ async def _services(cluster: Cluster, exclude: str | None = None) -> BrokerServi
 def _request(props: dict[str, str], *, batch: bool = False) -> SendRequest:
     return SendRequest(
         producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=1,
-        queue_id=1, sys_flag=0, born_timestamp=0, flag=0, properties=encode_properties(props),
+        queue_id=1, sys_flag=0, born_timestamp=0, flag=0, encoded=encode_properties(props),
         reconsume_times=0, max_reconsume_times=None, batch=batch,
     )  # fmt: skip
 

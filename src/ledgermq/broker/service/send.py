@@ -2,9 +2,12 @@
 
 Checks the send (topic, size, permissions, queue), creates the topic if the rules allow it, and
 stores the messages through ``MessageWriter`` (offsets, records, ledger append); the result
-comes once a majority has them (spec-broker.md sections 3.3-3.6). Refusals are typed
-(``broker.errors``); the remoting door (``broker.remoting.send``) reads the request from its
-header and answers with RocketMQ's fields and codes.
+comes once a majority has them (spec-broker.md sections 3.3-3.6). Every door asks in the
+messaging contract's terms (``messaging.SendRequest``): the remoting door
+(``broker.remoting.send``) reads it from its header, properties as the text received, and
+answers with RocketMQ's fields and codes; the gRPC door's backend makes it of a ``Sending``
+(``SendRequest.of``: the messages as they are, never encoded as a batch to be decoded here).
+Refusals are typed (``broker.errors``).
 
 Messages to a retry topic that have been reconsumed ``maxReconsumeTimes`` times go to the
 group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first,
@@ -32,6 +35,7 @@ from ledgermq.broker.service.transactions import as_half, is_half
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.state.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import InvalidMessageError, MessageFormatError
+from ledgermq.messaging.sending import SendRequest
 from ledgermq.wire.message import (
     MessageProperty,
     SysFlag,
@@ -53,34 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["SendRequest", "SendResult", "SendService"]
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class SendRequest:
-    """What a producer asks to store (RocketMQ's ``SendMessageRequestHeader``, read by a door).
-
-    Not frozen: built once per send, and a frozen dataclass's ``__init__`` costs four times a
-    plain one's. The message bodies travel beside it (``SendService.send``'s ``body``).
-    """
-
-    producer_group: str
-    topic: str
-    default_topic: str | None
-    """The template topic for creating ``topic`` on first send (``TBW102``), None for none."""
-    default_topic_queue_nums: int
-    queue_id: int
-    """-1: the broker picks a write queue."""
-    sys_flag: int
-    born_timestamp: int
-    """ms; 0: the store time."""
-    flag: int
-    properties: str
-    """A single message's properties in RocketMQ's string encoding (unused for a batch)."""
-    reconsume_times: int
-    max_reconsume_times: int | None
-    """None: the group's ``retryMaxTimes``."""
-    batch: bool
-    """The body holds several messages in RocketMQ's batch encoding (``decode_batch``)."""
 
 
 @dataclass(slots=True)
@@ -265,7 +241,11 @@ class SendService:
 
     def _messages(self, request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
         max_bytes = self._state.config.max_message_size
-        if request.batch:
+        messages = request.messages
+        if messages is not None:
+            # a door's messages as they are (``SendRequest.of``)
+            items = [(m.body, request.flag, m.property_text()) for m in messages]
+        elif request.batch:
             try:
                 batch = decode_batch(body)
             except MessageFormatError as exc:
@@ -278,12 +258,21 @@ class SendService:
                 )
             items = [(item.body, item.flag, item.properties) for item in batch]
         else:
-            items = [(body, request.flag, request.properties)]
+            text = request.encoded  # the remoting door's: as received, no call (hot path)
+            items = [(body, request.flag, text if text is not None else request.property_text())]
         for item_body, _, properties in items:
             try:
                 validate_message(request.topic, item_body, properties, max_bytes)
             except InvalidMessageError as exc:
                 raise IllegalMessageError(str(exc)) from None
+        if messages is not None and request.batch:
+            # checked as their batch encoding would be (``wire.message.encode_batch``: 22
+            # bytes of head per message), without making it
+            size = sum(22 + len(b) + len(p.encode("utf-8", "surrogatepass")) for b, _, p in items)
+            if size > max_bytes:
+                raise IllegalMessageError(
+                    f"the batch of {size} bytes exceeds maxMessageSize ({max_bytes})"
+                )
         return items
 
     async def _route_retry(self, request: SendRequest, queue_id: int) -> tuple[str, int]:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import InvalidHandleError
 from ledgermq.broker.service.pop import PopHandle
-from ledgermq.broker.service.send import SendRequest
+from ledgermq.messaging.sending import SendRequest
 from ledgermq.net.trace_batches import TraceBatches
-from ledgermq.wire import MessageProperty, encode_properties
+from ledgermq.wire import MessageProperty
 from ledgermq.wire.trace import pub, sub_after, sub_before
 
 if TYPE_CHECKING:
@@ -128,10 +128,11 @@ class BrokerTracer:
             sys_flag=0,
             born_timestamp=self.now_ms(),
             flag=0,
-            properties=encode_properties({MessageProperty.KEYS: " ".join(keys)}),
+            encoded=None,
             reconsume_times=0,
             max_reconsume_times=None,
             batch=False,
+            properties={MessageProperty.KEYS: " ".join(keys)},
         )
         await self._send.send(request, body, self._state.config.address)
 
