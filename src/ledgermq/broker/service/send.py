@@ -241,11 +241,19 @@ class SendService:
 
     def _messages(self, request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
         max_bytes = self._state.config.max_message_size
-        messages = request.messages
-        if messages is not None:
-            # a door's messages as they are (``SendRequest.of``)
-            items = [(m.body, request.flag, m.property_text()) for m in messages]
-        elif request.batch:
+        if not request.batch:
+            text = request.encoded  # the remoting door's single send (the hot path): as received
+            items = [(body, request.flag, text)] if text is not None else _given(request, body)
+        elif request.messages is not None:
+            items = _given(request, body)
+            # checked as their batch encoding would be (``wire.message.encode_batch``: 22
+            # bytes of head per message), without making it
+            size = sum(22 + len(b) + len(p.encode("utf-8", "surrogatepass")) for b, _, p in items)
+            if size > max_bytes:
+                raise IllegalMessageError(
+                    f"the batch of {size} bytes exceeds maxMessageSize ({max_bytes})"
+                )
+        else:
             try:
                 batch = decode_batch(body)
             except MessageFormatError as exc:
@@ -257,22 +265,11 @@ class SendService:
                     f"the batch of {len(body)} bytes exceeds maxMessageSize ({max_bytes})"
                 )
             items = [(item.body, item.flag, item.properties) for item in batch]
-        else:
-            text = request.encoded  # the remoting door's: as received, no call (hot path)
-            items = [(body, request.flag, text if text is not None else request.property_text())]
         for item_body, _, properties in items:
             try:
                 validate_message(request.topic, item_body, properties, max_bytes)
             except InvalidMessageError as exc:
                 raise IllegalMessageError(str(exc)) from None
-        if messages is not None and request.batch:
-            # checked as their batch encoding would be (``wire.message.encode_batch``: 22
-            # bytes of head per message), without making it
-            size = sum(22 + len(b) + len(p.encode("utf-8", "surrogatepass")) for b, _, p in items)
-            if size > max_bytes:
-                raise IllegalMessageError(
-                    f"the batch of {size} bytes exceeds maxMessageSize ({max_bytes})"
-                )
         return items
 
     async def _route_retry(self, request: SendRequest, queue_id: int) -> tuple[str, int]:
@@ -289,6 +286,15 @@ class SendService:
             )  # fmt: skip
             return dlq.topic_name, 0
         return request.topic, queue_id
+
+
+def _given(request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
+    """The messages of a request made of a door's messages (``SendRequest.of``: as they are),
+    or of one message whose properties are a mapping (``body`` beside it)."""
+    messages = request.messages
+    if messages is None:
+        return [(body, request.flag, request.property_text())]
+    return [(m.body, request.flag, m.property_text()) for m in messages]
 
 
 def _half(request: SendRequest, properties: str) -> bool:
