@@ -155,7 +155,7 @@ def test_dead_letters_after_max_attempts_and_forward(tmp_path: Path) -> None:
         forwarded = await pop.receive(Receive("G", "T", max_messages=1, invisible_ms=200))
         assert forwarded.messages == []  # both went to the dead letters on the way
         dlq = await services.pull.pull(PullRequest("x", "%DLQ%G", 0, 0))
-        bodies = [m.body for m in decode_records(dlq.body)]
+        bodies = [m.body for m in decode_records(dlq.stored)]
         assert bodies == [b"m0", b"m1"]
 
         await _send(services, "T", b"m2")
@@ -163,7 +163,7 @@ def test_dead_letters_after_max_attempts_and_forward(tmp_path: Path) -> None:
         assert [m.message.body for m in got.messages] == [b"m2"]
         await pop.forward_to_dead_letters("G", "T", str(got.messages[0].handle))
         dlq = await services.pull.pull(PullRequest("x", "%DLQ%G", 0, 2))
-        assert [m.body for m in decode_records(dlq.body)] == [b"m2"]
+        assert [m.body for m in decode_records(dlq.stored)] == [b"m2"]
         assert (await pop.receive(Receive("G", "T", invisible_ms=100))).messages == []
 
     run_with_cluster(tmp_path, test, in_virtual_time=True)

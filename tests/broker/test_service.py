@@ -18,8 +18,9 @@ from ledgermq.broker.errors import (
     NoSuchTopicError,
     NotMasterError,
 )
-from ledgermq.broker.service.pull import PullRequest, PullStatus
+from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
+from ledgermq.messaging.consuming import PullOutcome
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
@@ -75,17 +76,17 @@ def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
         assert (second.queue_offset, second.unique_key) == (1, None)
 
         found = await services.pull.pull(PullRequest("G", "Orders", 1, 0))
-        assert found.status is PullStatus.FOUND
-        assert [m.body for m in decode_records(found.body)] == [b"hello", b"world"]
-        assert (found.next_begin_offset, found.count) == (2, 2)
+        assert found.outcome is PullOutcome.FOUND
+        assert [m.body for m in decode_records(found.stored)] == [b"hello", b"world"]
+        assert (found.next_offset, found.count) == (2, 2)
         filtered = await services.pull.pull(
             PullRequest("G", "Orders", 1, 0, subscription=("b", None))
         )
-        assert filtered.status is PullStatus.RETRY_IMMEDIATELY
+        assert filtered.outcome is PullOutcome.FILTERED
         at_end = await services.pull.pull(PullRequest("G", "Orders", 1, 2))
-        assert at_end.status is PullStatus.NO_NEW_MESSAGE
+        assert at_end.outcome is PullOutcome.NOT_FOUND
         past = await services.pull.pull(PullRequest("G", "Orders", 1, 9))
-        assert (past.status, past.next_begin_offset) == (PullStatus.OFFSET_MOVED, 2)
+        assert (past.outcome, past.next_offset) == (PullOutcome.OFFSET_MOVED, 2)
 
         assert services.offsets.consumer_offset("G", "Orders", 1) == 0  # nothing committed yet
         await services.offsets.commit("G", "Orders", 1, 2)
@@ -148,7 +149,7 @@ def test_a_queue_shrink_drains_first_and_never_strands_messages(tmp_path: Path) 
         for queue_id in range(8):  # the consumers drain every queue they read
             found = await services.pull.pull(PullRequest("G", "Shrink", queue_id, 0))
             consumed += found.count
-            await services.offsets.commit("G", "Shrink", queue_id, found.next_begin_offset)
+            await services.offsets.commit("G", "Shrink", queue_id, found.next_offset)
         assert consumed == 40
         await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
         config = services.admin.topics()[0]["Shrink"]

@@ -83,7 +83,7 @@ def _end(result: SendResult, resolution: Resolution, **fields: object) -> EndTra
 
 async def _bodies(services: BrokerServices, topic: str = "T", queue_id: int = 1) -> list[bytes]:
     result = await services.pull.pull(PullRequest("C", topic, queue_id, 0))
-    return [m.body for m in decode_records(result.body)] if result.body else []
+    return [m.body for m in decode_records(result.stored)] if result.stored else []
 
 
 async def _setup(services: BrokerServices) -> None:
@@ -117,7 +117,7 @@ def test_half_invisible_commit_once_rollback_never(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError, match="settled already"):
             await tx.end(_end(rolled, Resolution.COMMIT), OPEN_ACCESS)
         assert tx.open_count() == 0
-        (message,) = decode_records((await services.pull.pull(PullRequest("C", "T", 1, 0))).body)
+        (message,) = decode_records((await services.pull.pull(PullRequest("C", "T", 1, 0))).stored)
         assert message.properties["UNIQ_KEY"] == "u1"
         assert "TRAN_MSG" not in message.properties
         assert "REAL_TOPIC" not in message.properties

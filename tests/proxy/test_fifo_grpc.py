@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.errors import InvalidArgumentError
-from ledgermq.broker.service.pull import PullRequest, PullStatus
+from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.messaging.consuming import PullOutcome
 from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
@@ -105,9 +106,9 @@ def test_fifo_topic_send_route_and_refusals(tmp_path: Path) -> None:
         stored: dict[str, list[tuple[int, bytes]]] = {}
         for queue_id in range(4):
             found = await master.services.pull.pull(PullRequest("chk", TOPIC, queue_id, 0, 32))
-            if found.status is not PullStatus.FOUND:
+            if found.outcome is not PullOutcome.FOUND:
                 continue
-            for record in decode_records(found.body):
+            for record in decode_records(found.stored):
                 stored.setdefault(record.properties["__SHARDINGKEY"], []).append(
                     (queue_id, record.body)
                 )
@@ -225,6 +226,6 @@ def test_message_type_check_turned_off(tmp_path: Path) -> None:
         found = await master.services.pull.pull(
             PullRequest("chk", "PlainT", queue_of_group("order-1", 4), 0, 32)
         )
-        assert [r.body for r in decode_records(found.body)] == [b"p"]
+        assert [r.body for r in decode_records(found.stored)] == [b"p"]
 
     _run(tmp_path, test, enable_topic_message_type_check=False)

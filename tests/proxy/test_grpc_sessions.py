@@ -198,7 +198,7 @@ def test_a_requests_messages_for_one_queue_are_one_append(
             PullRequest(group="G", topic="BatchTopic", queue_id=0, offset=0, max_nums=8,
                         subscription=("*", "TAG"), suspend_ms=0)
         )  # fmt: skip
-        records = decode_records(pulled.body)
+        records = decode_records(pulled.stored)
         assert [r.body for r in records] == [b"body-0", b"body-1", b"body-2"]
         assert [r.properties["UNIQ_KEY"] for r in records] == ["B0", "B1", "B2"]
 

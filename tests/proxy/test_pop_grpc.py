@@ -128,7 +128,7 @@ def test_receive_ack_change_and_forward(tmp_path: Path) -> None:
             assert forwarded.status.code == Code.OK, forwarded.status
             assert master.services is not None
             dlq = await master.services.pull.pull(PullRequest("x", "%DLQ%G", 0, 0))
-            assert [m.body for m in decode_records(dlq.body)] == [b"a0"]
+            assert [m.body for m in decode_records(dlq.stored)] == [b"a0"]
 
             # both doors, one state: a message handed out over gRPC is invisible to the service
             await _send(stub, "PopT", b"shared")

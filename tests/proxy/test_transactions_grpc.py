@@ -59,7 +59,7 @@ def _end(
 async def _bodies(master: BrokerServer) -> list[bytes]:
     assert master.services is not None
     found = await master.services.pull.pull(PullRequest("G", TOPIC, 0, 0))
-    return [m.body for m in decode_records(found.body)] if found.body else []
+    return [m.body for m in decode_records(found.stored)] if found.stored else []
 
 
 async def _send_half(

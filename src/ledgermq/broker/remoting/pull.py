@@ -1,15 +1,18 @@
 """PULL_MESSAGE (11): the remoting door of ``PullService`` (broker.service.pull).
 
 A translator only: the header's fields in (``sysFlag`` says whether the pull carries its
-subscription, commits an offset on the way and may be held), the service call, and the status
-out as RocketMQ's code with ``nextBeginOffset``, ``minOffset`` and ``maxOffset``.
+subscription, commits an offset on the way and may be held), the service call, and its answer
+(the messaging contract's ``Delivered``) out: the outcome as RocketMQ's code with
+``nextBeginOffset``, ``minOffset`` and ``maxOffset``, and the records as the store holds them
+(``Delivered.stored``, never decoded here).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.service.pull import MAX_BYTES_PER_PULL, PullRequest, PullStatus
+from ledgermq.broker.service.pull import MAX_BYTES_PER_PULL, PullRequest
+from ledgermq.messaging.consuming import PullOutcome
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
@@ -24,16 +27,16 @@ FLAG_SUSPEND: Final = 2
 FLAG_SUBSCRIPTION: Final = 4
 
 _CODES: Final = {
-    PullStatus.FOUND: MQResponseCode.SUCCESS,
-    PullStatus.NO_NEW_MESSAGE: MQResponseCode.PULL_NOT_FOUND,
-    PullStatus.RETRY_IMMEDIATELY: MQResponseCode.PULL_RETRY_IMMEDIATELY,
-    PullStatus.OFFSET_MOVED: MQResponseCode.PULL_OFFSET_MOVED,
+    PullOutcome.FOUND: MQResponseCode.SUCCESS,
+    PullOutcome.NOT_FOUND: MQResponseCode.PULL_NOT_FOUND,
+    PullOutcome.FILTERED: MQResponseCode.PULL_RETRY_IMMEDIATELY,
+    PullOutcome.OFFSET_MOVED: MQResponseCode.PULL_OFFSET_MOVED,
 }
 
 
-def pull_code(status: PullStatus) -> MQResponseCode:
-    """The response code that reports ``status``."""
-    return _CODES[status]
+def pull_code(outcome: PullOutcome) -> MQResponseCode:
+    """The response code that reports ``outcome``."""
+    return _CODES[outcome]
 
 
 class PullProcessor:
@@ -67,8 +70,8 @@ class PullProcessor:
         )
         ext = {
             "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(result.next_begin_offset),
+            "nextBeginOffset": str(result.next_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
-        return command.response(pull_code(result.status), ext_fields=ext, body=result.body)
+        return command.response(pull_code(result.outcome), ext_fields=ext, body=result.stored)

@@ -1,10 +1,12 @@
 """Pull: what reading a queue from an offset means, with long polling.
 
-Statuses as RocketMQ's PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9; the
-remoting door, ``broker.remoting.pull``, answers each with its code): messages found -> FOUND
-(SUCCESS); all filtered out -> RETRY_IMMEDIATELY (PULL_RETRY_IMMEDIATELY); offset at the end of
-the queue -> NO_NEW_MESSAGE (PULL_NOT_FOUND); before the queue's start or past its end ->
-OFFSET_MOVED (PULL_OFFSET_MOVED) with the offset to go on from. A pull that may wait
+Both doors get the messaging contract's answer, ``Delivered`` (the records as stored, for the
+remoting door; decoded by ``deliver`` for the gRPC door). Outcomes as RocketMQ's
+PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9; the remoting door,
+``broker.remoting.pull``, answers each with its code): messages found -> FOUND (SUCCESS); all
+filtered out -> FILTERED (PULL_RETRY_IMMEDIATELY); offset at the end of the queue -> NOT_FOUND
+(PULL_NOT_FOUND); before the queue's start or past its end -> OFFSET_MOVED (PULL_OFFSET_MOVED)
+with the offset to go on from. A pull that may wait
 (``suspend_ms``, the SUSPEND flag) and finds nothing is held until a message reaches the queue
 or its time passes (long polling), so a consumer gets a new message as soon as it is committed
 and dispatched, without polling.
@@ -13,7 +15,7 @@ Filtering (RocketMQ's ``ExpressionMessageFilter``): a TAG subscription skips uni
 hash code it does not name, read from the ConsumeQueue alone; a SQL92 one (``expressionType``
 SQL92, with ``enablePropertyFilter``) reads the candidate records, decodes their properties and
 delivers those its selector makes TRUE (broker.storage.filter). Either way a skipped message is
-one the subscription does not want, and the pull answers RETRY_IMMEDIATELY past it when nothing
+one the subscription does not want, and the pull answers FILTERED past it when nothing
 matched. A pull without a subscription (remoting: no SUBSCRIPTION flag and no ``subscription``
 field, as Java push consumers send by default) uses what the group's heartbeat registered for
 the topic.
@@ -29,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import enum
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -39,8 +40,8 @@ from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.storage.consume_queue import BLANK_SIZE
 from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
-from ledgermq.messaging.consuming import Delivered, Delivery, PullOutcome
-from ledgermq.wire.message import decode_records, read_dispatch_info
+from ledgermq.messaging.consuming import Delivered, PullOutcome
+from ledgermq.wire.message import read_dispatch_info
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
@@ -50,25 +51,11 @@ if TYPE_CHECKING:
     from ledgermq.broker.storage.filter import Sql92Selector
     from ledgermq.messaging.consuming import PullQuery
 
-__all__ = ["PullRequest", "PullResult", "PullService", "PullStatus"]
+__all__ = ["PullRequest", "PullService"]
 
 MAX_MESSAGES_PER_PULL: Final = 1024
 MAX_BYTES_PER_PULL: Final = 4 << 20
 MAX_SUSPEND_MS: Final = 30_000
-
-
-class PullStatus(enum.Enum):
-    """What a pull found, and so what the consumer does next (RocketMQ's ``PullStatus``)."""
-
-    FOUND = "FOUND"
-    """Messages: process them, then pull from ``next_begin_offset``."""
-    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
-    """Nothing at the offset yet: pull the same offset again later."""
-    RETRY_IMMEDIATELY = "RETRY_IMMEDIATELY"
-    """Nothing wanted here (all filtered out, or removed by retention meanwhile): pull again
-    now, from ``next_begin_offset``."""
-    OFFSET_MOVED = "OFFSET_MOVED"
-    """The offset is outside the queue: go on from ``next_begin_offset``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,26 +78,6 @@ class PullRequest:
     suspend_ms: int = 0
     """How long a pull that finds nothing may be held for a message to arrive (0: not at all;
     at most ``MAX_SUSPEND_MS``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    body: bytes = b""
-    """The records found, back to back (RocketMQ's record layout)."""
-    count: int = 0
-    """How many records ``body`` holds."""
-
-
-_OUTCOMES: Final = {
-    PullStatus.FOUND: PullOutcome.FOUND,
-    PullStatus.OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
-    PullStatus.RETRY_IMMEDIATELY: PullOutcome.FILTERED,
-}
-"""A pull's status in the messaging contract's words (NO_NEW_MESSAGE: NOT_FOUND)."""
 
 
 class PullService:
@@ -184,14 +151,14 @@ class PullService:
         )
         result = await self.pull(request)
         return Delivered(
-            outcome=_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
-            messages=[Delivery(r) for r in decode_records(result.body)] if result.count else [],
-            next_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
+            result.outcome,
+            result.deliveries() if result.count else [],
+            result.next_offset,
+            result.min_offset,
+            result.max_offset,
         )
 
-    async def pull(self, request: PullRequest) -> PullResult:
+    async def pull(self, request: PullRequest) -> Delivered:
         """Read ``request``'s queue from its offset, holding the pull for up to its
         ``suspend_ms`` when nothing is there yet. Raises ``ForbiddenError``,
         ``NoSuchTopicError``, ``InvalidArgumentError`` (queue id) or the filter's errors."""
@@ -236,7 +203,7 @@ class PullService:
             state.writer.stage_offset(group, topic, queue_id, request.commit_offset)
 
         result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes, sql)
-        if result.status is PullStatus.NO_NEW_MESSAGE and suspend_ms > 0:
+        if result.outcome is PullOutcome.NOT_FOUND and suspend_ms > 0:
             wait_ms = (
                 suspend_ms
                 if state.config.long_polling_enable
@@ -267,7 +234,7 @@ class PullService:
         max_bytes: int,
         tag_codes: frozenset[int] | None,
         sql: Sql92Selector | None = None,
-    ) -> PullResult:
+    ) -> Delivered:
         """What a pull at ``offset`` gets now (RocketMQ ``DefaultMessageStore.getMessage``)."""
         state = self._state
         queue = state.queues.find(topic, queue_id)
@@ -278,16 +245,16 @@ class PullService:
         master = state.is_master
         if max_offset == 0 and min_offset == 0:
             if offset == 0 or not master:
-                return PullResult(PullStatus.NO_NEW_MESSAGE, offset, 0, 0)
-            return PullResult(PullStatus.OFFSET_MOVED, 0, 0, 0)
+                return Delivered(PullOutcome.NOT_FOUND, (), offset, 0, 0)
+            return Delivered(PullOutcome.OFFSET_MOVED, (), 0, 0, 0)
         if offset < min_offset:
-            return PullResult(PullStatus.OFFSET_MOVED, min_offset, min_offset, max_offset)
+            return Delivered(PullOutcome.OFFSET_MOVED, (), min_offset, min_offset, max_offset)
         if offset == max_offset:
-            return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
+            return Delivered(PullOutcome.NOT_FOUND, (), offset, min_offset, max_offset)
         if offset > max_offset:
             if not master:
-                return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
-            return PullResult(PullStatus.OFFSET_MOVED, max_offset, min_offset, max_offset)
+                return Delivered(PullOutcome.NOT_FOUND, (), offset, min_offset, max_offset)
+            return Delivered(PullOutcome.OFFSET_MOVED, (), max_offset, min_offset, max_offset)
         assert queue is not None
         phy_offsets: Sequence[int]
         sizes: Sequence[int]
@@ -305,20 +272,20 @@ class PullService:
             phy_offsets, sizes = phy_offsets[:count], sizes[:count]
             next_offset = offset + count
         if not sizes:
-            return PullResult(PullStatus.RETRY_IMMEDIATELY, next_offset, min_offset, max_offset)
+            return Delivered(PullOutcome.FILTERED, (), next_offset, min_offset, max_offset)
         try:
             body = state.commitlog.read_records(phy_offsets, sizes)
         except IndexCompactedError:
             # Retention removed these messages since the queue was read: start over after them.
-            return PullResult(PullStatus.RETRY_IMMEDIATELY, offset, min_offset, max_offset)
+            return Delivered(PullOutcome.FILTERED, (), offset, min_offset, max_offset)
         except IndexOutOfRangeError:
-            return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
+            return Delivered(PullOutcome.NOT_FOUND, (), offset, min_offset, max_offset)
         count = len(sizes)
         if sql is not None:
             body, count = _select_by_properties(body, sizes, sql)
             if not count:
-                return PullResult(PullStatus.RETRY_IMMEDIATELY, next_offset, min_offset, max_offset)
-        return PullResult(PullStatus.FOUND, next_offset, min_offset, max_offset, body, count)
+                return Delivered(PullOutcome.FILTERED, (), next_offset, min_offset, max_offset)
+        return Delivered(PullOutcome.FOUND, (), next_offset, min_offset, max_offset, 0, body, count)
 
 
 def _select(
