@@ -22,7 +22,7 @@ from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CommitLog
 from ledgermq.broker.storage.consume_queue import BLANK_SIZE, ConsumeQueue
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError
-from ledgermq.messaging.consuming import Delivered, PullOutcome
+from ledgermq.messaging.consuming import Delivered, PullOutcome, PullQuery, QueueRef
 from ledgermq.store import LedgerStore
 from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
 from ledgermq.wire.headers import PullMessageRequestHeader
@@ -271,3 +271,33 @@ def test_a_pull_answers_in_the_contracts_shape_with_its_records_as_stored(setup:
     assert answer.code == MQResponseCode.SUCCESS
     assert answer.body is result.stored  # the stored bytes themselves
     assert answer.ext_fields["nextBeginOffset"] == str(result.next_offset)
+
+
+def test_the_remoting_pull_asks_the_service_in_the_contracts_terms() -> None:
+    """Issue 26 item 1: the remoting door translates PULL_MESSAGE's header into the messaging
+    contract's ``PullQuery`` (the gRPC door's request too): the SUBSCRIPTION, SUSPEND and
+    COMMIT_OFFSET flags decide its expression, wait and commit; no subscription at all leaves
+    the group's registered one to the service (expression None)."""
+    asked: list[PullQuery] = []
+
+    class Service:
+        async def pull(self, query: PullQuery) -> Delivered:
+            asked.append(query)
+            return Delivered(PullOutcome.NOT_FOUND, (), query.offset)
+
+    door = PullProcessor(Service())  # type: ignore[arg-type]
+    command = RemotingCommand(MQRequestCode.PULL_MESSAGE, 1)
+    headers = [
+        PullMessageRequestHeader("G", "T", 2, 7, 16, 1 | 2 | 4, 5, 900, None, None, "TAG", 64),
+        PullMessageRequestHeader("G", "T", 2, 7, 16, 0, 5, 900, None),
+        PullMessageRequestHeader("G", "T", 2, 7, 16, 0, 5, 900, "a || b", None, "TAG"),
+    ]
+    for header in headers:
+        answer = asyncio.run(door.process(command, header))
+        assert (answer.code, answer.ext_fields["nextBeginOffset"]) == (
+            MQResponseCode.PULL_NOT_FOUND,
+            "7",
+        )
+    assert all(type(q) is PullQuery and q.queue == QueueRef("T", "", 2) for q in asked)
+    shapes = [(q.expression, q.poll_ms, q.commit_offset, q.max_bytes) for q in asked]
+    assert shapes == [("*", 900, 5, 64), (None, 0, None, None), ("a || b", 0, None, None)]

@@ -13,9 +13,8 @@ import pytest
 
 from ledgermq.broker.errors import IllegalMessageError
 from ledgermq.broker.remoting.send import parse_send_request
-from ledgermq.broker.service.pull import PullRequest
 from ledgermq.messaging import Outgoing, Sending, SendRequest
-from ledgermq.messaging.consuming import PullOutcome
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.wire import MQRequestCode, RemotingCommand
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
@@ -69,7 +68,7 @@ def test_a_v5_sending_is_stored_as_it_is_and_checked_as_its_batch(tmp_path: Path
         assert two.batch
         stored = await services.send.send(two, b"", CLIENT)
         assert (stored.queue_offset, len(stored.msg_ids)) == (1, 2)
-        found = await services.pull.pull(PullRequest("G", "Orders", 1, 0))
+        found = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 0))
         assert found.outcome is PullOutcome.FOUND
         records = decode_records(found.stored)
         assert [r.body for r in records] == [b"solo", b"a", b"bb"]

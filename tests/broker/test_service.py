@@ -18,9 +18,8 @@ from ledgermq.broker.errors import (
     NoSuchTopicError,
     NotMasterError,
 )
-from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
-from ledgermq.messaging.consuming import PullOutcome
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
@@ -75,17 +74,17 @@ def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
         second = await services.send.send(_request("Orders", queue_id=1), b"world", CLIENT)
         assert (second.queue_offset, second.unique_key) == (1, None)
 
-        found = await services.pull.pull(PullRequest("G", "Orders", 1, 0))
+        found = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 0))
         assert found.outcome is PullOutcome.FOUND
         assert [m.body for m in decode_records(found.stored)] == [b"hello", b"world"]
         assert (found.next_offset, found.count) == (2, 2)
         filtered = await services.pull.pull(
-            PullRequest("G", "Orders", 1, 0, subscription=("b", None))
+            PullQuery("G", QueueRef("Orders", "", 1), 0, expression="b")
         )
         assert filtered.outcome is PullOutcome.FILTERED
-        at_end = await services.pull.pull(PullRequest("G", "Orders", 1, 2))
+        at_end = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 2))
         assert at_end.outcome is PullOutcome.NOT_FOUND
-        past = await services.pull.pull(PullRequest("G", "Orders", 1, 9))
+        past = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 9))
         assert (past.outcome, past.next_offset) == (PullOutcome.OFFSET_MOVED, 2)
 
         assert services.offsets.consumer_offset("G", "Orders", 1) == 0  # nothing committed yet
@@ -116,9 +115,11 @@ def test_refusals_are_typed(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError, match="queueId"):
             await services.send.send(_request("T", queue_id=5), b"x", CLIENT)
         with pytest.raises(NoSuchTopicError):
-            await services.pull.pull(PullRequest("G", "Nope", 0, 0))
+            await services.pull.pull(PullQuery("G", QueueRef("Nope", "", 0), 0))
         with pytest.raises(InvalidFilterError):
-            await services.pull.pull(PullRequest("G", "T", 0, 0, subscription=("a", "REGEX")))
+            await services.pull.pull(
+                PullQuery("G", QueueRef("T", "", 0), 0, expression="a", expression_type="REGEX")
+            )
         with pytest.raises(InvalidArgumentError, match="negative"):
             await services.offsets.commit("G", "T", 0, -2)
         with pytest.raises(InvalidArgumentError):
@@ -147,7 +148,7 @@ def test_a_queue_shrink_drains_first_and_never_strands_messages(tmp_path: Path) 
             await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
         consumed = 0
         for queue_id in range(8):  # the consumers drain every queue they read
-            found = await services.pull.pull(PullRequest("G", "Shrink", queue_id, 0))
+            found = await services.pull.pull(PullQuery("G", QueueRef("Shrink", "", queue_id), 0))
             consumed += found.count
             await services.offsets.commit("G", "Shrink", queue_id, found.next_offset)
         assert consumed == 40

@@ -55,19 +55,30 @@ class PullOutcome(enum.Enum):
     """The offset is outside the queue: go on from the next offset."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PullQuery:
-    """Read a queue from an offset."""
+    """Read a queue from an offset.
+
+    Not frozen: made once per pull on the remoting door's consume path (a frozen dataclass's
+    ``__init__`` costs about three times a plain one's)."""
 
     group: str
     queue: QueueRef
     offset: int
-    max_messages: int
-    expression: str
-    expression_type: str
-    """``TAG`` or ``SQL92``."""
-    poll_ms: int
+    max_messages: int = 32
+    expression: str | None = None
+    """The subscription's expression; None: what the group's members registered for the topic
+    (a remoting pull that carries none), else everything."""
+    expression_type: str | None = None
+    """``TAG`` or ``SQL92`` (None: TAG)."""
+    poll_ms: int = 0
     """How long to wait for a message when there is none."""
+    max_bytes: int | None = None
+    """At most this many bytes of records, but at least one message (None: the broker's
+    bound)."""
+    commit_offset: int | None = None
+    """An offset of the group to commit on the way (remoting's COMMIT_OFFSET flag), None for
+    none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """PULL_MESSAGE (11): the remoting door of ``PullService`` (broker.service.pull).
 
 A translator only: the header's fields in (``sysFlag`` says whether the pull carries its
-subscription, commits an offset on the way and may be held), the service call, and its answer
-(the messaging contract's ``Delivered``) out: the outcome as RocketMQ's code with
+subscription, commits an offset on the way and may be held) into the messaging contract's
+``PullQuery``, the service call (``PullService.pull``, the gRPC door's too), and its answer
+(the contract's ``Delivered``) out: the outcome as RocketMQ's code with
 ``nextBeginOffset``, ``minOffset`` and ``maxOffset``, and the records as the store holds them
 (``Delivered.stored``, never decoded here).
 """
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.service.pull import MAX_BYTES_PER_PULL, PullRequest
-from ledgermq.messaging.consuming import PullOutcome
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
@@ -49,23 +49,19 @@ class PullProcessor:
         """Serve the pull the door parsed (and checked) as ``header``."""
         sys_flag = header.sys_flag
         expression = header.subscription
-        subscription = (
-            (expression or "*", header.expression_type)
-            if sys_flag & FLAG_SUBSCRIPTION or expression is not None
-            else None
-        )
-        max_bytes = header.max_msg_bytes
+        if expression is not None or sys_flag & FLAG_SUBSCRIPTION:
+            expression = expression or "*"  # else None: the group's registered subscription
         result = await self._service.pull(
-            PullRequest(
+            PullQuery(
                 header.consumer_group,
-                header.topic,
-                header.queue_id,
+                QueueRef(header.topic, "", header.queue_id),
                 header.queue_offset,
                 header.max_msg_nums,
-                MAX_BYTES_PER_PULL if max_bytes is None else max_bytes,
-                subscription,
-                header.commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
+                expression,
+                header.expression_type,
                 header.suspend_timeout_millis if sys_flag & FLAG_SUSPEND else 0,
+                header.max_msg_bytes,
+                header.commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
             )
         )
         ext = {

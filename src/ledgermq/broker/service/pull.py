@@ -32,7 +32,6 @@ import asyncio
 import bisect
 import contextlib
 import itertools
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import ForbiddenError, InvalidArgumentError, NoSuchTopicError
@@ -51,33 +50,11 @@ if TYPE_CHECKING:
     from ledgermq.broker.storage.filter import Sql92Selector
     from ledgermq.messaging.consuming import PullQuery
 
-__all__ = ["PullRequest", "PullService"]
+__all__ = ["MAX_BYTES_PER_PULL", "PullService"]
 
 MAX_MESSAGES_PER_PULL: Final = 1024
 MAX_BYTES_PER_PULL: Final = 4 << 20
 MAX_SUSPEND_MS: Final = 30_000
-
-
-@dataclass(frozen=True, slots=True)
-class PullRequest:
-    """A pull: read queue ``queue_id`` of ``topic`` from ``offset`` for ``group``."""
-
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-    max_nums: int = 32
-    """At most this many messages (clamped to 1..``MAX_MESSAGES_PER_PULL``)."""
-    max_bytes: int = MAX_BYTES_PER_PULL
-    """At most this many bytes of records, but at least one message (clamped likewise)."""
-    subscription: tuple[str, str | None] | None = None
-    """(expression, expression type) the pull carries; None: what the group's members
-    registered for the topic, else everything."""
-    commit_offset: int | None = None
-    """An offset of the group to commit on the way (on the master), None for none."""
-    suspend_ms: int = 0
-    """How long a pull that finds nothing may be held for a message to arrive (0: not at all;
-    at most ``MAX_SUSPEND_MS``)."""
 
 
 class PullService:
@@ -136,39 +113,31 @@ class PullService:
 
     # ------------------------------------------------------------------ the request
     async def deliver(self, query: PullQuery) -> Delivered:
-        """A pull in the messaging contract's terms (a door that reads records, not RocketMQ's
-        bytes: the gRPC door's PullMessage): the records decoded, the outcome in the
-        contract's words. The queue is ``query.queue``'s topic and id (its broker group is the
-        door's business); raises as ``pull``."""
-        request = PullRequest(
-            group=query.group,
-            topic=query.queue.topic,
-            queue_id=query.queue.queue_id,
-            offset=query.offset,
-            max_nums=query.max_messages,
-            subscription=(query.expression, query.expression_type),
-            suspend_ms=min(query.poll_ms, MAX_SUSPEND_MS),
-        )
-        result = await self.pull(request)
-        return Delivered(
-            result.outcome,
-            result.deliveries() if result.count else [],
-            result.next_offset,
-            result.min_offset,
-            result.max_offset,
-        )
+        """``pull``, with the records decoded into ``Delivery`` values (for a door that reads
+        records, not RocketMQ's bytes: the gRPC door's PullMessage)."""
+        result = await self.pull(query)
+        if result.count:
+            result.messages = result.deliveries()
+            result.stored = b""
+        else:
+            result.messages = []
+        return result
 
-    async def pull(self, request: PullRequest) -> Delivered:
-        """Read ``request``'s queue from its offset, holding the pull for up to its
-        ``suspend_ms`` when nothing is there yet. Raises ``ForbiddenError``,
-        ``NoSuchTopicError``, ``InvalidArgumentError`` (queue id) or the filter's errors."""
+    async def pull(self, query: PullQuery) -> Delivered:
+        """Read ``query``'s queue (its topic and id: its broker group is the door's business)
+        from its offset, holding the pull for up to its ``poll_ms`` when nothing is there yet;
+        the records as stored (``Delivered.stored``). The one way in of both doors. Raises
+        ``ForbiddenError``, ``NoSuchTopicError``, ``InvalidArgumentError`` (queue id) or the
+        filter's errors."""
         state = self._state
-        group, topic, queue_id, offset = (
-            request.group, request.topic, request.queue_id, request.offset,
-        )  # fmt: skip
-        max_nums = max(1, min(request.max_nums, MAX_MESSAGES_PER_PULL))
-        max_bytes = max(1, min(request.max_bytes, MAX_BYTES_PER_PULL))
-        suspend_ms = min(max(request.suspend_ms, 0), MAX_SUSPEND_MS)
+        group, queue, offset = query.group, query.queue, query.offset
+        topic, queue_id = queue.topic, queue.queue_id
+        max_nums = max(1, min(query.max_messages, MAX_MESSAGES_PER_PULL))
+        max_bytes = query.max_bytes
+        max_bytes = (
+            MAX_BYTES_PER_PULL if max_bytes is None else max(1, min(max_bytes, MAX_BYTES_PER_PULL))
+        )
+        suspend_ms = min(max(query.poll_ms, 0), MAX_SUSPEND_MS)
         require_group_name(group)
         require_topic_name(topic)
 
@@ -191,7 +160,9 @@ class PullService:
             raise ForbiddenError(
                 f"subscription group [{group}] does not have permission to consume"
             )
-        expression, expression_type = self._subscription(group, topic, request.subscription)
+        expression, expression_type = self._subscription(
+            group, topic, query.expression, query.expression_type
+        )
         # Before the offset commit below: a refused subscription moves nothing.
         wanted = resolve(
             expression, expression_type, property_filter=state.config.enable_property_filter
@@ -199,8 +170,9 @@ class PullService:
         tag_codes, sql = wanted.tag_codes, wanted.sql
         if state.is_master and group not in state.metadata.groups:
             state.spawn(state.topics.ensure_group(group))
-        if request.commit_offset is not None and request.commit_offset >= 0 and state.is_master:
-            state.writer.stage_offset(group, topic, queue_id, request.commit_offset)
+        commit_offset = query.commit_offset
+        if commit_offset is not None and commit_offset >= 0 and state.is_master:
+            state.writer.stage_offset(group, topic, queue_id, commit_offset)
 
         result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes, sql)
         if result.outcome is PullOutcome.NOT_FOUND and suspend_ms > 0:
@@ -216,12 +188,12 @@ class PullService:
         return result
 
     def _subscription(
-        self, group: str, topic: str, given: tuple[str, str | None] | None
+        self, group: str, topic: str, expression: str | None, expression_type: str | None
     ) -> tuple[str, str | None]:
         """(expression, expression type) of a pull: its own, else the group's registered one
         for the topic (``ConsumerGroupInfo.findSubscriptionData``), else everything."""
-        if given is not None:
-            return given
+        if expression is not None:
+            return expression, expression_type
         registered = self._registered(group, topic) if self._registered is not None else None
         return registered if registered is not None else ("*", None)
 
