@@ -62,6 +62,16 @@ def test_a_v5_sending_is_stored_as_it_is_and_checked_as_its_batch(tmp_path: Path
         single = await services.send.send(one, b"", CLIENT)
         assert (single.queue_id, single.queue_offset, single.unique_key) == (1, 0, "U0")
 
+        # a message that came with RocketMQ's text (``Outgoing.encoded``) is stored with it
+        text = encode_properties({"TAGS": "t", "UNIQ_KEY": "U9"})
+        typed = Sending("Orders", [Outgoing(b"text", {}, False, 0, 0, 0, text)], CLIENT, None)
+        as_text = await services.send.send(SendRequest.of(typed, "P", 4), b"", CLIENT)
+        assert (as_text.queue_id, as_text.unique_key) == (0, "U9")
+        (record,) = decode_records(
+            (await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 0), 0))).stored
+        )
+        assert (record.body, record.properties["TAGS"]) == (b"text", "t")
+
         two = SendRequest.of(
             _sending((b"a", {"TAGS": "x", "KEYS": "k1"}), (b"bb", {"TAGS": "y"})), "P", 4
         )

@@ -147,10 +147,11 @@ class SendRequest:
         first = sending.messages[0]
         return cls(
             producer_group, sending.topic, None, default_queue_nums, first.queue_id,
-            SysFlag.COMPRESSED if first.compressed else 0, first.born_ms, 0, first.encoded,
-            first.reconsume_times, None, len(sending.messages) > 1, first.properties,
-            sending.messages,
+            SysFlag.COMPRESSED if first.compressed else 0, first.born_ms, 0, None,
+            first.reconsume_times, None, len(sending.messages) > 1, None, sending.messages,
         )  # fmt: skip
+        # (no ``encoded`` here even for one message: the body and properties are the
+        # message's own, in ``messages``, not a body beside the request)
 
     def property_text(self) -> str:
         """A single message's properties in RocketMQ's text, as received when they came so."""
