@@ -107,12 +107,15 @@ class SendRequest:
     for creating the topic, the born time, flag and sys flag, the reconsume count).
 
     Not frozen: built once per send on the remoting door's hot path, and a frozen dataclass's
-    ``__init__`` costs four times a plain one's. The properties follow ``Outgoing``'s rule: a
-    mapping, or the RocketMQ text the remoting door received (``encoded``), never decoded and
-    re-encoded on the way to the store. The message bodies travel beside it (the remoting
-    door's frame body: one message's body, or RocketMQ's batch encoding when ``batch``), or in
-    ``messages`` (``of``: a ``Sending``'s messages, stored as they are, never encoded as a batch
-    to be decoded again)."""
+    ``__init__`` costs four times a plain one's. The messages come one of two ways:
+
+    - in ``messages`` (``of``: a ``Sending``'s ``Outgoing`` messages, their properties a
+      mapping or the text they came in), stored as they are, never encoded as a batch to be
+      decoded again;
+    - beside the request, as the remoting door received them (its frame body: one message's
+      body, or RocketMQ's batch encoding when ``batch``), a single message's properties in
+      ``encoded``, RocketMQ's text as received: ``Outgoing``'s allowance, so that the hot path
+      never decodes and re-encodes them (``property_map`` decodes on demand)."""
 
     producer_group: str
     topic: str
@@ -127,46 +130,47 @@ class SendRequest:
     """ms; 0: the store time."""
     flag: int
     encoded: str | None
-    """A single message's properties in RocketMQ's text as received (None: ``properties``
-    holds them; unused for a batch, whose messages carry their own)."""
+    """A single message's properties in RocketMQ's text as received, with its body beside the
+    request (None: ``messages`` holds the messages; unused for a batch beside the request,
+    whose messages carry their own)."""
     reconsume_times: int
     max_reconsume_times: int | None
     """None: the group's ``retryMaxTimes``."""
     batch: bool
-    """More than one message: the body holds them in RocketMQ's batch encoding, or
+    """More than one message: the body beside holds them in RocketMQ's batch encoding, or
     ``messages`` holds them."""
-    properties: Mapping[str, str] | None = None
-    """A single message's properties as a mapping, when ``encoded`` is None (None: none)."""
     messages: Sequence[Outgoing] | None = None
     """The messages themselves (``of``), when no body travels beside the request."""
 
     @classmethod
     def of(cls, sending: Sending, producer_group: str, default_queue_nums: int) -> SendRequest:
         """The request that stores ``sending``'s messages (their bodies and properties as they
-        are: ``messages``) in the queue its first message names, creating no topic."""
+        are: ``messages``, never the text beside, ``encoded``) in the queue its first message
+        names, creating no topic."""
         first = sending.messages[0]
         return cls(
             producer_group, sending.topic, None, default_queue_nums, first.queue_id,
             SysFlag.COMPRESSED if first.compressed else 0, first.born_ms, 0, None,
-            first.reconsume_times, None, len(sending.messages) > 1, None, sending.messages,
+            first.reconsume_times, None, len(sending.messages) > 1, sending.messages,
         )  # fmt: skip
-        # (no ``encoded`` here even for one message: the body and properties are the
-        # message's own, in ``messages``, not a body beside the request)
 
     def property_text(self) -> str:
-        """A single message's properties in RocketMQ's text, as received when they came so."""
+        """A single message's properties in RocketMQ's text, as received when they came so
+        ("" for a batch)."""
         encoded = self.encoded
         if encoded is not None:
             return encoded
-        return encode_properties(self.properties or {})
+        messages = self.messages
+        return messages[0].property_text() if messages and len(messages) == 1 else ""
 
     def property_map(self) -> Mapping[str, str]:
-        """A single message's properties as a mapping, decoded from ``encoded`` when that
-        holds them."""
+        """A single message's properties as a mapping, decoded from the text when they came so
+        (empty for a batch)."""
         encoded = self.encoded
-        if encoded is None:
-            return self.properties or {}
-        return decode_properties(encoded)
+        if encoded is not None:
+            return decode_properties(encoded)
+        messages = self.messages
+        return messages[0].property_map() if messages and len(messages) == 1 else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -290,10 +290,10 @@ class SendService:
 
 def _given(request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
     """The messages of a request made of a door's messages (``SendRequest.of``: as they are),
-    or of one message whose properties are a mapping (``body`` beside it)."""
+    or one message with no properties (``body`` beside it)."""
     messages = request.messages
     if messages is None:
-        return [(body, request.flag, request.property_text())]
+        return [(body, request.flag, "")]
     return [(m.body, request.flag, m.property_text()) for m in messages]
 
 

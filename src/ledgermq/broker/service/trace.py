@@ -23,7 +23,7 @@ from ledgermq.broker.errors import InvalidHandleError
 from ledgermq.broker.service.pop import PopHandle
 from ledgermq.messaging.sending import SendRequest
 from ledgermq.net.trace_batches import TraceBatches
-from ledgermq.wire import MessageProperty
+from ledgermq.wire import MessageProperty, encode_properties
 from ledgermq.wire.trace import pub, sub_after, sub_before
 
 if TYPE_CHECKING:
@@ -128,11 +128,10 @@ class BrokerTracer:
             sys_flag=0,
             born_timestamp=self.now_ms(),
             flag=0,
-            encoded=None,
+            encoded=encode_properties({MessageProperty.KEYS: " ".join(keys)}),
             reconsume_times=0,
             max_reconsume_times=None,
             batch=False,
-            properties={MessageProperty.KEYS: " ".join(keys)},
         )
         await self._send.send(request, body, self._state.config.address)
 
