@@ -50,7 +50,8 @@ class PullOutcome(enum.Enum):
     NOT_FOUND = "not found"
     """Nothing new at the offset (nothing to receive): read again later."""
     FILTERED = "filtered"
-    """Nothing the filter wanted: go on from the next offset."""
+    """Nothing the filter wanted (or nothing left: removed by retention meanwhile): go on from
+    the next offset (remoting's PULL_RETRY_IMMEDIATELY)."""
     OFFSET_MOVED = "offset moved"
     """The offset is outside the queue: go on from the next offset."""
 

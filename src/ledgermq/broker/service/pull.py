@@ -7,7 +7,7 @@ PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9; the remoting do
 filtered out -> FILTERED (PULL_RETRY_IMMEDIATELY); offset at the end of the queue -> NOT_FOUND
 (PULL_NOT_FOUND); before the queue's start or past its end -> OFFSET_MOVED (PULL_OFFSET_MOVED)
 with the offset to go on from. A pull that may wait
-(``suspend_ms``, the SUSPEND flag) and finds nothing is held until a message reaches the queue
+(``poll_ms``, remoting's SUSPEND flag) and finds nothing is held until a message reaches the queue
 or its time passes (long polling), so a consumer gets a new message as soon as it is committed
 and dispatched, without polling.
 
