@@ -15,7 +15,7 @@ from ledgermq.broker.errors import NotMasterError
 from ledgermq.broker.service.pop import PopHandle, PoppedMessage
 from ledgermq.broker.service.trace import BrokerTracer
 from ledgermq.errors import ConfigError
-from ledgermq.wire import MessageProperty, decode_properties
+from ledgermq.wire import MessageProperty
 from ledgermq.wire.message import MessageExt
 from ledgermq.wire.trace import TraceEvent, decode_trace
 
@@ -93,7 +93,7 @@ def test_records_are_rocketmqs_and_batched_into_one_keyed_message() -> None:
     ((request, body, _),) = sends.stored
     assert request.topic == "OpsTrace"
     assert request.producer_group == "_INNER_TRACE_PRODUCER-OpsTrace"
-    assert decode_properties(request.properties)[MessageProperty.KEYS] == "ID1 ID2"
+    assert request.property_map()[MessageProperty.KEYS] == "ID1 ID2"
     handle = str(popped("ID1", 2).handle)
     assert decode_trace(body.decode()) == [
         TraceEvent("Pub", "ID1", 1_700_000_000_000 - 3, "__grpc_producer", "T", "tagA", "k1 k2",

@@ -37,7 +37,7 @@ async def _send(services: BrokerServices, topic: str, body: bytes, group: str | 
     props = {"TAGS": "t"} | ({"__SHARDINGKEY": group} if group is not None else {})
     request = SendRequest(
         producer_group="P", topic=topic, default_topic=None, default_topic_queue_nums=1,
-        queue_id=0, sys_flag=0, born_timestamp=0, flag=0, properties=encode_properties(props),
+        queue_id=0, sys_flag=0, born_timestamp=0, flag=0, encoded=encode_properties(props),
         reconsume_times=0, max_reconsume_times=None, batch=False,
     )  # fmt: skip
     await services.send.send(request, body, CLIENT)

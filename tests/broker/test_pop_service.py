@@ -22,7 +22,6 @@ from ledgermq.broker.errors import (
     NotMasterError,
 )
 from ledgermq.broker.service.pop import PopHandle
-from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
 from ledgermq.messaging import OffsetPolicy, PullOutcome, PullQuery, QueueRef, Receive
@@ -55,7 +54,7 @@ async def _send(services: BrokerServices, topic: str, body: bytes, tags: str = "
     request = SendRequest(
         producer_group="P", topic=topic, default_topic="TBW102", default_topic_queue_nums=1,
         queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
-        properties=encode_properties({"TAGS": tags}), reconsume_times=0,
+        encoded=encode_properties({"TAGS": tags}), reconsume_times=0,
         max_reconsume_times=None, batch=False,
     )  # fmt: skip
     await services.send.send(request, body, CLIENT)
@@ -154,16 +153,16 @@ def test_dead_letters_after_max_attempts_and_forward(tmp_path: Path) -> None:
             await asyncio.sleep(0.3)
         forwarded = await pop.receive(Receive("G", "T", max_messages=1, invisible_ms=200))
         assert forwarded.messages == []  # both went to the dead letters on the way
-        dlq = await services.pull.pull(PullRequest("x", "%DLQ%G", 0, 0))
-        bodies = [m.body for m in decode_records(dlq.body)]
+        dlq = await services.pull.pull(PullQuery("x", QueueRef("%DLQ%G", "", 0), 0))
+        bodies = [m.body for m in decode_records(dlq.stored)]
         assert bodies == [b"m0", b"m1"]
 
         await _send(services, "T", b"m2")
         got = await pop.receive(Receive("G", "T", invisible_ms=5000))
         assert [m.message.body for m in got.messages] == [b"m2"]
         await pop.forward_to_dead_letters("G", "T", str(got.messages[0].handle))
-        dlq = await services.pull.pull(PullRequest("x", "%DLQ%G", 0, 2))
-        assert [m.body for m in decode_records(dlq.body)] == [b"m2"]
+        dlq = await services.pull.pull(PullQuery("x", QueueRef("%DLQ%G", "", 0), 2))
+        assert [m.body for m in decode_records(dlq.stored)] == [b"m2"]
         assert (await pop.receive(Receive("G", "T", invisible_ms=100))).messages == []
 
     run_with_cluster(tmp_path, test, in_virtual_time=True)

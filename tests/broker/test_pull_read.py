@@ -10,19 +10,22 @@ files and, after retention, deleted ones.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.remoting.pull import pull_code
-from ledgermq.broker.service.pull import PullResult, PullService
+from ledgermq.broker.remoting.pull import PullProcessor, pull_code
+from ledgermq.broker.service.pull import PullService
 from ledgermq.broker.storage.commitlog import BODY_OFFSET, CHANNEL_MESSAGES, CommitLog
 from ledgermq.broker.storage.consume_queue import BLANK_SIZE, ConsumeQueue
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError
+from ledgermq.messaging.consuming import Delivered, PullOutcome, PullQuery, QueueRef
 from ledgermq.store import LedgerStore
-from ledgermq.wire import MQResponseCode
+from ledgermq.wire import MQRequestCode, MQResponseCode, RemotingCommand
+from ledgermq.wire.headers import PullMessageRequestHeader
 from ledgermq.wire.message import decode_records, encode_records
 
 if TYPE_CHECKING:
@@ -77,7 +80,7 @@ class Setup:
         max_nums: int = 32,
         max_bytes: int = 4 << 20,
         tags: frozenset[int] | None = None,
-    ) -> PullResult:
+    ) -> Delivered:
         return self.pull.read("T", 0, offset, max_nums, max_bytes, tags)
 
     def reference(
@@ -131,24 +134,24 @@ def _fill(setup: Setup) -> None:
         setup.append(rng.choice((1, 1, 3, 8)), gap=rng.choice((0, 0, 0, 0, 2)))
 
 
-def _as_tuple(result: PullResult) -> tuple[int, int, bytes, int]:
-    return pull_code(result.status), result.next_begin_offset, result.body, result.count
+def _as_tuple(result: Delivered) -> tuple[int, int, bytes, int]:
+    return pull_code(result.outcome), result.next_offset, result.stored, result.count
 
 
 def test_a_pull_reads_what_one_read_per_record_read(setup: Setup) -> None:
     _fill(setup)
     assert setup.store.positions(0, setup.store.end_index)[-1] > 3 * 4096  # several files
     result = setup.read(0, 1024)
-    assert pull_code(result.status) == MQResponseCode.SUCCESS
+    assert pull_code(result.outcome) == MQResponseCode.SUCCESS
     assert _as_tuple(result) == setup.reference(0, 1024)
-    messages = decode_records(result.body)
+    messages = decode_records(result.stored)
     real = [u for u in setup.queue.read(0, 1024) if u.size != BLANK_SIZE]
     assert result.count == len(messages) == len(real)
     assert [m.commit_log_offset for m in messages] == [u.phy_offset for u in real]
     assert [m.queue_offset for m in messages] == [
         q for q, u in enumerate(setup.queue.read(0, 1024)) if u.size != BLANK_SIZE
     ]
-    assert result.next_begin_offset == setup.queue.max_offset
+    assert result.next_offset == setup.queue.max_offset
 
 
 def test_random_pulls_match_the_reference(setup: Setup) -> None:
@@ -169,24 +172,24 @@ def test_max_bytes_cuts_the_pull_but_returns_at_least_one(setup: Setup) -> None:
     setup.append(8)
     sizes = [u.size for u in setup.queue.read(0, 8)]
     result = setup.read(0, 8, max_bytes=sizes[0] + sizes[1] + sizes[2])
-    assert (result.count, result.next_begin_offset) == (3, 3)
+    assert (result.count, result.next_offset) == (3, 3)
     result = setup.read(0, 8, max_bytes=sizes[0] + sizes[1] + sizes[2] - 1)
-    assert (result.count, result.next_begin_offset) == (2, 2)
+    assert (result.count, result.next_offset) == (2, 2)
     result = setup.read(0, 8, max_bytes=1)
-    assert (result.count, result.next_begin_offset) == (1, 1)
-    assert len(result.body) == sizes[0]
+    assert (result.count, result.next_offset) == (1, 1)
+    assert len(result.stored) == sizes[0]
 
 
 def test_filtered_and_blank_units_are_skipped(setup: Setup) -> None:
     setup.append(6)
     setup.append(3, gap=4)
     result = setup.read(0, 32, tags=frozenset({22}))
-    assert [m.queue_offset for m in decode_records(result.body)] == [1, 4, 10]
-    assert result.next_begin_offset == 13
+    assert [m.queue_offset for m in decode_records(result.stored)] == [1, 4, 10]
+    assert result.next_offset == 13
     # Nothing wanted (tags nobody has): go on past what was looked at, without a read.
     setup.store.close()
     result = setup.read(0, 32, tags=frozenset({99}))
-    assert (pull_code(result.status), result.next_begin_offset, result.count) == (
+    assert (pull_code(result.outcome), result.next_offset, result.count) == (
         MQResponseCode.PULL_RETRY_IMMEDIATELY,
         13,
         0,
@@ -198,7 +201,7 @@ def test_messages_removed_by_retention_ask_for_a_retry(setup: Setup) -> None:
     setup.store.reset_begin(setup.store.end_index)
     assert setup.store.begin_index > 0
     result = setup.read(0, 1024)
-    assert (pull_code(result.status), result.next_begin_offset, result.body) == (
+    assert (pull_code(result.outcome), result.next_offset, result.stored) == (
         MQResponseCode.PULL_RETRY_IMMEDIATELY,
         0,
         b"",
@@ -210,7 +213,7 @@ def test_messages_removed_by_retention_ask_for_a_retry(setup: Setup) -> None:
         q for q, u in enumerate(units) if u.size != BLANK_SIZE and u.phy_offset >= log_start
     )
     result = setup.read(first_kept, 1024)
-    assert pull_code(result.status) == MQResponseCode.SUCCESS
+    assert pull_code(result.outcome) == MQResponseCode.SUCCESS
     assert _as_tuple(result) == setup.reference(first_kept, 1024)
 
 
@@ -219,7 +222,7 @@ def test_units_past_the_log_are_not_found(setup: Setup) -> None:
     end = setup.store.write_pos
     assert setup.queue.put(3, end + BODY_OFFSET, 200, 11)  # a unit the log does not hold
     result = setup.read(0, 32)
-    assert (pull_code(result.status), result.next_begin_offset, result.body) == (
+    assert (pull_code(result.outcome), result.next_offset, result.stored) == (
         MQResponseCode.PULL_NOT_FOUND,
         0,
         b"",
@@ -242,3 +245,59 @@ def test_read_records_fills_in_physical_offsets_and_handles_odd_units(setup: Set
     assert odd == setup.commitlog.read_record(offsets[0], 10) + setup.commitlog.read_record(
         offsets[1], sizes[1]
     )
+
+
+def test_a_pull_answers_in_the_contracts_shape_with_its_records_as_stored(setup: Setup) -> None:
+    """Issue 26 item 1: a pull's answer is the messaging contract's ``Delivered`` for both
+    doors; the records stay as stored (the remoting door's body, never decoded on the way)
+    and become ``Delivery`` values only when a door asks (``deliveries``)."""
+    _fill(setup)
+    result = setup.read(0, 8)
+    assert type(result) is Delivered
+    assert (result.outcome, result.messages) == (PullOutcome.FOUND, ())
+    stored = decode_records(result.stored)
+    assert result.count == len(stored) > 0
+    deliveries = result.deliveries()
+    assert [d.record.queue_offset for d in deliveries] == [m.queue_offset for m in stored]
+    assert all(d.receipt_handle == "" and d.invisible_ms == 0 for d in deliveries)
+
+    class Service:
+        async def pull(self, request: object) -> Delivered:
+            return result
+
+    header = PullMessageRequestHeader("G", "T", 0, 0)
+    command = RemotingCommand(MQRequestCode.PULL_MESSAGE, 1)
+    answer = asyncio.run(PullProcessor(Service()).process(command, header))  # type: ignore[arg-type]
+    assert answer.code == MQResponseCode.SUCCESS
+    assert answer.body is result.stored  # the stored bytes themselves
+    assert answer.ext_fields["nextBeginOffset"] == str(result.next_offset)
+
+
+def test_the_remoting_pull_asks_the_service_in_the_contracts_terms() -> None:
+    """Issue 26 item 1: the remoting door translates PULL_MESSAGE's header into the messaging
+    contract's ``PullQuery`` (the gRPC door's request too): the SUBSCRIPTION, SUSPEND and
+    COMMIT_OFFSET flags decide its expression, wait and commit; no subscription at all leaves
+    the group's registered one to the service (expression None)."""
+    asked: list[PullQuery] = []
+
+    class Service:
+        async def pull(self, query: PullQuery) -> Delivered:
+            asked.append(query)
+            return Delivered(PullOutcome.NOT_FOUND, (), query.offset)
+
+    door = PullProcessor(Service())  # type: ignore[arg-type]
+    command = RemotingCommand(MQRequestCode.PULL_MESSAGE, 1)
+    headers = [
+        PullMessageRequestHeader("G", "T", 2, 7, 16, 1 | 2 | 4, 5, 900, None, None, "TAG", 64),
+        PullMessageRequestHeader("G", "T", 2, 7, 16, 0, 5, 900, None),
+        PullMessageRequestHeader("G", "T", 2, 7, 16, 0, 5, 900, "a || b", None, "TAG"),
+    ]
+    for header in headers:
+        answer = asyncio.run(door.process(command, header))
+        assert (answer.code, answer.ext_fields["nextBeginOffset"]) == (
+            MQResponseCode.PULL_NOT_FOUND,
+            "7",
+        )
+    assert all(type(q) is PullQuery and q.queue == QueueRef("T", "", 2) for q in asked)
+    shapes = [(q.expression, q.poll_ms, q.commit_offset, q.max_bytes) for q in asked]
+    assert shapes == [("*", 900, 5, 64), (None, 0, None, None), ("a || b", 0, None, None)]

@@ -114,7 +114,7 @@ def test_the_typed_v2_header_is_read_by_the_broker_as_it_was_built(
     assert (request.producer_group, request.topic, request.queue_id, request.default_topic) == (
         "__grpc_producer", "TopicTest", queue_id, default_topic,
     )  # fmt: skip
-    assert (request.sys_flag, request.born_timestamp, request.properties) == (
+    assert (request.sys_flag, request.born_timestamp, request.encoded) == (
         sys_flag, born, properties,
     )  # fmt: skip
     assert (request.max_reconsume_times, request.batch) == (max_reconsume, batch)

@@ -18,8 +18,8 @@ from ledgermq.broker.errors import (
     NoSuchTopicError,
     NotMasterError,
 )
-from ledgermq.broker.service.pull import PullRequest, PullStatus
 from ledgermq.broker.service.send import SendRequest
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.wire.message import decode_records, encode_properties
 from ledgermq.wire.route import TopicConfig
 
@@ -45,7 +45,7 @@ def _request(topic: str, **fields: object) -> SendRequest:
         "sys_flag": 0,
         "born_timestamp": 0,
         "flag": 0,
-        "properties": "",
+        "encoded": "",
         "reconsume_times": 0,
         "max_reconsume_times": None,
         "batch": False,
@@ -67,25 +67,25 @@ def test_send_pull_and_offsets_without_a_protocol(tmp_path: Path) -> None:
         services, slaves = await _services(cluster)
         props = encode_properties({"TAGS": "a", "UNIQ_KEY": "U1"})
         first = await services.send.send(
-            _request("Orders", properties=props, queue_id=1), b"hello", CLIENT
+            _request("Orders", encoded=props, queue_id=1), b"hello", CLIENT
         )
         assert (first.queue_id, first.queue_offset, first.unique_key) == (1, 0, "U1")
         assert len(first.msg_ids) == 1
         second = await services.send.send(_request("Orders", queue_id=1), b"world", CLIENT)
         assert (second.queue_offset, second.unique_key) == (1, None)
 
-        found = await services.pull.pull(PullRequest("G", "Orders", 1, 0))
-        assert found.status is PullStatus.FOUND
-        assert [m.body for m in decode_records(found.body)] == [b"hello", b"world"]
-        assert (found.next_begin_offset, found.count) == (2, 2)
+        found = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 0))
+        assert found.outcome is PullOutcome.FOUND
+        assert [m.body for m in decode_records(found.stored)] == [b"hello", b"world"]
+        assert (found.next_offset, found.count) == (2, 2)
         filtered = await services.pull.pull(
-            PullRequest("G", "Orders", 1, 0, subscription=("b", None))
+            PullQuery("G", QueueRef("Orders", "", 1), 0, expression="b")
         )
-        assert filtered.status is PullStatus.RETRY_IMMEDIATELY
-        at_end = await services.pull.pull(PullRequest("G", "Orders", 1, 2))
-        assert at_end.status is PullStatus.NO_NEW_MESSAGE
-        past = await services.pull.pull(PullRequest("G", "Orders", 1, 9))
-        assert (past.status, past.next_begin_offset) == (PullStatus.OFFSET_MOVED, 2)
+        assert filtered.outcome is PullOutcome.FILTERED
+        at_end = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 2))
+        assert at_end.outcome is PullOutcome.NOT_FOUND
+        past = await services.pull.pull(PullQuery("G", QueueRef("Orders", "", 1), 9))
+        assert (past.outcome, past.next_offset) == (PullOutcome.OFFSET_MOVED, 2)
 
         assert services.offsets.consumer_offset("G", "Orders", 1) == 0  # nothing committed yet
         await services.offsets.commit("G", "Orders", 1, 2)
@@ -115,9 +115,11 @@ def test_refusals_are_typed(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError, match="queueId"):
             await services.send.send(_request("T", queue_id=5), b"x", CLIENT)
         with pytest.raises(NoSuchTopicError):
-            await services.pull.pull(PullRequest("G", "Nope", 0, 0))
+            await services.pull.pull(PullQuery("G", QueueRef("Nope", "", 0), 0))
         with pytest.raises(InvalidFilterError):
-            await services.pull.pull(PullRequest("G", "T", 0, 0, subscription=("a", "REGEX")))
+            await services.pull.pull(
+                PullQuery("G", QueueRef("T", "", 0), 0, expression="a", expression_type="REGEX")
+            )
         with pytest.raises(InvalidArgumentError, match="negative"):
             await services.offsets.commit("G", "T", 0, -2)
         with pytest.raises(InvalidArgumentError):
@@ -146,9 +148,9 @@ def test_a_queue_shrink_drains_first_and_never_strands_messages(tmp_path: Path) 
             await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
         consumed = 0
         for queue_id in range(8):  # the consumers drain every queue they read
-            found = await services.pull.pull(PullRequest("G", "Shrink", queue_id, 0))
+            found = await services.pull.pull(PullQuery("G", QueueRef("Shrink", "", queue_id), 0))
             consumed += found.count
-            await services.offsets.commit("G", "Shrink", queue_id, found.next_begin_offset)
+            await services.offsets.commit("G", "Shrink", queue_id, found.next_offset)
         assert consumed == 40
         await services.admin.create_topic(TopicConfig("Shrink", 4, 4))
         config = services.admin.topics()[0]["Shrink"]

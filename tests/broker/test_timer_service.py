@@ -66,7 +66,7 @@ async def _send(
     request = SendRequest(
         producer_group="P", topic=topic, default_topic="TBW102", default_topic_queue_nums=1,
         queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
-        properties=encode_properties(props), reconsume_times=0,
+        encoded=encode_properties(props), reconsume_times=0,
         max_reconsume_times=None, batch=False,
     )  # fmt: skip
     return await services.send.send(request, body, CLIENT)
@@ -153,7 +153,7 @@ def test_past_due_delivers_at_once_and_limits_are_refused(tmp_path: Path) -> Non
             await _send(services, "T", b"x", {"TIMER_DELAY_MS": "-5"})
         batch = SendRequest(
             producer_group="P", topic="T", default_topic=None, default_topic_queue_nums=1,
-            queue_id=0, sys_flag=0, born_timestamp=0, flag=0, properties="",
+            queue_id=0, sys_flag=0, born_timestamp=0, flag=0, encoded="",
             reconsume_times=0, max_reconsume_times=None, batch=True,
         )  # fmt: skip
         body = encode_batch([(b"a", 0, encode_properties({"TIMER_DELAY_SEC": "5"}))])
@@ -309,7 +309,7 @@ def test_a_compressed_body_is_delivered_inflated(tmp_path: Path) -> None:
         request = SendRequest(
             producer_group="P", topic="T", default_topic=None, default_topic_queue_nums=1,
             queue_id=0, sys_flag=1, born_timestamp=0, flag=7,
-            properties=encode_properties({"TIMER_DELAY_MS": "300"}), reconsume_times=0,
+            encoded=encode_properties({"TIMER_DELAY_MS": "300"}), reconsume_times=0,
             max_reconsume_times=None, batch=False,
         )  # fmt: skip
         await services.send.send(request, zlib.compress(body), CLIENT)

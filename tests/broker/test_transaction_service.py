@@ -17,7 +17,6 @@ import pytest
 from ledgermq.broker.errors import IllegalMessageError, InvalidArgumentError, NotFoundError
 from ledgermq.broker.service.access import OPEN_ACCESS
 from ledgermq.broker.service.message_writer import MessageWriter
-from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendRequest
 from ledgermq.broker.service.transactions import (
     HALF_TOPIC,
@@ -27,6 +26,7 @@ from ledgermq.broker.service.transactions import (
 )
 from ledgermq.broker.state.ops import TxnOp
 from ledgermq.broker.state.transactions import TransactionTable
+from ledgermq.messaging.consuming import PullQuery, QueueRef
 from ledgermq.wire.message import (
     decode_offset_message_id,
     decode_records,
@@ -58,7 +58,7 @@ async def _services(cluster: Cluster, exclude: str | None = None) -> BrokerServi
 def _request(props: dict[str, str], *, batch: bool = False) -> SendRequest:
     return SendRequest(
         producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=1,
-        queue_id=1, sys_flag=0, born_timestamp=0, flag=0, properties=encode_properties(props),
+        queue_id=1, sys_flag=0, born_timestamp=0, flag=0, encoded=encode_properties(props),
         reconsume_times=0, max_reconsume_times=None, batch=batch,
     )  # fmt: skip
 
@@ -82,8 +82,8 @@ def _end(result: SendResult, resolution: Resolution, **fields: object) -> EndTra
 
 
 async def _bodies(services: BrokerServices, topic: str = "T", queue_id: int = 1) -> list[bytes]:
-    result = await services.pull.pull(PullRequest("C", topic, queue_id, 0))
-    return [m.body for m in decode_records(result.body)] if result.body else []
+    result = await services.pull.pull(PullQuery("C", QueueRef(topic, "", queue_id), 0))
+    return [m.body for m in decode_records(result.stored)] if result.stored else []
 
 
 async def _setup(services: BrokerServices) -> None:
@@ -117,7 +117,9 @@ def test_half_invisible_commit_once_rollback_never(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError, match="settled already"):
             await tx.end(_end(rolled, Resolution.COMMIT), OPEN_ACCESS)
         assert tx.open_count() == 0
-        (message,) = decode_records((await services.pull.pull(PullRequest("C", "T", 1, 0))).body)
+        (message,) = decode_records(
+            (await services.pull.pull(PullQuery("C", QueueRef("T", "", 1), 0))).stored
+        )
         assert message.properties["UNIQ_KEY"] == "u1"
         assert "TRAN_MSG" not in message.properties
         assert "REAL_TOPIC" not in message.properties

@@ -94,7 +94,7 @@ def _old_send(code: int, fields: Mapping[str, str]) -> SendRequest:
         sys_flag=ext_int(fields, "sysFlag", 0),
         born_timestamp=ext_int(fields, "bornTimestamp", 0),
         flag=ext_int(fields, "flag", 0),
-        properties=fields.get("properties", ""),
+        encoded=fields.get("properties", ""),
         reconsume_times=ext_int(fields, "reconsumeTimes", 0),
         max_reconsume_times=int(max_reconsume) if max_reconsume not in (None, "") else None,
         batch=code == MQRequestCode.SEND_BATCH_MESSAGE or ext_bool(fields, "batch"),

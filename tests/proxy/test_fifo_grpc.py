@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ledgermq.broker.errors import InvalidArgumentError
-from ledgermq.broker.service.pull import PullRequest, PullStatus
 from ledgermq.broker.state.metadata import SubscriptionGroupConfig
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.proxy.message_groups import queue_of_group
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
@@ -104,10 +104,12 @@ def test_fifo_topic_send_route_and_refusals(tmp_path: Path) -> None:
         # every group in the queue the Java proxy picks, in the order sent, group kept
         stored: dict[str, list[tuple[int, bytes]]] = {}
         for queue_id in range(4):
-            found = await master.services.pull.pull(PullRequest("chk", TOPIC, queue_id, 0, 32))
-            if found.status is not PullStatus.FOUND:
+            found = await master.services.pull.pull(
+                PullQuery("chk", QueueRef(TOPIC, "", queue_id), 0, 32)
+            )
+            if found.outcome is not PullOutcome.FOUND:
                 continue
-            for record in decode_records(found.body):
+            for record in decode_records(found.stored):
                 stored.setdefault(record.properties["__SHARDINGKEY"], []).append(
                     (queue_id, record.body)
                 )
@@ -223,8 +225,8 @@ def test_message_type_check_turned_off(tmp_path: Path) -> None:
             sent = await stub.SendMessage(service_pb2.SendMessageRequest(messages=[message]))
             assert sent.status.code == Code.OK, sent.status
         found = await master.services.pull.pull(
-            PullRequest("chk", "PlainT", queue_of_group("order-1", 4), 0, 32)
+            PullQuery("chk", QueueRef("PlainT", "", queue_of_group("order-1", 4)), 0, 32)
         )
-        assert [r.body for r in decode_records(found.body)] == [b"p"]
+        assert [r.body for r in decode_records(found.stored)] == [b"p"]
 
     _run(tmp_path, test, enable_topic_message_type_check=False)

@@ -17,10 +17,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.broker.service.client_registry import CLIENT_EXPIRY_MS, ConsumerManager
-from ledgermq.broker.service.pull import PullRequest
 from ledgermq.broker.service.send import SendService
 from ledgermq.client import Admin
 from ledgermq.messaging import ConsumerData, Heartbeat
+from ledgermq.messaging.consuming import PullQuery, QueueRef
 from ledgermq.proxy.cluster import ClusterProxy
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
@@ -195,10 +195,9 @@ def test_a_requests_messages_for_one_queue_are_one_append(
         assert calls == [True]
         assert master.services is not None
         pulled = await master.services.pull.pull(
-            PullRequest(group="G", topic="BatchTopic", queue_id=0, offset=0, max_nums=8,
-                        subscription=("*", "TAG"), suspend_ms=0)
-        )  # fmt: skip
-        records = decode_records(pulled.body)
+            PullQuery("G", QueueRef("BatchTopic", "", 0), 0, 8, "*", "TAG", 0)
+        )
+        records = decode_records(pulled.stored)
         assert [r.body for r in records] == [b"body-0", b"body-1", b"body-2"]
         assert [r.properties["UNIQ_KEY"] for r in records] == ["B0", "B1", "B2"]
 

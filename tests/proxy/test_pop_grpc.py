@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ledgermq.broker.service.pull import PullRequest
 from ledgermq.messaging import Receive
+from ledgermq.messaging.consuming import PullQuery, QueueRef
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
 
@@ -127,8 +127,8 @@ def test_receive_ack_change_and_forward(tmp_path: Path) -> None:
             forwarded = await stub.ForwardMessageToDeadLetterQueue(forward)
             assert forwarded.status.code == Code.OK, forwarded.status
             assert master.services is not None
-            dlq = await master.services.pull.pull(PullRequest("x", "%DLQ%G", 0, 0))
-            assert [m.body for m in decode_records(dlq.body)] == [b"a0"]
+            dlq = await master.services.pull.pull(PullQuery("x", QueueRef("%DLQ%G", "", 0), 0))
+            assert [m.body for m in decode_records(dlq.stored)] == [b"a0"]
 
             # both doors, one state: a message handed out over gRPC is invisible to the service
             await _send(stub, "PopT", b"shared")

@@ -20,8 +20,8 @@ from google.protobuf.message import Message
 from ledgermq.bench.processes import free_ports
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.server import BrokerServer
-from ledgermq.broker.service.pull import PullRequest, PullStatus
 from ledgermq.errors import ConfigError
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.namesrv import NameServer, NameServerConfig
 from ledgermq.proxy.local import GrpcDoor
 from ledgermq.proxy.protocol import definition_pb2, service_pb2, service_pb2_grpc
@@ -197,11 +197,11 @@ def test_route_send_and_read_back(tmp_path: Path) -> None:
         assert master.services is not None
         # the queue the message named (2) is not taken: any write queue, as the Java proxy
         found = [
-            await master.services.pull.pull(PullRequest("G", "GrpcTopic", queue_id, 0))
+            await master.services.pull.pull(PullQuery("G", QueueRef("GrpcTopic", "", queue_id), 0))
             for queue_id in range(4)
         ]
         (record,) = [
-            r for f in found if f.status is PullStatus.FOUND for r in decode_records(f.body)
+            r for f in found if f.outcome is PullOutcome.FOUND for r in decode_records(f.stored)
         ]
         assert record.body == b"\x00body\xff"
         assert record.born_timestamp == 1_700_000_000_000
@@ -265,8 +265,8 @@ def test_a_followers_door_stores_through_the_master(tmp_path: Path) -> None:
                 (entry,) = sent.entries
                 assert (entry.message_id, entry.offset) == (f"F{i}", i)
         assert master.services is not None
-        pulled = await master.services.pull.pull(PullRequest("x", "GrpcTopic", 0, 0))
-        records = decode_records(pulled.body)
+        pulled = await master.services.pull.pull(PullQuery("x", QueueRef("GrpcTopic", "", 0), 0))
+        records = decode_records(pulled.stored)
         assert [r.body for r in records] == [f"via-follower-{i}".encode() for i in range(3)]
         assert [r.properties["UNIQ_KEY"] for r in records] == ["F0", "F1", "F2"]
 

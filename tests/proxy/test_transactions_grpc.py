@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ledgermq.broker.service.pull import PullRequest
+from ledgermq.messaging.consuming import PullQuery, QueueRef
 from ledgermq.proxy.cluster import ClusterProxy
 from ledgermq.proxy.protocol import definition_pb2, service_pb2
 from ledgermq.wire.message import decode_records
@@ -58,8 +58,8 @@ def _end(
 
 async def _bodies(master: BrokerServer) -> list[bytes]:
     assert master.services is not None
-    found = await master.services.pull.pull(PullRequest("G", TOPIC, 0, 0))
-    return [m.body for m in decode_records(found.body)] if found.body else []
+    found = await master.services.pull.pull(PullQuery("G", QueueRef(TOPIC, "", 0), 0))
+    return [m.body for m in decode_records(found.stored)] if found.stored else []
 
 
 async def _send_half(

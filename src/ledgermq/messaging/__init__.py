@@ -9,7 +9,8 @@ answer in one shape (``messaging.consuming.Delivered``). The message records the
 storage format (``wire.message``), which every room shares.
 
 - ``errors``: the refusals, by what the caller should do; each door maps them to its codes.
-- ``sending``: ``Sending`` / ``Outgoing`` / ``Sent``, ``EndTransaction``, ``Caller``.
+- ``sending``: ``Sending`` / ``Outgoing`` / ``Sent``, ``SendRequest`` (what a door asks the
+  broker's send service), ``EndTransaction``, ``Caller``.
 - ``consuming``: ``PullQuery``, ``Receive``, ``Delivered`` / ``Delivery``, ``AckEntry``,
   ``QueueRef``, ``OffsetPolicy``.
 - ``topics``: ``TopicRoute``, ``Door``, ``Limits``, ``TopicMessageType``.
@@ -31,7 +32,15 @@ from ledgermq.messaging.consuming import (
     Receive,
 )
 from ledgermq.messaging.errors import MessagingError, Refused, ServiceError
-from ledgermq.messaging.sending import Caller, EndTransaction, Outgoing, Resolution, Sending, Sent
+from ledgermq.messaging.sending import (
+    Caller,
+    EndTransaction,
+    Outgoing,
+    Resolution,
+    Sending,
+    SendRequest,
+    Sent,
+)
 from ledgermq.messaging.sessions import ClientKind, ClientSession, ConsumerData, Heartbeat
 from ledgermq.messaging.topics import Door, Limits, TopicMessageType, TopicRoute
 
@@ -57,6 +66,7 @@ __all__ = [
     "Receive",
     "Refused",
     "Resolution",
+    "SendRequest",
     "Sending",
     "Sent",
     "ServiceError",

@@ -4,7 +4,8 @@ letters) and offsets, with one result shape for both ways of reading.
 ``Delivered`` answers a pull and a POP receive alike: the messages handed out (``Delivery``:
 the record as stored, plus a POP delivery's receipt handle, attempt and invisible time) and
 where to go on (a pull's next offset and the queue's bounds; a receive's pop time). A door
-renders it in its protocol; the messages are records, never a protocol's encoding.
+renders it in its protocol; the messages are records (a pull's may stay as the store holds
+them, ``Delivered.stored``, for a door that answers with them as they are).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ledgermq.wire.message import decode_records
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,24 +50,36 @@ class PullOutcome(enum.Enum):
     NOT_FOUND = "not found"
     """Nothing new at the offset (nothing to receive): read again later."""
     FILTERED = "filtered"
-    """Nothing the filter wanted: go on from the next offset."""
+    """Nothing the filter wanted (or nothing left: removed by retention meanwhile): go on from
+    the next offset (remoting's PULL_RETRY_IMMEDIATELY)."""
     OFFSET_MOVED = "offset moved"
     """The offset is outside the queue: go on from the next offset."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PullQuery:
-    """Read a queue from an offset."""
+    """Read a queue from an offset.
+
+    Not frozen: made once per pull on the remoting door's consume path (a frozen dataclass's
+    ``__init__`` costs about three times a plain one's)."""
 
     group: str
     queue: QueueRef
     offset: int
-    max_messages: int
-    expression: str
-    expression_type: str
-    """``TAG`` or ``SQL92``."""
-    poll_ms: int
+    max_messages: int = 32
+    expression: str | None = None
+    """The subscription's expression; None: what the group's members registered for the topic
+    (a remoting pull that carries none), else everything."""
+    expression_type: str | None = None
+    """``TAG`` or ``SQL92`` (None: TAG)."""
+    poll_ms: int = 0
     """How long to wait for a message when there is none."""
+    max_bytes: int | None = None
+    """At most this many bytes of records, but at least one message (None: the broker's
+    bound)."""
+    commit_offset: int | None = None
+    """An offset of the group to commit on the way (remoting's COMMIT_OFFSET flag), None for
+    none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +119,14 @@ class Delivery:
     """How long a POP delivery stays invisible (0 for a pull's)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delivered:
-    """A pull's or a receive's answer (module docstring)."""
+    """A pull's or a receive's answer (module docstring).
+
+    Not frozen: made once per pull on the remoting door's consume path, and a frozen
+    dataclass's ``__init__`` costs about three times a plain one's. A pull's records may come
+    as the store holds them (``stored``: what the remoting door answers with, as they are),
+    decoded into ``Delivery`` values only for a door that asks (``deliveries``)."""
 
     outcome: PullOutcome
     messages: Sequence[Delivery]
@@ -117,6 +137,17 @@ class Delivered:
     """A pull's: the queue's bounds, for an offset outside it."""
     pop_time_ms: int = 0
     """A receive's: when the messages were handed out."""
+    stored: bytes = b""
+    """A pull's records as stored, back to back (RocketMQ's record layout), when they are
+    handed over so (``messages`` is then empty)."""
+    count: int = 0
+    """How many records ``stored`` holds."""
+
+    def deliveries(self) -> Sequence[Delivery]:
+        """The messages as ``Delivery`` values: ``messages``, or ``stored`` decoded."""
+        if self.messages or not self.count:
+            return self.messages
+        return [Delivery(record) for record in decode_records(self.stored)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,12 +13,20 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledgermq.wire.message import decode_properties, encode_batch, encode_properties
+from ledgermq.wire.message import SysFlag, decode_properties, encode_batch, encode_properties
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["Caller", "EndTransaction", "Outgoing", "Resolution", "Sending", "Sent"]
+__all__ = [
+    "Caller",
+    "EndTransaction",
+    "Outgoing",
+    "Resolution",
+    "SendRequest",
+    "Sending",
+    "Sent",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,79 @@ class Sending:
         """One message's properties in RocketMQ's string ("" for a batch: each carries its
         own)."""
         return self.messages[0].property_text() if len(self.messages) == 1 else ""
+
+
+@dataclass(slots=True)
+class SendRequest:
+    """What a door asks the broker's send service to store: one append of one topic, with the
+    fields a remoting send carries beyond a ``Sending`` (the producer group, the template topic
+    for creating the topic, the born time, flag and sys flag, the reconsume count).
+
+    Not frozen: built once per send on the remoting door's hot path, and a frozen dataclass's
+    ``__init__`` costs four times a plain one's. The messages come one of two ways:
+
+    - in ``messages`` (``of``: a ``Sending``'s ``Outgoing`` messages, their properties a
+      mapping or the text they came in), stored as they are, never encoded as a batch to be
+      decoded again;
+    - beside the request, as the remoting door received them (its frame body: one message's
+      body, or RocketMQ's batch encoding when ``batch``), a single message's properties in
+      ``encoded``, RocketMQ's text as received: ``Outgoing``'s allowance, so that the hot path
+      never decodes and re-encodes them (``property_map`` decodes on demand)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str | None
+    """The template topic for creating ``topic`` on first send (``TBW102``), None for none."""
+    default_topic_queue_nums: int
+    queue_id: int
+    """-1: the broker picks a write queue."""
+    sys_flag: int
+    """RocketMQ's message sys flag (compressed body, transaction prepared, ...)."""
+    born_timestamp: int
+    """ms; 0: the store time."""
+    flag: int
+    encoded: str | None
+    """A single message's properties in RocketMQ's text as received, with its body beside the
+    request (None: ``messages`` holds the messages; unused for a batch beside the request,
+    whose messages carry their own)."""
+    reconsume_times: int
+    max_reconsume_times: int | None
+    """None: the group's ``retryMaxTimes``."""
+    batch: bool
+    """More than one message: the body beside holds them in RocketMQ's batch encoding, or
+    ``messages`` holds them."""
+    messages: Sequence[Outgoing] | None = None
+    """The messages themselves (``of``), when no body travels beside the request."""
+
+    @classmethod
+    def of(cls, sending: Sending, producer_group: str, default_queue_nums: int) -> SendRequest:
+        """The request that stores ``sending``'s messages (their bodies and properties as they
+        are: ``messages``, never the text beside, ``encoded``) in the queue its first message
+        names, creating no topic."""
+        first = sending.messages[0]
+        return cls(
+            producer_group, sending.topic, None, default_queue_nums, first.queue_id,
+            SysFlag.COMPRESSED if first.compressed else 0, first.born_ms, 0, None,
+            first.reconsume_times, None, len(sending.messages) > 1, sending.messages,
+        )  # fmt: skip
+
+    def property_text(self) -> str:
+        """A single message's properties in RocketMQ's text, as received when they came so
+        ("" for a batch)."""
+        encoded = self.encoded
+        if encoded is not None:
+            return encoded
+        messages = self.messages
+        return messages[0].property_text() if messages and len(messages) == 1 else ""
+
+    def property_map(self) -> Mapping[str, str]:
+        """A single message's properties as a mapping, decoded from the text when they came so
+        (empty for a batch)."""
+        encoded = self.encoded
+        if encoded is not None:
+            return decode_properties(encoded)
+        messages = self.messages
+        return messages[0].property_map() if messages and len(messages) == 1 else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,10 @@ message's topic), and the master trusts the broker's account. A forwarded send n
 its topic (no default topic is named). Send is at-least-once across the failover, as through
 the stand-alone proxy: a send whose outcome is unknown is sent again to the new master.
 
-A request's messages that share a queue are one append (``Sending``): one message as itself,
-several as RocketMQ's batch (``SEND_BATCH_MESSAGE``'s encoding), committed in one entry.
+A request's messages that share a queue are one append (``Sending``), committed in one entry:
+the replica's send service takes them as they are (``messaging.SendRequest.of``); a forwarded
+send carries one message as itself, several as RocketMQ's batch (``SEND_BATCH_MESSAGE``'s
+encoding).
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ import itertools
 from typing import TYPE_CHECKING
 
 from ledgermq.broker.errors import NotMasterError, ServiceError
-from ledgermq.broker.service.send import SendRequest, SendResult
+from ledgermq.broker.service.send import SendResult
 from ledgermq.errors import LedgerMQError
-from ledgermq.messaging import Sent
+from ledgermq.messaging import SendRequest, Sent
 from ledgermq.proxy.message_types import topic_message_type
 from ledgermq.proxy.messages import GRPC_PRODUCER_GROUP
 from ledgermq.proxy.placement import place
@@ -38,7 +40,7 @@ from ledgermq.proxy.refusal import Refusal
 from ledgermq.proxy.status import Code, error_status, status
 from ledgermq.proxy.transactions import transaction_id
 from ledgermq.wire.headers import SendMessageRequestHeaderV2
-from ledgermq.wire.message import MessageProperty, SysFlag
+from ledgermq.wire.message import MessageProperty
 
 if TYPE_CHECKING:
     from ledgermq.broker.service.services import BrokerServices
@@ -46,28 +48,7 @@ if TYPE_CHECKING:
     from ledgermq.messaging import Sending
     from ledgermq.proxy.remote_backend import RemoteBackend
 
-__all__ = ["LocalSender", "send_request"]
-
-
-def send_request(sending: Sending, default_queue_nums: int) -> tuple[SendRequest, bytes]:
-    """The send service's request for ``sending`` and its body (a batch's encoding for more
-    than one message)."""
-    first = sending.messages[0]
-    request = SendRequest(
-        producer_group=GRPC_PRODUCER_GROUP,
-        topic=sending.topic,
-        default_topic=None,
-        default_topic_queue_nums=default_queue_nums,
-        queue_id=first.queue_id,
-        sys_flag=SysFlag.COMPRESSED if first.compressed else 0,
-        born_timestamp=first.born_ms,
-        flag=0,
-        properties=sending.properties_text(),
-        reconsume_times=first.reconsume_times,
-        max_reconsume_times=None,
-        batch=len(sending.messages) > 1,
-    )
-    return request, sending.body()
+__all__ = ["LocalSender"]
 
 
 class LocalSender:
@@ -85,7 +66,9 @@ class LocalSender:
 
     async def send(self, sending: Sending, deadline_s: float) -> Sent:
         state = self._state
-        request, body = send_request(sending, state.config.default_topic_queue_nums)
+        request = SendRequest.of(
+            sending, GRPC_PRODUCER_GROUP, state.config.default_topic_queue_nums
+        )
         config = state.topics.find(sending.topic)
         if state.is_master and config is None:
             # A v5 send never creates its topic (the Java proxy picks the queue from the
@@ -105,7 +88,7 @@ class LocalSender:
         started_ms = tracer.now_ms() if tracer is not None else 0
         write_queues = config.write_queue_nums if config is not None else 0
         try:
-            result = await self._store(request, body, sending.born_host, deadline_s, write_queues)
+            result = await self._store(request, sending, deadline_s, write_queues)
         except ServiceError as exc:
             raise Refusal(error_status(exc)) from None
         except LedgerMQError as exc:
@@ -128,13 +111,15 @@ class LocalSender:
         )
 
     async def _store(
-        self, request: SendRequest, body: bytes, peer: str, deadline_s: float, write_queues: int
+        self, request: SendRequest, sending: Sending, deadline_s: float, write_queues: int
     ) -> SendResult:
-        """Store ``request``; ``write_queues``: the topic's write queue count here (0: not
-        known here), for a message placed on any queue."""
+        """Store ``request`` (made of ``sending``: the service takes its messages as they are;
+        only a forwarded send encodes them, as RocketMQ's batch when more than one);
+        ``write_queues``: the topic's write queue count here (0: not known here), for a
+        message placed on any queue."""
         if self._remote is None or self._state.is_master:
             try:
-                return await self._services.send.send(request, body, peer)
+                return await self._services.send.send(request, b"", sending.born_host)
             except NotMasterError:
                 if self._remote is None:
                     raise  # nothing to forward with: the client goes elsewhere
@@ -146,11 +131,11 @@ class LocalSender:
             producer_group=request.producer_group, topic=request.topic, default_topic=None,
             default_topic_queue_nums=request.default_topic_queue_nums, queue_id=queue_id,
             sys_flag=request.sys_flag, born_timestamp=request.born_timestamp, flag=request.flag,
-            properties=request.properties, reconsume_times=request.reconsume_times,
+            properties=sending.properties_text(), reconsume_times=request.reconsume_times,
             max_reconsume_times=request.max_reconsume_times, batch=request.batch,
             broker_name=broker_name,
         )  # fmt: skip
-        stored = await self._remote.store(header, body, deadline_s)
+        stored = await self._remote.store(header, sending.body(), deadline_s)
         return SendResult(
             msg_ids=list(stored.msg_ids),
             queue_id=stored.queue_id,

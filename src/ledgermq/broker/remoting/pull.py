@@ -1,15 +1,18 @@
 """PULL_MESSAGE (11): the remoting door of ``PullService`` (broker.service.pull).
 
 A translator only: the header's fields in (``sysFlag`` says whether the pull carries its
-subscription, commits an offset on the way and may be held), the service call, and the status
-out as RocketMQ's code with ``nextBeginOffset``, ``minOffset`` and ``maxOffset``.
+subscription, commits an offset on the way and may be held) into the messaging contract's
+``PullQuery``, the service call (``PullService.pull``, the gRPC door's too), and its answer
+(the contract's ``Delivered``) out: the outcome as RocketMQ's code with
+``nextBeginOffset``, ``minOffset`` and ``maxOffset``, and the records as the store holds them
+(``Delivered.stored``, never decoded here).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.service.pull import MAX_BYTES_PER_PULL, PullRequest, PullStatus
+from ledgermq.messaging.consuming import PullOutcome, PullQuery, QueueRef
 from ledgermq.wire import MQResponseCode
 
 if TYPE_CHECKING:
@@ -24,16 +27,16 @@ FLAG_SUSPEND: Final = 2
 FLAG_SUBSCRIPTION: Final = 4
 
 _CODES: Final = {
-    PullStatus.FOUND: MQResponseCode.SUCCESS,
-    PullStatus.NO_NEW_MESSAGE: MQResponseCode.PULL_NOT_FOUND,
-    PullStatus.RETRY_IMMEDIATELY: MQResponseCode.PULL_RETRY_IMMEDIATELY,
-    PullStatus.OFFSET_MOVED: MQResponseCode.PULL_OFFSET_MOVED,
+    PullOutcome.FOUND: MQResponseCode.SUCCESS,
+    PullOutcome.NOT_FOUND: MQResponseCode.PULL_NOT_FOUND,
+    PullOutcome.FILTERED: MQResponseCode.PULL_RETRY_IMMEDIATELY,
+    PullOutcome.OFFSET_MOVED: MQResponseCode.PULL_OFFSET_MOVED,
 }
 
 
-def pull_code(status: PullStatus) -> MQResponseCode:
-    """The response code that reports ``status``."""
-    return _CODES[status]
+def pull_code(outcome: PullOutcome) -> MQResponseCode:
+    """The response code that reports ``outcome``."""
+    return _CODES[outcome]
 
 
 class PullProcessor:
@@ -46,29 +49,25 @@ class PullProcessor:
         """Serve the pull the door parsed (and checked) as ``header``."""
         sys_flag = header.sys_flag
         expression = header.subscription
-        subscription = (
-            (expression or "*", header.expression_type)
-            if sys_flag & FLAG_SUBSCRIPTION or expression is not None
-            else None
-        )
-        max_bytes = header.max_msg_bytes
+        if expression is not None or sys_flag & FLAG_SUBSCRIPTION:
+            expression = expression or "*"  # else None: the group's registered subscription
         result = await self._service.pull(
-            PullRequest(
+            PullQuery(
                 header.consumer_group,
-                header.topic,
-                header.queue_id,
+                QueueRef(header.topic, "", header.queue_id),
                 header.queue_offset,
                 header.max_msg_nums,
-                MAX_BYTES_PER_PULL if max_bytes is None else max_bytes,
-                subscription,
-                header.commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
+                expression,
+                header.expression_type,
                 header.suspend_timeout_millis if sys_flag & FLAG_SUSPEND else 0,
+                header.max_msg_bytes,
+                header.commit_offset if sys_flag & FLAG_COMMIT_OFFSET else None,
             )
         )
         ext = {
             "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(result.next_begin_offset),
+            "nextBeginOffset": str(result.next_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
-        return command.response(pull_code(result.status), ext_fields=ext, body=result.body)
+        return command.response(pull_code(result.outcome), ext_fields=ext, body=result.stored)

@@ -2,16 +2,17 @@
 ``SendService`` (broker.service.send), which holds what a send means.
 
 A translator only: the request header in (``parse_send_request``: V1 names, or V2's one-letter
-names), the service call, and the response fields out (``send_response``: ``msgId``,
-``queueId``, ``queueOffset``, ...); a refusal is answered with the code
-``broker.remoting.errors`` maps it to.
+names, read into the messaging contract's ``SendRequest`` with the properties as the text
+received, never decoded here), the service call, and the response fields out
+(``send_response``: ``msgId``, ``queueId``, ``queueOffset``, ...); a refusal is answered with
+the code ``broker.remoting.errors`` maps it to.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from ledgermq.broker.service.send import SendRequest
+from ledgermq.messaging.sending import SendRequest
 from ledgermq.wire import MQRequestCode, MQResponseCode
 from ledgermq.wire.ext_fields import SEND_V2_FIELD_NAMES, expand_send_v2_fields, send_v2_topic
 from ledgermq.wire.headers import SendMessageRequestHeader
@@ -57,7 +58,7 @@ def parse_send_request(command: RemotingCommand) -> SendRequest:
         sys_flag=header.sys_flag,
         born_timestamp=header.born_timestamp,
         flag=header.flag,
-        properties=header.properties,
+        encoded=header.properties,
         reconsume_times=header.reconsume_times,
         max_reconsume_times=header.max_reconsume_times,
         batch=command.code == MQRequestCode.SEND_BATCH_MESSAGE or header.batch,

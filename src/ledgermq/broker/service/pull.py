@@ -1,11 +1,13 @@
 """Pull: what reading a queue from an offset means, with long polling.
 
-Statuses as RocketMQ's PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9; the
-remoting door, ``broker.remoting.pull``, answers each with its code): messages found -> FOUND
-(SUCCESS); all filtered out -> RETRY_IMMEDIATELY (PULL_RETRY_IMMEDIATELY); offset at the end of
-the queue -> NO_NEW_MESSAGE (PULL_NOT_FOUND); before the queue's start or past its end ->
-OFFSET_MOVED (PULL_OFFSET_MOVED) with the offset to go on from. A pull that may wait
-(``suspend_ms``, the SUSPEND flag) and finds nothing is held until a message reaches the queue
+Both doors get the messaging contract's answer, ``Delivered`` (the records as stored, for the
+remoting door; decoded by ``deliver`` for the gRPC door). Outcomes as RocketMQ's
+PullMessageProcessor (protocol-remoting-and-grpc.md section 2.9; the remoting door,
+``broker.remoting.pull``, answers each with its code): messages found -> FOUND (SUCCESS); all
+filtered out -> FILTERED (PULL_RETRY_IMMEDIATELY); offset at the end of the queue -> NOT_FOUND
+(PULL_NOT_FOUND); before the queue's start or past its end -> OFFSET_MOVED (PULL_OFFSET_MOVED)
+with the offset to go on from. A pull that may wait
+(``poll_ms``, remoting's SUSPEND flag) and finds nothing is held until a message reaches the queue
 or its time passes (long polling), so a consumer gets a new message as soon as it is committed
 and dispatched, without polling.
 
@@ -13,7 +15,7 @@ Filtering (RocketMQ's ``ExpressionMessageFilter``): a TAG subscription skips uni
 hash code it does not name, read from the ConsumeQueue alone; a SQL92 one (``expressionType``
 SQL92, with ``enablePropertyFilter``) reads the candidate records, decodes their properties and
 delivers those its selector makes TRUE (broker.storage.filter). Either way a skipped message is
-one the subscription does not want, and the pull answers RETRY_IMMEDIATELY past it when nothing
+one the subscription does not want, and the pull answers FILTERED past it when nothing
 matched. A pull without a subscription (remoting: no SUBSCRIPTION flag and no ``subscription``
 field, as Java push consumers send by default) uses what the group's heartbeat registered for
 the topic.
@@ -29,9 +31,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import enum
 import itertools
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import ForbiddenError, InvalidArgumentError, NoSuchTopicError
@@ -39,8 +39,8 @@ from ledgermq.broker.names import require_group_name, require_topic_name
 from ledgermq.broker.storage.consume_queue import BLANK_SIZE
 from ledgermq.broker.storage.filter.subscription import resolve
 from ledgermq.errors import IndexCompactedError, IndexOutOfRangeError, MessageFormatError
-from ledgermq.messaging.consuming import Delivered, Delivery, PullOutcome
-from ledgermq.wire.message import decode_records, read_dispatch_info
+from ledgermq.messaging.consuming import Delivered, PullOutcome
+from ledgermq.wire.message import read_dispatch_info
 from ledgermq.wire.route import is_readable
 
 if TYPE_CHECKING:
@@ -50,67 +50,11 @@ if TYPE_CHECKING:
     from ledgermq.broker.storage.filter import Sql92Selector
     from ledgermq.messaging.consuming import PullQuery
 
-__all__ = ["PullRequest", "PullResult", "PullService", "PullStatus"]
+__all__ = ["MAX_BYTES_PER_PULL", "PullService"]
 
 MAX_MESSAGES_PER_PULL: Final = 1024
 MAX_BYTES_PER_PULL: Final = 4 << 20
 MAX_SUSPEND_MS: Final = 30_000
-
-
-class PullStatus(enum.Enum):
-    """What a pull found, and so what the consumer does next (RocketMQ's ``PullStatus``)."""
-
-    FOUND = "FOUND"
-    """Messages: process them, then pull from ``next_begin_offset``."""
-    NO_NEW_MESSAGE = "NO_NEW_MESSAGE"
-    """Nothing at the offset yet: pull the same offset again later."""
-    RETRY_IMMEDIATELY = "RETRY_IMMEDIATELY"
-    """Nothing wanted here (all filtered out, or removed by retention meanwhile): pull again
-    now, from ``next_begin_offset``."""
-    OFFSET_MOVED = "OFFSET_MOVED"
-    """The offset is outside the queue: go on from ``next_begin_offset``."""
-
-
-@dataclass(frozen=True, slots=True)
-class PullRequest:
-    """A pull: read queue ``queue_id`` of ``topic`` from ``offset`` for ``group``."""
-
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-    max_nums: int = 32
-    """At most this many messages (clamped to 1..``MAX_MESSAGES_PER_PULL``)."""
-    max_bytes: int = MAX_BYTES_PER_PULL
-    """At most this many bytes of records, but at least one message (clamped likewise)."""
-    subscription: tuple[str, str | None] | None = None
-    """(expression, expression type) the pull carries; None: what the group's members
-    registered for the topic, else everything."""
-    commit_offset: int | None = None
-    """An offset of the group to commit on the way (on the master), None for none."""
-    suspend_ms: int = 0
-    """How long a pull that finds nothing may be held for a message to arrive (0: not at all;
-    at most ``MAX_SUSPEND_MS``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PullResult:
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    body: bytes = b""
-    """The records found, back to back (RocketMQ's record layout)."""
-    count: int = 0
-    """How many records ``body`` holds."""
-
-
-_OUTCOMES: Final = {
-    PullStatus.FOUND: PullOutcome.FOUND,
-    PullStatus.OFFSET_MOVED: PullOutcome.OFFSET_MOVED,
-    PullStatus.RETRY_IMMEDIATELY: PullOutcome.FILTERED,
-}
-"""A pull's status in the messaging contract's words (NO_NEW_MESSAGE: NOT_FOUND)."""
 
 
 class PullService:
@@ -169,39 +113,31 @@ class PullService:
 
     # ------------------------------------------------------------------ the request
     async def deliver(self, query: PullQuery) -> Delivered:
-        """A pull in the messaging contract's terms (a door that reads records, not RocketMQ's
-        bytes: the gRPC door's PullMessage): the records decoded, the outcome in the
-        contract's words. The queue is ``query.queue``'s topic and id (its broker group is the
-        door's business); raises as ``pull``."""
-        request = PullRequest(
-            group=query.group,
-            topic=query.queue.topic,
-            queue_id=query.queue.queue_id,
-            offset=query.offset,
-            max_nums=query.max_messages,
-            subscription=(query.expression, query.expression_type),
-            suspend_ms=min(query.poll_ms, MAX_SUSPEND_MS),
-        )
-        result = await self.pull(request)
-        return Delivered(
-            outcome=_OUTCOMES.get(result.status, PullOutcome.NOT_FOUND),
-            messages=[Delivery(r) for r in decode_records(result.body)] if result.count else [],
-            next_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        )
+        """``pull``, with the records decoded into ``Delivery`` values (for a door that reads
+        records, not RocketMQ's bytes: the gRPC door's PullMessage)."""
+        result = await self.pull(query)
+        if result.count:
+            result.messages = result.deliveries()
+            result.stored = b""
+        else:
+            result.messages = []
+        return result
 
-    async def pull(self, request: PullRequest) -> PullResult:
-        """Read ``request``'s queue from its offset, holding the pull for up to its
-        ``suspend_ms`` when nothing is there yet. Raises ``ForbiddenError``,
-        ``NoSuchTopicError``, ``InvalidArgumentError`` (queue id) or the filter's errors."""
+    async def pull(self, query: PullQuery) -> Delivered:
+        """Read ``query``'s queue (its topic and id: its broker group is the door's business)
+        from its offset, holding the pull for up to its ``poll_ms`` when nothing is there yet;
+        the records as stored (``Delivered.stored``). The one way in of both doors. Raises
+        ``ForbiddenError``, ``NoSuchTopicError``, ``InvalidArgumentError`` (queue id) or the
+        filter's errors."""
         state = self._state
-        group, topic, queue_id, offset = (
-            request.group, request.topic, request.queue_id, request.offset,
-        )  # fmt: skip
-        max_nums = max(1, min(request.max_nums, MAX_MESSAGES_PER_PULL))
-        max_bytes = max(1, min(request.max_bytes, MAX_BYTES_PER_PULL))
-        suspend_ms = min(max(request.suspend_ms, 0), MAX_SUSPEND_MS)
+        group, queue, offset = query.group, query.queue, query.offset
+        topic, queue_id = queue.topic, queue.queue_id
+        max_nums = max(1, min(query.max_messages, MAX_MESSAGES_PER_PULL))
+        max_bytes = query.max_bytes
+        max_bytes = (
+            MAX_BYTES_PER_PULL if max_bytes is None else max(1, min(max_bytes, MAX_BYTES_PER_PULL))
+        )
+        suspend_ms = min(max(query.poll_ms, 0), MAX_SUSPEND_MS)
         require_group_name(group)
         require_topic_name(topic)
 
@@ -224,7 +160,9 @@ class PullService:
             raise ForbiddenError(
                 f"subscription group [{group}] does not have permission to consume"
             )
-        expression, expression_type = self._subscription(group, topic, request.subscription)
+        expression, expression_type = self._subscription(
+            group, topic, query.expression, query.expression_type
+        )
         # Before the offset commit below: a refused subscription moves nothing.
         wanted = resolve(
             expression, expression_type, property_filter=state.config.enable_property_filter
@@ -232,11 +170,12 @@ class PullService:
         tag_codes, sql = wanted.tag_codes, wanted.sql
         if state.is_master and group not in state.metadata.groups:
             state.spawn(state.topics.ensure_group(group))
-        if request.commit_offset is not None and request.commit_offset >= 0 and state.is_master:
-            state.writer.stage_offset(group, topic, queue_id, request.commit_offset)
+        commit_offset = query.commit_offset
+        if commit_offset is not None and commit_offset >= 0 and state.is_master:
+            state.writer.stage_offset(group, topic, queue_id, commit_offset)
 
         result = self.read(topic, queue_id, offset, max_nums, max_bytes, tag_codes, sql)
-        if result.status is PullStatus.NO_NEW_MESSAGE and suspend_ms > 0:
+        if result.outcome is PullOutcome.NOT_FOUND and suspend_ms > 0:
             wait_ms = (
                 suspend_ms
                 if state.config.long_polling_enable
@@ -249,12 +188,12 @@ class PullService:
         return result
 
     def _subscription(
-        self, group: str, topic: str, given: tuple[str, str | None] | None
+        self, group: str, topic: str, expression: str | None, expression_type: str | None
     ) -> tuple[str, str | None]:
         """(expression, expression type) of a pull: its own, else the group's registered one
         for the topic (``ConsumerGroupInfo.findSubscriptionData``), else everything."""
-        if given is not None:
-            return given
+        if expression is not None:
+            return expression, expression_type
         registered = self._registered(group, topic) if self._registered is not None else None
         return registered if registered is not None else ("*", None)
 
@@ -267,7 +206,7 @@ class PullService:
         max_bytes: int,
         tag_codes: frozenset[int] | None,
         sql: Sql92Selector | None = None,
-    ) -> PullResult:
+    ) -> Delivered:
         """What a pull at ``offset`` gets now (RocketMQ ``DefaultMessageStore.getMessage``)."""
         state = self._state
         queue = state.queues.find(topic, queue_id)
@@ -278,16 +217,16 @@ class PullService:
         master = state.is_master
         if max_offset == 0 and min_offset == 0:
             if offset == 0 or not master:
-                return PullResult(PullStatus.NO_NEW_MESSAGE, offset, 0, 0)
-            return PullResult(PullStatus.OFFSET_MOVED, 0, 0, 0)
+                return Delivered(PullOutcome.NOT_FOUND, (), offset, 0, 0)
+            return Delivered(PullOutcome.OFFSET_MOVED, (), 0, 0, 0)
         if offset < min_offset:
-            return PullResult(PullStatus.OFFSET_MOVED, min_offset, min_offset, max_offset)
+            return Delivered(PullOutcome.OFFSET_MOVED, (), min_offset, min_offset, max_offset)
         if offset == max_offset:
-            return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
+            return Delivered(PullOutcome.NOT_FOUND, (), offset, min_offset, max_offset)
         if offset > max_offset:
             if not master:
-                return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
-            return PullResult(PullStatus.OFFSET_MOVED, max_offset, min_offset, max_offset)
+                return Delivered(PullOutcome.NOT_FOUND, (), offset, min_offset, max_offset)
+            return Delivered(PullOutcome.OFFSET_MOVED, (), max_offset, min_offset, max_offset)
         assert queue is not None
         phy_offsets: Sequence[int]
         sizes: Sequence[int]
@@ -305,20 +244,20 @@ class PullService:
             phy_offsets, sizes = phy_offsets[:count], sizes[:count]
             next_offset = offset + count
         if not sizes:
-            return PullResult(PullStatus.RETRY_IMMEDIATELY, next_offset, min_offset, max_offset)
+            return Delivered(PullOutcome.FILTERED, (), next_offset, min_offset, max_offset)
         try:
             body = state.commitlog.read_records(phy_offsets, sizes)
         except IndexCompactedError:
             # Retention removed these messages since the queue was read: start over after them.
-            return PullResult(PullStatus.RETRY_IMMEDIATELY, offset, min_offset, max_offset)
+            return Delivered(PullOutcome.FILTERED, (), offset, min_offset, max_offset)
         except IndexOutOfRangeError:
-            return PullResult(PullStatus.NO_NEW_MESSAGE, offset, min_offset, max_offset)
+            return Delivered(PullOutcome.NOT_FOUND, (), offset, min_offset, max_offset)
         count = len(sizes)
         if sql is not None:
             body, count = _select_by_properties(body, sizes, sql)
             if not count:
-                return PullResult(PullStatus.RETRY_IMMEDIATELY, next_offset, min_offset, max_offset)
-        return PullResult(PullStatus.FOUND, next_offset, min_offset, max_offset, body, count)
+                return Delivered(PullOutcome.FILTERED, (), next_offset, min_offset, max_offset)
+        return Delivered(PullOutcome.FOUND, (), next_offset, min_offset, max_offset, 0, body, count)
 
 
 def _select(

@@ -2,9 +2,12 @@
 
 Checks the send (topic, size, permissions, queue), creates the topic if the rules allow it, and
 stores the messages through ``MessageWriter`` (offsets, records, ledger append); the result
-comes once a majority has them (spec-broker.md sections 3.3-3.6). Refusals are typed
-(``broker.errors``); the remoting door (``broker.remoting.send``) reads the request from its
-header and answers with RocketMQ's fields and codes.
+comes once a majority has them (spec-broker.md sections 3.3-3.6). Every door asks in the
+messaging contract's terms (``messaging.SendRequest``): the remoting door
+(``broker.remoting.send``) reads it from its header, properties as the text received, and
+answers with RocketMQ's fields and codes; the gRPC door's backend makes it of a ``Sending``
+(``SendRequest.of``: the messages as they are, never encoded as a batch to be decoded here).
+Refusals are typed (``broker.errors``).
 
 Messages to a retry topic that have been reconsumed ``maxReconsumeTimes`` times go to the
 group's dead-letter topic; messages with a ``DELAY`` level wait in the delay topic first,
@@ -32,6 +35,7 @@ from ledgermq.broker.service.transactions import as_half, is_half
 from ledgermq.broker.state.timer_table import TIMER_TOPIC
 from ledgermq.broker.state.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from ledgermq.errors import InvalidMessageError, MessageFormatError
+from ledgermq.messaging.sending import SendRequest
 from ledgermq.wire.message import (
     MessageProperty,
     SysFlag,
@@ -53,34 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["SendRequest", "SendResult", "SendService"]
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class SendRequest:
-    """What a producer asks to store (RocketMQ's ``SendMessageRequestHeader``, read by a door).
-
-    Not frozen: built once per send, and a frozen dataclass's ``__init__`` costs four times a
-    plain one's. The message bodies travel beside it (``SendService.send``'s ``body``).
-    """
-
-    producer_group: str
-    topic: str
-    default_topic: str | None
-    """The template topic for creating ``topic`` on first send (``TBW102``), None for none."""
-    default_topic_queue_nums: int
-    queue_id: int
-    """-1: the broker picks a write queue."""
-    sys_flag: int
-    born_timestamp: int
-    """ms; 0: the store time."""
-    flag: int
-    properties: str
-    """A single message's properties in RocketMQ's string encoding (unused for a batch)."""
-    reconsume_times: int
-    max_reconsume_times: int | None
-    """None: the group's ``retryMaxTimes``."""
-    batch: bool
-    """The body holds several messages in RocketMQ's batch encoding (``decode_batch``)."""
 
 
 @dataclass(slots=True)
@@ -265,7 +241,19 @@ class SendService:
 
     def _messages(self, request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
         max_bytes = self._state.config.max_message_size
-        if request.batch:
+        if not request.batch:
+            text = request.encoded  # the remoting door's single send (the hot path): as received
+            items = [(body, request.flag, text)] if text is not None else _given(request, body)
+        elif request.messages is not None:
+            items = _given(request, body)
+            # checked as their batch encoding would be (``wire.message.encode_batch``: 22
+            # bytes of head per message), without making it
+            size = sum(22 + len(b) + len(p.encode("utf-8", "surrogatepass")) for b, _, p in items)
+            if size > max_bytes:
+                raise IllegalMessageError(
+                    f"the batch of {size} bytes exceeds maxMessageSize ({max_bytes})"
+                )
+        else:
             try:
                 batch = decode_batch(body)
             except MessageFormatError as exc:
@@ -277,8 +265,6 @@ class SendService:
                     f"the batch of {len(body)} bytes exceeds maxMessageSize ({max_bytes})"
                 )
             items = [(item.body, item.flag, item.properties) for item in batch]
-        else:
-            items = [(body, request.flag, request.properties)]
         for item_body, _, properties in items:
             try:
                 validate_message(request.topic, item_body, properties, max_bytes)
@@ -300,6 +286,15 @@ class SendService:
             )  # fmt: skip
             return dlq.topic_name, 0
         return request.topic, queue_id
+
+
+def _given(request: SendRequest, body: bytes) -> list[tuple[bytes, int, str]]:
+    """The messages of a request made of a door's messages (``SendRequest.of``: as they are),
+    or one message with no properties (``body`` beside it)."""
+    messages = request.messages
+    if messages is None:
+        return [(body, request.flag, "")]
+    return [(m.body, request.flag, m.property_text()) for m in messages]
 
 
 def _half(request: SendRequest, properties: str) -> bool:

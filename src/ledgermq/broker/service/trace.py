@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from ledgermq.broker.errors import InvalidHandleError
 from ledgermq.broker.service.pop import PopHandle
-from ledgermq.broker.service.send import SendRequest
+from ledgermq.messaging.sending import SendRequest
 from ledgermq.net.trace_batches import TraceBatches
 from ledgermq.wire import MessageProperty, encode_properties
 from ledgermq.wire.trace import pub, sub_after, sub_before
@@ -128,7 +128,7 @@ class BrokerTracer:
             sys_flag=0,
             born_timestamp=self.now_ms(),
             flag=0,
-            properties=encode_properties({MessageProperty.KEYS: " ".join(keys)}),
+            encoded=encode_properties({MessageProperty.KEYS: " ".join(keys)}),
             reconsume_times=0,
             max_reconsume_times=None,
             batch=False,
