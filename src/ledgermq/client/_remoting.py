@@ -90,6 +90,10 @@ logger = logging.getLogger("ledgermq.client")
 
 _instance_counter = itertools.count(1)
 _SUCCESS: Final = (MQResponseCode.SUCCESS,)
+_DETECT_FIRST_S: Final = 0.1
+"""``detect_master``'s first ask after a master failed; the n-th comes n times this later."""
+_DETECT_EVERY_S: Final = 0.5
+"""...up to this interval between asks."""
 
 
 def parse_namesrv_addr(namesrv_addr: str) -> list[str]:
@@ -463,8 +467,11 @@ class ClientInstance:
 
     def detect_master(self, broker_name: str, failed: str, window_s: float) -> None:
         """In the background, for up to ``window_s``: while the cached routes still name
-        ``failed`` as ``broker_name``'s master, ask its other members every 0.5 s whether one
-        is the master now, and ``learn_master`` it (one search per group at a time)."""
+        ``failed`` as ``broker_name``'s master, ask its other members whether one is the master
+        now, and ``learn_master`` it (one search per group at a time). The first asks come
+        soon and then slow down (0.1 s, 0.2 s, ... then every 0.5 s): a master that stops hands
+        its leadership over in about 0.2 s, and a group's own writes wait until a client finds
+        the new master (a rolling restart's master gap was 0.5-1.04 s with a first ask at 0.5 s)."""
         if self._closed or broker_name in self._detecting:
             return
         task = asyncio.get_running_loop().create_task(
@@ -475,8 +482,10 @@ class ClientInstance:
 
     async def _detect_master(self, broker_name: str, failed: str, window_s: float) -> None:
         deadline = self.now_ms() + window_s * 1000
-        while self.now_ms() < deadline:
-            await asyncio.sleep(0.5)
+        for asked in itertools.count(1):
+            if self.now_ms() >= deadline:
+                return
+            await asyncio.sleep(min(_DETECT_FIRST_S * asked, _DETECT_EVERY_S))
             members = self._members(broker_name)
             if members is None or members.get(MASTER_ID) != failed:
                 return  # a fresh route names another master (or none), or the group is gone
