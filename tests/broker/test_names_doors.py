@@ -65,6 +65,27 @@ async def _settled(cluster: Cluster, master: BrokerServer) -> int:
     return last
 
 
+async def _everything_before_is_applied(
+    cluster: Cluster, master: BrokerServer, marker: str
+) -> None:
+    """A positive control for "nothing was committed": a topic made after the refused requests.
+    Once the master has applied it, it has applied every metadata op proposed before it (one
+    log, applied in order), so what is absent then was never proposed; a fixed sleep instead
+    would pass vacuously if the unwanted op only came later."""
+    created = await cluster.request(
+        master.address, MQRequestCode.UPDATE_AND_CREATE_TOPIC,
+        {"topic": marker, "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"},
+    )  # fmt: skip
+    assert created.code == MQResponseCode.SUCCESS, created.remark
+    state = master.state
+    assert state is not None
+    for _ in range(200):
+        if state.topics.find(marker) is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the marker topic {marker} was not applied within 10 s")
+
+
 def test_group_orders_v1_is_refused_at_heartbeat_and_send_back(tmp_path: Path) -> None:
     """Item 1: the heartbeat and the send-back (delayLevel -1, straight to ``%DLQ%``) of group
     ``orders.v1`` are refused with INVALID_PARAMETER naming the rule, and nothing is committed:
@@ -92,13 +113,13 @@ def test_group_orders_v1_is_refused_at_heartbeat_and_send_back(tmp_path: Path) -
         assert back.code == MQResponseCode.INVALID_PARAMETER, back.remark
         assert "orders.v1" in (back.remark or "")
 
-        await asyncio.sleep(0.5)
+        await _everything_before_is_applied(cluster, master, "AfterOrdersV1")
         state = master.state
         assert state is not None
         assert "orders.v1" not in state.metadata.groups
         assert state.topics.find("%DLQ%orders.v1") is None
         assert state.topics.find("%RETRY%orders.v1") is None
-        assert _end_index(master) == before  # nothing was committed
+        assert _end_index(master) == before + 1  # nothing was committed but the marker topic
         # every replica goes on applying: a later message is stored and readable
         later = await cluster.send(master.address, "Orders", b"order-2")
         assert later.code == MQResponseCode.SUCCESS, later.remark
@@ -129,7 +150,7 @@ def test_a_group_whose_retry_topic_is_too_long_is_refused(tmp_path: Path) -> Non
         assert back.code == MQResponseCode.INVALID_PARAMETER, back.remark
         pulled = await cluster.pull(master.address, "Long", 0, 0, group=LONG_GROUP)
         assert pulled.code == MQResponseCode.INVALID_PARAMETER, pulled.remark
-        await asyncio.sleep(0.5)
+        await _everything_before_is_applied(cluster, master, "AfterLongGroup")
         state = master.state
         assert state is not None
         assert LONG_GROUP not in state.metadata.groups
@@ -177,7 +198,7 @@ def test_heartbeats_are_bounded_and_checked(tmp_path: Path) -> None:
         # within the bounds: taken, and the group and its retry topic are made
         within = await beat(_heartbeat({"G": [f"T{i}" for i in range(10)]}, producers=("P",)))
         assert within.code == MQResponseCode.SUCCESS, within.remark
-        await asyncio.sleep(0.5)
+        await _everything_before_is_applied(cluster, master, "AfterBounds")
         assert not {"G0", "G1", "G2"} & set(state.metadata.groups)
         assert "G" in state.metadata.groups
         assert state.topics.find("%RETRY%G") is not None
@@ -202,7 +223,7 @@ def test_auto_created_groups_stop_at_the_bound(tmp_path: Path) -> None:
                 master.address, MQRequestCode.HEART_BEAT, body=_heartbeat({f"New{i}": ["T"]})
             )
             assert answer.code == MQResponseCode.SUCCESS, answer.remark
-        await asyncio.sleep(0.5)
+        await _everything_before_is_applied(cluster, master, "AfterAutoCreated")
         assert len(state.metadata.groups) == bound
 
     run_with_cluster(tmp_path, test)
