@@ -195,11 +195,18 @@ def _roll(
     restarts: list[Restart],
     log: Callable[[str], None],
 ) -> None:
-    """Restart every replica, group by group, followers first, waiting for ``--ready``."""
+    """Restart every replica, group by group, followers first, waiting for ``--ready``. The
+    roles are read again before each stop: a group's leadership may move between restarts (a
+    preferred leader taking it back, an election), and a restart is a master's when the replica
+    leads at its SIGTERM, whatever it led before."""
     for group in cluster.groups:
-        master = cluster.wait_master(group, timeout_s=30.0)
-        for node in [n for n in cluster.nodes if n != master] + [master]:
+        remaining = list(cluster.nodes)
+        while remaining:
             _wait_ready(cluster, group, None, log)
+            master = cluster.wait_master(group, timeout_s=30.0)
+            followers = [n for n in remaining if n != master]
+            node = followers[0] if followers else remaining[0]
+            remaining.remove(node)
             stop_ms = workload.now_ms()
             code = cluster.terminate(group, node)
             stopped_ms = workload.now_ms()
