@@ -448,3 +448,13 @@ def test_one_account_flooding_the_nonce_cache_does_not_refuse_another_accounts_r
         cache.remember("flooder", f"f{i}", now_ms + 299_000, now_ms)
     assert "older than the replays" in (cache.problem("flooder", "new", now_ms + 1) or "")
     assert cache.problem("honest", "h1", now_ms + 1) is None
+
+
+@pytest.mark.parametrize("code", sorted(ADMIN_CODES))
+def test_every_admin_code_is_refused_to_an_account_that_is_not_admin(code: int) -> None:
+    """Every admin-only request (membership changes, REPLICA_BACKUP, which writes a directory on
+    the replica's host, ...) is refused to a plain account, whatever its fields say."""
+    fields = sign_request({"topic": "T", "to": "/tmp/x"}, None, "RocketMQ", "12345678")
+    refused = _decide(fields, b"", code=code)
+    assert not refused.allowed
+    assert "admin" in refused.remark
